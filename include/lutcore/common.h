@@ -1,0 +1,71 @@
+/* lutcore/common.h — what every kernel family shares.
+ *
+ * Design: kernels are `static` C functions in headers, one header per family,
+ * included by exactly one Cython module each.  Per-ISA bodies carry a
+ * `LC_TARGET_*` attribute so the translation unit itself is built for the
+ * baseline ISA; the caller (Python) passes the ISA to use as an argument, so
+ * no kernel reads global state and tests can force every path.
+ *
+ * Threading: `LC_OMP_FOR(n)` parallelises a loop over independent outputs with
+ * a static schedule; without OpenMP it is a plain loop.  No kernel splits a
+ * floating-point reduction differently per thread count.
+ */
+#ifndef LUTCORE_COMMON_H
+#define LUTCORE_COMMON_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#define LC_HAVE_OMP 1
+#else
+#define LC_HAVE_OMP 0
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+#endif
+
+#define LC_STR_(x) #x
+#define LC_STR(x) LC_STR_(x)
+#if LC_HAVE_OMP
+#define LC_PRAGMA(x) _Pragma(LC_STR(x))
+#else
+#define LC_PRAGMA(x)
+#endif
+
+/* ISA identifiers, ordered: a higher one implies every lower one. */
+enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2 };
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define LC_X86 1
+#include <immintrin.h>
+#define LC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
+#define LC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
+#else
+#define LC_X86 0
+#endif
+
+/* Detected ISA bits: bit0 avx2(+fma,f16c), bit1 avx512 f/bw/vl/dq,
+ * bit2 avx512-vnni, bit3 avx512-vbmi. */
+static int lc_cpu_features(void) {
+    int f = 0;
+#if LC_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= 1;
+    if ((f & 1) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        f |= 2;
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11)
+    if ((f & 2) && __builtin_cpu_supports("avx512vnni")) f |= 4;
+    if ((f & 2) && __builtin_cpu_supports("avx512vbmi")) f |= 8;
+#endif
+#endif
+    return f;
+}
+
+static inline size_t lc_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+#endif /* LUTCORE_COMMON_H */

@@ -1,0 +1,274 @@
+/* lutcore/elementwise.h — requantizer, ReLU table, fp16 rounding.
+ *
+ * Contracts (DESIGN.md):
+ *   requant: t = (acc + (1 << (shift-1))) >> shift  (arithmetic; shift 0: t = acc),
+ *            saturated to int16, out = lut[t & 0xffff]
+ *   relu8:   out = lut[x & 0xff]
+ *   fp16 "nearest": IEEE binary16 round-to-nearest-even, subnormals kept,
+ *            overflow to inf, NaN bits as numpy's astype(float16);
+ *   fp16 "truncate": round toward zero (finite overflow -> 65504).
+ * The rounding add is done in 64-bit so acc near INT32_MAX does not wrap.
+ *
+ * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
+ * SIMD bodies are chosen by `isa`.
+ */
+#ifndef LUTCORE_ELEMENTWISE_H
+#define LUTCORE_ELEMENTWISE_H
+
+#include "common.h"
+
+#define LC_EW_CHUNK 65536
+
+static inline int16_t lc_requant_t(int32_t acc, int shift) {
+    int64_t t = shift == 0 ? (int64_t)acc : (((int64_t)acc + ((int64_t)1 << (shift - 1))) >> shift);
+    if (t > 32767) t = 32767;
+    if (t < -32768) t = -32768;
+    return (int16_t)t;
+}
+
+static inline void lc_requant_generic(int8_t *out, const int32_t *acc, int64_t n, int shift,
+                                      const int8_t *lut) {
+    for (int64_t i = 0; i < n; i++) out[i] = lut[(uint16_t)lc_requant_t(acc[i], shift)];
+}
+
+/* Saturating fast path, valid only when lut[i] == clamp(int16(i), lo, hi) for all i
+ * (the caller checks the table once). */
+static inline void lc_requant_clamp_generic(int8_t *out, const int32_t *acc, int64_t n, int shift,
+                                            int lo, int hi) {
+    for (int64_t i = 0; i < n; i++) {
+        int t = lc_requant_t(acc[i], shift);
+        out[i] = (int8_t)(t < lo ? lo : (t > hi ? hi : t));
+    }
+}
+
+#if LC_X86
+LC_TARGET_AVX2 static void lc_requant_clamp_avx2(int8_t *out, const int32_t *acc, int64_t n, int shift,
+                                                 int lo, int hi) {
+    int64_t i = 0;
+    /* 64-bit rounding add: split into even/odd lanes is costly; instead note that
+     * (acc + r) >> s == (acc >> s) + (((acc & (2^s - 1)) + r) >> s) exactly, with
+     * no overflow in 32 bits. */
+    __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+    if (shift > 0 && shift < 31) {
+        __m256i mask = _mm256_set1_epi32((int32_t)((1u << shift) - 1));
+        __m256i rnd = _mm256_set1_epi32((int32_t)(1u << (shift - 1)));
+        __m128i sh = _mm_cvtsi32_si128(shift);
+        for (; i + 8 <= n; i += 8) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(acc + i));
+            __m256i hiq = _mm256_sra_epi32(a, sh);
+            __m256i lo_ = _mm256_srl_epi32(_mm256_add_epi32(_mm256_and_si256(a, mask), rnd), sh);
+            __m256i t = _mm256_add_epi32(hiq, lo_);
+            t = _mm256_min_epi32(_mm256_max_epi32(t, vlo), vhi);
+            __m128i t16 = _mm_packs_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            __m128i t8 = _mm_packs_epi16(t16, t16);
+            _mm_storel_epi64((__m128i *)(out + i), t8);
+        }
+    } else if (shift == 0) {
+        for (; i + 8 <= n; i += 8) {
+            __m256i t = _mm256_loadu_si256((const __m256i *)(acc + i));
+            t = _mm256_min_epi32(_mm256_max_epi32(t, vlo), vhi);
+            __m128i t16 = _mm_packs_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            _mm_storel_epi64((__m128i *)(out + i), _mm_packs_epi16(t16, t16));
+        }
+    }
+    lc_requant_clamp_generic(out + i, acc + i, n - i, shift, lo, hi);
+}
+#endif
+
+static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
+                       int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads) {
+    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+        if (!is_clamp) { lc_requant_generic(out + i0, acc + i0, len, shift, lut); continue; }
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_requant_clamp_avx2(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi); continue; }
+#endif
+        lc_requant_clamp_generic(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi);
+    }
+}
+
+static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int nthreads) {
+    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_EW_CHUNK, i1 = n - i0 < LC_EW_CHUNK ? n : i0 + LC_EW_CHUNK;
+        for (int64_t i = i0; i < i1; i++) out[i] = lut[(uint8_t)x[i]];
+    }
+}
+
+/* ---------------------------------------------------------------- fp16 */
+
+static inline uint32_t lc_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float lc_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* float32 bits -> binary16 bits, round to nearest even (numpy's NaN rule:
+ * keep the top 10 payload bits, force a non-zero payload). */
+static inline uint16_t lc_f32_to_f16_rne(uint32_t f) {
+    uint32_t sign = (f >> 16) & 0x8000u;
+    uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
+    if (exp == 0xffu) {
+        if (sig == 0) return (uint16_t)(sign | 0x7c00u);
+        uint32_t h = 0x7c00u | (sig >> 13);
+        if (h == 0x7c00u) h++;
+        return (uint16_t)(sign | h);
+    }
+    int32_t e = (int32_t)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        /* subnormal (or zero) result */
+        if (e < -10) return (uint16_t)sign;
+        uint32_t m = sig | 0x800000u;          /* 24-bit significand */
+        int shift = 14 - e;                     /* 14..24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t q = ((uint32_t)e << 10) | (sig >> 13);
+    uint32_t rem = sig & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;   /* may carry into inf: correct */
+    return (uint16_t)(sign | q);
+}
+
+/* round toward zero; finite overflow saturates to 65504 */
+static inline uint16_t lc_f32_to_f16_rtz(uint32_t f) {
+    uint32_t sign = (f >> 16) & 0x8000u;
+    uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
+    if (exp == 0xffu) {
+        if (sig == 0) return (uint16_t)(sign | 0x7c00u);
+        uint32_t h = 0x7c00u | (sig >> 13);
+        if (h == 0x7c00u) h++;
+        return (uint16_t)(sign | h);
+    }
+    int32_t e = (int32_t)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7bffu);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        uint32_t m = sig | 0x800000u;
+        return (uint16_t)(sign | (m >> (14 - e)));
+    }
+    return (uint16_t)(sign | ((uint32_t)e << 10) | (sig >> 13));
+}
+
+static inline uint32_t lc_f16_to_f32_bits(uint16_t h) {
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0) {
+        if (mant == 0) return sign;
+        /* subnormal: mant/1024 * 2^-14, renormalise */
+        int e = -1;
+        do { mant <<= 1; e++; } while (!(mant & 0x400u));
+        mant &= 0x3ffu;
+        return sign | ((uint32_t)(127 - 15 - e) << 23) | (mant << 13);
+    }
+    if (exp == 31) return sign | 0x7f800000u | (mant << 13);
+    return sign | ((exp - 15 + 127) << 23) | (mant << 13);
+}
+
+/* mode 0 = nearest, 1 = truncate */
+static inline void lc_fp16_encode_generic(uint16_t *out, const float *x, int64_t n, int mode) {
+    if (mode == 0)
+        for (int64_t i = 0; i < n; i++) out[i] = lc_f32_to_f16_rne(lc_f32_bits(x[i]));
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = lc_f32_to_f16_rtz(lc_f32_bits(x[i]));
+}
+static inline void lc_fp16_decode_generic(float *out, const uint16_t *h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = lc_bits_f32(lc_f16_to_f32_bits(h[i]));
+}
+static inline void lc_fp16_round_generic(float *out, const float *x, int64_t n, int mode) {
+    if (mode == 0)
+        for (int64_t i = 0; i < n; i++) out[i] = lc_bits_f32(lc_f16_to_f32_bits(lc_f32_to_f16_rne(lc_f32_bits(x[i]))));
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = lc_bits_f32(lc_f16_to_f32_bits(lc_f32_to_f16_rtz(lc_f32_bits(x[i]))));
+}
+
+#if LC_X86
+/* F16C converts with IEEE semantics; only NaN payloads differ from numpy (F16C
+ * quiets them), so lanes holding NaN are redone by the scalar rule. */
+LC_TARGET_AVX2 static void lc_fp16_encode_avx2(uint16_t *out, const float *x, int64_t n, int mode) {
+    int64_t i = 0;
+    if (mode == 0) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)(out + i), h);
+            if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+                lc_fp16_encode_generic(out + i, x + i, 8, 0);
+        }
+    }
+    lc_fp16_encode_generic(out + i, x + i, n - i, mode);
+}
+LC_TARGET_AVX2 static void lc_fp16_decode_avx2(float *out, const uint16_t *h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(v));
+        /* NaN payloads: F16C quiets signalling NaNs, numpy does not */
+        __m128i e = _mm_and_si128(v, _mm_set1_epi16(0x7c00));
+        __m128i isnan = _mm_and_si128(_mm_cmpeq_epi16(e, _mm_set1_epi16(0x7c00)),
+                                      _mm_xor_si128(_mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16(0x3ff)), _mm_setzero_si128()),
+                                                    _mm_set1_epi16(-1)));
+        if (_mm_movemask_epi8(isnan)) lc_fp16_decode_generic(out + i, h + i, 8);
+    }
+    lc_fp16_decode_generic(out + i, h + i, n - i);
+}
+LC_TARGET_AVX2 static void lc_fp16_round_avx2(float *out, const float *x, int64_t n, int mode) {
+    int64_t i = 0;
+    if (mode == 0) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm256_storeu_ps(out + i, r);
+            if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+                lc_fp16_round_generic(out + i, x + i, 8, 0);
+        }
+    } else {
+        /* truncate: toward-zero conversion; F16C's RTZ saturates finite overflow to 65504 */
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+            _mm256_storeu_ps(out + i, r);
+            if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+                lc_fp16_round_generic(out + i, x + i, 8, 1);
+        }
+    }
+    lc_fp16_round_generic(out + i, x + i, n - i, mode);
+}
+#endif
+
+static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
+    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_fp16_encode_avx2(out + i0, x + i0, len, mode); continue; }
+#endif
+        lc_fp16_encode_generic(out + i0, x + i0, len, mode);
+    }
+}
+static void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads) {
+    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_fp16_decode_avx2(out + i0, h + i0, len); continue; }
+#endif
+        lc_fp16_decode_generic(out + i0, h + i0, len);
+    }
+}
+static void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
+    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_fp16_round_avx2(out + i0, x + i0, len, mode); continue; }
+#endif
+        lc_fp16_round_generic(out + i0, x + i0, len, mode);
+    }
+}
+
+#endif /* LUTCORE_ELEMENTWISE_H */

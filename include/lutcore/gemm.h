@@ -1,0 +1,487 @@
+/* lutcore/gemm.h — LUT GEMM and block-scaled int8 matmul.
+ *
+ * Contracts (DESIGN.md): C[m,n] = sum_k mul[A[m,k], B[k,n]] (int8 in, int32
+ * out) for any 256x256 table; the block-scaled matmul folds one int32 GEMM per
+ * block of the reduction axis: Y[m,n] = sum_b (sa[m,b]*sb[b,n]) * (float)I_b,
+ * left to right, increasing b, in float32 without FMA.
+ *
+ * Two families of bodies:
+ *  - exact tables: the product really is a*b, so we widen to int16 and use
+ *    pmaddwd (pairs of k summed exactly into int32).  A is packed as int16
+ *    rows, B as int8 panels of 16 columns x k-pairs so the micro-kernel streams
+ *    both; a 6x16 register tile.  (No saturating pmaddubsw: it is not exact.)
+ *  - any table: the "row table" trick.  For a fixed k and a block of 32 output
+ *    columns, P[a][c] = mul[a][B[k,c]] holds every value row m can add; each
+ *    output row then adds the contiguous row P[A[m,k]] — SIMD adds instead of
+ *    one scalar lookup per product.  Building P costs 256 lookups per (k,c),
+ *    so for fewer than LC_TABLE_DIRECT_M rows we look up directly instead.
+ *
+ * Shapes and layouts (all row-major, contiguous):
+ *   A   int8  (M, K)            IN   activations
+ *   B   int8  (K, N)            IN   weights
+ *   Ap  int16 (Mp, Kp)          packed A, Mp = round_up(M, 6), Kp see below
+ *   Bp  int8  (Np/16, Kp/2, 16, 2)  packed B, Np = round_up(N, 16)
+ *   C   int32 (M, N)            OUT
+ * The reduction axis is cut in `nblk` blocks of `bk` values, each padded to an
+ * even `bkp` (plain GEMM: one block of K).  Padding is zero, so it adds 0 on
+ * the exact path; the table path never sees padding (it reads A, B directly).
+ *
+ * Threads: work is split over output tiles only; integer sums are exact, and
+ * each float output's fold order is fixed by b, so any thread count gives the
+ * same bits.
+ */
+#ifndef LUTCORE_GEMM_H
+#define LUTCORE_GEMM_H
+
+#include "common.h"
+#include <math.h>
+#include <float.h>
+
+#define LC_MR 6
+#define LC_NR 16
+#define LC_TABLE_NB 32      /* output columns per row-table block */
+#define LC_TABLE_KB 8       /* k values per row-table batch */
+#define LC_TABLE_DIRECT_M 48
+
+/* ------------------------------------------------------------------ packing */
+
+/* packed k index -> source k, or -1 for padding */
+static inline int64_t lc_src_k(int64_t kp, int64_t bk, int64_t bkp, int64_t K) {
+    int64_t blk = kp / bkp, j = kp % bkp;
+    if (j >= bk) return -1;
+    int64_t k = blk * bk + j;
+    return k < K ? k : -1;
+}
+
+/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
+static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
+                        int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t m = 0; m < Mp; m++) {
+        int16_t *dst = Ap + m * Kp;
+        if (m >= M) { memset(dst, 0, (size_t)Kp * sizeof(int16_t)); continue; }
+        const int8_t *src = A + m * lda;
+        if (bk == bkp && bk * (Kp / bkp) == K) {
+            for (int64_t k = 0; k < K; k++) dst[k] = src[k];
+        } else {
+            for (int64_t kp = 0; kp < Kp; kp++) {
+                int64_t k = lc_src_k(kp, bk, bkp, K);
+                dst[kp] = k < 0 ? 0 : src[k];
+            }
+        }
+    }
+}
+
+/* Bp[panel][p][c][2] = (B[src(2p), n], B[src(2p+1), n]) with n = panel*16 + c. */
+static void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb,
+                      int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    int64_t npan = (N + LC_NR - 1) / LC_NR, P = Kp / 2;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t pan = 0; pan < npan; pan++) {
+        int8_t *dst = Bp + pan * P * 2 * LC_NR;
+        int64_t n0 = pan * LC_NR;
+        for (int64_t p = 0; p < P; p++) {
+            int64_t k0 = lc_src_k(2 * p, bk, bkp, K), k1 = lc_src_k(2 * p + 1, bk, bkp, K);
+            int8_t *d = dst + p * 2 * LC_NR;
+            for (int64_t c = 0; c < LC_NR; c++) {
+                int64_t n = n0 + c;
+                d[2 * c] = (n < N && k0 >= 0) ? B[k0 * ldb + n] : 0;
+                d[2 * c + 1] = (n < N && k1 >= 0) ? B[k1 * ldb + n] : 0;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------- exact micro-kernels */
+
+/* Generic: out[r][c] = sum over k-pairs [p0,p1) of rows r < R of the tile. */
+static void lc_mk_exact_generic(int32_t *out /* [LC_MR][LC_NR] */, const int16_t *Ap, int64_t Kp,
+                                const int8_t *Bpan, int64_t p0, int64_t p1, int R) {
+    for (int r = 0; r < R; r++) {
+        const int16_t *a = Ap + r * Kp;
+        int32_t acc[LC_NR];
+        for (int c = 0; c < LC_NR; c++) acc[c] = 0;
+        for (int64_t p = p0; p < p1; p++) {
+            const int8_t *b = Bpan + p * 2 * LC_NR;
+            int32_t a0 = a[2 * p], a1 = a[2 * p + 1];
+            for (int c = 0; c < LC_NR; c++) acc[c] += a0 * (int32_t)b[2 * c] + a1 * (int32_t)b[2 * c + 1];
+        }
+        for (int c = 0; c < LC_NR; c++) out[r * LC_NR + c] = acc[c];
+    }
+}
+
+#if LC_X86
+/* AVX2: R x 16 tile, two ymm accumulators per row.  Per k-pair: two int8->int16
+ * widening loads of B (16 columns x 2 k each), one int32 broadcast of the row's
+ * (a[2p], a[2p+1]) pair per row, pmaddwd + add. */
+#define LC_MK_AVX2_BODY(R)                                                                   \
+    __m256i acc0[R], acc1[R];                                                                \
+    for (int r = 0; r < R; r++) { acc0[r] = _mm256_setzero_si256(); acc1[r] = _mm256_setzero_si256(); } \
+    for (int64_t p = p0; p < p1; p++) {                                                      \
+        const int8_t *b = Bpan + p * 2 * LC_NR;                                              \
+        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));              \
+        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));       \
+        for (int r = 0; r < R; r++) {                                                        \
+            int32_t pair;                                                                    \
+            memcpy(&pair, Ap + r * Kp + 2 * p, 4);                                           \
+            __m256i av = _mm256_set1_epi32(pair);                                            \
+            acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(av, b0));                  \
+            acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(av, b1));                  \
+        }                                                                                    \
+    }                                                                                        \
+    for (int r = 0; r < R; r++) {                                                            \
+        _mm256_storeu_si256((__m256i *)(out + r * LC_NR), acc0[r]);                          \
+        _mm256_storeu_si256((__m256i *)(out + r * LC_NR + 8), acc1[r]);                      \
+    }
+
+#define LC_MK_AVX2_DEF(R)                                                                    \
+    LC_TARGET_AVX2 static void lc_mk_exact_avx2_##R(int32_t *out, const int16_t *Ap, int64_t Kp, \
+                                                   const int8_t *Bpan, int64_t p0, int64_t p1) { \
+        LC_MK_AVX2_BODY(R)                                                                   \
+    }
+LC_MK_AVX2_DEF(6)
+LC_MK_AVX2_DEF(4)
+LC_MK_AVX2_DEF(2)
+LC_MK_AVX2_DEF(1)
+
+LC_TARGET_AVX2 static void lc_mk_exact_avx2(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                            const int8_t *Bpan, int64_t p0, int64_t p1, int R) {
+    int r = 0;
+    while (r < R) {
+        int left = R - r;
+        if (left >= 6) { lc_mk_exact_avx2_6(out + r * LC_NR, Ap + r * Kp, Kp, Bpan, p0, p1); r += 6; }
+        else if (left >= 4) { lc_mk_exact_avx2_4(out + r * LC_NR, Ap + r * Kp, Kp, Bpan, p0, p1); r += 4; }
+        else if (left >= 2) { lc_mk_exact_avx2_2(out + r * LC_NR, Ap + r * Kp, Kp, Bpan, p0, p1); r += 2; }
+        else { lc_mk_exact_avx2_1(out + r * LC_NR, Ap + r * Kp, Kp, Bpan, p0, p1); r += 1; }
+    }
+}
+#endif
+
+static inline void lc_mk_exact(int isa, int32_t *out, const int16_t *Ap, int64_t Kp,
+                               const int8_t *Bpan, int64_t p0, int64_t p1, int R) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_mk_exact_avx2(out, Ap, Kp, Bpan, p0, p1, R); return; }
+#endif
+    (void)isa;
+    lc_mk_exact_generic(out, Ap, Kp, Bpan, p0, p1, R);
+}
+
+/* Fold one block's int32 tile into float32 rows: y[r][c] += (sa[r]*sb[c]) * (float)I[r][c].
+ * sa: per-row scale of this block (stride lds), sb: 16 column scales of this block. */
+static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t *I, const float *sa,
+                                   int64_t lds, const float *sb, int R) {
+    for (int r = 0; r < R; r++) {
+        float s = sa[r * lds];
+        for (int c = 0; c < LC_NR; c++) {
+            float t = (s * sb[c]) * (float)I[r * LC_NR + c];
+            y[r * LC_NR + c] = y[r * LC_NR + c] + t;
+        }
+    }
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_fold_avx2(float *y, const int32_t *I, const float *sa, int64_t lds,
+                                        const float *sb, int R) {
+    __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
+    for (int r = 0; r < R; r++) {
+        __m256 s = _mm256_set1_ps(sa[r * lds]);
+        __m256 t0 = _mm256_mul_ps(_mm256_mul_ps(s, sb0), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(I + r * LC_NR))));
+        __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(s, sb1), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(I + r * LC_NR + 8))));
+        _mm256_storeu_ps(y + r * LC_NR, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR), t0));
+        _mm256_storeu_ps(y + r * LC_NR + 8, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR + 8), t1));
+    }
+}
+#endif
+static inline void lc_fold(int isa, float *y, const int32_t *I, const float *sa, int64_t lds,
+                           const float *sb, int R) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_fold_avx2(y, I, sa, lds, sb, R); return; }
+#endif
+    (void)isa;
+    lc_fold_generic(y, I, sa, lds, sb, R);
+}
+
+/* ------------------------------------------------------ exact drivers */
+
+#define LC_MC 48   /* rows per work unit (8 register tiles) */
+#define LC_NC 128  /* columns per work unit (8 panels) */
+
+/* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
+static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
+                                 int64_t M, int64_t N, int64_t Kp, int isa, int nthreads) {
+    int64_t P = Kp / 2;
+    int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
+    int64_t units = nmu * nnu;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t u = 0; u < units; u++) {
+        int64_t mu = u / nnu, nu = u % nnu;
+        int32_t tile[LC_MR * LC_NR];
+        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+                lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
+                for (int r = 0; r < R; r++)
+                    memcpy(C + (m0 + r) * ldc + n0, tile + r * LC_NR, (size_t)nc * sizeof(int32_t));
+            }
+        }
+    }
+}
+
+/* Y (M,N) float32 = block-scaled matmul on packed operands (exact table).
+ * sa (M, nblk) row-major; sbp (Np/16, nblk, 16) packed column scales. */
+static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
+                                    const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
+                                    int64_t nblk, int64_t bkp, int isa, int nthreads) {
+    int64_t Kp = nblk * bkp, P = Kp / 2, pb = bkp / 2;
+    int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
+    int64_t units = nmu * nnu;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t u = 0; u < units; u++) {
+        int64_t mu = u / nnu, nu = u % nnu;
+        int32_t tile[LC_MR * LC_NR];
+        float ytile[LC_MR * LC_NR];
+        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+            const float *sbpan = sbp + (n0 / LC_NR) * nblk * LC_NR;
+            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+                for (int i = 0; i < LC_MR * LC_NR; i++) ytile[i] = 0.0f;
+                for (int64_t b = 0; b < nblk; b++) {
+                    lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, b * pb, (b + 1) * pb, R);
+                    lc_fold(isa, ytile, tile, sa + m0 * nblk + b, nblk, sbpan + b * LC_NR, R);
+                }
+                for (int r = 0; r < R; r++)
+                    memcpy(Y + (m0 + r) * ldy + n0, ytile + r * LC_NR, (size_t)nc * sizeof(float));
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------ any-table path */
+
+/* T32: int32 [2][65536]; T32[0][a*256+b] = mul(a,b), T32[1][b*256+a] = mul(a,b)
+ * (a, b as unsigned bytes).  Work: per thread LC_TABLE_KB*256*LC_TABLE_NB int32
+ * for the row tables plus M*LC_TABLE_NB int32 accumulators.
+ *
+ * Computes acc[m][c] += sum_{k in [k0,k1)} mul(A[m,k], B[k, n0+c]) for c < nc. */
+static inline __attribute__((always_inline)) void
+lc_table_accum(int32_t *acc /* [M][NB] */, int32_t *Pbuf, const int8_t *A, int64_t lda,
+               const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M, int64_t n0, int nc,
+               int64_t k0, int64_t k1) {
+    const int32_t *Tt = T32 + 65536;
+    if (M < LC_TABLE_DIRECT_M) {
+        for (int64_t m = 0; m < M; m++) {
+            int32_t *am = acc + m * LC_TABLE_NB;
+            for (int64_t k = k0; k < k1; k++) {
+                const int32_t *row = T32 + (int64_t)(uint8_t)A[m * lda + k] * 256;
+                const uint8_t *bk = (const uint8_t *)(B + k * ldb + n0);
+                for (int c = 0; c < nc; c++) am[c] += row[bk[c]];
+            }
+        }
+        return;
+    }
+    for (int64_t kb = k0; kb < k1; kb += LC_TABLE_KB) {
+        int kn = (int)(k1 - kb < LC_TABLE_KB ? k1 - kb : LC_TABLE_KB);
+        /* P[j][a][c] = mul(a, B[kb+j, n0+c]): columns of the table, transposed */
+        for (int j = 0; j < kn; j++) {
+            const uint8_t *bk = (const uint8_t *)(B + (kb + j) * ldb + n0);
+            int32_t *P = Pbuf + (int64_t)j * 256 * LC_TABLE_NB;
+            const int32_t *src[LC_TABLE_NB];
+            for (int c = 0; c < LC_TABLE_NB; c++) src[c] = Tt + (int64_t)(c < nc ? bk[c] : 0) * 256;
+            for (int a = 0; a < 256; a += 8)
+                for (int c = 0; c < LC_TABLE_NB; c++)
+                    for (int i = 0; i < 8; i++) P[(a + i) * LC_TABLE_NB + c] = src[c][a + i];
+        }
+        for (int64_t m = 0; m < M; m++) {
+            int32_t *am = acc + m * LC_TABLE_NB;
+            const uint8_t *ar = (const uint8_t *)(A + m * lda + kb);
+            for (int j = 0; j < kn; j++) {
+                const int32_t *prow = Pbuf + (int64_t)j * 256 * LC_TABLE_NB + (int64_t)ar[j] * LC_TABLE_NB;
+                for (int c = 0; c < LC_TABLE_NB; c++) am[c] += prow[c];
+            }
+        }
+    }
+}
+
+static void lc_table_accum_generic(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
+                                   const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M,
+                                   int64_t n0, int nc, int64_t k0, int64_t k1) {
+    lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
+                                               const int8_t *B, int64_t ldb, const int32_t *T32,
+                                               int64_t M, int64_t n0, int nc, int64_t k0, int64_t k1) {
+    lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+}
+#endif
+static inline void lc_table_accum_isa(int isa, int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
+                                      const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M,
+                                      int64_t n0, int nc, int64_t k0, int64_t k1) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_table_accum_avx2(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1); return; }
+#endif
+    (void)isa;
+    lc_table_accum_generic(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+}
+
+static inline size_t lc_table_work_per_thread(int64_t M) {
+    return (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB + (size_t)M * LC_TABLE_NB;
+}
+
+/* Work units for the table path: (column block, row chunk).  Row chunks only
+ * when there are too few column blocks to feed the threads (row tables are then
+ * built once per chunk). */
+static inline int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads) {
+    if (M < 2 * LC_TABLE_DIRECT_M || ncb >= 2 * nthreads) return 1;
+    int64_t want = (2 * nthreads + ncb - 1) / ncb;
+    int64_t maxc = M / LC_TABLE_DIRECT_M;
+    return want < maxc ? want : (maxc > 0 ? maxc : 1);
+}
+
+/* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
+static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
+                          int64_t ldb, const int32_t *T32, int64_t M, int64_t N, int64_t K,
+                          int32_t *work, int isa, int nthreads) {
+    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
+    int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
+    int64_t rows_per = (M + nrc - 1) / nrc;
+    size_t per = lc_table_work_per_thread(rows_per);
+    int64_t units = ncb * nrc;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int32_t *mine = work + (size_t)omp_get_thread_num() * per;
+        int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t u = 0; u < units; u++) {
+            int64_t cb = u / nrc, rc = u % nrc;
+            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
+            if (m1 <= m0) continue;
+            int64_t n0 = cb * LC_TABLE_NB;
+            int nc = (int)(N - n0 < LC_TABLE_NB ? N - n0 : LC_TABLE_NB);
+            memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
+            lc_table_accum_isa(isa, acc, Pbuf, A + m0 * lda, lda, B, ldb, T32, m1 - m0, n0, nc, 0, K);
+            for (int64_t m = m0; m < m1; m++)
+                memcpy(C + m * ldc + n0, acc + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(int32_t));
+        }
+    }
+}
+
+/* Y (M,N) float32 = block-scaled matmul with any table on quantized operands:
+ * qa (M, Kq) int8, sa (M, nblk), qb (Kq, N) int8, sb (nblk, N); Kq = nblk*bk. */
+static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
+                             const float *sb, const int32_t *T32, int64_t M, int64_t N, int64_t nblk,
+                             int64_t bk, int32_t *work, int isa, int nthreads) {
+    int64_t Kq = nblk * bk;
+    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
+    int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
+    int64_t rows_per = (M + nrc - 1) / nrc;
+    size_t per = lc_table_work_per_thread(rows_per) + (size_t)rows_per * LC_TABLE_NB;
+    int64_t units = ncb * nrc;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int32_t *mine = work + (size_t)omp_get_thread_num() * per;
+        int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
+        float *yb = (float *)(acc + (size_t)rows_per * LC_TABLE_NB);
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t u = 0; u < units; u++) {
+            int64_t cb = u / nrc, rc = u % nrc;
+            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
+            if (m1 <= m0) continue;
+            int64_t n0 = cb * LC_TABLE_NB;
+            int nc = (int)(N - n0 < LC_TABLE_NB ? N - n0 : LC_TABLE_NB);
+            for (int64_t i = 0; i < (m1 - m0) * LC_TABLE_NB; i++) yb[i] = 0.0f;
+            for (int64_t b = 0; b < nblk; b++) {
+                memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
+                lc_table_accum_isa(isa, acc, Pbuf, qa + m0 * Kq, Kq, qb, N, T32, m1 - m0, n0, nc,
+                                   b * bk, (b + 1) * bk);
+                for (int64_t m = m0; m < m1; m++) {
+                    float s = sa[m * nblk + b];
+                    const float *sbr = sb + b * N + n0;
+                    float *y = yb + (m - m0) * LC_TABLE_NB;
+                    const int32_t *I = acc + (m - m0) * LC_TABLE_NB;
+                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)I[c];
+                }
+            }
+            for (int64_t m = m0; m < m1; m++)
+                memcpy(Y + m * ldy + n0, yb + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
+/* ------------------------------------------------------ quantization */
+
+/* Q8 along contiguous rows: x (R, K) -> q (R, nblk*bk), s (R, nblk).
+ * Returns the number of non-finite inputs seen (0 = ok). */
+static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
+                                int64_t bk, int64_t nblk, int nthreads) {
+    int64_t bad = 0;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        int8_t *qr = q + r * nblk * bk;
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
+            float amax = 0.0f;
+            int64_t nf = 0;
+            for (int64_t k = k0; k < k1; k++) {
+                float a = fabsf(xr[k]);
+                nf += !(a <= FLT_MAX);
+                amax = a > amax ? a : amax;
+            }
+            bad += nf;
+            float sc = amax / 127.0f;
+            s[r * nblk + b] = sc;
+            for (int64_t k = k0; k < k1; k++) {
+                float v = sc != 0.0f ? nearbyintf(xr[k] / sc) : 0.0f;
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+                qr[k] = (int8_t)v;
+            }
+            for (int64_t k = (k1 > k0 ? k1 : k0); k < k0 + bk; k++) qr[k] = 0;
+        }
+    }
+    return bad;
+}
+
+/* Q8 along the leading axis: x (K, N) (row stride ldx) -> q (nblk*bk, N), s (nblk, N). */
+static int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
+                                int64_t bk, int64_t nblk, int nthreads) {
+    int64_t bad = 0;
+    const int64_t CB = 256;
+    int64_t ncb = (N + CB - 1) / CB;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
+    for (int64_t u = 0; u < nblk * ncb; u++) {
+        int64_t b = u / ncb, c0 = (u % ncb) * CB, c1 = c0 + CB < N ? c0 + CB : N;
+        int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
+        float amax[256];
+        int64_t nf = 0;
+        for (int64_t c = c0; c < c1; c++) amax[c - c0] = 0.0f;
+        for (int64_t k = k0; k < k1; k++)
+            for (int64_t c = c0; c < c1; c++) {
+                float a = fabsf(x[k * ldx + c]);
+                nf += !(a <= FLT_MAX);
+                amax[c - c0] = a > amax[c - c0] ? a : amax[c - c0];
+            }
+        bad += nf;
+        for (int64_t c = c0; c < c1; c++) {
+            amax[c - c0] = amax[c - c0] / 127.0f;
+            s[b * N + c] = amax[c - c0];
+        }
+        for (int64_t k = k0; k < k0 + bk; k++)
+            for (int64_t c = c0; c < c1; c++) {
+                float sc = amax[c - c0], v = 0.0f;
+                if (k < k1 && sc != 0.0f) v = nearbyintf(x[k * ldx + c] / sc);
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+                q[k * N + c] = (int8_t)v;
+            }
+    }
+    return bad;
+}
+
+#endif /* LUTCORE_GEMM_H */

@@ -1,0 +1,54 @@
+"""lutcore — neural networks on the CPU through declared 8-bit arithmetic units.
+
+Layering (dependencies point one way): C kernels (include/lutcore) <- Cython
+wrappers (lutcore._native) <- numpy-facing core (units, quant, ops) <- models,
+trainer, pipeline <- CLI.  See DESIGN.md for the numeric contracts.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from lutcore._simd import available_simd, get_simd, set_simd
+from lutcore._threads import get_num_threads, set_num_threads
+from lutcore.audit import AuditError, get_audit, set_audit
+from lutcore.ops import (PackedB, fp16_decode, fp16_encode, fp16_round, lut_gemm, pack_b, relu8,
+                         requant)
+from lutcore.quant import Q8, qmatmul, quantize
+from lutcore.units import Units
+
+__all__ = [
+    "Units", "lut_gemm", "pack_b", "PackedB", "quantize", "Q8", "qmatmul", "requant", "relu8",
+    "fp16_round", "fp16_encode", "fp16_decode", "set_audit", "get_audit", "AuditError",
+    "set_num_threads", "get_num_threads", "set_simd", "get_simd", "available_simd",
+    "show_config", "config",
+]
+
+
+def config() -> dict:
+    """Build and runtime facts as a dict (what ``show_config`` prints)."""
+    from lutcore import _simd
+    from lutcore._native import _cpu
+    return {
+        "version": __version__,
+        "openmp": _cpu.openmp_enabled(),
+        "default_threads": get_num_threads(),
+        "simd": get_simd(),
+        "simd_available": available_simd(),
+        "cpu_flags": _simd.cpu_flags(),
+        "kernel_bodies": {"lut_gemm/qmatmul": ["generic", "avx2"],
+                          "requant/fp16": ["generic", "avx2"]},
+        "audit_rate": get_audit(),
+    }
+
+
+def show_config() -> None:
+    """Print version, OpenMP on/off, default threads, and the SIMD paths."""
+    c = config()
+    print(f"lutcore {c['version']}")
+    print(f"  OpenMP:          {'on' if c['openmp'] else 'off (serial build)'}")
+    print(f"  default threads: {c['default_threads']}")
+    print(f"  SIMD path:       {c['simd']}  (available: {', '.join(c['simd_available'])})")
+    print(f"  CPU features:    {', '.join(c['cpu_flags']) or 'none detected'}")
+    for fam, bodies in c["kernel_bodies"].items():
+        print(f"  bodies {fam}: {', '.join(bodies)} (a higher path runs the best lower body)")
+    print(f"  audit rate:      {c['audit_rate']}")

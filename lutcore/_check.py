@@ -1,0 +1,76 @@
+"""Argument validation at the Python boundary.
+
+Every public entry point sends its array arguments through here so the native
+layer only ever sees C-contiguous arrays of the dtype and rank it expects.
+Errors name the argument, what was expected and what came.  Non-contiguous
+inputs are copied (documented on each entry point), never refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype) if isinstance(x, np.ndarray) else type(x).__name__
+
+
+def array(x, name: str, dtype, ndim: int | tuple | None = None, *, kind: str | None = None) -> np.ndarray:
+    """Return ``x`` as a C-contiguous ndarray of ``dtype``.
+
+    ``dtype`` is the required dtype: an array of another dtype is refused
+    (TypeError), except that Python scalars/lists are converted when they are
+    losslessly representable.  ``kind`` ('f' for any float) relaxes that to a
+    cast into ``dtype``.
+    """
+    dtype = np.dtype(dtype)
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__array__") or isinstance(x, (list, tuple, int, float, np.generic)):
+            arr = np.asarray(x)
+            if arr.dtype == object:
+                raise TypeError(f"{name}: expected an array of {dtype}, got {type(x).__name__}")
+            if arr.dtype != dtype:
+                if kind == "f" and arr.dtype.kind in "fiub":
+                    arr = arr.astype(dtype)
+                elif dtype.kind in "iu" and arr.dtype.kind in "iub" and arr.size and (
+                        arr.min() < np.iinfo(dtype).min or arr.max() > np.iinfo(dtype).max):
+                    raise ValueError(f"{name}: values outside {dtype} range")
+                elif dtype.kind in "iu" and arr.dtype.kind in "iub":
+                    arr = arr.astype(dtype)
+                elif dtype.kind == "f" and arr.dtype.kind in "fiu":
+                    arr = arr.astype(dtype)
+                else:
+                    raise TypeError(f"{name}: expected {dtype}, got {arr.dtype}")
+            x = arr
+        else:
+            raise TypeError(f"{name}: expected a numpy array of {dtype}, got {type(x).__name__}")
+    if x.dtype != dtype:
+        if kind == "f" and x.dtype.kind == "f":
+            x = x.astype(dtype)
+        else:
+            raise TypeError(f"{name}: expected dtype {dtype}, got {x.dtype}")
+    if ndim is not None:
+        nd = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.ndim not in nd:
+            want = " or ".join(f"{d}-D" for d in nd)
+            raise ValueError(f"{name}: expected a {want} array, got shape {x.shape}")
+    return np.ascontiguousarray(x)
+
+
+def positive_int(v, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected a positive int, got {type(v).__name__} {v!r}")
+    if v <= 0:
+        raise ValueError(f"{name}: expected a positive int, got {v}")
+    return int(v)
+
+
+def out_array(out, name: str, shape, dtype) -> np.ndarray:
+    """Validate a caller-provided output buffer (must match exactly and be contiguous)."""
+    dtype = np.dtype(dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype or out.shape != tuple(shape):
+        raise ValueError(f"{name}: expected {dtype} of shape {tuple(shape)}, got {out.dtype} of shape {out.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"{name}: must be a writeable C-contiguous array")
+    return out

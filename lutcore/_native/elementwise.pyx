@@ -1,0 +1,52 @@
+# cython: language_level=3
+"""Thin wrappers over include/lutcore/elementwise.h (arguments validated by lutcore.ops)."""
+from libc.stdint cimport int8_t, uint16_t, int32_t, int64_t
+
+cdef extern from "lutcore/elementwise.h" nogil:
+    void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
+                    int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads)
+    void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int nthreads)
+    void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads)
+    void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads)
+    void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads)
+
+
+def requant(int8_t[::1] out, const int32_t[::1] acc, int shift, const int8_t[::1] lut,
+            int clamp_lo, int clamp_hi, bint is_clamp, int isa, int nthreads):
+    cdef int64_t n = acc.shape[0]
+    if n == 0:
+        return
+    with nogil:
+        lc_requant(&out[0], &acc[0], n, shift, &lut[0], clamp_lo, clamp_hi, is_clamp, isa, nthreads)
+
+
+def relu8(int8_t[::1] out, const int8_t[::1] x, const int8_t[::1] lut, int nthreads):
+    cdef int64_t n = x.shape[0]
+    if n == 0:
+        return
+    with nogil:
+        lc_relu8(&out[0], &x[0], n, &lut[0], nthreads)
+
+
+def fp16_encode(uint16_t[::1] out, const float[::1] x, int mode, int isa, int nthreads):
+    cdef int64_t n = x.shape[0]
+    if n == 0:
+        return
+    with nogil:
+        lc_fp16_encode(&out[0], &x[0], n, mode, isa, nthreads)
+
+
+def fp16_decode(float[::1] out, const uint16_t[::1] h, int isa, int nthreads):
+    cdef int64_t n = h.shape[0]
+    if n == 0:
+        return
+    with nogil:
+        lc_fp16_decode(&out[0], &h[0], n, isa, nthreads)
+
+
+def fp16_round(float[::1] out, const float[::1] x, int mode, int isa, int nthreads):
+    cdef int64_t n = x.shape[0]
+    if n == 0:
+        return
+    with nogil:
+        lc_fp16_round(&out[0], &x[0], n, mode, isa, nthreads)

@@ -1,0 +1,125 @@
+# cython: language_level=3
+"""Thin wrappers over include/lutcore/gemm.h.
+
+Design: these functions trust their arguments — lutcore.ops / lutcore.quant
+validate dtype, shape and contiguity and allocate outputs; here we only take
+pointers, release the GIL and call C.  Every buffer is C-contiguous.
+"""
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
+
+cdef extern from "lutcore/gemm.h" nogil:
+    void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,
+                     int64_t bk, int64_t bkp, int64_t Kp, int nthreads)
+    void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int64_t bk,
+                   int64_t bkp, int64_t Kp, int nthreads)
+    void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
+                              int64_t M, int64_t N, int64_t Kp, int isa, int nthreads)
+    void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
+                                 const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
+                                 int64_t nblk, int64_t bkp, int isa, int nthreads)
+    void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
+                       int64_t ldb, const int32_t *T32, int64_t M, int64_t N, int64_t K,
+                       int32_t *work, int isa, int nthreads)
+    void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
+                          const float *sb, const int32_t *T32, int64_t M, int64_t N, int64_t nblk,
+                          int64_t bk, int32_t *work, int isa, int nthreads)
+    size_t lc_table_work_per_thread(int64_t M)
+    int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads)
+    int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
+                             int64_t bk, int64_t nblk, int nthreads)
+    int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
+                             int64_t bk, int64_t nblk, int nthreads)
+    int LC_MR, LC_NR, LC_TABLE_NB
+
+
+MR = LC_MR
+NR = LC_NR
+TABLE_NB = LC_TABLE_NB
+
+
+def pack_a16(int16_t[:, ::1] Ap, const int8_t[:, ::1] A, int64_t bk, int64_t bkp, int nthreads):
+    """Ap (Mp, Kp) <- A (M, K) widened; blocks of bk padded to bkp."""
+    cdef int64_t M = A.shape[0], K = A.shape[1]
+    if Ap.shape[0] == 0 or Ap.shape[1] == 0:
+        return
+    with nogil:
+        lc_pack_a16(&Ap[0, 0], &A[0, 0] if M > 0 and K > 0 else NULL, M, Ap.shape[0], K, K,
+                    bk, bkp, Ap.shape[1], nthreads)
+
+
+def pack_b(int8_t[::1] Bp, const int8_t[:, ::1] B, int64_t bk, int64_t bkp, int64_t Kp, int nthreads):
+    """Bp (Np/16 * Kp/2 * 32,) <- B (K, N)."""
+    cdef int64_t K = B.shape[0], N = B.shape[1]
+    if Bp.shape[0] == 0:
+        return
+    with nogil:
+        lc_pack_b(&Bp[0], &B[0, 0] if K > 0 and N > 0 else NULL, K, N, N, bk, bkp, Kp, nthreads)
+
+
+def gemm_exact_packed(int32_t[:, ::1] C, const int16_t[:, ::1] Ap, const int8_t[::1] Bp,
+                      int64_t Kp, int isa, int nthreads):
+    cdef int64_t M = C.shape[0], N = C.shape[1]
+    if M == 0 or N == 0:
+        return
+    with nogil:
+        lc_gemm_exact_packed(&C[0, 0], N, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
+
+
+def qmatmul_exact_packed(float[:, ::1] Y, const int16_t[:, ::1] Ap, const float[:, ::1] sa,
+                         const int8_t[::1] Bp, const float[::1] sbp, int64_t nblk, int64_t bkp,
+                         int isa, int nthreads):
+    cdef int64_t M = Y.shape[0], N = Y.shape[1]
+    if M == 0 or N == 0 or nblk == 0:
+        return
+    with nogil:
+        lc_qmatmul_exact_packed(&Y[0, 0], N, &Ap[0, 0], &sa[0, 0], &Bp[0], &sbp[0], M, N, nblk, bkp,
+                                isa, nthreads)
+
+
+def table_work_size(int64_t M, int64_t N, int nthreads, bint with_float):
+    """int32 words of workspace the table kernels need for this call."""
+    cdef int64_t ncb = (N + LC_TABLE_NB - 1) // LC_TABLE_NB
+    cdef int64_t nrc = lc_table_row_chunks(M, ncb, nthreads)
+    cdef int64_t rows = (M + nrc - 1) // nrc
+    cdef int64_t per = lc_table_work_per_thread(rows) + (rows * LC_TABLE_NB if with_float else 0)
+    return per * nthreads
+
+
+def gemm_table(int32_t[:, ::1] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B,
+               const int32_t[:, ::1] T32, int32_t[::1] work, int isa, int nthreads):
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    if M == 0 or N == 0:
+        return
+    with nogil:
+        lc_gemm_table(&C[0, 0], N, &A[0, 0], K, &B[0, 0], N, &T32[0, 0], M, N, K, &work[0], isa,
+                      nthreads)
+
+
+def qmatmul_table(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] sa,
+                  const int8_t[:, ::1] qb, const float[:, ::1] sb, const int32_t[:, ::1] T32,
+                  int64_t nblk, int64_t bk, int32_t[::1] work, int isa, int nthreads):
+    cdef int64_t M = Y.shape[0], N = Y.shape[1]
+    if M == 0 or N == 0 or nblk == 0:
+        return
+    with nogil:
+        lc_qmatmul_table(&Y[0, 0], N, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[0, 0], M, N,
+                         nblk, bk, &work[0], isa, nthreads)
+
+
+def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int nthreads):
+    """Returns the count of non-finite inputs."""
+    cdef int64_t R = x.shape[0], K = x.shape[1], nblk = s.shape[1], bad = 0
+    if R == 0 or nblk == 0:
+        return 0
+    with nogil:
+        bad = lc_quantize_rows(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, R, K, K, bk, nblk, nthreads)
+    return bad
+
+
+def quantize_cols(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int nthreads):
+    cdef int64_t K = x.shape[0], N = x.shape[1], nblk = s.shape[0], bad = 0
+    if N == 0 or nblk == 0:
+        return 0
+    with nogil:
+        bad = lc_quantize_cols(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, K, N, N, bk, nblk, nthreads)
+    return bad

@@ -1,0 +1,34 @@
+"""Reusable scratch buffers.
+
+Fresh memory costs a page fault per 4 KiB on first touch (DESIGN.md,
+Performance), so kernels that need packing or scratch space borrow it from
+here: one growing buffer per (Python thread, purpose), never shared between
+threads that may call into lutcore concurrently.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+_local = threading.local()
+
+
+def scratch(purpose: str, count: int, dtype) -> np.ndarray:
+    """A 1-D array of ``count`` elements of ``dtype``, contents undefined."""
+    dtype = np.dtype(dtype)
+    nbytes = max(int(count) * dtype.itemsize, 1)
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(purpose)
+    if buf is None or buf.nbytes < nbytes + 64:
+        buf = np.empty(max(nbytes, 64) + 64, dtype=np.uint8)
+        bufs[purpose] = buf
+    off = (-buf.ctypes.data) % 64          # 64-byte aligned view
+    return buf[off:off + nbytes].view(dtype)[:count]
+
+
+def release() -> None:
+    """Drop this thread's scratch buffers."""
+    _local.bufs = {}

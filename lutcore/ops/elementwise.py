@@ -1,0 +1,94 @@
+"""Requantizer, ReLU table and fp16 rounding over whole arrays.
+
+Each takes any shape, returns the same shape, accepts ``out=`` (same shape,
+C-contiguous) so hot loops reuse memory, and copies non-contiguous inputs.
+fp16 functions take float32 only: converting float64 first would round twice.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import _check, _simd
+from lutcore._native import elementwise as _e
+from lutcore._threads import resolve_threads
+from lutcore.units import Units, resolve as _resolve_units
+
+__all__ = ["requant", "relu8", "fp16_round", "fp16_encode", "fp16_decode"]
+
+_MODES = {"nearest": 0, "truncate": 1}
+
+
+def _mode(mode) -> int:
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected 'nearest' or 'truncate', got {mode!r}")
+    return _MODES[mode]
+
+
+def _arr(x, name, dtype):
+    if isinstance(x, np.ndarray) and x.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {np.dtype(dtype)}, got {x.dtype}")
+    return _check.array(x, name, dtype)
+
+
+def _out(out, shape, dtype):
+    if out is None:
+        return np.empty(shape, dtype)
+    return _check.out_array(out, "out", shape, dtype)
+
+
+def requant(acc, shift: int, units: Units | None = None, threads: int | None = None, out=None):
+    """int32 accumulators -> int8 through the requantizer table.
+
+    ``t = (acc + (1 << (shift-1))) >> shift`` (arithmetic; ``shift=0``: t = acc),
+    saturated to int16, then ``requant_lut[t & 0xffff]``.  ``shift`` in [0, 31].
+    """
+    units = _resolve_units(units)
+    acc = _arr(acc, "acc", np.int32)
+    if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)):
+        raise TypeError(f"shift: expected an int in [0, 31], got {type(shift).__name__}")
+    if not 0 <= shift <= 31:
+        raise ValueError(f"shift: expected an int in [0, 31], got {shift}")
+    o = _out(out, acc.shape, np.int8)
+    is_clamp, lo, hi = units._requant_clamp
+    _e.requant(o.reshape(-1), acc.reshape(-1), int(shift), units.requant_lut, lo, hi, is_clamp,
+               _simd.isa(), resolve_threads(threads))
+    return o
+
+
+def relu8(x, units: Units | None = None, threads: int | None = None, out=None):
+    """int8 -> int8 through the ReLU table: ``relu_lut[x & 0xff]``."""
+    units = _resolve_units(units)
+    x = _arr(x, "x", np.int8)
+    o = _out(out, x.shape, np.int8)
+    _e.relu8(o.reshape(-1), x.reshape(-1), units.relu_lut, resolve_threads(threads))
+    return o
+
+
+def fp16_encode(x, mode: str = "nearest", threads: int | None = None, out=None):
+    """float32 -> IEEE binary16 bits (uint16).  'nearest' equals ``x.astype(np.float16)``
+    bit for bit; 'truncate' rounds toward zero (finite overflow -> 65504)."""
+    m = _mode(mode)
+    x = _arr(x, "x", np.float32)
+    o = _out(out, x.shape, np.uint16)
+    _e.fp16_encode(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
+    return o
+
+
+def fp16_decode(bits, threads: int | None = None, out=None):
+    """IEEE binary16 bits (uint16, or a float16 array) -> float32, subnormals included."""
+    if isinstance(bits, np.ndarray) and bits.dtype == np.float16:
+        bits = bits.view(np.uint16)
+    h = _arr(bits, "bits", np.uint16)
+    o = _out(out, h.shape, np.float32)
+    _e.fp16_decode(o.reshape(-1), h.reshape(-1), _simd.isa(), resolve_threads(threads))
+    return o
+
+
+def fp16_round(x, mode: str = "nearest", threads: int | None = None, out=None):
+    """float32 -> float32 holding what fp16 storage keeps (``decode(encode(x))``).
+    ``out`` may be ``x`` itself (in place)."""
+    m = _mode(mode)
+    x = _arr(x, "x", np.float32)
+    o = _out(out, x.shape, np.float32)
+    _e.fp16_round(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
+    return o

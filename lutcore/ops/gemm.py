@@ -1,0 +1,127 @@
+"""LUT GEMM: int8 (M,K) @ int8 (K,N) -> int32 through a multiplier table.
+
+Design: validation and allocation happen here; ``lutcore._native.gemm`` only
+computes.  Exact tables take the packed integer SIMD path, any other table
+the row-table path (see include/lutcore/gemm.h); both equal
+``sum_k mul[a[m,k], b[k,n]]`` bit for bit, and ``lutcore.audit`` can re-check
+a sample of every call against that definition.
+
+Weights used many times should be packed once with ``pack_b`` — the packed
+panel layout is what the exact kernel streams, which matters most for GEMV.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import _check, _simd, _workspace, audit
+from lutcore._native import gemm as _g
+from lutcore._threads import resolve_threads
+from lutcore.units import Units, resolve as _resolve_units
+
+__all__ = ["lut_gemm", "pack_b", "PackedB"]
+
+INT32_MAX = 2**31 - 1
+
+
+class PackedB:
+    """An int8 (K, N) right-hand operand prepared once for repeated products.
+
+    Keeps the plain array (the any-table path reads it as is) and, on first
+    use by an exact table, its panel packing.  Immutable: the data is copied.
+    """
+
+    def __init__(self, b):
+        b = _check.array(b, "b", np.int8, 2)
+        self.b = np.array(b, copy=True)
+        self.b.setflags(write=False)
+        self.shape = self.b.shape
+        self._panels: dict = {}
+
+    def panels(self, bk: int, bkp: int, threads: int) -> tuple[np.ndarray, int]:
+        key = (bk, bkp)
+        got = self._panels.get(key)
+        if got is None:
+            got = pack_panels(self.b, bk, bkp, threads)
+            self._panels[key] = got
+        return got
+
+    def __repr__(self):
+        return f"PackedB(shape={self.shape})"
+
+
+def pack_b(b) -> PackedB:
+    """Prepare an int8 (K, N) operand for repeated ``lut_gemm`` calls."""
+    return PackedB(b)
+
+
+def _even(n: int) -> int:
+    return n + (n & 1)
+
+
+def pack_panels(b: np.ndarray, bk: int, bkp: int, threads: int, out=None) -> tuple[np.ndarray, int]:
+    """int8 panels (Np/16, Kp/2, 16, 2) flat, and Kp, for the exact kernel."""
+    K, N = b.shape
+    nblk = -(-K // bk) if K else 0
+    Kp = nblk * bkp
+    Np = -(-N // _g.NR) * _g.NR
+    size = Np * Kp
+    bp = np.empty(size, np.int8) if out is None else out[:size]
+    _g.pack_b(bp, b, bk, bkp, Kp, threads)
+    return bp, Kp
+
+
+def pack_a16(a: np.ndarray, bk: int, bkp: int, threads: int) -> np.ndarray:
+    """int16 (Mp, Kp) rows for the exact kernel, in reusable scratch memory."""
+    M, K = a.shape
+    nblk = -(-K // bk) if K else 0
+    Kp = nblk * bkp
+    Mp = -(-M // _g.MR) * _g.MR
+    ap = _workspace.scratch("a16", Mp * Kp, np.int16).reshape(Mp, Kp)
+    _g.pack_a16(ap, a, bk, bkp, threads)
+    return ap
+
+
+def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=None) -> np.ndarray:
+    """int8 (M, K) @ int8 (K, N) -> int32 (M, N) through ``units``' multiplier.
+
+    ``C[m, n] = sum_k mul[a[m, k], b[k, n]]`` exactly, for every table.
+    ``b`` may be a ``PackedB``.  Non-contiguous inputs are copied.  ``out``
+    (int32, (M, N), C-contiguous) is written in place and returned.
+    Raises ValueError when K is so long that int32 could overflow.
+    """
+    units = _resolve_units(units)
+    a = _check.array(a, "a", np.int8, 2)
+    packed = b if isinstance(b, PackedB) else None
+    b = packed.b if packed is not None else _check.array(b, "b", np.int8, 2)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a, b: inner dimensions differ: a is {a.shape}, b is {b.shape} "
+                         f"(expected a (M, K) and b (K, N))")
+    M, K = a.shape
+    N = b.shape[1]
+    if K * units.max_abs_product > INT32_MAX:
+        raise ValueError(f"a, b: K={K} with products up to {units.max_abs_product} can overflow int32 "
+                         f"(K must be <= {INT32_MAX // max(units.max_abs_product, 1)})")
+    nt = resolve_threads(threads)
+    c = np.empty((M, N), np.int32) if out is None else _check.out_array(out, "out", (M, N), np.int32)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        c.fill(0)
+        return c
+    isa = _simd.isa()
+    if units.is_exact:
+        bk = K
+        bkp = _even(K)
+        if packed is not None:
+            bp, Kp = packed.panels(bk, bkp, nt)
+        else:
+            Np = -(-N // _g.NR) * _g.NR
+            bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
+        ap = pack_a16(a, bk, bkp, nt)
+        _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt)
+    else:
+        work = _workspace.scratch("table", _g.table_work_size(M, N, nt, False), np.int32)
+        _g.gemm_table(c, a, b, units._kernel_mul, work, isa, nt)
+    if audit._rate > 0:
+        audit.check_gemm(c, a, b, units)
+    return c

@@ -1,0 +1,186 @@
+"""Block-scaled int8 (Q8 blocks) and the block-scaled matmul.
+
+Contract (DESIGN.md): blocks of ``block`` consecutive values along the
+reduction axis; ``scale = max|x| / 127`` (float32, 0 for an all-zero block);
+``q = clamp(round_half_even(x / scale), -127, 127)``; a length that is not a
+multiple of ``block`` is zero-padded.  ``qmatmul`` computes
+``Y[m,n] = sum_b (sa[m,b] * sb[b,n]) * float(I_b[m,n])`` in float32, b
+increasing, where ``I_b`` is the LUT GEMM of block b — ggml's Q8_0 dot with
+float32 scales, through any multiplier table.
+
+Weights are quantized once (``quantize(w, axis=0)``) and keep their packed
+panels inside the ``Q8`` for every later call; activations are quantized per
+call into reused scratch memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import _check, _simd, _workspace, audit
+from lutcore._native import gemm as _g
+from lutcore._threads import resolve_threads
+from lutcore.ops.gemm import _even, pack_a16, pack_panels
+from lutcore.units import Units, resolve as _resolve_units
+
+__all__ = ["Q8", "quantize", "qmatmul"]
+
+
+class Q8:
+    """A block-quantized 2-D float32 array.
+
+    ``q`` int8 and ``scale`` float32 with the quantized axis padded to a
+    multiple of ``block``: for ``axis=-1`` and x (R, K): q (R, Kq), scale
+    (R, Kq // block); for ``axis=0`` and x (K, N): q (Kq, N), scale
+    (Kq // block, N).  ``shape`` is the original (unpadded) shape.
+    """
+
+    __slots__ = ("q", "scale", "block", "axis", "shape", "_cache")
+
+    def __init__(self, q, scale, block: int, axis: int, shape):
+        self.q, self.scale, self.block, self.axis = q, scale, int(block), int(axis)
+        self.shape = tuple(shape)
+        self._cache: dict = {}
+        q.setflags(write=False)
+        scale.setflags(write=False)
+
+    @property
+    def nblocks(self) -> int:
+        return self.scale.shape[1] if self.axis == 1 else self.scale.shape[0]
+
+    def dequantize(self) -> np.ndarray:
+        """float32 of the original shape: q * scale per block."""
+        if self.axis == 1:
+            R, Kq = self.q.shape
+            x = (self.q.reshape(R, -1, self.block).astype(np.float32) * self.scale[:, :, None]).reshape(R, Kq)
+            return x[:, : self.shape[1]]
+        Kq, N = self.q.shape
+        x = (self.q.reshape(-1, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
+        return x[: self.shape[0]]
+
+    def __repr__(self):
+        return f"Q8(shape={self.shape}, block={self.block}, axis={self.axis})"
+
+
+def _block(block) -> int:
+    return _check.positive_int(block, "block")
+
+
+def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> Q8:
+    """Quantize a 2-D float32 array in blocks of ``block`` along ``axis`` (-1/1 or 0).
+
+    Non-float32 float input is cast; NaN/Inf raise ValueError (they have no
+    int8 code).  Non-contiguous input is copied.
+    """
+    block = _block(block)
+    x = _check.array(x, "x", np.float32, 2, kind="f")
+    if axis not in (-1, 0, 1):
+        raise ValueError(f"axis: expected 0, 1 or -1 for a 2-D array, got {axis!r}")
+    ax = 1 if axis in (-1, 1) else 0
+    nt = resolve_threads(threads)
+    L = x.shape[ax]
+    nblk = -(-L // block)
+    if ax == 1:
+        R = x.shape[0]
+        q = np.empty((R, nblk * block), np.int8)
+        s = np.empty((R, nblk), np.float32)
+        bad = _g.quantize_rows(q, s, x, block, nt)
+    else:
+        N = x.shape[1]
+        q = np.empty((nblk * block, N), np.int8)
+        s = np.empty((nblk, N), np.float32)
+        bad = _g.quantize_cols(q, s, x, block, nt)
+    if bad:
+        raise ValueError(f"x: {bad} non-finite value(s) (NaN or Inf) cannot be quantized")
+    return Q8(q, s, block, ax, x.shape)
+
+
+def _quantize_scratch(x: np.ndarray, block: int, nt: int):
+    """Row quantization of activations into reused scratch (no Q8 object)."""
+    R, K = x.shape
+    nblk = -(-K // block)
+    q = _workspace.scratch("qa", R * nblk * block, np.int8).reshape(R, nblk * block)
+    s = _workspace.scratch("sa", R * nblk, np.float32).reshape(R, nblk)
+    bad = _g.quantize_rows(q, s, x, block, nt)
+    if bad:
+        raise ValueError(f"a: {bad} non-finite value(s) (NaN or Inf) cannot be quantized")
+    return q, s
+
+
+def _pack_scales(sb: np.ndarray) -> np.ndarray:
+    """(nblk, N) -> (Np/16, nblk, 16) flat, zero-padded columns."""
+    nblk, N = sb.shape
+    Np = -(-N // _g.NR) * _g.NR
+    p = np.zeros((nblk, Np), np.float32)
+    p[:, :N] = sb
+    return np.ascontiguousarray(p.reshape(nblk, Np // _g.NR, _g.NR).transpose(1, 0, 2)).reshape(-1)
+
+
+def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | None = None,
+            out=None) -> np.ndarray:
+    """Block-scaled int8 matmul: float32 (M, K) @ float32 (K, N) -> float32 (M, N).
+
+    ``a`` is quantized along K per row, ``b`` along K per column (axis 0).
+    Either may be given pre-quantized as a ``Q8`` (``quantize(a)`` /
+    ``quantize(b, axis=0)``) with the same ``block``.
+    """
+    units = _resolve_units(units)
+    block = _block(block)
+    nt = resolve_threads(threads)
+    # ---- operands
+    if isinstance(a, Q8):
+        if a.axis != 1:
+            raise ValueError("a: a pre-quantized left operand must be quantized along axis -1")
+        if a.block != block:
+            raise ValueError(f"a: quantized with block={a.block}, but block={block} was asked")
+        qa, sa, (M, Ka) = a.q, a.scale, a.shape
+    else:
+        a = _check.array(a, "a", np.float32, 2, kind="f")
+        M, Ka = a.shape
+        qa = sa = None
+    if isinstance(b, Q8):
+        if b.axis != 0:
+            raise ValueError("b: a pre-quantized right operand must be quantized along axis 0 "
+                             "(quantize(b, axis=0))")
+        if b.block != block:
+            raise ValueError(f"b: quantized with block={b.block}, but block={block} was asked")
+        qb_obj = b
+        Kb, N = b.shape
+    else:
+        b = _check.array(b, "b", np.float32, 2, kind="f")
+        Kb, N = b.shape
+        qb_obj = None
+    if Ka != Kb:
+        raise ValueError(f"a, b: inner dimensions differ: a is {(M, Ka)}, b is {(Kb, N)}")
+    K = Ka
+    if block * units.max_abs_product > 2**31 - 1:
+        raise ValueError(f"block: {block} is too long for int32 block sums with this table")
+    y = np.empty((M, N), np.float32) if out is None else _check.out_array(out, "out", (M, N), np.float32)
+    if M == 0 or N == 0:
+        return y
+    if K == 0:
+        y.fill(0)
+        return y
+    if qa is None:
+        qa, sa = _quantize_scratch(a, block, nt)
+    if qb_obj is None:
+        qb_obj = quantize(b, block, axis=0, threads=nt)
+    qb, sb = qb_obj.q, qb_obj.scale
+    nblk = sb.shape[0]
+    isa = _simd.isa()
+    if units.is_exact:
+        bkp = _even(block)
+        key = ("exact", bkp)
+        cached = qb_obj._cache.get(key)
+        if cached is None:
+            bp, _ = pack_panels(qb, block, bkp, nt)
+            cached = (bp, _pack_scales(sb))
+            qb_obj._cache[key] = cached
+        bp, sbp = cached
+        ap = pack_a16(qa, block, bkp, nt)
+        _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt)
+    else:
+        work = _workspace.scratch("table", _g.table_work_size(M, N, nt, True), np.int32)
+        _g.qmatmul_table(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt)
+    if audit._rate > 0:
+        audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
+    return y

@@ -1,0 +1,260 @@
+"""Verified arithmetic units: the 8-bit multiplier, requantizer and ReLU tables.
+
+Design: a ``Units`` is immutable once built — three read-only tables plus what
+the kernels derive from them once (an int32 copy of the multiplier in both
+index orders, whether the requantizer is a plain saturation).  Everything
+that runs "through the units" takes one.  The file format is the one hardware
+teams already have: ``mul_lut.bin`` (int16 little-endian, 65536 entries, index
+``(a & 0xff) * 256 + (b & 0xff)``), ``requant_lut.bin`` (int8, 65536, indexed
+by a 16-bit two's-complement value) and ``relu_lut.bin`` (int8, 256).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tempfile
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table",
+           "default_relu_table"]
+
+MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
+
+
+def _int8_grid():
+    v = np.arange(256, dtype=np.int64).astype(np.uint8).view(np.int8).astype(np.int64)
+    return v[:, None], v[None, :]          # a (256,1), b (1,256): index (a&0xff, b&0xff)
+
+
+def exact_mul_table() -> np.ndarray:
+    a, b = _int8_grid()
+    return (a * b).astype(np.int16).reshape(65536)
+
+
+def default_requant_table() -> np.ndarray:
+    t = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16).astype(np.int64)
+    return np.clip(t, -127, 127).astype(np.int8)
+
+
+def default_relu_table() -> np.ndarray:
+    x = np.arange(256).astype(np.uint8).view(np.int8)
+    return np.maximum(x, 0).astype(np.int8)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+def _as_table(x, name: str, dtype, size: int) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    if arr.size != size:
+        raise ValueError(f"{name}: expected {size} entries, got shape {arr.shape}")
+    info = np.iinfo(dtype)
+    if arr.size and (arr.min() < info.min or arr.max() > info.max):
+        raise ValueError(f"{name}: values must lie in [{info.min}, {info.max}] ({np.dtype(dtype)}), "
+                         f"got [{arr.min()}, {arr.max()}]")
+    return arr.reshape(size).astype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableReport:
+    """How one table compares with its exact reference."""
+    name: str
+    exact: bool
+    max_abs_err: float
+    mean_abs_err: float
+    bias: float                    # mean signed error (table - reference)
+    entries_wrong: int
+    entries: int
+    symmetric: bool | None = None  # mul only: table(a,b) == table(b,a)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    digest: str
+    mul: TableReport
+    requant: TableReport
+    relu: TableReport
+
+    @property
+    def ok(self) -> bool:
+        return self.mul.exact and self.requant.exact and self.relu.exact
+
+    def rows(self):
+        for t in (self.mul, self.requant, self.relu):
+            sym = "-" if t.symmetric is None else ("yes" if t.symmetric else "no")
+            yield (t.name, "exact" if t.exact else "APPROX", f"{t.entries_wrong}/{t.entries}",
+                   f"{t.max_abs_err:g}", f"{t.mean_abs_err:.4g}", f"{t.bias:+.4g}", sym)
+
+    def __str__(self) -> str:
+        head = ("table", "status", "wrong", "max|err|", "mean|err|", "bias", "symmetric")
+        rows = [head] + list(self.rows())
+        w = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = [f"units {self.digest[:16]}"]
+        for i, r in enumerate(rows):
+            lines.append("  ".join(c.ljust(w[j]) for j, c in enumerate(r)).rstrip())
+            if i == 0:
+                lines.append("  ".join("-" * x for x in w))
+        return "\n".join(lines)
+
+
+def _compare(name, table, ref, symmetric=None) -> TableReport:
+    d = table.astype(np.int64) - ref.astype(np.int64)
+    ad = np.abs(d)
+    return TableReport(name=name, exact=bool(not d.any()), max_abs_err=float(ad.max()),
+                       mean_abs_err=float(ad.mean()), bias=float(d.mean()),
+                       entries_wrong=int(np.count_nonzero(d)), entries=int(d.size), symmetric=symmetric)
+
+
+class Units:
+    """A verified set of 8-bit arithmetic units (multiplier, requantizer, ReLU).
+
+    Build with ``Units.exact()``, ``Units.load(dir)``, ``Units.from_mul(...)``
+    or the approximate multipliers in ``lutcore.units.approx``.
+    """
+
+    def __init__(self, mul, requant=None, relu=None, *, name: str | None = None):
+        self.mul = _readonly(_as_table(mul, "mul", np.int16, 65536))
+        self.requant_lut = _readonly(default_requant_table() if requant is None
+                                     else _as_table(requant, "requant", np.int8, 65536))
+        self.relu_lut = _readonly(default_relu_table() if relu is None
+                                  else _as_table(relu, "relu", np.int8, 256))
+        self.is_exact = bool(np.array_equal(self.mul, exact_mul_table()))
+        h = hashlib.sha256()
+        for t in (self.mul.astype("<i2"), self.requant_lut, self.relu_lut):
+            h.update(t.tobytes())
+        self.digest = h.hexdigest()
+        self.name = name or ("exact" if self.is_exact else "custom")
+        # What kernels read: the table as int32 in (a,b) and (b,a) order.
+        m = self.mul.astype(np.int32).reshape(256, 256)
+        self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
+        self.max_abs_product = int(np.abs(self.mul.astype(np.int64)).max())
+        # A requant table that is a plain saturation of t to [lo, hi] runs without lookups.
+        lo, hi = int(self.requant_lut[0x8000]), int(self.requant_lut[0x7fff])
+        t = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
+        self._requant_clamp = (lo <= hi and
+                               bool(np.array_equal(np.clip(t, lo, hi).astype(np.int8), self.requant_lut)), lo, hi)
+
+    # ---------------------------------------------------------------- builders
+    @classmethod
+    def exact(cls) -> "Units":
+        return cls(exact_mul_table(), name="exact")
+
+    @classmethod
+    def from_mul(cls, table_or_fn, requant=None, relu=None, *, name: str | None = None) -> "Units":
+        """From a (256,256)/(65536,) integer table or a function f(a, b) over int8 arrays."""
+        if callable(table_or_fn):
+            a, b = _int8_grid()
+            a8 = np.broadcast_to(a.astype(np.int8), (256, 256))
+            b8 = np.broadcast_to(b.astype(np.int8), (256, 256))
+            out = np.asarray(table_or_fn(a8, b8))
+            if out.shape != (256, 256):
+                raise ValueError(f"table_or_fn: the function must return a (256, 256) array for "
+                                 f"(256, 256) inputs, got shape {out.shape}")
+            table = out
+        else:
+            table = np.asarray(table_or_fn)
+            if table.shape not in ((256, 256), (65536,)):
+                raise ValueError(f"table_or_fn: expected shape (256, 256) or (65536,), got {table.shape}")
+        return cls(table, requant, relu, name=name)
+
+    @classmethod
+    def load(cls, path) -> "Units":
+        """Read the three tables from directory ``path``; a missing file is the exact default."""
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"path: no such units directory: {path!r}")
+
+        def read(fname, dtype, size):
+            f = os.path.join(path, fname)
+            if not os.path.exists(f):
+                return None
+            nbytes = size * np.dtype(dtype).itemsize
+            got = os.path.getsize(f)
+            if got != nbytes:
+                raise ValueError(f"{f}: expected {nbytes} bytes ({size} x {np.dtype(dtype).name}), got {got}")
+            return np.fromfile(f, dtype=dtype)
+
+        mul = read(MUL_FILE, "<i2", 65536)
+        units = cls(exact_mul_table() if mul is None else mul.astype(np.int16),
+                    read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256),
+                    name=os.path.basename(os.path.normpath(path)))
+        return units
+
+    def save(self, path) -> None:
+        """Write the three tables into directory ``path`` (created if needed).
+
+        Each file is written to a temporary name, fsynced and renamed into
+        place, so an interrupted save never leaves a truncated table."""
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
+                           (RELU_FILE, self.relu_lut)):
+            fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", dir=path)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(arr.tobytes())
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, os.path.join(path, fname))
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+
+    # ------------------------------------------------------------- inspection
+    def table(self) -> np.ndarray:
+        """The multiplier as (256, 256) int16, indexed [a & 0xff, b & 0xff]."""
+        return self.mul.reshape(256, 256)
+
+    def verify(self) -> VerifyReport:
+        m = self.mul.reshape(256, 256)
+        return VerifyReport(
+            digest=self.digest,
+            mul=_compare("mul", self.mul, exact_mul_table(), symmetric=bool(np.array_equal(m, m.T))),
+            requant=_compare("requant", self.requant_lut, default_requant_table()),
+            relu=_compare("relu", self.relu_lut, default_relu_table()),
+        )
+
+    def __repr__(self) -> str:
+        kind = "exact" if self.is_exact else "approx"
+        return f"Units(name={self.name!r}, mul={kind}, digest={self.digest[:16]})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Units) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
+_EXACT: Units | None = None
+
+
+def resolve(units) -> Units:
+    """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name/directory."""
+    global _EXACT
+    if units is None:
+        if _EXACT is None:
+            _EXACT = Units.exact()
+        return _EXACT
+    if isinstance(units, Units):
+        return units
+    if isinstance(units, (str, os.PathLike)):
+        s = os.fspath(units)
+        if s == "exact":
+            return resolve(None)
+        if os.path.isdir(s):
+            return Units.load(s)
+        from lutcore.units import approx
+        return approx.by_name(s)
+    raise TypeError(f"units: expected a lutcore.Units, a name or a directory, or None, got {type(units).__name__}")
+
+
+from lutcore.units import approx  # noqa: E402  (submodule export)

@@ -1,0 +1,63 @@
+"""Shared fixtures for the lutcore test-suite.
+
+Design: the numpy oracles live in tests/reference/ and never import lutcore, so
+this conftest imports lutcore lazily: the reference self-checks run even before
+the native package is built.
+
+Fixtures
+    rng      np.random.Generator with a fixed seed per test
+    simd     parametrised over lutcore.available_simd(); restores the previous path
+    (autouse) restores audit rate 0 and the thread count after every test
+"""
+import os
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for `import reference`
+
+
+def _lutcore_or_none():
+    try:
+        import lutcore
+        return lutcore
+    except Exception:  # not built yet: only the reference self-checks can run
+        return None
+
+
+@pytest.fixture
+def rng(request):
+    # Fixed seed, different per test function (stable across runs and processes).
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()) & 0xFFFFFFFF)
+
+
+def pytest_generate_tests(metafunc):
+    if "simd" in metafunc.fixturenames:
+        lc = _lutcore_or_none()
+        names = list(lc.available_simd()) if lc is not None else ["<unbuilt>"]
+        metafunc.parametrize("simd", names, indirect=True)
+
+
+@pytest.fixture
+def simd(request):
+    import lutcore
+    prev = lutcore.get_simd()
+    lutcore.set_simd(request.param)
+    try:
+        yield request.param
+    finally:
+        lutcore.set_simd(prev)
+
+
+@pytest.fixture(autouse=True)
+def _restore_global_state():
+    lc = sys.modules.get("lutcore")
+    prev_threads = lc.get_num_threads() if lc is not None else None
+    yield
+    lc = sys.modules.get("lutcore")
+    if lc is not None:
+        lc.set_audit(0)
+        if prev_threads is not None:
+            lc.set_num_threads(prev_threads)

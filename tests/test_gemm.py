@@ -1,0 +1,185 @@
+"""lutcore.lut_gemm against the numpy oracle, over the contract grid:
+shapes x tables x SIMD paths, threads 1 and 2 bit-identical; plus the audit."""
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore.units import approx
+from reference.gemm_ref import lut_gemm_ref
+from reference.units_ref import exact_mul_lut
+
+SHAPES = [(1, 1, 1), (7, 33, 5), (33, 100, 65), (2, 64, 3), (64, 256, 48), (5, 1, 9),
+          (3, 37, 11),            # K not a multiple of 2, 8 or 32
+          (4, 130, 17), (1, 300, 1),
+          (0, 5, 3), (3, 0, 4), (3, 5, 0)]
+TABLES = ["exact", "truncated-2", "mitchell", "reduced_operands-4", "random"]
+
+_UNITS = {}
+
+
+def make_units(name):
+    if name not in _UNITS:
+        if name == "exact":
+            u = lutcore.Units.exact()
+        elif name == "truncated-2":
+            u = approx.truncated(2)
+        elif name == "mitchell":
+            u = approx.mitchell()
+        elif name == "reduced_operands-4":
+            u = approx.reduced_operands(4)
+        elif name == "random":
+            # full int16 range, |entry| <= 32767; K <= 300 so sums fit in int32
+            r = np.random.default_rng(20240501)
+            u = lutcore.Units.from_mul(r.integers(-32767, 32768, 65536).astype(np.int16))
+        else:
+            raise KeyError(name)
+        _UNITS[name] = u
+    return _UNITS[name]
+
+
+def _inputs(rng, M, K, N):
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    return a, b
+
+
+def _check(got, want):
+    assert got.dtype == np.int32 and got.shape == want.shape, (got.dtype, got.shape, want.shape)
+    if want.size:
+        print("max |diff| =", int(np.max(np.abs(got.astype(np.int64) - want))))
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_lut_gemm_grid(simd, shape, table, rng):
+    M, K, N = shape
+    a, b = _inputs(rng, M, K, N)
+    u = make_units(table)
+    want = lut_gemm_ref(a, b, u.mul)
+    c1 = lutcore.lut_gemm(a, b, units=u, threads=1)
+    c2 = lutcore.lut_gemm(a, b, units=u, threads=2)
+    _check(c1, want)
+    _check(c2, want)
+    assert np.array_equal(c1, c2)
+    if K == 0:
+        assert not c1.any()
+
+
+def test_lut_gemm_default_units_exact(simd, rng):
+    a, b = _inputs(rng, 9, 70, 13)
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    _check(lutcore.lut_gemm(a, b), want)
+    _check(lutcore.lut_gemm(a, b, units=None, threads=2), want)
+    _check(lutcore.lut_gemm(a, b, units=lutcore.Units.exact()), want)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_lut_gemm_extremes(simd, table):
+    # every (a, b) corner: -128 and 127 operands, all pairs of the table's corners
+    vals = np.array([-128, -127, -1, 0, 1, 127], dtype=np.int8)
+    a = np.repeat(vals, 6)[None, :].repeat(3, axis=0)        # (3, 36)
+    b = np.tile(vals, 6)[:, None].repeat(5, axis=1)          # (36, 5)
+    u = make_units(table)
+    _check(lutcore.lut_gemm(a.copy(), b.copy(), units=u, threads=1), lut_gemm_ref(a, b, u.mul))
+    full_a = np.full((4, 300), -128, np.int8)
+    full_b = np.full((300, 6), -128, np.int8)
+    _check(lutcore.lut_gemm(full_a, full_b, units=u, threads=2), lut_gemm_ref(full_a, full_b, u.mul))
+
+
+def test_lut_gemm_all_entries_used(simd):
+    # a: every int8 value in a row of K=256; b: every int8 value down each column
+    # shifted per column, so every (a, b) pair of the table meets in some output.
+    av = np.arange(-128, 128).astype(np.int8)
+    a = np.stack([np.roll(av, s) for s in range(8)])          # (8, 256)
+    b = np.stack([np.roll(av, s) for s in range(0, 256, 8)], axis=1)  # (256, 32)
+    for table in TABLES:
+        u = make_units(table)
+        _check(lutcore.lut_gemm(a, b, units=u, threads=2), lut_gemm_ref(a, b, u.mul))
+
+
+def test_lut_gemm_single_entry_table(simd, rng):
+    # a table that is zero except one entry isolates indexing mistakes (a/b swapped, sign)
+    for a_val, b_val in [(3, -6), (-6, 3), (-128, 127), (127, -128), (0, 0)]:
+        t = np.zeros(65536, np.int16)
+        t[(a_val & 0xFF) * 256 + (b_val & 0xFF)] = 1
+        u = lutcore.Units.from_mul(t)
+        a = rng.choice(np.array([a_val, b_val, 1], np.int8), (5, 40))
+        b = rng.choice(np.array([a_val, b_val, 1], np.int8), (40, 7))
+        _check(lutcore.lut_gemm(a, b, units=u, threads=1), lut_gemm_ref(a, b, t))
+
+
+def test_lut_gemm_non_contiguous(simd, rng):
+    u = make_units("random")
+    big_a = rng.integers(-128, 128, (10, 66)).astype(np.int8)
+    big_b = rng.integers(-128, 128, (66, 14)).astype(np.int8)
+    a = big_a[:, ::2]                      # (10, 33) strided
+    b = big_b[::2, 1::2]                   # (33, 7) strided
+    want = lut_gemm_ref(np.ascontiguousarray(a), np.ascontiguousarray(b), u.mul)
+    _check(lutcore.lut_gemm(a, b, units=u), want)
+    _check(lutcore.lut_gemm(np.ascontiguousarray(a), np.ascontiguousarray(b), units=u), want)
+    _check(lutcore.lut_gemm(np.asfortranarray(a), np.asfortranarray(b), units=u), want)
+    _check(lutcore.lut_gemm(a.T.copy().T, b, units=u), want)
+
+
+def test_lut_gemm_threads_default(rng):
+    a, b = _inputs(rng, 17, 45, 9)
+    u = make_units("mitchell")
+    want = lut_gemm_ref(a, b, u.mul)
+    for n in (1, 2):
+        lutcore.set_num_threads(n)
+        assert lutcore.get_num_threads() == n
+        _check(lutcore.lut_gemm(a, b, units=u), want)
+        _check(lutcore.lut_gemm(a, b, units=u, threads=None), want)
+
+
+def test_lut_gemm_inputs_untouched(rng):
+    a, b = _inputs(rng, 6, 40, 5)
+    a0, b0 = a.copy(), b.copy()
+    u = make_units("random")
+    mul0 = u.mul.copy()
+    lutcore.lut_gemm(a, b, units=u, threads=2)
+    assert np.array_equal(a, a0) and np.array_equal(b, b0) and np.array_equal(u.mul, mul0)
+
+
+# ---------------------------------------------------------------- audit
+def _corruptible_units():
+    t = exact_mul_lut().astype(np.int64)
+    t[0] += 1                                   # non-exact -> the table path, not VNNI
+    return lutcore.Units.from_mul(t.astype(np.int16))
+
+
+@pytest.mark.parametrize("rate", [0.01, 1.0])
+def test_audit_detects_corrupt_kernel_table(simd, rng, rate):
+    u = _corruptible_units()
+    a, b = _inputs(rng, 64, 40, 64)
+    lutcore.set_audit(rate)
+    _check(lutcore.lut_gemm(a, b, units=u, threads=2), lut_gemm_ref(a, b, u.mul))
+    _check(lutcore.lut_gemm(a, b, units=u, threads=1), lut_gemm_ref(a, b, u.mul))
+    km = u._kernel_mul
+    assert isinstance(km, np.ndarray) and km.dtype == np.int32 and km.size == 65536
+    km += 1                                     # every entry now off by one
+    with pytest.raises(lutcore.AuditError):
+        lutcore.lut_gemm(a, b, units=u, threads=2)
+    lutcore.set_audit(0)
+
+
+def test_audit_passes_normal_calls(simd, rng):
+    lutcore.set_audit(0.01)
+    for table in TABLES:
+        u = make_units(table)
+        for shape in [(7, 33, 5), (64, 256, 48), (1, 1, 1)]:
+            a, b = _inputs(rng, *shape)
+            _check(lutcore.lut_gemm(a, b, units=u), lut_gemm_ref(a, b, u.mul))
+    lutcore.set_audit(0)
+
+
+def test_audit_off_does_not_check(rng):
+    u = _corruptible_units()
+    a, b = _inputs(rng, 8, 16, 8)
+    lutcore.set_audit(0)
+    lutcore.lut_gemm(a, b, units=u)
+    km = u._kernel_mul
+    km += 1                                        # in place
+    got = lutcore.lut_gemm(a, b, units=u)          # no audit: the corrupt table is used
+    assert np.array_equal(got.astype(np.int64), lut_gemm_ref(a, b, u.mul).astype(np.int64) + 16)

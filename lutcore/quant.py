@@ -90,7 +90,7 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         s = np.empty((nblk, N), np.float32)
         bad = _g.quantize_cols(q, s, x, block, nt)
     if bad:
-        raise ValueError(f"x: {bad} non-finite value(s) (NaN or Inf) cannot be quantized")
+        raise ValueError(f"x: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
     return Q8(q, s, block, ax, x.shape)
 
 
@@ -102,7 +102,7 @@ def _quantize_scratch(x: np.ndarray, block: int, nt: int):
     s = _workspace.scratch("sa", R * nblk, np.float32).reshape(R, nblk)
     bad = _g.quantize_rows(q, s, x, block, nt)
     if bad:
-        raise ValueError(f"a: {bad} non-finite value(s) (NaN or Inf) cannot be quantized")
+        raise ValueError(f"a: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
     return q, s
 
 

@@ -91,6 +91,39 @@ def test_qmatmul_nan_rejected(where):
         lutcore.qmatmul(a, b)
 
 
+@pytest.mark.parametrize("where", ["a", "b"])
+def test_qmatmul_inf_rejected(where):
+    a = np.ones((3, 40), np.float32)
+    b = np.ones((40, 5), np.float32)
+    (a if where == "a" else b)[2, 3] = -np.inf
+    with pytest.raises(ValueError):
+        lutcore.qmatmul(a, b)
+
+
+def test_qmatmul_prequantized_mismatch():
+    a = np.ones((3, 40), np.float32)
+    b = np.ones((40, 5), np.float32)
+    with pytest.raises(ValueError):      # block of the Q8 operand differs from block=
+        lutcore.qmatmul(a, lutcore.quantize(b, 16, axis=0), block=32)
+    with pytest.raises(ValueError):      # b quantized along the wrong axis
+        lutcore.qmatmul(a, lutcore.quantize(b.T.copy(), 32, axis=-1), block=32)
+
+
+@pytest.mark.parametrize("fn,arg,x", [
+    ("requant", "acc", lambda: (np.zeros(4, np.int64), 3)),
+    ("requant", "acc", lambda: (np.zeros(4, np.float32), 3)),
+    ("relu8", "x", lambda: (np.zeros(4, np.int16),)),
+    ("fp16_encode", "x", lambda: (np.zeros(4, np.int32),)),
+    ("fp16_decode", "bits", lambda: (np.zeros(4, np.int32),)),
+    ("qmatmul", "a", lambda: (np.zeros((2, 4), np.int8), np.zeros((4, 2), np.float32))),
+])
+def test_elementwise_wrong_dtype(fn, arg, x):
+    with pytest.raises(TypeError) as ei:
+        getattr(lutcore, fn)(*x())
+    print(ei.value)
+    assert _names_arg(str(ei.value), arg)
+
+
 def test_qmatmul_mismatched_k():
     with pytest.raises(ValueError):
         lutcore.qmatmul(np.ones((3, 40), np.float32), np.ones((41, 5), np.float32))

@@ -210,7 +210,7 @@ def test_verify_requant_relu_errors(tmp_path):
 
 # ---------------------------------------------------------------- shipped approximations
 APPROX = [("truncated", 1), ("truncated", 3), ("mitchell", None),
-          ("reduced_operands", 4), ("reduced_operands", 7)]
+          ("reduced_operands", 4), ("reduced_operands", 6)]
 
 
 def _make(name, arg):
@@ -256,3 +256,8 @@ def test_mitchell_properties():
     assert np.array_equal(m[both], p[both])         # exact for powers of two
     assert np.array_equal(m, m[SWAP])               # a commutative unit
     assert approx.mitchell().verify().mul.symmetric == True  # noqa: E712
+
+
+def test_reduced_operands_7_bits_is_exact():
+    # every int8 magnitude (<= 127, and 128 = 2^7) fits in 7 significant bits
+    assert lutcore.units.approx.reduced_operands(7).is_exact

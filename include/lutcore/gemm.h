@@ -315,10 +315,98 @@ static void lc_table_accum_generic(int32_t *acc, int32_t *Pbuf, const int8_t *A,
     lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
 }
 #if LC_X86
+/* 8x8 int32 transpose: r[i] holds row i; on return r[i] holds column i. */
+LC_TARGET_AVX2 static inline void lc_transpose8_epi32(__m256i r[8]) {
+    __m256 t0 = _mm256_castsi256_ps(_mm256_unpacklo_epi32(r[0], r[1]));
+    __m256 t1 = _mm256_castsi256_ps(_mm256_unpackhi_epi32(r[0], r[1]));
+    __m256 t2 = _mm256_castsi256_ps(_mm256_unpacklo_epi32(r[2], r[3]));
+    __m256 t3 = _mm256_castsi256_ps(_mm256_unpackhi_epi32(r[2], r[3]));
+    __m256 t4 = _mm256_castsi256_ps(_mm256_unpacklo_epi32(r[4], r[5]));
+    __m256 t5 = _mm256_castsi256_ps(_mm256_unpackhi_epi32(r[4], r[5]));
+    __m256 t6 = _mm256_castsi256_ps(_mm256_unpacklo_epi32(r[6], r[7]));
+    __m256 t7 = _mm256_castsi256_ps(_mm256_unpackhi_epi32(r[6], r[7]));
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_castps_si256(_mm256_permute2f128_ps(s0, s4, 0x20));
+    r[1] = _mm256_castps_si256(_mm256_permute2f128_ps(s1, s5, 0x20));
+    r[2] = _mm256_castps_si256(_mm256_permute2f128_ps(s2, s6, 0x20));
+    r[3] = _mm256_castps_si256(_mm256_permute2f128_ps(s3, s7, 0x20));
+    r[4] = _mm256_castps_si256(_mm256_permute2f128_ps(s0, s4, 0x31));
+    r[5] = _mm256_castps_si256(_mm256_permute2f128_ps(s1, s5, 0x31));
+    r[6] = _mm256_castps_si256(_mm256_permute2f128_ps(s2, s6, 0x31));
+    r[7] = _mm256_castps_si256(_mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
 LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
                                                const int8_t *B, int64_t ldb, const int32_t *T32,
                                                int64_t M, int64_t n0, int nc, int64_t k0, int64_t k1) {
-    lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+    if (M < LC_TABLE_DIRECT_M) {
+        lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+        return;
+    }
+    const int32_t *Tt = T32 + 65536;
+    for (int64_t kb = k0; kb < k1; kb += LC_TABLE_KB) {
+        int kn = (int)(k1 - kb < LC_TABLE_KB ? k1 - kb : LC_TABLE_KB);
+        for (int j = 0; j < kn; j++) {
+            const uint8_t *bk = (const uint8_t *)(B + (kb + j) * ldb + n0);
+            int32_t *P = Pbuf + (int64_t)j * 256 * LC_TABLE_NB;
+            const int32_t *src[LC_TABLE_NB];
+            for (int c = 0; c < LC_TABLE_NB; c++) src[c] = Tt + (int64_t)(c < nc ? bk[c] : 0) * 256;
+            for (int a0 = 0; a0 < 256; a0 += 8) {
+                for (int cg = 0; cg < LC_TABLE_NB; cg += 8) {
+                    __m256i r[8];
+                    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(src[cg + i] + a0));
+                    lc_transpose8_epi32(r);
+                    for (int i = 0; i < 8; i++)
+                        _mm256_storeu_si256((__m256i *)(P + (a0 + i) * LC_TABLE_NB + cg), r[i]);
+                }
+            }
+        }
+        int64_t m = 0;
+        for (; m + 2 <= M; m += 2) {
+            int32_t *a0p = acc + m * LC_TABLE_NB, *a1p = a0p + LC_TABLE_NB;
+            __m256i x0 = _mm256_loadu_si256((const __m256i *)(a0p + 0));
+            __m256i x1 = _mm256_loadu_si256((const __m256i *)(a0p + 8));
+            __m256i x2 = _mm256_loadu_si256((const __m256i *)(a0p + 16));
+            __m256i x3 = _mm256_loadu_si256((const __m256i *)(a0p + 24));
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(a1p + 0));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(a1p + 8));
+            __m256i y2 = _mm256_loadu_si256((const __m256i *)(a1p + 16));
+            __m256i y3 = _mm256_loadu_si256((const __m256i *)(a1p + 24));
+            const uint8_t *ar0 = (const uint8_t *)(A + m * lda + kb), *ar1 = ar0 + lda;
+            for (int j = 0; j < kn; j++) {
+                const int32_t *Pj = Pbuf + (int64_t)j * 256 * LC_TABLE_NB;
+                const __m256i *p = (const __m256i *)(Pj + (int64_t)ar0[j] * LC_TABLE_NB);
+                const __m256i *q = (const __m256i *)(Pj + (int64_t)ar1[j] * LC_TABLE_NB);
+                x0 = _mm256_add_epi32(x0, _mm256_loadu_si256(p + 0));
+                x1 = _mm256_add_epi32(x1, _mm256_loadu_si256(p + 1));
+                x2 = _mm256_add_epi32(x2, _mm256_loadu_si256(p + 2));
+                x3 = _mm256_add_epi32(x3, _mm256_loadu_si256(p + 3));
+                y0 = _mm256_add_epi32(y0, _mm256_loadu_si256(q + 0));
+                y1 = _mm256_add_epi32(y1, _mm256_loadu_si256(q + 1));
+                y2 = _mm256_add_epi32(y2, _mm256_loadu_si256(q + 2));
+                y3 = _mm256_add_epi32(y3, _mm256_loadu_si256(q + 3));
+            }
+            _mm256_storeu_si256((__m256i *)(a0p + 0), x0);
+            _mm256_storeu_si256((__m256i *)(a0p + 8), x1);
+            _mm256_storeu_si256((__m256i *)(a0p + 16), x2);
+            _mm256_storeu_si256((__m256i *)(a0p + 24), x3);
+            _mm256_storeu_si256((__m256i *)(a1p + 0), y0);
+            _mm256_storeu_si256((__m256i *)(a1p + 8), y1);
+            _mm256_storeu_si256((__m256i *)(a1p + 16), y2);
+            _mm256_storeu_si256((__m256i *)(a1p + 24), y3);
+        }
+        for (; m < M; m++) {
+            int32_t *am = acc + m * LC_TABLE_NB;
+            const uint8_t *ar = (const uint8_t *)(A + m * lda + kb);
+            for (int j = 0; j < kn; j++) {
+                const int32_t *prow = Pbuf + (int64_t)j * 256 * LC_TABLE_NB + (int64_t)ar[j] * LC_TABLE_NB;
+                for (int c = 0; c < LC_TABLE_NB; c++) am[c] += prow[c];
+            }
+        }
+    }
 }
 #endif
 static inline void lc_table_accum_isa(int isa, int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,

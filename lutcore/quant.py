@@ -83,7 +83,7 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         R = x.shape[0]
         q = np.empty((R, nblk * block), np.int8)
         s = np.empty((R, nblk), np.float32)
-        bad = _g.quantize_rows(q, s, x, block, nt)
+        bad = _g.quantize_rows(q, s, x, block, _simd.isa(), nt)
     else:
         N = x.shape[1]
         q = np.empty((nblk * block, N), np.int8)
@@ -100,7 +100,7 @@ def _quantize_scratch(x: np.ndarray, block: int, nt: int):
     nblk = -(-K // block)
     q = _workspace.scratch("qa", R * nblk * block, np.int8).reshape(R, nblk * block)
     s = _workspace.scratch("sa", R * nblk, np.float32).reshape(R, nblk)
-    bad = _g.quantize_rows(q, s, x, block, nt)
+    bad = _g.quantize_rows(q, s, x, block, _simd.isa(), nt)
     if bad:
         raise ValueError(f"a: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
     return q, s

@@ -111,38 +111,139 @@ static void lc_mk_exact_generic(int32_t *out /* [LC_MR][LC_NR] */, const int16_t
 }
 
 #if LC_X86
-/* AVX2: R x 16 tile, two ymm accumulators per row.  Per k-pair: two int8->int16
- * widening loads of B (16 columns x 2 k each), one int32 broadcast of the row's
- * (a[2p], a[2p+1]) pair per row, pmaddwd + add. */
-#define LC_MK_AVX2_BODY(R)                                                                   \
-    __m256i acc0[R], acc1[R];                                                                \
-    for (int r = 0; r < R; r++) { acc0[r] = _mm256_setzero_si256(); acc1[r] = _mm256_setzero_si256(); } \
-    for (int64_t p = p0; p < p1; p++) {                                                      \
-        const int8_t *b = Bpan + p * 2 * LC_NR;                                              \
-        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));              \
-        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));       \
-        for (int r = 0; r < R; r++) {                                                        \
-            int32_t pair;                                                                    \
-            memcpy(&pair, Ap + r * Kp + 2 * p, 4);                                           \
-            __m256i av = _mm256_set1_epi32(pair);                                            \
-            acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(av, b0));                  \
-            acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(av, b1));                  \
-        }                                                                                    \
-    }                                                                                        \
-    for (int r = 0; r < R; r++) {                                                            \
-        _mm256_storeu_si256((__m256i *)(out + r * LC_NR), acc0[r]);                          \
-        _mm256_storeu_si256((__m256i *)(out + r * LC_NR + 8), acc1[r]);                      \
-    }
+/* AVX2: R x 16 tile, two ymm accumulators per row (R <= 6 keeps 12
+ * accumulators + 2 B vectors + 1 broadcast + 1 product in the 16 registers).
+ * Per k-pair: two int8->int16 widening loads of B (16 columns x 2 k each), one
+ * int32 broadcast of the row's (a[2p], a[2p+1]) pair per row, pmaddwd + add.
+ * Written out per row so the compiler keeps every accumulator in a register. */
+static inline int32_t lc_ld32(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+#define LC_MK_ROW(r)                                                                         \
+    do {                                                                                     \
+        __m256i av = _mm256_set1_epi32(lc_ld32(a##r + 2 * p));      \
+        c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));                      \
+        c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));                      \
+    } while (0)
+#define LC_MK_DECL(r)                                                                        \
+    const int16_t *a##r = Ap + (r) * Kp;                                                     \
+    __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = _mm256_setzero_si256();
+#define LC_MK_STORE(r)                                                                       \
+    _mm256_storeu_si256((__m256i *)(out + (r) * LC_NR), c##r##0);                            \
+    _mm256_storeu_si256((__m256i *)(out + (r) * LC_NR + 8), c##r##1);
+#define LC_MK_LOADB                                                                          \
+    const int8_t *b = Bpan + p * 2 * LC_NR;                                                  \
+    __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));                  \
+    __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
 
-#define LC_MK_AVX2_DEF(R)                                                                    \
-    LC_TARGET_AVX2 static void lc_mk_exact_avx2_##R(int32_t *out, const int16_t *Ap, int64_t Kp, \
-                                                   const int8_t *Bpan, int64_t p0, int64_t p1) { \
-        LC_MK_AVX2_BODY(R)                                                                   \
+LC_TARGET_AVX2 static void lc_mk_exact_avx2_6(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
+    LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3) LC_MK_DECL(4) LC_MK_DECL(5)
+    for (int64_t p = p0; p < p1; p++) {
+        LC_MK_LOADB
+        LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3); LC_MK_ROW(4); LC_MK_ROW(5);
     }
-LC_MK_AVX2_DEF(6)
-LC_MK_AVX2_DEF(4)
-LC_MK_AVX2_DEF(2)
-LC_MK_AVX2_DEF(1)
+    LC_MK_STORE(0) LC_MK_STORE(1) LC_MK_STORE(2) LC_MK_STORE(3) LC_MK_STORE(4) LC_MK_STORE(5)
+}
+LC_TARGET_AVX2 static void lc_mk_exact_avx2_4(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
+    LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3)
+    for (int64_t p = p0; p < p1; p++) {
+        LC_MK_LOADB
+        LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3);
+    }
+    LC_MK_STORE(0) LC_MK_STORE(1) LC_MK_STORE(2) LC_MK_STORE(3)
+}
+LC_TARGET_AVX2 static void lc_mk_exact_avx2_2(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
+    LC_MK_DECL(0) LC_MK_DECL(1)
+    for (int64_t p = p0; p < p1; p++) {
+        LC_MK_LOADB
+        LC_MK_ROW(0); LC_MK_ROW(1);
+    }
+    LC_MK_STORE(0) LC_MK_STORE(1)
+}
+LC_TARGET_AVX2 static void lc_mk_exact_avx2_1(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
+    LC_MK_DECL(0)
+    /* GEMV: two independent accumulator pairs hide the add latency */
+    __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+    int64_t p = p0;
+    for (; p + 2 <= p1; p += 2) {
+        const int8_t *b = Bpan + p * 2 * LC_NR;
+        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+        __m256i b2 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 32)));
+        __m256i b3 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 48)));
+        __m256i av = _mm256_set1_epi32(lc_ld32(a0 + 2 * p));
+        __m256i aw = _mm256_set1_epi32(lc_ld32(a0 + 2 * p + 2));
+        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(av, b0));
+        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(av, b1));
+        d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(aw, b2));
+        d1 = _mm256_add_epi32(d1, _mm256_madd_epi16(aw, b3));
+    }
+    for (; p < p1; p++) {
+        LC_MK_LOADB
+        LC_MK_ROW(0);
+    }
+    c00 = _mm256_add_epi32(c00, d0);
+    c01 = _mm256_add_epi32(c01, d1);
+    LC_MK_STORE(0)
+}
+
+/* Fused block-scaled tile: for each block, the int32 tile stays in registers
+ * and is folded straight into the float tile y (LC_MR x LC_NR, in L1):
+ * y[r][c] = y[r][c] + (sa[r]*sb[c]) * (float)I[r][c], the contract's order. */
+#define LC_QMK_FOLD(r)                                                                       \
+    do {                                                                                     \
+        __m256 s_ = _mm256_set1_ps(sa[(r) * lds + blk]);                                     \
+        __m256 t0_ = _mm256_mul_ps(_mm256_mul_ps(s_, sb0), _mm256_cvtepi32_ps(c##r##0));     \
+        __m256 t1_ = _mm256_mul_ps(_mm256_mul_ps(s_, sb1), _mm256_cvtepi32_ps(c##r##1));     \
+        _mm256_storeu_ps(y + (r) * LC_NR, _mm256_add_ps(_mm256_loadu_ps(y + (r) * LC_NR), t0_)); \
+        _mm256_storeu_ps(y + (r) * LC_NR + 8, _mm256_add_ps(_mm256_loadu_ps(y + (r) * LC_NR + 8), t1_)); \
+    } while (0)
+#define LC_MK_ZERO(r) c##r##0 = _mm256_setzero_si256(); c##r##1 = _mm256_setzero_si256();
+#define LC_QMK_DEF(R, DECLS, ZEROS, ROWS, FOLDS)                                             \
+    LC_TARGET_AVX2 static void lc_qmk_exact_avx2_##R(float *y, const int16_t *Ap, int64_t Kp,   \
+            const int8_t *Bpan, const float *sa, int64_t lds, const float *sbpan,            \
+            int64_t nblk, int64_t pb) {                                                      \
+        DECLS                                                                                \
+        for (int64_t blk = 0; blk < nblk; blk++) {                                           \
+            ZEROS                                                                            \
+            for (int64_t p = blk * pb; p < (blk + 1) * pb; p++) {                            \
+                LC_MK_LOADB                                                                  \
+                ROWS                                                                         \
+            }                                                                                \
+            __m256 sb0 = _mm256_loadu_ps(sbpan + blk * LC_NR);                               \
+            __m256 sb1 = _mm256_loadu_ps(sbpan + blk * LC_NR + 8);                           \
+            FOLDS                                                                            \
+        }                                                                                    \
+    }
+LC_QMK_DEF(6, LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3) LC_MK_DECL(4) LC_MK_DECL(5),
+           LC_MK_ZERO(0) LC_MK_ZERO(1) LC_MK_ZERO(2) LC_MK_ZERO(3) LC_MK_ZERO(4) LC_MK_ZERO(5),
+           LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3); LC_MK_ROW(4); LC_MK_ROW(5);,
+           LC_QMK_FOLD(0); LC_QMK_FOLD(1); LC_QMK_FOLD(2); LC_QMK_FOLD(3); LC_QMK_FOLD(4); LC_QMK_FOLD(5);)
+LC_QMK_DEF(4, LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3),
+           LC_MK_ZERO(0) LC_MK_ZERO(1) LC_MK_ZERO(2) LC_MK_ZERO(3),
+           LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3);,
+           LC_QMK_FOLD(0); LC_QMK_FOLD(1); LC_QMK_FOLD(2); LC_QMK_FOLD(3);)
+LC_QMK_DEF(2, LC_MK_DECL(0) LC_MK_DECL(1), LC_MK_ZERO(0) LC_MK_ZERO(1),
+           LC_MK_ROW(0); LC_MK_ROW(1);, LC_QMK_FOLD(0); LC_QMK_FOLD(1);)
+LC_QMK_DEF(1, LC_MK_DECL(0), LC_MK_ZERO(0), LC_MK_ROW(0);, LC_QMK_FOLD(0);)
+
+LC_TARGET_AVX2 static void lc_qmk_exact_avx2(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan,
+                                             const float *sa, int64_t lds, const float *sbpan,
+                                             int64_t nblk, int64_t pb, int R) {
+    int r = 0;
+    while (r < R) {
+        int left = R - r;
+        float *yr = y + r * LC_NR;
+        const int16_t *ar = Ap + r * Kp;
+        const float *sr = sa + r * lds;
+        if (left >= 6) { lc_qmk_exact_avx2_6(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 6; }
+        else if (left >= 4) { lc_qmk_exact_avx2_4(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 4; }
+        else if (left >= 2) { lc_qmk_exact_avx2_2(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 2; }
+        else { lc_qmk_exact_avx2_1(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 1; }
+    }
+}
 
 LC_TARGET_AVX2 static void lc_mk_exact_avx2(int32_t *out, const int16_t *Ap, int64_t Kp,
                                             const int8_t *Bpan, int64_t p0, int64_t p1, int R) {
@@ -252,6 +353,11 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
             for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
                 int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
                 for (int i = 0; i < LC_MR * LC_NR; i++) ytile[i] = 0.0f;
+#if LC_X86
+                if (isa >= LC_ISA_AVX2) {
+                    lc_qmk_exact_avx2(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, nblk, pb, R);
+                } else
+#endif
                 for (int64_t b = 0; b < nblk; b++) {
                     lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, b * pb, (b + 1) * pb, R);
                     lc_fold(isa, ytile, tile, sa + m0 * nblk + b, nblk, sbpan + b * LC_NR, R);
@@ -505,35 +611,77 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
 
 /* ------------------------------------------------------ quantization */
 
+/* One Q8 block of a row: returns the count of non-finite values. */
+static inline int64_t lc_q8_block_generic(int8_t *q, float *s, const float *x, int64_t len, int64_t bk) {
+    float amax = 0.0f;
+    int64_t nf = 0;
+    for (int64_t k = 0; k < len; k++) {
+        float a = fabsf(x[k]);
+        nf += !(a <= FLT_MAX);
+        amax = a > amax ? a : amax;
+    }
+    float sc = amax / 127.0f;
+    *s = sc;
+    for (int64_t k = 0; k < len; k++) {
+        float v = sc != 0.0f ? nearbyintf(x[k] / sc) : 0.0f;
+        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+        q[k] = (int8_t)v;
+    }
+    for (int64_t k = len; k < bk; k++) q[k] = 0;
+    return nf;
+}
+
+#if LC_X86
+/* Same bits as the generic block: IEEE division, round-half-even, clamp. */
+LC_TARGET_AVX2 static int64_t lc_q8_block_avx2(int8_t *q, float *s, const float *x, int64_t len, int64_t bk) {
+    if (len != bk || (bk & 7)) return lc_q8_block_generic(q, s, x, len, bk);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 fmax = _mm256_set1_ps(FLT_MAX);
+    __m256 m = _mm256_setzero_ps();
+    int bad = 0;
+    for (int64_t k = 0; k < bk; k += 8) {
+        __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), absmask);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, fmax, _CMP_NLE_UQ));
+        m = _mm256_max_ps(m, a);
+    }
+    if (bad) return lc_q8_block_generic(q, s, x, len, bk);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float sc = _mm_cvtss_f32(h) / 127.0f;
+    *s = sc;
+    if (sc == 0.0f) { memset(q, 0, (size_t)bk); return 0; }
+    const __m256 vs = _mm256_set1_ps(sc), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (int64_t k = 0; k < bk; k += 8) {
+        __m256 v = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + k), vs),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+        __m256i i32 = _mm256_cvtps_epi32(v);
+        __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(i16, i16));
+    }
+    return 0;
+}
+#endif
+
 /* Q8 along contiguous rows: x (R, K) -> q (R, nblk*bk), s (R, nblk).
  * Returns the number of non-finite inputs seen (0 = ok). */
 static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
-                                int64_t bk, int64_t nblk, int nthreads) {
+                                int64_t bk, int64_t nblk, int isa, int nthreads) {
     int64_t bad = 0;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
     for (int64_t r = 0; r < R; r++) {
         const float *xr = x + r * ldx;
         int8_t *qr = q + r * nblk * bk;
         for (int64_t b = 0; b < nblk; b++) {
-            int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
-            float amax = 0.0f;
-            int64_t nf = 0;
-            for (int64_t k = k0; k < k1; k++) {
-                float a = fabsf(xr[k]);
-                nf += !(a <= FLT_MAX);
-                amax = a > amax ? a : amax;
-            }
-            bad += nf;
-            float sc = amax / 127.0f;
-            s[r * nblk + b] = sc;
-            for (int64_t k = k0; k < k1; k++) {
-                float v = sc != 0.0f ? nearbyintf(xr[k] / sc) : 0.0f;
-                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-                qr[k] = (int8_t)v;
-            }
-            for (int64_t k = (k1 > k0 ? k1 : k0); k < k0 + bk; k++) qr[k] = 0;
+            int64_t k0 = b * bk, len = K - k0 < bk ? (K - k0 > 0 ? K - k0 : 0) : bk;
+#if LC_X86
+            if (isa >= LC_ISA_AVX2) { bad += lc_q8_block_avx2(qr + k0, s + r * nblk + b, xr + k0, len, bk); continue; }
+#endif
+            bad += lc_q8_block_generic(qr + k0, s + r * nblk + b, xr + k0, len, bk);
         }
     }
+    (void)isa;
     return bad;
 }
 

@@ -26,7 +26,7 @@ cdef extern from "lutcore/gemm.h" nogil:
     size_t lc_table_work_per_thread(int64_t M)
     int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads)
     int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
-                             int64_t bk, int64_t nblk, int nthreads)
+                             int64_t bk, int64_t nblk, int isa, int nthreads)
     int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
                              int64_t bk, int64_t nblk, int nthreads)
     int LC_MR, LC_NR, LC_TABLE_NB
@@ -106,13 +106,13 @@ def qmatmul_table(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] 
                          nblk, bk, &work[0], isa, nthreads)
 
 
-def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int nthreads):
+def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int isa, int nthreads):
     """Returns the count of non-finite inputs."""
     cdef int64_t R = x.shape[0], K = x.shape[1], nblk = s.shape[1], bad = 0
     if R == 0 or nblk == 0:
         return 0
     with nogil:
-        bad = lc_quantize_rows(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, R, K, K, bk, nblk, nthreads)
+        bad = lc_quantize_rows(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, R, K, K, bk, nblk, isa, nthreads)
     return bad
 
 

@@ -1,0 +1,45 @@
+"""Packaging: `python -m build` makes an sdist and a wheel (the wheel built from
+the sdist, so the sdist is complete), and the wheel installs and works in a
+fresh virtual environment, away from this source tree."""
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SMOKE = r"""
+import os, sys, numpy as np, lutcore
+assert 'site-packages' in lutcore.__file__, lutcore.__file__
+lutcore.show_config()
+a = np.arange(-6, 6, dtype=np.int8).reshape(3, 4); b = np.arange(8, dtype=np.int8).reshape(4, 2)
+assert np.array_equal(lutcore.lut_gemm(a, b), a.astype(np.int32) @ b.astype(np.int32))
+print("SMOKE OK")
+"""
+
+
+@pytest.mark.skipif(os.environ.get("LUTCORE_SKIP_WHEEL") == "1", reason="LUTCORE_SKIP_WHEEL=1")
+def test_sdist_and_wheel_install_in_fresh_venv(tmp_path):
+    pytest.importorskip("build")
+    dist = tmp_path / "dist"
+    r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), ROOT],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    names = sorted(os.listdir(dist))
+    assert any(n.endswith(".tar.gz") for n in names), names
+    wheels = [n for n in names if n.endswith(".whl")]
+    assert wheels, names
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = str(env_dir / "bin" / "python")
+    r = subprocess.run([py, "-m", "pip", "install", "-q", str(dist / wheels[0])],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run([py, "-c", SMOKE], capture_output=True, text=True, cwd=str(tmp_path))
+    assert "SMOKE OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    # the console script is installed too
+    r = subprocess.run([str(env_dir / "bin" / "lutcore"), "units", "--verify"],
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0 and "exact" in r.stdout, r.stdout + r.stderr

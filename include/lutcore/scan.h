@@ -1,0 +1,277 @@
+/* lutcore/scan.h — selective scan (S6), forward and backward.
+ *
+ * Contract (DESIGN.md): dt = softplus(delta + delta_bias) (optional),
+ * Abar = exp(dt A), Bbar = dt B ("simplified") or dt phi1(dt A) B ("zoh",
+ * phi1(x) = expm1(x)/x), h_t = Abar h_{t-1} + Bbar u_t, y_t = C_t . h_t + D u_t,
+ * then y * silu(z).
+ *
+ * The algorithm lives in scan_impl.h and is instantiated here for generic
+ * float, generic double and AVX2 float.  Memory: the backward never holds the
+ * (B, L, D, N) states — the forward saves the state at the start of every
+ * chunk of T steps (hs, O(B D N L / T)) and the backward recomputes a chunk at
+ * a time.  Threads split (batch, channel-block) units; the channel-reduced
+ * gradients dB, dC go through per-(batch, channel-group) partials of fixed
+ * size (LC_SCAN_GROUP channels) and dA, dD, ddelta_bias through per-batch
+ * partials, all summed in a fixed order — the same bits at any thread count.
+ */
+#ifndef LUTCORE_SCAN_H
+#define LUTCORE_SCAN_H
+
+#include "common.h"
+#include "mathfn.h"
+
+#define LC_SCAN_GROUP_BLOCKS 8   /* 8 blocks of 8 lanes = 64 channels per backward unit */
+
+/* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
+#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF)                                      \
+    typedef struct { T v[8]; } NAME;                                                                 \
+    static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
+    static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
+    static inline NAME NAME##_set1(T s) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = s; return r; } \
+    static inline NAME NAME##_add(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] + b.v[i]; return a; } \
+    static inline NAME NAME##_sub(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] - b.v[i]; return a; } \
+    static inline NAME NAME##_mul(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] * b.v[i]; return a; } \
+    static inline NAME NAME##_exp(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXPF(a.v[i]); return a; } \
+    static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
+    static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
+    static inline NAME NAME##_silu(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SILUF(a.v[i]); return a; } \
+    static inline NAME NAME##_phi1(NAME x, NAME e) { for (int i = 0; i < 8; i++) x.v[i] = PHIF(x.v[i], e.v[i]); return x; } \
+    static inline NAME NAME##_dphi1(NAME x, NAME e, NAME p) { for (int i = 0; i < 8; i++) x.v[i] = DPHIF(x.v[i], e.v[i], p.v[i]); return x; } \
+    static inline T NAME##_hsum(NAME a) {                                                            \
+        T s0 = a.v[0] + a.v[4], s1 = a.v[1] + a.v[5], s2 = a.v[2] + a.v[6], s3 = a.v[3] + a.v[7];     \
+        return (s0 + s1) + (s2 + s3);                                                                \
+    }
+
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f)
+LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d)
+
+/* instantiate: generic float */
+#define LC_ST float
+#define LC_VT lc_v8f
+#define LC_V_TARGET
+#define LC_V_NAME(x) lc_##x##_gf
+#define LC_VZERO lc_v8f_set1(0.0f)
+#define LC_VLOAD lc_v8f_load
+#define LC_VSTORE lc_v8f_store
+#define LC_VSET1 lc_v8f_set1
+#define LC_VADD lc_v8f_add
+#define LC_VSUB lc_v8f_sub
+#define LC_VMUL lc_v8f_mul
+#define LC_VEXP lc_v8f_exp
+#define LC_VSOFTPLUS lc_v8f_softplus
+#define LC_VSIGMOID lc_v8f_sigmoid
+#define LC_VSILU lc_v8f_silu
+#define LC_VPHI1 lc_v8f_phi1
+#define LC_VDPHI1 lc_v8f_dphi1
+#define LC_VHSUM lc_v8f_hsum
+#include "scan_impl.h"
+#undef LC_ST
+#undef LC_VT
+#undef LC_V_NAME
+#undef LC_VZERO
+#undef LC_VLOAD
+#undef LC_VSTORE
+#undef LC_VSET1
+#undef LC_VADD
+#undef LC_VSUB
+#undef LC_VMUL
+#undef LC_VEXP
+#undef LC_VSOFTPLUS
+#undef LC_VSIGMOID
+#undef LC_VSILU
+#undef LC_VPHI1
+#undef LC_VDPHI1
+#undef LC_VHSUM
+
+/* instantiate: generic double */
+#define LC_ST double
+#define LC_VT lc_v8d
+#define LC_V_NAME(x) lc_##x##_gd
+#define LC_VZERO lc_v8d_set1(0.0)
+#define LC_VLOAD lc_v8d_load
+#define LC_VSTORE lc_v8d_store
+#define LC_VSET1 lc_v8d_set1
+#define LC_VADD lc_v8d_add
+#define LC_VSUB lc_v8d_sub
+#define LC_VMUL lc_v8d_mul
+#define LC_VEXP lc_v8d_exp
+#define LC_VSOFTPLUS lc_v8d_softplus
+#define LC_VSIGMOID lc_v8d_sigmoid
+#define LC_VSILU lc_v8d_silu
+#define LC_VPHI1 lc_v8d_phi1
+#define LC_VDPHI1 lc_v8d_dphi1
+#define LC_VHSUM lc_v8d_hsum
+#include "scan_impl.h"
+#undef LC_ST
+#undef LC_VT
+#undef LC_V_TARGET
+#undef LC_V_NAME
+#undef LC_VZERO
+#undef LC_VLOAD
+#undef LC_VSTORE
+#undef LC_VSET1
+#undef LC_VADD
+#undef LC_VSUB
+#undef LC_VMUL
+#undef LC_VEXP
+#undef LC_VSOFTPLUS
+#undef LC_VSIGMOID
+#undef LC_VSILU
+#undef LC_VPHI1
+#undef LC_VDPHI1
+#undef LC_VHSUM
+
+#if LC_X86
+LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_hadd_ps(s, s);
+    s = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(s);
+}
+#define LC_ST float
+#define LC_VT __m256
+#define LC_V_TARGET LC_TARGET_AVX2
+#define LC_V_NAME(x) lc_##x##_avx2
+#define LC_VZERO _mm256_setzero_ps()
+#define LC_VLOAD _mm256_loadu_ps
+#define LC_VSTORE _mm256_storeu_ps
+#define LC_VSET1 _mm256_set1_ps
+#define LC_VADD _mm256_add_ps
+#define LC_VSUB _mm256_sub_ps
+#define LC_VMUL _mm256_mul_ps
+#define LC_VEXP lc_exp_ps
+#define LC_VSOFTPLUS lc_softplus_ps
+#define LC_VSIGMOID lc_sigmoid_ps
+#define LC_VSILU lc_silu_ps
+#define LC_VPHI1 lc_phi1_ps
+#define LC_VDPHI1 lc_dphi1_ps
+#define LC_VHSUM lc_hsum_ps
+#include "scan_impl.h"
+#undef LC_ST
+#undef LC_VT
+#undef LC_V_TARGET
+#undef LC_V_NAME
+#undef LC_VZERO
+#undef LC_VLOAD
+#undef LC_VSTORE
+#undef LC_VSET1
+#undef LC_VADD
+#undef LC_VSUB
+#undef LC_VMUL
+#undef LC_VEXP
+#undef LC_VSOFTPLUS
+#undef LC_VSIGMOID
+#undef LC_VSILU
+#undef LC_VPHI1
+#undef LC_VDPHI1
+#undef LC_VHSUM
+#endif
+
+/* ------------------------------------------------------------- drivers */
+
+static inline size_t lc_scan_fwd_work(int64_t L) { return (size_t)3 * L * 8; }
+static inline size_t lc_scan_bwd_work(int64_t L, int64_t T) { return (size_t)5 * L * 8 + (size_t)3 * T * 8; }
+
+#define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
+static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \
+        const ST *A, const ST *Bm, const ST *Cm, const ST *Dv, const ST *z, const ST *dbias,          \
+        const ST *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh, \
+        int isa, int nthreads) {                                                                     \
+    int64_t nblk = (D + 7) / 8, units = Bsz * nblk;                                                   \
+    int fail = 0;                                                                                    \
+    (void)isa;                                                                                       \
+    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
+    {                                                                                                \
+        ST *work = (ST *)malloc(lc_scan_fwd_work(L) * sizeof(ST));                                   \
+        if (!work) fail = 1;                                                                         \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t w = 0; w < units; w++) {                                                        \
+            if (!work) continue;                                                                     \
+            int64_t b = w / nblk, d0 = (w % nblk) * 8;                                                \
+            int nl = (int)(D - d0 < 8 ? D - d0 : 8);                                                 \
+            DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, d0, nl, L, D, \
+                         N, T, softplus, zoh, work);                                                 \
+        }                                                                                            \
+        free(work);                                                                                  \
+    }                                                                                                \
+    return fail;                                                                                     \
+}                                                                                                    \
+/* dBp, dCp: (B, ngroups, L, N) scratch; dAp: (B, D, N); dDp, ddbp: (B, D) scratch. */                \
+static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD, ST *dz, ST *ddb,     \
+        ST *dh0, ST *dAp, ST *dBp, ST *dCp, ST *dDp, ST *ddbp,                                       \
+        const ST *dout, const ST *u, const ST *delta, const ST *A, const ST *Bm, const ST *Cm,        \
+        const ST *Dv, const ST *z, const ST *dbias, const ST *hs, const ST *ypre,                     \
+        int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh,              \
+        int isa, int nthreads) {                                                                     \
+    int64_t nblk = (D + 7) / 8;                                                                      \
+    int64_t ng = (nblk + LC_SCAN_GROUP_BLOCKS - 1) / LC_SCAN_GROUP_BLOCKS, units = Bsz * ng;          \
+    int fail = 0;                                                                                    \
+    (void)isa;                                                                                       \
+    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
+    {                                                                                                \
+        ST *work = (ST *)malloc(lc_scan_bwd_work(L, T) * sizeof(ST));                                \
+        if (!work) fail = 1;                                                                         \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t w = 0; w < units; w++) {                                                        \
+            if (!work) continue;                                                                     \
+            int64_t b = w / ng, g = w % ng;                                                          \
+            ST *dBg = dBp + (b * ng + g) * L * N, *dCg = dCp + (b * ng + g) * L * N;                  \
+            memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                            \
+            memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                            \
+            for (int64_t k = g * LC_SCAN_GROUP_BLOCKS; k < (g + 1) * LC_SCAN_GROUP_BLOCKS && k < nblk; k++) { \
+                int64_t d0 = k * 8;                                                                  \
+                int nl = (int)(D - d0 < 8 ? D - d0 : 8);                                             \
+                DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0, \
+                             dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, d0, nl, L, D, N, T, \
+                             softplus, zoh, work);                                                   \
+            }                                                                                        \
+        }                                                                                            \
+        free(work);                                                                                  \
+        /* fixed-order reductions */                                                                 \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t r = 0; r < Bsz * L; r++) {                                                       \
+            int64_t b = r / L, t = r % L;                                                            \
+            for (int64_t n = 0; n < N; n++) {                                                        \
+                ST sb = 0, sc = 0;                                                                   \
+                for (int64_t g = 0; g < ng; g++) {                                                   \
+                    sb = sb + dBp[((b * ng + g) * L + t) * N + n];                                   \
+                    sc = sc + dCp[((b * ng + g) * L + t) * N + n];                                   \
+                }                                                                                    \
+                dB[r * N + n] = sb;                                                                  \
+                dC[r * N + n] = sc;                                                                  \
+            }                                                                                        \
+        }                                                                                            \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t i = 0; i < D * N; i++) {                                                        \
+            ST s = 0;                                                                                \
+            for (int64_t b = 0; b < Bsz; b++) s = s + dAp[b * D * N + i];                            \
+            dA[i] = s;                                                                               \
+        }                                                                                            \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t d = 0; d < D; d++) {                                                            \
+            ST s1 = 0, s2 = 0;                                                                       \
+            for (int64_t b = 0; b < Bsz; b++) {                                                      \
+                if (Dv) s1 = s1 + dDp[b * D + d];                                                    \
+                if (dbias) s2 = s2 + ddbp[b * D + d];                                                \
+            }                                                                                        \
+            if (Dv) dD[d] = s1;                                                                      \
+            if (dbias) ddb[d] = s2;                                                                  \
+        }                                                                                            \
+    }                                                                                                \
+    return fail;                                                                                     \
+}
+
+#if LC_X86
+#define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_unit_avx2(__VA_ARGS__); else lc_scan_fwd_unit_gf(__VA_ARGS__); } while (0)
+#define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_unit_avx2(__VA_ARGS__); else lc_scan_bwd_unit_gf(__VA_ARGS__); } while (0)
+#else
+#define LC_SCAN_FWD_F32(...) lc_scan_fwd_unit_gf(__VA_ARGS__)
+#define LC_SCAN_BWD_F32(...) lc_scan_bwd_unit_gf(__VA_ARGS__)
+#endif
+#define LC_SCAN_FWD_F64(...) lc_scan_fwd_unit_gd(__VA_ARGS__)
+#define LC_SCAN_BWD_F64(...) lc_scan_bwd_unit_gd(__VA_ARGS__)
+
+LC_SCAN_DRIVERS(float, f32, LC_SCAN_FWD_F32, LC_SCAN_BWD_F32)
+LC_SCAN_DRIVERS(double, f64, LC_SCAN_FWD_F64, LC_SCAN_BWD_F64)
+
+#endif /* LUTCORE_SCAN_H */

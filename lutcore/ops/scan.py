@@ -1,0 +1,245 @@
+"""Selective scan (S6) and causal depthwise conv1d: numpy in, numpy out.
+
+Shape table (dtype float32 or float64, all inputs alike):
+
+    u, delta, z, y       (batch, L, D)
+    A                    (D, N)
+    B, C                 (batch, L, N)
+    D, delta_bias        (D,)
+    initial_state, last  (batch, D, N)
+    conv x, y            (batch, L, D);  weight (D, K);  bias (D,)
+
+``selective_scan_forward`` returns a ``ScanContext`` holding what the backward
+needs (the state at every chunk start, not the (batch, L, D, N) states), so a
+model runs the forward once; ``selective_scan_backward`` recomputes it when no
+context is given.  Non-contiguous inputs are copied.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lutcore import _simd
+from lutcore._native import mamba as _m
+from lutcore._threads import resolve_threads
+
+__all__ = ["selective_scan", "selective_scan_forward", "selective_scan_backward", "ScanContext",
+           "causal_conv1d", "causal_conv1d_backward", "causal_conv1d_step"]
+
+CHUNK = 64
+_DISC = ("zoh", "simplified")
+
+
+def _dtype_of(u, name="u"):
+    if not isinstance(u, np.ndarray):
+        u = np.asarray(u)
+    if u.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: expected float32 or float64, got {u.dtype}")
+    return u.dtype
+
+
+def _arr(x, name, dtype, shape):
+    if x is None:
+        return None
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype} (like u), got {x.dtype}")
+    if x.shape != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {x.shape}")
+    return np.ascontiguousarray(x)
+
+
+@dataclasses.dataclass
+class ScanContext:
+    """What ``selective_scan_backward`` needs from the forward."""
+    u: np.ndarray
+    delta: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    D: np.ndarray | None
+    z: np.ndarray | None
+    delta_bias: np.ndarray | None
+    initial_state: np.ndarray | None
+    delta_softplus: bool
+    zoh: bool
+    chunk_states: np.ndarray          # (batch, ceil(L/chunk), D, N)
+    ypre: np.ndarray | None           # y before the silu(z) gate
+    chunk: int
+
+
+def _validate(u, delta, A, B, C, D, z, delta_bias, initial_state, discretization):
+    dt = _dtype_of(u)
+    if not isinstance(u, np.ndarray) or u.ndim != 3:
+        raise ValueError(f"u: expected a (batch, L, D) array, got shape {np.shape(u)}")
+    bsz, L, Dm = u.shape
+    A = np.asarray(A)
+    if A.ndim != 2 or A.shape[0] != Dm:
+        raise ValueError(f"A: expected shape ({Dm}, N), got {A.shape}")
+    N = A.shape[1]
+    if discretization not in _DISC:
+        raise ValueError(f"discretization: expected 'zoh' or 'simplified', got {discretization!r}")
+    return (dt, bsz, L, Dm, N,
+            np.ascontiguousarray(u),
+            _arr(delta, "delta", dt, (bsz, L, Dm)),
+            _arr(A, "A", dt, (Dm, N)),
+            _arr(B, "B", dt, (bsz, L, N)),
+            _arr(C, "C", dt, (bsz, L, N)),
+            _arr(D, "D", dt, (Dm,)),
+            _arr(z, "z", dt, (bsz, L, Dm)),
+            _arr(delta_bias, "delta_bias", dt, (Dm,)),
+            _arr(initial_state, "initial_state", dt, (bsz, Dm, N)))
+
+
+def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True,
+                           discretization="zoh", initial_state=None, return_last_state=False,
+                           threads=None, save_for_backward=True, chunk=CHUNK, out=None):
+    """Forward scan; returns ``(y, last_state or None, ScanContext or None)``."""
+    if delta is None or B is None or C is None:
+        raise TypeError("delta, B, C: required")
+    dt, bsz, L, Dm, N, u, delta, A, B, C, D, z, delta_bias, h0 = _validate(
+        u, delta, A, B, C, D, z, delta_bias, initial_state, discretization)
+    chunk = int(chunk)
+    if chunk <= 0:
+        raise ValueError(f"chunk: expected a positive int, got {chunk}")
+    if out is None:
+        y = np.empty((bsz, L, Dm), dt)
+    else:
+        if out.shape != (bsz, L, Dm) or out.dtype != dt or not out.flags.c_contiguous:
+            raise ValueError(f"out: expected a C-contiguous {dt} array of shape {(bsz, L, Dm)}")
+        y = out
+    nck = -(-L // chunk) if L else 0
+    hs = np.empty((bsz, nck, Dm, N), dt) if save_for_backward else None
+    ypre = np.empty((bsz, L, Dm), dt) if (save_for_backward and z is not None) else None
+    last = np.zeros((bsz, Dm, N), dt) if return_last_state else None
+    if return_last_state and L == 0 and h0 is not None:
+        last[...] = h0
+    zoh = discretization == "zoh"
+    _m.scan_fwd(y, ypre, hs, last, u, delta, A, B, C, D, z, delta_bias, h0, chunk,
+                bool(delta_softplus), zoh, _simd.isa(), resolve_threads(threads))
+    ctx = None
+    if save_for_backward:
+        ctx = ScanContext(u, delta, A, B, C, D, z, delta_bias, h0, bool(delta_softplus), zoh, hs, ypre, chunk)
+    return y, last, ctx
+
+
+def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True,
+                   discretization="zoh", initial_state=None, return_last_state=False, threads=None):
+    """The S6 selective scan (see the module shape table and DESIGN.md).
+
+    Returns ``y`` (batch, L, D), or ``(y, last_state)`` with
+    ``return_last_state=True``.
+    """
+    y, last, _ = selective_scan_forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
+                                        discretization, initial_state, return_last_state, threads,
+                                        save_for_backward=False)
+    return (y, last) if return_last_state else y
+
+
+def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=None, z=None,
+                            delta_bias=None, delta_softplus=True, discretization="zoh",
+                            initial_state=None, threads=None, ctx: ScanContext | None = None):
+    """Gradients of ``sum(dy * y)`` for every input: a dict with keys u, delta,
+    A, B, C, and D, z, delta_bias, initial_state when those were given.
+
+    Pass ``ctx`` from ``selective_scan_forward`` to skip recomputing it.
+    """
+    if ctx is None:
+        _, _, ctx = selective_scan_forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
+                                           discretization, initial_state, False, threads,
+                                           save_for_backward=True)
+    dt = ctx.u.dtype
+    bsz, L, Dm = ctx.u.shape
+    N = ctx.A.shape[1]
+    dy = _arr(dy, "dy", dt, (bsz, L, Dm))
+    nt = resolve_threads(threads)
+    ng = -(-Dm // _m.GROUP_CHANNELS) if Dm else 0
+    g = {
+        "u": np.empty((bsz, L, Dm), dt), "delta": np.empty((bsz, L, Dm), dt),
+        "A": np.zeros((Dm, N), dt), "B": np.zeros((bsz, L, N), dt), "C": np.zeros((bsz, L, N), dt),
+    }
+    if ctx.D is not None:
+        g["D"] = np.zeros(Dm, dt)
+    if ctx.z is not None:
+        g["z"] = np.empty((bsz, L, Dm), dt)
+    if ctx.delta_bias is not None:
+        g["delta_bias"] = np.zeros(Dm, dt)
+    if ctx.initial_state is not None:
+        g["initial_state"] = np.zeros((bsz, Dm, N), dt)
+    dAp = np.empty((bsz, Dm, N), dt)
+    dBp = np.empty((bsz, ng, L, N), dt)
+    dCp = np.empty((bsz, ng, L, N), dt)
+    dDp = np.empty((bsz, Dm), dt) if ctx.D is not None else None
+    ddbp = np.empty((bsz, Dm), dt) if ctx.delta_bias is not None else None
+    _m.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),
+                g.get("initial_state"), dAp, dBp, dCp, dDp, ddbp,
+                dy, ctx.u, ctx.delta, ctx.A, ctx.B, ctx.C, ctx.D, ctx.z, ctx.delta_bias, ctx.chunk_states,
+                ctx.ypre, ctx.chunk, ctx.delta_softplus, ctx.zoh, _simd.isa(), nt)
+    return g
+
+
+# ------------------------------------------------------------------ conv1d
+
+def _conv_args(x, weight, bias):
+    dt = _dtype_of(x, "x")
+    x = np.asarray(x)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected a (batch, L, D) array, got shape {x.shape}")
+    Dm = x.shape[2]
+    weight = np.asarray(weight)
+    if weight.ndim != 2 or weight.shape[0] != Dm or weight.shape[1] < 1:
+        raise ValueError(f"weight: expected shape ({Dm}, K) with K >= 1, got {weight.shape}")
+    if weight.dtype != dt:
+        raise TypeError(f"weight: expected dtype {dt} (like x), got {weight.dtype}")
+    wt = np.ascontiguousarray(weight.T)
+    return dt, np.ascontiguousarray(x), wt, _arr(bias, "bias", dt, (Dm,))
+
+
+def causal_conv1d(x, weight, bias=None, threads=None):
+    """Causal depthwise conv1d, PyTorch tap order: ``w[:, K-1]`` multiplies the current step."""
+    dt, x, wt, bias = _conv_args(x, weight, bias)
+    y = np.empty_like(x)
+    _m.conv_fwd(y, x, wt, bias, _simd.isa(), resolve_threads(threads))
+    return y
+
+
+def causal_conv1d_backward(dy, x, weight, bias=None, threads=None):
+    """Returns ``(dx, dweight, dbias)`` of ``sum(dy * causal_conv1d(x, weight, bias))``."""
+    dt, x, wt, _ = _conv_args(x, weight, bias)
+    dy = _arr(dy, "dy", dt, x.shape)
+    dx = np.empty_like(x)
+    dwt = np.empty_like(wt)
+    db = np.empty(x.shape[2], dt)
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        dx[...] = 0
+        dwt[...] = 0
+        db[...] = 0
+    else:
+        _m.conv_bwd(dx, dwt, db, dy, x, wt, _simd.isa(), resolve_threads(threads))
+    return dx, np.ascontiguousarray(dwt.T), db
+
+
+def causal_conv1d_step(x_t, conv_state, weight, bias=None):
+    """One decoding step.  ``conv_state`` (batch, K-1, D) holds the previous K-1
+    inputs, oldest first, and is updated in place; returns y_t (batch, D)."""
+    dt = _dtype_of(x_t, "x_t")
+    x_t = np.ascontiguousarray(x_t)
+    if x_t.ndim != 2:
+        raise ValueError(f"x_t: expected a (batch, D) array, got shape {x_t.shape}")
+    bsz, Dm = x_t.shape
+    weight = np.asarray(weight)
+    if weight.ndim != 2 or weight.shape[0] != Dm:
+        raise ValueError(f"weight: expected shape ({Dm}, K), got {weight.shape}")
+    K = weight.shape[1]
+    if not isinstance(conv_state, np.ndarray) or conv_state.shape != (bsz, K - 1, Dm) or conv_state.dtype != dt:
+        raise ValueError(f"conv_state: expected a {dt} array of shape {(bsz, K - 1, Dm)}, got "
+                         f"{getattr(conv_state, 'dtype', type(conv_state).__name__)} {np.shape(conv_state)}")
+    if not conv_state.flags.c_contiguous or not conv_state.flags.writeable:
+        raise ValueError("conv_state: must be a writeable C-contiguous array (it is updated in place)")
+    wt = np.ascontiguousarray(weight.T.astype(dt, copy=False))
+    bias = _arr(bias, "bias", dt, (Dm,))
+    y = np.empty((bsz, Dm), dt)
+    _m.conv_step(y, conv_state, x_t, wt, bias)
+    return y

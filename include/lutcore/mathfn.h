@@ -9,7 +9,7 @@
  *       polynomial, 2^n applied in two halves so n = 128 and n = -126 work.
  *       x > 88.7228 -> inf, x < -87.3365 -> 0 (results below FLT_MIN flush),
  *       NaN -> NaN.  Measured <= 2 ulp (tests/test_mathfns.py).
- * log:  x = 2^e m, m in [sqrt(1/2), sqrt(2)), atanh series in s = (m-1)/(m+1).
+ * log:  x = 2^e m, m in [sqrt(1/2), sqrt(2)), Cephes' degree-8 polynomial in m - 1.
  * softplus(x) = x for x > 20 (torch's threshold), else log1p(exp(x)) with
  *       log1p(e) = log(1+e) * e / ((1+e) - 1) (exact-ish for tiny e).
  * phi1(x) = expm1(x)/x (the ZOH factor: Bbar = dt * phi1(dt*A) * B) and its
@@ -78,15 +78,21 @@ static inline float lc_logf(float x) {
     float m;
     memcpy(&m, &u, 4);
     if (m > 1.41421356f) { m = m * 0.5f; e = e + 1.0f; }
-    float s = (m - 1.0f) / (m + 1.0f);
-    float s2 = s * s;
-    float q = 0.11111111f;                      /* 1/9 */
-    q = q * s2 + 0.14285715f;                   /* 1/7 */
-    q = q * s2 + 0.2f;
-    q = q * s2 + 0.33333334f;
-    q = q * s2 + 1.0f;
-    float lm = (s + s) * q;
-    return e * LC_LN2_HI + (lm + e * LC_LN2_LO);
+    float xm = m - 1.0f, z = xm * xm;
+    float q = 7.0376836292e-2f;
+    q = q * xm - 1.1514610310e-1f;
+    q = q * xm + 1.1676998740e-1f;
+    q = q * xm - 1.2420140846e-1f;
+    q = q * xm + 1.4249322787e-1f;
+    q = q * xm - 1.6668057665e-1f;
+    q = q * xm + 2.0000714765e-1f;
+    q = q * xm - 2.4999993993e-1f;
+    q = q * xm + 3.3333331174e-1f;
+    float y = (xm * z) * q;
+    y = y + e * LC_LN2_LO;
+    y = y - 0.5f * z;
+    float r = xm + y;
+    return r + e * LC_LN2_HI;
 }
 
 static inline float lc_log1p_of_exp(float e) {  /* log1p(e) for e >= 0 */
@@ -180,17 +186,21 @@ LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, nor
     __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
     m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
     e = _mm256_blendv_ps(e, _mm256_add_ps(e, _mm256_set1_ps(1.0f)), big);
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 s = _mm256_div_ps(_mm256_sub_ps(m, one), _mm256_add_ps(m, one));
-    __m256 s2 = _mm256_mul_ps(s, s);
-    __m256 q = _mm256_set1_ps(0.11111111f);
-    q = _mm256_add_ps(_mm256_mul_ps(q, s2), _mm256_set1_ps(0.14285715f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, s2), _mm256_set1_ps(0.2f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, s2), _mm256_set1_ps(0.33333334f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, s2), one);
-    __m256 lm = _mm256_mul_ps(_mm256_add_ps(s, s), q);
-    return _mm256_add_ps(_mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_HI)),
-                         _mm256_add_ps(lm, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_LO))));
+    __m256 xm = _mm256_sub_ps(m, _mm256_set1_ps(1.0f)), z = _mm256_mul_ps(xm, xm);
+    __m256 q = _mm256_set1_ps(7.0376836292e-2f);
+    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.1514610310e-1f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.1676998740e-1f));
+    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.2420140846e-1f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.4249322787e-1f));
+    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.6668057665e-1f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(2.0000714765e-1f));
+    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(2.4999993993e-1f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(3.3333331174e-1f));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(xm, z), q);
+    y = _mm256_add_ps(y, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_LO)));
+    y = _mm256_sub_ps(y, _mm256_mul_ps(_mm256_set1_ps(0.5f), z));
+    __m256 r = _mm256_add_ps(xm, y);
+    return _mm256_add_ps(r, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_HI)));
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {

@@ -25,6 +25,14 @@ LC_V_TARGET static inline void LC_V_NAME(lanes_in)(LC_ST *dst, const LC_ST *src,
     for (; i < nl; i++) dst[i] = src[i];
     for (; i < 8; i++) dst[i] = 0;
 }
+/* 8 lanes of a row as a vector (zero-padded past nl) */
+#define LC_LANES(src, nl, tmp) ((nl) == 8 ? LC_VLOAD(src) : (LC_V_NAME(lanes_in)(tmp, src, nl), LC_VLOAD(tmp)))
+/* store the first nl lanes */
+#define LC_LANES_OUT(dst, v, nl, tmp)                                                        \
+    do {                                                                                     \
+        if ((nl) == 8) LC_VSTORE(dst, v);                                                    \
+        else { LC_VSTORE(tmp, v); for (int i_ = 0; i_ < (nl); i_++) (dst)[i_] = (tmp)[i_]; } \
+    } while (0)
 
 LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
     LC_ST *y, LC_ST *ypre, LC_ST *hs, LC_ST *hlast,
@@ -38,42 +46,58 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
     if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0, nl); bias = LC_VLOAD(tmp); }
     for (int64_t t = 0; t < L; t++) {
         const int64_t row = (b * L + t) * D + d0;
-        LC_V_NAME(lanes_in)(ub + t * 8, u + row, nl);
-        LC_V_NAME(lanes_in)(tmp, delta + row, nl);
-        LC_VT v = LC_VLOAD(tmp);
+        LC_VSTORE(ub + t * 8, LC_LANES(u + row, nl, tmp));
+        LC_VT v = LC_LANES(delta + row, nl, tmp);
         if (dbias) v = LC_VADD(v, bias);
         if (softplus) v = LC_VSOFTPLUS(v);
         LC_VSTORE(dtb + t * 8, v);
         LC_VSTORE(yb + t * 8, LC_VZERO);
     }
     const int64_t nck = (L + T - 1) / T;
-    for (int64_t n = 0; n < N; n++) {
-        for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + n] : 0;
-        LC_VT An = LC_VLOAD(tmp);
-        LC_VT h = LC_VZERO;
-        if (h0) {
-            for (int i = 0; i < 8; i++) tmp[i] = i < nl ? h0[(b * D + d0 + i) * N + n] : 0;
-            h = LC_VLOAD(tmp);
+    /* two states per pass: two independent recurrences share the loads of dt
+     * and u; y still accumulates n = 0, 1, 2, ... in order */
+    for (int64_t n = 0; n < N; n += 2) {
+        const int two = n + 1 < N;
+        LC_VT An[2], h[2];
+        for (int j = 0; j < 2; j++) {
+            int64_t nn = two ? n + j : n;
+            for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + nn] : 0;
+            An[j] = LC_VLOAD(tmp);
+            h[j] = LC_VZERO;
+            if (h0) {
+                for (int i = 0; i < 8; i++) tmp[i] = i < nl ? h0[(b * D + d0 + i) * N + nn] : 0;
+                h[j] = LC_VLOAD(tmp);
+            }
         }
         const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
+        const int np = two ? 2 : 1;
         for (int64_t t = 0; t < L; t++) {
             if (hs && t % T == 0) {
-                LC_VSTORE(tmp, h);
-                LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n;
-                for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+                for (int j = 0; j < np; j++) {
+                    LC_VSTORE(tmp, h[j]);
+                    LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n + j;
+                    for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+                }
             }
             LC_VT dt = LC_VLOAD(dtb + t * 8);
-            LC_VT x = LC_VMUL(dt, An);
-            LC_VT a = LC_VEXP(x);
-            LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
-            LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N]));
-            h = LC_VADD(LC_VMUL(a, h), LC_VMUL(bb, LC_VLOAD(ub + t * 8)));
+            LC_VT uu = LC_VLOAD(ub + t * 8);
             LC_VT yt = LC_VLOAD(yb + t * 8);
-            LC_VSTORE(yb + t * 8, LC_VADD(yt, LC_VMUL(LC_VSET1(Cn[t * N]), h)));
+            for (int j = 0; j < 2; j++) {
+                if (j == 1 && !two) break;
+                LC_VT x = LC_VMUL(dt, An[j]);
+                LC_VT a = LC_VEXP(x);
+                LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
+                LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N + j]));
+                h[j] = LC_VADD(LC_VMUL(a, h[j]), LC_VMUL(bb, uu));
+                yt = LC_VADD(yt, LC_VMUL(LC_VSET1(Cn[t * N + j]), h[j]));
+            }
+            LC_VSTORE(yb + t * 8, yt);
         }
         if (hlast) {
-            LC_VSTORE(tmp, h);
-            for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n] = tmp[i];
+            for (int j = 0; j < np; j++) {
+                LC_VSTORE(tmp, h[j]);
+                for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n + j] = tmp[i];
+            }
         }
     }
     LC_VT Dl = LC_VZERO;
@@ -83,12 +107,10 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
         LC_VT yt = LC_VLOAD(yb + t * 8);
         if (Dv) yt = LC_VADD(yt, LC_VMUL(Dl, LC_VLOAD(ub + t * 8)));
         if (z) {
-            if (ypre) { LC_VSTORE(tmp, yt); for (int i = 0; i < nl; i++) ypre[row + i] = tmp[i]; }
-            LC_V_NAME(lanes_in)(tmp, z + row, nl);
-            yt = LC_VMUL(yt, LC_VSILU(LC_VLOAD(tmp)));
+            if (ypre) LC_LANES_OUT(ypre + row, yt, nl, tmp);
+            yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + row, nl, tmp)));
         }
-        LC_VSTORE(tmp, yt);
-        for (int i = 0; i < nl; i++) y[row + i] = tmp[i];
+        LC_LANES_OUT(y + row, yt, nl, tmp);
     }
 }
 
@@ -112,9 +134,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
     if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0, nl); bias = LC_VLOAD(tmp); }
     for (int64_t t = 0; t < L; t++) {
         const int64_t row = (b * L + t) * D + d0;
-        LC_V_NAME(lanes_in)(ub + t * 8, u + row, nl);
-        LC_V_NAME(lanes_in)(tmp, delta + row, nl);
-        LC_VT v = LC_VLOAD(tmp);
+        LC_VSTORE(ub + t * 8, LC_LANES(u + row, nl, tmp));
+        LC_VT v = LC_LANES(delta + row, nl, tmp);
         if (dbias) v = LC_VADD(v, bias);
         if (softplus) v = LC_VSOFTPLUS(v);
         LC_VSTORE(dtb + t * 8, v);

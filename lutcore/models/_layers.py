@@ -1,0 +1,87 @@
+"""Layer math shared by the models: each a forward that returns what its
+backward needs, and a backward that ACCUMULATES parameter gradients into the
+given arrays (the caller zeroes) — llm.c's convention, in numpy.
+
+Shapes: x (..., C_in); w (C_out, C_in) as PyTorch/Hugging Face store it.
+Matmuls run in the model's dtype through numpy (OpenBLAS), or — when the
+model is given ``units`` — through lutcore's block-scaled int8 matmul (see
+``lutcore.models.unitmm``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def linear_fwd(x, w, b=None, mm=None):
+    """y = x @ w.T + b over the last axis."""
+    x2 = x.reshape(-1, x.shape[-1])
+    y = (x2 @ w.T) if mm is None else mm.forward(x2, w)
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], w.shape[0])
+
+
+def linear_bwd(dy, x, w, dw, db=None, mm=None, need_dx=True):
+    """Accumulate dw (+= dy^T x) and db; return dx = dy @ w (or None)."""
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
+    if mm is None:
+        dw += dy2.T @ x2
+        dx = (dy2 @ w) if need_dx else None
+    else:
+        gw, dx = mm.backward(dy2, x2, w, need_dx)
+        dw += gw
+    if db is not None:
+        db += dy2.sum(axis=0)
+    return None if dx is None else dx.reshape(*dy.shape[:-1], w.shape[1])
+
+
+def rmsnorm_fwd(x, w, eps):
+    """y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); returns (y, rstd)."""
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(ms + x.dtype.type(eps))
+    return x * rstd * w, rstd
+
+
+def rmsnorm_bwd(dy, x, w, rstd, dw):
+    g = dy * w
+    dw += (dy * x * rstd).reshape(-1, x.shape[-1]).sum(axis=0)
+    d = x.shape[-1]
+    dot = np.sum(g * x, axis=-1, keepdims=True)
+    return rstd * g - x * (rstd ** 3) * dot / x.dtype.type(d)
+
+
+def layernorm_fwd(x, w, b, eps):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
+    xhat = xc * rstd
+    return xhat * w + b, (xhat, rstd)
+
+
+def layernorm_bwd(dy, w, cache, dw, db):
+    xhat, rstd = cache
+    dw += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
+    db += dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    g = dy * w
+    n = xhat.shape[-1]
+    return rstd * (g - np.mean(g, axis=-1, keepdims=True) - xhat * np.mean(g * xhat, axis=-1, keepdims=True)) \
+        if n else g
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy over all positions; returns (loss, dlogits)."""
+    V = logits.shape[-1]
+    lg = logits.reshape(-1, V)
+    t = targets.reshape(-1)
+    m = lg.max(axis=1, keepdims=True)
+    e = np.exp(lg - m)
+    s = e.sum(axis=1, keepdims=True)
+    logp_t = (lg[np.arange(lg.shape[0]), t] - m[:, 0]) - np.log(s[:, 0])
+    n = lg.shape[0]
+    loss = float(-np.mean(logp_t, dtype=np.float64))
+    p = e / s
+    p[np.arange(n), t] -= 1
+    p /= n
+    return loss, p.reshape(logits.shape)

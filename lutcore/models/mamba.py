@@ -1,0 +1,498 @@
+"""Mamba-1 (S6) language model with exact forward and backward on the CPU.
+
+Layout follows Hugging Face's ``MambaForCausalLM`` so checkpoints move both
+ways: embedding -> n_layer x [RMSNorm -> mixer -> residual] -> RMSNorm -> head.
+The mixer (one ``Mamba1Block`` forward):
+
+    xn  = rmsnorm(x)                           (B, L, d)
+    x,z = split(in_proj(xn))                   (B, L, E) each, E = expand*d
+    xa  = silu(causal_conv1d(x))               (B, L, E)
+    dt_r, Bm, Cm = split(x_proj(xa))           (B, L, R), (B, L, N), (B, L, N)
+    y   = scan(xa, dt_proj.weight @ dt_r, A, Bm, Cm, D, z, dt_proj.bias)
+    out = x_in + out_proj(y)
+
+with ``A = -exp(clamp(A_log, -10, 5))`` (zero gradient outside the clamp).
+Every forward keeps what its backward needs (or, with activation
+checkpointing, only the block input, recomputing the rest — bit-identical
+gradients).  Gradients are accumulated into a name-keyed dict with Hugging
+Face's parameter names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+
+from lutcore.models import _layers as nn
+from lutcore.ops import scan as _scan
+from lutcore.ops.mathfn import sigmoid, silu
+
+__all__ = ["MambaConfig", "Mamba1Block", "MambaLM"]
+
+A_LOG_LO, A_LOG_HI = -10.0, 5.0
+
+
+@dataclasses.dataclass
+class MambaConfig:
+    d_model: int = 64
+    n_layer: int = 2
+    vocab_size: int = 256
+    d_state: int = 16
+    d_conv: int = 4
+    expand: int = 2
+    dt_rank: int | str = "auto"
+    conv_bias: bool = True
+    bias: bool = False                   # in_proj / out_proj biases
+    rms_eps: float = 1e-5
+    tie_embeddings: bool = True
+    discretization: str = "zoh"          # "zoh" (the seed's) or "simplified" (mamba-ssm / HF)
+    init: str = "mamba"                  # "mamba" (mamba-ssm dt init) or "seed"
+    seed: int = 0
+    dt_min: float = 1e-3
+    dt_max: float = 1e-1
+    dt_init_floor: float = 1e-4
+
+    def __post_init__(self):
+        for f in ("d_model", "n_layer", "vocab_size", "d_state", "d_conv", "expand"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise ValueError(f"{f}: expected a positive int, got {v!r}")
+        if self.dt_rank != "auto" and (not isinstance(self.dt_rank, (int, np.integer)) or self.dt_rank <= 0):
+            raise ValueError(f"dt_rank: expected 'auto' or a positive int, got {self.dt_rank!r}")
+        if self.discretization not in ("zoh", "simplified"):
+            raise ValueError(f"discretization: expected 'zoh' or 'simplified', got {self.discretization!r}")
+        if self.init not in ("mamba", "seed"):
+            raise ValueError(f"init: expected 'mamba' or 'seed', got {self.init!r}")
+
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.d_model
+
+    @property
+    def rank(self) -> int:
+        return math.ceil(self.d_model / 16) if self.dt_rank == "auto" else int(self.dt_rank)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    # ---- Hugging Face config.json
+    def to_hf(self) -> dict:
+        return {
+            "architectures": ["MambaForCausalLM"], "model_type": "mamba",
+            "vocab_size": self.vocab_size, "hidden_size": self.d_model, "state_size": self.d_state,
+            "num_hidden_layers": self.n_layer, "layer_norm_epsilon": self.rms_eps, "expand": self.expand,
+            "conv_kernel": self.d_conv, "intermediate_size": self.d_inner, "time_step_rank": self.rank,
+            "use_bias": self.bias, "use_conv_bias": self.conv_bias, "tie_word_embeddings": self.tie_embeddings,
+            "hidden_act": "silu", "residual_in_fp32": True, "time_step_min": self.dt_min,
+            "time_step_max": self.dt_max, "time_step_floor": self.dt_init_floor,
+            "lutcore": {"discretization": self.discretization, "init": self.init, "seed": self.seed},
+        }
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> "MambaConfig":
+        if cfg.get("model_type", "mamba") != "mamba":
+            raise ValueError(f"unsupported architecture: {cfg.get('model_type')!r} (expected 'mamba')")
+        missing = [k for k in ("hidden_size", "num_hidden_layers", "vocab_size") if k not in cfg]
+        if missing:
+            raise ValueError(f"config.json: missing required field(s) {missing}")
+        d = int(cfg["hidden_size"])
+        expand = int(cfg.get("expand", 2))
+        inter = int(cfg.get("intermediate_size", expand * d))
+        if inter % d:
+            raise ValueError(f"config.json: intermediate_size {inter} is not a multiple of hidden_size {d}")
+        extra = cfg.get("lutcore", {})
+        return cls(d_model=d, n_layer=int(cfg["num_hidden_layers"]), vocab_size=int(cfg["vocab_size"]),
+                   d_state=int(cfg.get("state_size", 16)), d_conv=int(cfg.get("conv_kernel", 4)),
+                   expand=inter // d, dt_rank=int(cfg.get("time_step_rank", math.ceil(d / 16))),
+                   conv_bias=bool(cfg.get("use_conv_bias", True)), bias=bool(cfg.get("use_bias", False)),
+                   rms_eps=float(cfg.get("layer_norm_epsilon", 1e-5)),
+                   tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+                   discretization=extra.get("discretization", "simplified"),
+                   init=extra.get("init", "mamba"), seed=int(extra.get("seed", 0)))
+
+
+def _block_shapes(cfg: MambaConfig) -> dict:
+    d, E, N, R, K = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.rank, cfg.d_conv
+    s = {
+        "norm.weight": (d,),
+        "mixer.in_proj.weight": (2 * E, d),
+        "mixer.conv1d.weight": (E, 1, K),
+        "mixer.x_proj.weight": (R + 2 * N, E),
+        "mixer.dt_proj.weight": (E, R),
+        "mixer.dt_proj.bias": (E,),
+        "mixer.A_log": (E, N),
+        "mixer.D": (E,),
+        "mixer.out_proj.weight": (d, E),
+    }
+    if cfg.conv_bias:
+        s["mixer.conv1d.bias"] = (E,)
+    if cfg.bias:
+        s["mixer.in_proj.bias"] = (2 * E,)
+        s["mixer.out_proj.bias"] = (d,)
+    return s
+
+
+def _init_block(cfg: MambaConfig, rng: np.random.Generator, dtype) -> dict:
+    d, E, N, R, K = cfg.d_model, cfg.d_inner, cfg.d_state, cfg.rank, cfg.d_conv
+
+    def lin(o, i):
+        k = 1.0 / math.sqrt(i)
+        return rng.uniform(-k, k, (o, i))
+
+    p = {
+        "norm.weight": np.ones(d),
+        "mixer.in_proj.weight": lin(2 * E, d),
+        "mixer.conv1d.weight": rng.uniform(-1 / math.sqrt(K), 1 / math.sqrt(K), (E, 1, K)),
+        "mixer.x_proj.weight": lin(R + 2 * N, E),
+        "mixer.dt_proj.weight": rng.uniform(-R ** -0.5, R ** -0.5, (E, R)),
+        "mixer.A_log": np.log(np.tile(np.arange(1, N + 1, dtype=np.float64), (E, 1))),
+        "mixer.D": np.ones(E),
+        "mixer.out_proj.weight": lin(d, E),
+    }
+    if cfg.init == "seed":
+        p["mixer.dt_proj.bias"] = np.zeros(E)
+    else:
+        dt = np.exp(rng.uniform(size=E) * (math.log(cfg.dt_max) - math.log(cfg.dt_min)) + math.log(cfg.dt_min))
+        dt = np.maximum(dt, cfg.dt_init_floor)
+        p["mixer.dt_proj.bias"] = dt + np.log(-np.expm1(-dt))       # inverse softplus
+    if cfg.conv_bias:
+        p["mixer.conv1d.bias"] = rng.uniform(-1 / math.sqrt(K), 1 / math.sqrt(K), E)
+    if cfg.bias:
+        p["mixer.in_proj.bias"] = np.zeros(2 * E)
+        p["mixer.out_proj.bias"] = np.zeros(d)
+    return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in p.items()}
+
+
+class Mamba1Block:
+    """One residual Mamba-1 layer; parameters are views into the owner's dict.
+
+    ``forward(x)`` -> (y, cache); ``backward(dy, cache, grads)`` accumulates
+    into ``grads`` (same keys as ``params``) and returns dx.
+    """
+
+    def __init__(self, cfg: MambaConfig, params: dict, prefix: str = "", units=None, unit_backward=False,
+                 threads=None):
+        self.cfg, self.params, self.prefix = cfg, params, prefix
+        self.threads = threads
+        self._mm = {}
+        if units is not None:
+            from lutcore.models.unitmm import UnitMatmul
+            for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
+                self._mm[name] = UnitMatmul(units, unit_backward=unit_backward)
+
+    def p(self, name):
+        return self.params[self.prefix + name]
+
+    def _A(self):
+        al = self.p("mixer.A_log")
+        return -np.exp(np.clip(al, A_LOG_LO, A_LOG_HI))
+
+    def forward(self, x, save=True):
+        cfg, P = self.cfg, self.p
+        E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
+        xn, rstd = nn.rmsnorm_fwd(x, P("norm.weight"), cfg.rms_eps)
+        proj = nn.linear_fwd(xn, P("mixer.in_proj.weight"), self.params.get(self.prefix + "mixer.in_proj.bias"),
+                             self._mm.get("in_proj"))
+        xi = np.ascontiguousarray(proj[..., :E])
+        z = np.ascontiguousarray(proj[..., E:])
+        cw = P("mixer.conv1d.weight").reshape(E, -1)
+        xc = _scan.causal_conv1d(xi, cw, self.params.get(self.prefix + "mixer.conv1d.bias"), threads=self.threads)
+        xa = silu(xc, threads=self.threads)
+        dbc = nn.linear_fwd(xa, P("mixer.x_proj.weight"), self.params.get(self.prefix + "mixer.x_proj.bias"),
+                            self._mm.get("x_proj"))
+        ts = np.ascontiguousarray(dbc[..., :R])
+        Bm = np.ascontiguousarray(dbc[..., R:R + N])
+        Cm = np.ascontiguousarray(dbc[..., R + N:])
+        delta = nn.linear_fwd(ts, P("mixer.dt_proj.weight"), None, self._mm.get("dt_proj"))
+        A = self._A()
+        y, _, sctx = _scan.selective_scan_forward(
+            xa, delta, A, Bm, Cm, P("mixer.D"), z, P("mixer.dt_proj.bias"), True, cfg.discretization,
+            threads=self.threads, save_for_backward=save)
+        out = nn.linear_fwd(y, P("mixer.out_proj.weight"), self.params.get(self.prefix + "mixer.out_proj.bias"),
+                            self._mm.get("out_proj"))
+        res = x + out
+        cache = (x, xn, rstd, xi, xc, xa, ts, sctx, y) if save else None
+        return res, cache
+
+    def backward(self, dres, cache, grads):
+        cfg, P, pre = self.cfg, self.p, self.prefix
+        E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
+        x, xn, rstd, xi, xc, xa, ts, sctx, y = cache
+        g = lambda name: grads[pre + name]                     # noqa: E731
+        gb = lambda name: grads.get(pre + name)                # noqa: E731
+        dy = nn.linear_bwd(dres, y, P("mixer.out_proj.weight"), g("mixer.out_proj.weight"),
+                           gb("mixer.out_proj.bias"), self._mm.get("out_proj"))
+        sg = _scan.selective_scan_backward(np.ascontiguousarray(dy), ctx=sctx, threads=self.threads)
+        A = sctx.A
+        al = P("mixer.A_log")
+        inside = (al > A_LOG_LO) & (al < A_LOG_HI)
+        g("mixer.A_log")[...] += np.where(inside, sg["A"] * A, 0)
+        g("mixer.D")[...] += sg["D"]
+        g("mixer.dt_proj.bias")[...] += sg["delta_bias"]
+        dts = nn.linear_bwd(sg["delta"], ts, P("mixer.dt_proj.weight"), g("mixer.dt_proj.weight"), None,
+                            self._mm.get("dt_proj"))
+        ddbc = np.concatenate([dts, sg["B"], sg["C"]], axis=-1)
+        dxa = nn.linear_bwd(ddbc, xa, P("mixer.x_proj.weight"), g("mixer.x_proj.weight"),
+                            gb("mixer.x_proj.bias"), self._mm.get("x_proj"))
+        dxa = dxa + sg["u"]
+        s = sigmoid(xc, threads=self.threads)
+        dxc = dxa * (s * (1 + xc * (1 - s)))
+        cw = P("mixer.conv1d.weight").reshape(E, -1)
+        dxi, dcw, dcb = _scan.causal_conv1d_backward(np.ascontiguousarray(dxc), xi, cw, threads=self.threads)
+        g("mixer.conv1d.weight")[...] += dcw.reshape(E, 1, -1)
+        if cfg.conv_bias:
+            g("mixer.conv1d.bias")[...] += dcb
+        dproj = np.concatenate([dxi, sg["z"]], axis=-1)
+        dxn = nn.linear_bwd(dproj, xn, P("mixer.in_proj.weight"), g("mixer.in_proj.weight"),
+                            gb("mixer.in_proj.bias"), self._mm.get("in_proj"))
+        dx = nn.rmsnorm_bwd(dxn, x, P("norm.weight"), rstd, g("norm.weight"))
+        return dres + dx
+
+    # ---- recurrent decoding: one token for the whole batch
+    def step(self, x, state):
+        """x (B, d); state = (conv (B, K-1, E), h (B, E, N)) updated in place; returns (B, d)."""
+        cfg, P = self.cfg, self.p
+        E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
+        conv_state, h = state
+        xn, _ = nn.rmsnorm_fwd(x, P("norm.weight"), cfg.rms_eps)
+        proj = nn.linear_fwd(xn, P("mixer.in_proj.weight"), self.params.get(self.prefix + "mixer.in_proj.bias"),
+                             self._mm.get("in_proj"))
+        xi = np.ascontiguousarray(proj[:, :E])
+        z = np.ascontiguousarray(proj[:, E:])
+        cw = P("mixer.conv1d.weight").reshape(E, -1)
+        xc = _scan.causal_conv1d_step(xi, conv_state, cw, self.params.get(self.prefix + "mixer.conv1d.bias"))
+        xa = silu(xc)
+        dbc = nn.linear_fwd(xa, P("mixer.x_proj.weight"), self.params.get(self.prefix + "mixer.x_proj.bias"),
+                            self._mm.get("x_proj"))
+        ts, Bm, Cm = dbc[:, :R], dbc[:, R:R + N], dbc[:, R + N:]
+        delta = nn.linear_fwd(np.ascontiguousarray(ts), P("mixer.dt_proj.weight"), None, self._mm.get("dt_proj"))
+        y, last, _ = _scan.selective_scan_forward(
+            xa[:, None], delta[:, None], self._A(), Bm[:, None], Cm[:, None], P("mixer.D"), z[:, None],
+            P("mixer.dt_proj.bias"), True, cfg.discretization, initial_state=h, return_last_state=True,
+            save_for_backward=False)
+        h[...] = last
+        out = nn.linear_fwd(y[:, 0], P("mixer.out_proj.weight"), self.params.get(self.prefix + "mixer.out_proj.bias"),
+                            self._mm.get("out_proj"))
+        return x + out
+
+
+class MambaLM:
+    """Mamba-1 language model: ``forward(ids)`` -> logits, ``loss_and_grads(ids, targets)``,
+    ``parameters()`` with Hugging Face names, ``step``/``generate``,
+    ``from_pretrained``/``save_pretrained``.
+
+    ``dtype`` float32 (default) or float64 (the gradient-check reference runs
+    the same code in float64).  ``checkpoint_activations=True`` keeps only each
+    block's input and recomputes the rest in backward (identical gradients).
+    """
+
+    def __init__(self, config: MambaConfig | None = None, dtype=np.float32, params: dict | None = None,
+                 checkpoint_activations: bool = False, units=None, unit_backward: bool = False, threads=None):
+        self.config = cfg = config or MambaConfig()
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
+        self.checkpoint_activations = bool(checkpoint_activations)
+        self.units, self.unit_backward, self.threads = units, bool(unit_backward), threads
+        if params is None:
+            params = self._init_params()
+        else:
+            params = self._check_params(params)
+        self._params = params
+        self._build()
+
+    # ---------------------------------------------------------------- params
+    def _expected_shapes(self) -> dict:
+        cfg = self.config
+        s = {"backbone.embeddings.weight": (cfg.vocab_size, cfg.d_model)}
+        for i in range(cfg.n_layer):
+            for k, v in _block_shapes(cfg).items():
+                s[f"backbone.layers.{i}.{k}"] = v
+        s["backbone.norm_f.weight"] = (cfg.d_model,)
+        if not cfg.tie_embeddings:
+            s["lm_head.weight"] = (cfg.vocab_size, cfg.d_model)
+        return s
+
+    def _init_params(self) -> dict:
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed)
+        p = {"backbone.embeddings.weight": rng.normal(0, 0.02, (cfg.vocab_size, cfg.d_model))}
+        for i in range(cfg.n_layer):
+            for k, v in _init_block(cfg, rng, np.float64).items():
+                p[f"backbone.layers.{i}.{k}"] = v
+        p["backbone.norm_f.weight"] = np.ones(cfg.d_model)
+        if not cfg.tie_embeddings:
+            p["lm_head.weight"] = rng.normal(0, 0.02, (cfg.vocab_size, cfg.d_model))
+        return {k: np.ascontiguousarray(v, dtype=self.dtype) for k, v in p.items()}
+
+    def _check_params(self, params: dict) -> dict:
+        want = self._expected_shapes()
+        params = dict(params)
+        if self.config.tie_embeddings and "lm_head.weight" in params:
+            emb = params.get("backbone.embeddings.weight")
+            if emb is not None and not np.array_equal(np.asarray(params["lm_head.weight"]), np.asarray(emb)):
+                raise ValueError("lm_head.weight differs from backbone.embeddings.weight but the config ties them")
+            params.pop("lm_head.weight")
+        missing = sorted(set(want) - set(params))
+        unknown = sorted(set(params) - set(want))
+        bad = sorted(f"{k}: expected {want[k]}, got {tuple(np.shape(params[k]))}"
+                     for k in set(want) & set(params) if tuple(np.shape(params[k])) != want[k])
+        if missing or unknown or bad:
+            msg = []
+            if missing:
+                msg.append(f"missing tensors: {missing}")
+            if unknown:
+                msg.append(f"unknown tensors: {unknown}")
+            if bad:
+                msg.append(f"misshaped tensors: {bad}")
+            raise ValueError("checkpoint does not match the Mamba config — " + "; ".join(msg))
+        return {k: np.ascontiguousarray(np.asarray(params[k]), dtype=self.dtype) for k in want}
+
+    def _build(self):
+        self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", self.units,
+                                   self.unit_backward, self.threads)
+                       for i in range(self.config.n_layer)]
+        self._head_mm = None
+        if self.units is not None:
+            from lutcore.models.unitmm import UnitMatmul
+            self._head_mm = UnitMatmul(self.units, unit_backward=self.unit_backward)
+
+    def parameters(self) -> dict:
+        """{name: array} — the live arrays (write-through); tied head omitted."""
+        return self._params
+
+    def num_parameters(self) -> int:
+        return int(sum(v.size for v in self._params.values()))
+
+    def zero_grads(self) -> dict:
+        return {k: np.zeros_like(v) for k, v in self._params.items()}
+
+    @property
+    def head_weight(self):
+        return self._params["backbone.embeddings.weight" if self.config.tie_embeddings else "lm_head.weight"]
+
+    # ---------------------------------------------------------------- compute
+    def _ids(self, ids, name="ids"):
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2:
+            raise ValueError(f"{name}: expected (batch, L) token ids, got shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            raise ValueError(f"{name}: token ids must lie in [0, {self.config.vocab_size}), "
+                             f"got [{ids.min()}, {ids.max()}]")
+        return ids.astype(np.int64)
+
+    def _forward(self, ids, save):
+        cfg = self.config
+        h = self._params["backbone.embeddings.weight"][ids]
+        caches = []
+        for blk in self.blocks:
+            if save and self.checkpoint_activations:
+                caches.append(h)
+                h, _ = blk.forward(h, save=False)
+            else:
+                h, c = blk.forward(h, save=save)
+                caches.append(c)
+        hf, rstd = nn.rmsnorm_fwd(h, self._params["backbone.norm_f.weight"], cfg.rms_eps)
+        logits = nn.linear_fwd(hf, self.head_weight, None, self._head_mm)
+        return logits, (ids, caches, h, hf, rstd)
+
+    def forward(self, ids):
+        """ids (batch, L) or (L,) -> logits (batch, L, vocab)."""
+        return self._forward(self._ids(ids), save=False)[0]
+
+    __call__ = forward
+
+    def loss(self, ids, targets) -> float:
+        logits = self.forward(ids)
+        return nn.cross_entropy(logits, self._ids(targets, "targets"))[0]
+
+    def loss_and_grads(self, ids, targets, grads: dict | None = None):
+        """Mean cross-entropy over all positions and {name: gradient}.
+
+        Gradients are ADDED into ``grads`` when given (accumulation), else a
+        fresh zeroed dict is returned."""
+        ids = self._ids(ids)
+        targets = self._ids(targets, "targets")
+        if targets.shape != ids.shape:
+            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        logits, (ids, caches, h, hf, rstd) = self._forward(ids, save=True)
+        loss, dlogits = nn.cross_entropy(logits, targets)
+        if grads is None:
+            grads = self.zero_grads()
+        hname = "backbone.embeddings.weight" if self.config.tie_embeddings else "lm_head.weight"
+        dhf = nn.linear_bwd(dlogits, hf, self.head_weight, grads[hname], None, self._head_mm)
+        dh = nn.rmsnorm_bwd(dhf, h, self._params["backbone.norm_f.weight"], rstd, grads["backbone.norm_f.weight"])
+        for blk, c in zip(reversed(self.blocks), reversed(caches)):
+            if self.checkpoint_activations:
+                _, c = blk.forward(c, save=True)
+            dh = blk.backward(dh, c, grads)
+        np.add.at(grads["backbone.embeddings.weight"], ids.reshape(-1), dh.reshape(-1, self.config.d_model))
+        return loss, grads
+
+    # ---------------------------------------------------------------- decoding
+    def init_state(self, batch: int = 1):
+        cfg = self.config
+        return [(np.zeros((batch, cfg.d_conv - 1, cfg.d_inner), self.dtype),
+                 np.zeros((batch, cfg.d_inner, cfg.d_state), self.dtype)) for _ in range(cfg.n_layer)]
+
+    def step(self, token, state=None):
+        """One token per sequence -> (logits (batch, vocab), new state).  O(1) per token."""
+        tok = np.atleast_1d(np.asarray(token))
+        tok = self._ids(tok[:, None], "token")[:, 0]
+        if state is None:
+            state = self.init_state(tok.shape[0])
+        else:
+            state = [(c.copy(), h.copy()) for c, h in state]
+        x = self._params["backbone.embeddings.weight"][tok]
+        for blk, st in zip(self.blocks, state):
+            x = blk.step(x, st)
+        hf, _ = nn.rmsnorm_fwd(x, self._params["backbone.norm_f.weight"], self.config.rms_eps)
+        return nn.linear_fwd(hf, self.head_weight, None, self._head_mm), state
+
+    def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
+        """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt)."""
+        from lutcore.sampling import pick_token
+        arr = np.asarray(ids)
+        one = arr.ndim == 1
+        ids2 = self._ids(arr)
+        if ids2.shape[1] == 0:
+            raise ValueError("ids: the prompt must hold at least one token")
+        rng = np.random.default_rng(seed)
+        state = None
+        for t in range(ids2.shape[1]):
+            logits, state = self.step(ids2[:, t], state)
+        out = [ids2]
+        for _ in range(int(max_new_tokens)):
+            nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
+            out.append(nxt[:, None])
+            logits, state = self.step(nxt, state)
+        res = np.concatenate(out, axis=1)
+        return res[0] if one else res
+
+    # ---------------------------------------------------------------- I/O
+    def save_pretrained(self, path) -> None:
+        """Write config.json + model.safetensors in Hugging Face's MambaForCausalLM layout
+        (atomically: into a temporary directory, then renamed into place)."""
+        from safetensors.numpy import save_file
+        from lutcore._io import atomic_dir
+        with atomic_dir(path) as tmp:
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(self.config.to_hf(), f, indent=2)
+            save_file({k: np.ascontiguousarray(v) for k, v in self._params.items()},
+                      os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+
+    @classmethod
+    def from_pretrained(cls, path, dtype=np.float32, **kw) -> "MambaLM":
+        """Load a Hugging Face Mamba checkpoint directory (model.safetensors or a
+        sharded index).  HF checkpoints use the "simplified" discretization."""
+        from lutcore._io import read_config, read_safetensors
+        cfg = MambaConfig.from_hf(read_config(path))
+        tensors = read_safetensors(path, dtype=np.dtype(dtype))
+        return cls(cfg, dtype=dtype, params=tensors, **kw)

@@ -106,8 +106,17 @@ static inline float lc_softplusf(float x) {
     return lc_log1p_of_exp(lc_expf(x));
 }
 
-static inline float lc_sigmoidf(float x) { return 1.0f / (1.0f + lc_expf(-x)); }
-static inline float lc_siluf(float x) { return x / (1.0f + lc_expf(-x)); }
+/* below -80, 1/(1 + e^-x) = e^x to far better than an ulp, and e^-x would overflow */
+#define LC_SIG_LO -80.0f
+static inline float lc_sigmoidf(float x) { return x < LC_SIG_LO ? lc_expf(x) : 1.0f / (1.0f + lc_expf(-x)); }
+/* x e^x below -80, as -exp(x + log(-x)) so the result stays normal where e^x alone is not */
+static inline float lc_silu_tail(float x) {
+    float xc = x < -200.0f ? -200.0f : x;
+    return -lc_expf(xc + lc_logf(-xc));
+}
+static inline float lc_siluf(float x) { return x < LC_SIG_LO ? lc_silu_tail(x) : x / (1.0f + lc_expf(-x)); }
+/* d softplus / dx, matching the forward's threshold: 1 above it */
+static inline float lc_dsoftplusf(float x) { return x > LC_SOFTPLUS_T ? 1.0f : lc_sigmoidf(x); }
 
 /* phi1(x) = expm1(x)/x given ex = exp(x) */
 static inline float lc_phi1f(float x, float ex) {
@@ -143,6 +152,7 @@ static inline float lc_dphi1f(float x, float ex, float phi) {
 static inline double lc_softplus_d(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double lc_silu_d(double x) { return x / (1.0 + exp(-x)); }
 static inline double lc_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline double lc_dsoftplus_d(double x) { return x > 20.0 ? 1.0 : lc_sigmoid_d(x); }
 static inline double lc_phi1_d(double x, double ex) { (void)ex; return x == 0.0 ? 1.0 : (fabs(x) < 1e-5 ? 1.0 + x * (0.5 + x / 6.0) : expm1(x) / x); }
 static inline double lc_dphi1_d(double x, double ex, double phi) {
     if (fabs(x) < 1e-3) return 0.5 + x * (1.0 / 3.0 + x * (1.0 / 8.0 + x * (1.0 / 30.0)));
@@ -221,11 +231,27 @@ LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {
 
 LC_TARGET_AVX2 static inline __m256 lc_sigmoid_ps(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SIG_LO), _CMP_LT_OQ);
+    if (_mm256_movemask_ps(lo)) r = _mm256_blendv_ps(r, lc_exp_ps(x), lo);
+    return r;
 }
 LC_TARGET_AVX2 static inline __m256 lc_silu_ps(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(x, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    __m256 r = _mm256_div_ps(x, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SIG_LO), _CMP_LT_OQ);
+    if (_mm256_movemask_ps(lo)) {
+        __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-200.0f));
+        __m256 nx = _mm256_sub_ps(_mm256_setzero_ps(), xc);
+        __m256 safe = _mm256_blendv_ps(_mm256_set1_ps(100.0f), nx, lo);   /* log needs x > 0 */
+        __m256 t = _mm256_xor_ps(_mm256_set1_ps(-0.0f), lc_exp_ps(_mm256_add_ps(xc, lc_log_ps(safe))));
+        r = _mm256_blendv_ps(r, t, lo);
+    }
+    return r;
+}
+LC_TARGET_AVX2 static inline __m256 lc_dsoftplus_ps(__m256 x) {
+    __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SOFTPLUS_T), _CMP_GT_OQ);
+    return _mm256_blendv_ps(lc_sigmoid_ps(x), _mm256_set1_ps(1.0f), big);
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_phi1_ps(__m256 x, __m256 ex) {

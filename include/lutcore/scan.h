@@ -23,7 +23,7 @@
 #define LC_SCAN_GROUP_BLOCKS 8   /* 8 blocks of 8 lanes = 64 channels per backward unit */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
-#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF)                                      \
+#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, DSPF)                                      \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
     static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
@@ -35,6 +35,7 @@
     static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
     static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
     static inline NAME NAME##_silu(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SILUF(a.v[i]); return a; } \
+    static inline NAME NAME##_dsoftplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = DSPF(a.v[i]); return a; } \
     static inline NAME NAME##_phi1(NAME x, NAME e) { for (int i = 0; i < 8; i++) x.v[i] = PHIF(x.v[i], e.v[i]); return x; } \
     static inline NAME NAME##_dphi1(NAME x, NAME e, NAME p) { for (int i = 0; i < 8; i++) x.v[i] = DPHIF(x.v[i], e.v[i], p.v[i]); return x; } \
     static inline T NAME##_hsum(NAME a) {                                                            \
@@ -42,8 +43,8 @@
         return (s0 + s1) + (s2 + s3);                                                                \
     }
 
-LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f)
-LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d)
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_dsoftplusf)
+LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_dsoftplus_d)
 
 /* instantiate: generic float */
 #define LC_ST float
@@ -61,6 +62,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VSOFTPLUS lc_v8f_softplus
 #define LC_VSIGMOID lc_v8f_sigmoid
 #define LC_VSILU lc_v8f_silu
+#define LC_VDSOFTPLUS lc_v8f_dsoftplus
 #define LC_VPHI1 lc_v8f_phi1
 #define LC_VDPHI1 lc_v8f_dphi1
 #define LC_VHSUM lc_v8f_hsum
@@ -79,6 +81,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
 #undef LC_VSILU
+#undef LC_VDSOFTPLUS
 #undef LC_VPHI1
 #undef LC_VDPHI1
 #undef LC_VHSUM
@@ -98,6 +101,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VSOFTPLUS lc_v8d_softplus
 #define LC_VSIGMOID lc_v8d_sigmoid
 #define LC_VSILU lc_v8d_silu
+#define LC_VDSOFTPLUS lc_v8d_dsoftplus
 #define LC_VPHI1 lc_v8d_phi1
 #define LC_VDPHI1 lc_v8d_dphi1
 #define LC_VHSUM lc_v8d_hsum
@@ -117,6 +121,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
 #undef LC_VSILU
+#undef LC_VDSOFTPLUS
 #undef LC_VPHI1
 #undef LC_VDPHI1
 #undef LC_VHSUM
@@ -143,6 +148,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #define LC_VSOFTPLUS lc_softplus_ps
 #define LC_VSIGMOID lc_sigmoid_ps
 #define LC_VSILU lc_silu_ps
+#define LC_VDSOFTPLUS lc_dsoftplus_ps
 #define LC_VPHI1 lc_phi1_ps
 #define LC_VDPHI1 lc_dphi1_ps
 #define LC_VHSUM lc_hsum_ps
@@ -162,6 +168,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
 #undef LC_VSILU
+#undef LC_VDSOFTPLUS
 #undef LC_VPHI1
 #undef LC_VDPHI1
 #undef LC_VHSUM

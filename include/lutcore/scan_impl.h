@@ -231,7 +231,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
             LC_V_NAME(lanes_in)(tmp, delta + row, nl);
             LC_VT v = LC_VLOAD(tmp);
             if (dbias) v = LC_VADD(v, bias);
-            gd = LC_VMUL(gd, LC_VSIGMOID(v));
+            gd = LC_VMUL(gd, LC_VDSOFTPLUS(v));
         }
         dbacc = LC_VADD(dbacc, gd);
         LC_VSTORE(tmp, gd);

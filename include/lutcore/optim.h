@@ -1,0 +1,128 @@
+/* lutcore/optim.h — fused AdamW step and the float64 sum of squares.
+ *
+ * AdamW (DESIGN.md), per element, one pass over (p, g, m, v):
+ *   g' = g * gscale                      (gradient clipping / unscaling, fused)
+ *   m  = b1 m + (1 - b1) g'
+ *   v  = b2 v + (1 - b2) g' g'
+ *   s  = lr (m / bc1) / (sqrt(v / bc2) + eps);  non-finite s -> 0
+ *   s  = clamp(s, -max_delta, max_delta)   when max_delta > 0 (trust region)
+ *   p  = p (1 - lr wd) - s                 (decoupled decay, outside the region)
+ * float32 arithmetic in exactly this order, no FMA: the portable and AVX2
+ * bodies give the same bits, and any thread count too (elementwise).
+ *
+ * Sum of squares: float64 over fixed chunks of LC_SS_CHUNK elements, each
+ * chunk summed in 4 interleaved lanes then ((l0+l1)+(l2+l3)); chunk partials
+ * are added serially in order — independent of the thread count.
+ */
+#ifndef LUTCORE_OPTIM_H
+#define LUTCORE_OPTIM_H
+
+#include "common.h"
+#include <math.h>
+
+#define LC_OPT_CHUNK 32768
+#define FLT_MAX_ 3.40282347e+38f
+#define LC_SS_CHUNK 16384
+
+typedef struct {
+    float b1, b2, c1, c2, eps, lr, decay, max_delta, bc1, bc2, gscale;
+} lc_adamw_hp;
+
+static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
+                                    const lc_adamw_hp *h) {
+    for (int64_t i = 0; i < n; i++) {
+        float gg = g[i] * h->gscale;
+        float mi = h->b1 * m[i] + h->c1 * gg;
+        float vi = h->b2 * v[i] + h->c2 * (gg * gg);
+        m[i] = mi;
+        v[i] = vi;
+        float s = h->lr * (mi / h->bc1) / (sqrtf(vi / h->bc2) + h->eps);
+        if (!(fabsf(s) <= FLT_MAX_)) s = 0.0f;
+        if (h->max_delta > 0.0f) s = s > h->max_delta ? h->max_delta : (s < -h->max_delta ? -h->max_delta : s);
+        p[i] = p[i] * h->decay - s;
+    }
+}
+
+#if LC_X86
+LC_TARGET_AVX2 static void lc_adamw_avx2(float *p, const float *g, float *m, float *v, int64_t n,
+                                         const lc_adamw_hp *h) {
+    const __m256 b1 = _mm256_set1_ps(h->b1), b2 = _mm256_set1_ps(h->b2), c1 = _mm256_set1_ps(h->c1),
+                 c2 = _mm256_set1_ps(h->c2), eps = _mm256_set1_ps(h->eps), lr = _mm256_set1_ps(h->lr),
+                 decay = _mm256_set1_ps(h->decay), bc1 = _mm256_set1_ps(h->bc1), bc2 = _mm256_set1_ps(h->bc2),
+                 gs = _mm256_set1_ps(h->gscale), md = _mm256_set1_ps(h->max_delta),
+                 nmd = _mm256_set1_ps(-h->max_delta), fmax = _mm256_set1_ps(FLT_MAX_),
+                 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const int clampit = h->max_delta > 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gg = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gg));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(c2, _mm256_mul_ps(gg, gg)));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 s = _mm256_div_ps(_mm256_mul_ps(lr, _mm256_div_ps(mi, bc1)),
+                                 _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, bc2)), eps));
+        __m256 ok = _mm256_cmp_ps(_mm256_and_ps(s, absmask), fmax, _CMP_LE_OQ);
+        s = _mm256_and_ps(s, ok);
+        if (clampit) s = _mm256_min_ps(_mm256_max_ps(s, nmd), md);
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), decay), s));
+    }
+    lc_adamw_generic(p + i, g + i, m + i, v + i, n - i, h);
+}
+#endif
+
+static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
+                     int isa, int nthreads) {
+    int64_t nch = (n + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_OPT_CHUNK, len = n - i0 < LC_OPT_CHUNK ? n - i0 : LC_OPT_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
+#endif
+        lc_adamw_generic(p + i0, g + i0, m + i0, v + i0, len, h);
+    }
+}
+
+static inline double lc_sumsq_chunk_generic(const float *x, int64_t n) {
+    double l[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) { double d = (double)x[i + j]; l[j] = l[j] + d * d; }
+    for (int j = 0; i < n; i++, j++) { double d = (double)x[i]; l[j] = l[j] + d * d; }
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+#if LC_X86
+LC_TARGET_AVX2 static double lc_sumsq_chunk_avx2(const float *x, int64_t n) {
+    __m256d acc = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        acc = _mm256_add_pd(acc, _mm256_mul_pd(d, d));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, acc);
+    for (int j = 0; i < n; i++, j++) { double d = (double)x[i]; l[j] = l[j] + d * d; }
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+#endif
+
+/* partials: (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK doubles of scratch */
+static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int nthreads) {
+    int64_t nch = (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK;
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_SS_CHUNK, len = n - i0 < LC_SS_CHUNK ? n - i0 : LC_SS_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { partials[c] = lc_sumsq_chunk_avx2(x + i0, len); continue; }
+#endif
+        partials[c] = lc_sumsq_chunk_generic(x + i0, len);
+    }
+    double s = 0.0;
+    for (int64_t c = 0; c < nch; c++) s = s + partials[c];
+    return s;
+}
+
+#endif /* LUTCORE_OPTIM_H */

@@ -1,0 +1,74 @@
+"""Mixed precision (AMP) numerics on the CPU: fp32 master weights with an fp16
+view for compute, and dynamic loss scaling (init 2^14, x2 after 200 clean
+steps, x0.5 on overflow with the step skipped, floor 1)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lutcore.ops.elementwise import fp16_round
+
+__all__ = ["DynamicLossScaler", "fp16_view", "has_overflow"]
+
+
+def has_overflow(grads) -> bool:
+    vals = grads.values() if isinstance(grads, dict) else grads
+    return any(not np.isfinite(g).all() for g in vals)
+
+
+def fp16_view(params: dict) -> dict:
+    """{name: fp16-rounded float32 copy} — what fp16 storage of the weights keeps."""
+    return {k: fp16_round(np.ascontiguousarray(v, np.float32)) for k, v in params.items()}
+
+
+class DynamicLossScaler:
+    def __init__(self, init_scale=2.0 ** 14, growth_factor=2.0, backoff_factor=0.5, growth_interval=200,
+                 min_scale=1.0):
+        if init_scale <= 0 or growth_factor < 1 or not 0 < backoff_factor < 1 or growth_interval < 1 or min_scale <= 0:
+            raise ValueError("DynamicLossScaler: need init_scale > 0, growth_factor >= 1, "
+                             "0 < backoff_factor < 1, growth_interval >= 1, min_scale > 0")
+        self.scale = float(init_scale)
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval, self.min_scale = int(growth_interval), float(min_scale)
+        self.overflows = 0
+        self.skipped = 0
+        self._clean = 0
+
+    def check(self, grads) -> bool:
+        """True when any gradient holds inf/nan (an overflow)."""
+        return has_overflow(grads)
+
+    def unscale(self, grads, factor: float = 1.0) -> None:
+        """Divide gradients by the scale (and by ``factor``, e.g. the number of
+        accumulated micro-batches), in place."""
+        inv = np.float32(1.0 / (self.scale * factor))
+        for g in (grads.values() if isinstance(grads, dict) else grads):
+            g *= inv
+
+    def update(self, overflow: bool) -> bool:
+        """Advance the controller; returns whether the optimizer step should proceed."""
+        if overflow:
+            self.overflows += 1
+            self.skipped += 1
+            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
+            self._clean = 0
+            return False
+        self._clean += 1
+        if self._clean >= self.growth_interval:
+            self.scale = self.scale * self.growth_factor
+            if not math.isfinite(self.scale):
+                self.scale = float(np.finfo(np.float32).max)
+            self._clean = 0
+        return True
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval, "min_scale": self.min_scale,
+                "overflows": self.overflows, "skipped": self.skipped, "clean": self._clean}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.scale = float(sd["scale"])
+        self.growth_factor, self.backoff_factor = float(sd["growth_factor"]), float(sd["backoff_factor"])
+        self.growth_interval, self.min_scale = int(sd["growth_interval"]), float(sd["min_scale"])
+        self.overflows, self.skipped, self._clean = int(sd["overflows"]), int(sd["skipped"]), int(sd["clean"])

@@ -1,0 +1,81 @@
+"""Training data: text, token ids or a file -> windows -> deterministic batches.
+
+Windows are non-overlapping in what they predict: window i covers tokens
+[i*L, i*L + L] (L+1 tokens: inputs are the first L, targets the last L); a
+tail window of at least 2 tokens is kept (shorter).  Batches group windows
+of equal length in an order drawn from ``seed`` and the epoch number, so a
+run resumed at (epoch, batch) sees exactly the batches it would have seen.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+__all__ = ["load_tokens", "make_windows", "epoch_batches", "builtin_corpus"]
+
+
+def builtin_corpus() -> str:
+    """Python's own bundled documentation topics (no download needed)."""
+    from pydoc_data import topics
+    return "\n\n".join(topics.topics[k] for k in sorted(topics.topics))
+
+
+def load_tokens(data, tokenizer) -> np.ndarray:
+    """``data``: text (str), a path (os.PathLike, or a str naming an existing file),
+    or token ids (sequence / array of ints)."""
+    if isinstance(data, os.PathLike) or (isinstance(data, str) and len(data) < 4096 and "\n" not in data
+                                         and os.path.isfile(data)):
+        path = os.fspath(data)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"data: no such file {path!r}")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            data = f.read()
+    if isinstance(data, str):
+        ids = tokenizer.encode(data)
+    else:
+        ids = np.asarray(data)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"data: expected text, a file path or integer token ids, got dtype {ids.dtype}")
+        ids = ids.reshape(-1).astype(np.int64)
+    if ids.size == 0:
+        raise ValueError("data: the corpus is empty")
+    if ids.min() < 0 or ids.max() >= tokenizer.vocab_size:
+        raise ValueError(f"data: token ids must lie in [0, {tokenizer.vocab_size}), got [{ids.min()}, {ids.max()}]")
+    return ids
+
+
+def make_windows(ids: np.ndarray, seq_len: int) -> list[np.ndarray]:
+    if seq_len < 1:
+        raise ValueError(f"seq_len: expected a positive int, got {seq_len}")
+    out = []
+    n = ids.size
+    for start in range(0, n - 1, seq_len):
+        w = ids[start:start + seq_len + 1]
+        if w.size >= 2:
+            out.append(w)
+    if not out:
+        raise ValueError(f"data: {n} token(s) is shorter than one window (need at least 2)")
+    return out
+
+
+def epoch_batches(windows: list[np.ndarray], batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Deterministic (seed, epoch) order; each batch is an int64 (b, len+1) array."""
+    rng = np.random.default_rng([int(seed), int(epoch)])
+    order = rng.permutation(len(windows))
+    by_len: dict[int, list[int]] = {}
+    for i in order:
+        by_len.setdefault(windows[i].size, []).append(int(i))
+    batches = []
+    for length in sorted(by_len, reverse=True):
+        idx = by_len[length]
+        for s in range(0, len(idx), batch_size):
+            batches.append(np.stack([windows[i] for i in idx[s:s + batch_size]]))
+    return batches
+
+
+def fingerprint(ids: np.ndarray, seq_len: int, batch_size: int) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(ids, np.int64).tobytes())
+    h.update(f"{seq_len}/{batch_size}".encode())
+    return h.hexdigest()[:32]

@@ -151,12 +151,12 @@ def _fmt(records):
 # ============================================================================ 1. gradients (float64 FD)
 
 GRAD_CASES = [
-    # discretization, in/out-proj bias, conv bias, tied head, L
-    ("zoh", True, True, False, 6),
-    ("simplified", False, False, True, 6),
-    ("zoh", False, False, True, 6),
-    ("simplified", True, True, False, 6),
-    ("zoh", True, False, False, 70),        # longer than the scan's chunk (64): chunk carry
+    # discretization, in/out-proj bias, conv bias, tied head, L  (full factorial at L = 6)
+    (disc, bias, cb, tied, 6)
+    for disc in ("zoh", "simplified") for bias in (False, True) for cb in (False, True) for tied in (False, True)
+] + [
+    ("zoh", True, False, False, 70),            # longer than the scan's chunk (64): chunk carry
+    ("simplified", False, True, True, 70),
 ]
 
 
@@ -524,7 +524,7 @@ def _ids(seed, shape=(2, 19), vocab=50):
 
 
 @pytest.mark.parametrize("use_bias,use_conv_bias,tie", [(False, True, True), (True, False, True),
-                                                        (True, True, False)])
+                                                        (True, True, False), (False, False, False)])
 def test_hf_logits_and_loss(tmp_path, use_bias, use_conv_bias, tie):
     torch, _ = _hf()
     hm = _hf_model(use_bias, use_conv_bias, tie, seed=int(use_bias) * 2 + int(use_conv_bias))

@@ -1,0 +1,323 @@
+"""The training loop: batching, gradient accumulation, clipping, mixed
+precision, the write-through (WSLA) trainable set, evaluation, adaptation
+with rollback, and checkpoints that resume bit-exactly.
+
+Design: the Trainer works with any model exposing ``parameters()`` (the live
+float32 arrays, by name) and ``loss_and_grads(ids, targets)``; it never
+prints — progress goes to the ``on_step`` / ``on_epoch_end`` callbacks.  A
+checkpoint is one directory written atomically (temporary directory, fsync,
+rename): weights and moments in safetensors, everything else in JSON.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from lutcore import __version__
+from lutcore.ops.elementwise import fp16_round
+from lutcore.tokenizer import Tokenizer
+from lutcore.train import data as _data
+from lutcore.train.amp import DynamicLossScaler
+from lutcore.train.optim import AdamW
+
+__all__ = ["Trainer", "wsla_names", "MODEL_CLASSES"]
+
+WSLA_KEY = ".mixer.x_proj."
+CKPT_FORMAT = "lutcore-trainer/1"
+
+
+def _model_classes():
+    from lutcore.models.mamba import MambaConfig, MambaLM
+    out = {"MambaLM": (MambaLM, MambaConfig)}
+    try:
+        from lutcore.models.gpt import GPT, GPTConfig
+        out["GPT"] = (GPT, GPTConfig)
+    except ImportError:
+        pass
+    return out
+
+
+MODEL_CLASSES = _model_classes
+
+
+def wsla_names(params: dict) -> list[str]:
+    """The write-through set: every layer's x_proj weight (and bias)."""
+    names = [k for k in params if WSLA_KEY in k]
+    if not names:
+        raise ValueError("wsla: this model has no x_proj parameters (WSLA needs a Mamba model)")
+    return sorted(names)
+
+
+class Trainer:
+    def __init__(self, model, optimizer: AdamW | None = None, tokenizer: Tokenizer | None = None, *,
+                 lr: float = 1e-3, weight_decay: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8,
+                 max_delta: float = 0.0, seed: int = 0, threads=None):
+        if not hasattr(model, "parameters") or not hasattr(model, "loss_and_grads"):
+            raise TypeError("model: expected an object with parameters() and loss_and_grads(ids, targets)")
+        self.model = model
+        self.tokenizer = tokenizer or Tokenizer.bytes()
+        vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+        if vocab is not None and self.tokenizer.vocab_size > vocab:
+            raise ValueError(f"tokenizer: {self.tokenizer.name} has {self.tokenizer.vocab_size} ids but the "
+                             f"model's vocabulary has {vocab}")
+        self.optimizer = optimizer or AdamW(model.parameters(), lr=lr, betas=betas, eps=eps,
+                                            weight_decay=weight_decay, max_delta=max_delta, threads=threads)
+        self.base_max_delta = self.optimizer.max_delta
+        self.scaler: DynamicLossScaler | None = None
+        self.seed = int(seed)
+        self.threads = threads
+        self.global_step = 0
+        self.position = {"epoch": 0, "batch": 0, "fingerprint": None}
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------ helpers
+    def _tokens(self, data):
+        return _data.load_tokens(data, self.tokenizer)
+
+    def _micro(self, batch, trainable, mixed_precision, scale):
+        ids, tg = batch[:, :-1], batch[:, 1:]
+        params = self.model.parameters()
+        if mixed_precision:
+            master = {k: v.copy() for k, v in params.items()}
+            for k, v in params.items():
+                fp16_round(v, out=v)                 # compute on the fp16 view
+            try:
+                loss, g = self.model.loss_and_grads(ids, tg)
+            finally:
+                for k, v in params.items():
+                    v[...] = master[k]
+            out = {}
+            for k in trainable:
+                gs = g[k] * np.float32(scale)        # scaled once per micro-batch
+                out[k] = fp16_round(gs)              # what an fp16 gradient keeps
+            return loss, out
+        loss, g = self.model.loss_and_grads(ids, tg)
+        return loss, {k: g[k] for k in trainable}
+
+    def _trainable(self, wsla: bool) -> list[str]:
+        params = self.model.parameters()
+        return wsla_names(params) if wsla else sorted(params)
+
+    # ------------------------------------------------------------ training
+    def train(self, data, epochs: int = 1, seq_len: int = 128, batch_size: int = 8, grad_accum: int = 1,
+              max_grad_norm: float | None = 1.0, wsla: bool = False, max_delta: float | None = None,
+              mixed_precision: bool = False, on_step=None, on_epoch_end=None, max_steps: int | None = None):
+        """Train; returns the mean loss of each epoch run (or partly run) in this call.
+
+        ``max_steps`` caps the total optimizer steps (``global_step``), so a run can
+        stop mid-epoch; calling ``train`` again with the same data continues from
+        the recorded position (this is what a resumed checkpoint does)."""
+        for name, v in (("epochs", epochs), ("seq_len", seq_len), ("batch_size", batch_size),
+                        ("grad_accum", grad_accum)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}: expected a positive int, got {v!r}")
+        ids = self._tokens(data)
+        windows = _data.make_windows(ids, int(seq_len))
+        fp = _data.fingerprint(ids, int(seq_len), int(batch_size))
+        if self.position.get("fingerprint") != fp:
+            self.position = {"epoch": 0, "batch": 0, "fingerprint": fp}
+        trainable = self._trainable(wsla)
+        self.optimizer.max_delta = float(max_delta) if max_delta is not None else (0.05 if wsla else self.base_max_delta)
+        if mixed_precision and self.scaler is None:
+            self.scaler = DynamicLossScaler()
+        epoch_means = []
+        try:
+            while self.position["epoch"] < epochs:
+                ep = self.position["epoch"]
+                batches = _data.epoch_batches(windows, int(batch_size), self.seed, ep)
+                ep_losses = []
+                while self.position["batch"] < len(batches):
+                    if max_steps is not None and self.global_step >= max_steps:
+                        if ep_losses:
+                            epoch_means.append(float(np.mean(ep_losses)))
+                        return epoch_means
+                    t0 = time.perf_counter()
+                    acc, losses, ntok = None, [], 0
+                    scale = self.scaler.scale if mixed_precision else 1.0
+                    k = 0
+                    while k < grad_accum and self.position["batch"] < len(batches):
+                        batch = batches[self.position["batch"]]
+                        loss, g = self._micro(batch, trainable, mixed_precision, scale)
+                        if acc is None:
+                            acc = {n: v.copy() for n, v in g.items()}
+                        else:
+                            for n in acc:
+                                acc[n] += g[n]
+                        losses.append(loss)
+                        ntok += batch.shape[0] * (batch.shape[1] - 1)
+                        self.position["batch"] += 1
+                        k += 1
+                    proceed = True
+                    if mixed_precision:
+                        overflow = self.scaler.check(acc)
+                        proceed = self.scaler.update(overflow)
+                    if proceed and all(math.isfinite(l) for l in losses):
+                        info = self.optimizer.step(acc, max_grad_norm=max_grad_norm, grad_scale=1.0 / (scale * k))
+                    else:
+                        self.optimizer.skipped += 0 if mixed_precision else 1
+                        info = {"step": self.optimizer.t, "skipped": True, "grad_norm": float("nan"),
+                                "clip_factor": 1.0}
+                    self.global_step += 1
+                    step_loss = float(np.mean(losses))
+                    ep_losses.append(step_loss)
+                    rec = {"step": self.global_step, "epoch": ep, "loss": step_loss,
+                           "grad_norm": info["grad_norm"], "clip_factor": info["clip_factor"],
+                           "skipped": bool(info["skipped"]), "tokens": ntok,
+                           "seconds": time.perf_counter() - t0,
+                           "loss_scale": self.scaler.scale if mixed_precision else None}
+                    self.history.append(rec)
+                    if on_step is not None:
+                        on_step(rec)
+                if ep_losses:
+                    epoch_means.append(float(np.mean(ep_losses)))
+                if on_epoch_end is not None:
+                    on_epoch_end(ep, epoch_means[-1] if ep_losses else float("nan"))
+                self.position["epoch"] += 1
+                self.position["batch"] = 0
+        finally:
+            self.optimizer.max_delta = self.base_max_delta
+        return epoch_means
+
+    # ------------------------------------------------------------ evaluation
+    def evaluate(self, data, seq_len: int = 128, batch_size: int = 8) -> dict:
+        """Mean loss (per predicted token), perplexity, bits per token, top-1 accuracy."""
+        ids = self._tokens(data)
+        windows = _data.make_windows(ids, int(seq_len))
+        total, correct, count = 0.0, 0, 0
+        from lutcore.models import _layers as nn
+        by_len: dict[int, list] = {}
+        for w in windows:
+            by_len.setdefault(w.size, []).append(w)
+        for _, ws in sorted(by_len.items()):
+            for s in range(0, len(ws), batch_size):
+                b = np.stack(ws[s:s + batch_size])
+                logits = self.model.forward(b[:, :-1])
+                loss, _ = nn.cross_entropy(logits, b[:, 1:])
+                n = b.shape[0] * (b.shape[1] - 1)
+                total += loss * n
+                count += n
+                correct += int((logits.argmax(-1) == b[:, 1:]).sum())
+        mean = total / count
+        return {"loss": mean, "perplexity": math.exp(min(mean, 700.0)), "bits_per_token": mean / math.log(2),
+                "accuracy": correct / count, "tokens": count}
+
+    def adapt(self, text, epochs: int = 3, lr: float = 1e-4, rollback_tolerance: float = 1.25,
+              seq_len: int = 64, batch_size: int = 4, max_delta: float = 0.05) -> dict:
+        """Write-through adaptation: snapshot, measure perplexity, train only the
+        x_proj weights, and roll back on a non-finite loss or when perplexity
+        rose above ``rollback_tolerance`` x before."""
+        params = self.model.parameters()
+        snap = {k: v.copy() for k, v in params.items()}
+        opt_snap = self.optimizer.state_dict()
+        pos_snap, step_snap, hist_len = dict(self.position), self.global_step, len(self.history)
+        before = self.evaluate(text, seq_len, batch_size)
+        old_lr = self.optimizer.lr
+        self.optimizer.lr = float(lr)
+        self.position = {"epoch": 0, "batch": 0, "fingerprint": None}
+        try:
+            losses = self.train(text, epochs=epochs, seq_len=seq_len, batch_size=batch_size, wsla=True,
+                                max_delta=max_delta)
+        finally:
+            self.optimizer.lr = old_lr
+        recs = self.history[hist_len:]
+        after = self.evaluate(text, seq_len, batch_size)
+        reason = None
+        if not all(math.isfinite(r["loss"]) for r in recs) or not math.isfinite(after["loss"]):
+            reason = "non-finite loss"
+        elif after["perplexity"] > rollback_tolerance * before["perplexity"]:
+            reason = (f"perplexity rose from {before['perplexity']:.4g} to {after['perplexity']:.4g} "
+                      f"(> {rollback_tolerance} x)")
+        if reason:
+            for k, v in params.items():
+                v[...] = snap[k]
+            self.optimizer.load_state_dict(opt_snap)
+            del self.history[hist_len:]
+            self.global_step = step_snap
+        self.position = pos_snap
+        return {"losses": losses, "grad_norms": [r["grad_norm"] for r in recs],
+                "perplexity_before": before["perplexity"], "perplexity_after": after["perplexity"],
+                "rolled_back": reason is not None, "reason": reason}
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path) -> None:
+        """Write the whole training state into directory ``path`` atomically."""
+        from safetensors.numpy import save_file
+        from lutcore._io import atomic_dir
+        model = self.model
+        cls = type(model).__name__
+        if cls not in MODEL_CLASSES():
+            raise TypeError(f"save_checkpoint: cannot checkpoint a {cls} (known: {sorted(MODEL_CLASSES())})")
+        units = getattr(model, "units", None)
+        meta = {
+            "format": CKPT_FORMAT, "lutcore_version": __version__, "model_class": cls,
+            "model_config": model.config.to_dict(), "dtype": str(np.dtype(getattr(model, "dtype", np.float32))),
+            "unit_backward": bool(getattr(model, "unit_backward", False)),
+            "units_digest": getattr(units, "digest", None), "units_name": getattr(units, "name", None),
+            "global_step": self.global_step, "position": self.position, "seed": self.seed,
+            "optimizer": {k: v for k, v in self.optimizer.state_dict().items() if k not in ("m", "v")},
+            "base_max_delta": self.base_max_delta,
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "tokenizer": self.tokenizer.spec(), "history": self.history,
+        }
+        with atomic_dir(path) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in model.parameters().items()},
+                      os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+            mom = {f"m.{k}": v for k, v in self.optimizer.m.items()}
+            mom.update({f"v.{k}": v for k, v in self.optimizer.v.items()})
+            save_file(mom or {"_empty": np.zeros(1, np.float32)}, os.path.join(tmp, "optimizer.safetensors"))
+            if hasattr(model.config, "to_hf"):
+                with open(os.path.join(tmp, "config.json"), "w") as f:
+                    json.dump(model.config.to_hf(), f, indent=2)
+            with open(os.path.join(tmp, "trainer.json"), "w") as f:
+                json.dump(meta, f, indent=1)
+
+    @classmethod
+    def resume(cls, path, units=None, threads=None) -> "Trainer":
+        """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint."""
+        from safetensors.numpy import load_file
+        path = os.fspath(path)
+        f = os.path.join(path, "trainer.json")
+        if not os.path.isfile(f):
+            raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
+        with open(f) as fh:
+            meta = json.load(fh)
+        if meta.get("format") != CKPT_FORMAT:
+            raise ValueError(f"checkpoint {path!r}: unknown format {meta.get('format')!r}")
+        classes = MODEL_CLASSES()
+        if meta["model_class"] not in classes:
+            raise ValueError(f"checkpoint {path!r}: unknown model class {meta['model_class']!r}")
+        model_cls, cfg_cls = classes[meta["model_class"]]
+        cfg = cfg_cls(**meta["model_config"])
+        params = load_file(os.path.join(path, "model.safetensors"))
+        kw = {}
+        if units is None and meta.get("units_digest"):
+            raise ValueError(f"checkpoint {path!r} was trained through units {meta.get('units_name')!r} "
+                             f"(digest {meta['units_digest'][:16]}); pass units= to resume it")
+        if units is not None:
+            from lutcore.units import resolve
+            units = resolve(units)
+            if meta.get("units_digest") and units.digest != meta["units_digest"]:
+                raise ValueError(f"units: digest {units.digest[:16]} differs from the checkpoint's "
+                                 f"{meta['units_digest'][:16]}")
+            kw = {"units": units, "unit_backward": meta.get("unit_backward", False)}
+        model = model_cls(cfg, dtype=np.dtype(meta.get("dtype", "float32")), params=params, threads=threads, **kw)
+        o = meta["optimizer"]
+        opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                    weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
+                    threads=threads)
+        mom = load_file(os.path.join(path, "optimizer.safetensors"))
+        opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},
+                             "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
+        tr = cls(model, opt, Tokenizer.from_spec(meta["tokenizer"]), seed=meta["seed"], threads=threads)
+        tr.base_max_delta = meta.get("base_max_delta", o["max_delta"])
+        tr.global_step = int(meta["global_step"])
+        tr.position = dict(meta["position"])
+        tr.history = list(meta.get("history", []))
+        if meta.get("scaler"):
+            tr.scaler = DynamicLossScaler()
+            tr.scaler.load_state_dict(meta["scaler"])
+        return tr

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -59,9 +60,190 @@ def cmd_demo(args) -> int:
     return 0
 
 
+
+def _load_text(path):
+    from lutcore.train.data import builtin_corpus
+    if path is None:
+        return builtin_corpus(), "built-in corpus (pydoc_data.topics)"
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--data: no such file {path!r}")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if not text:
+        raise ValueError(f"--data: {path!r} is empty")
+    return text, path
+
+
+def _tokenizer(path):
+    from lutcore.tokenizer import Tokenizer
+    return Tokenizer.from_file(path) if path else Tokenizer.bytes()
+
+
+def _plot_losses(history, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps = [r["step"] for r in history]
+    losses = [r["loss"] for r in history]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, losses, lw=1, label="train loss")
+    if len(losses) >= 10:
+        k = max(1, len(losses) // 20)
+        sm = np.convolve(losses, np.ones(k) / k, mode="valid")
+        ax.plot(steps[k - 1:], sm, lw=2, label=f"mean of {k}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title("lutcore train")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cmd_train(args) -> int:
+    from tqdm import tqdm
+    import lutcore
+    from lutcore.models import MambaConfig, MambaLM
+    from lutcore.train import Trainer
+    from lutcore.train.data import load_tokens
+
+    if args.threads:
+        lutcore.set_num_threads(args.threads)
+    out = os.path.abspath(args.out)
+    if args.resume:
+        trainer = Trainer.resume(args.resume, units=None if args.units in (None, "none") else args.units)
+        tok = trainer.tokenizer
+        model = trainer.model
+        if args.tokenizer:
+            print("note: --tokenizer is ignored with --resume (the checkpoint holds its tokenizer)")
+    else:
+        tok = _tokenizer(args.tokenizer)
+        units = None if args.units in (None, "none") else lutcore.units.resolve(args.units)
+        cfg = MambaConfig(d_model=args.d_model, n_layer=args.layers, vocab_size=tok.vocab_size,
+                          d_state=args.d_state, seed=args.seed)
+        model = MambaLM(cfg, units=units, unit_backward=args.unit_backward)
+        trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed)
+    text, source = _load_text(args.data)
+    ids = load_tokens(text, tok)
+    n_hold = max(args.seq_len + 1, int(len(ids) * 0.05))
+    if len(ids) < n_hold + 2:
+        raise ValueError(f"--data: {len(ids)} tokens is too short (need more than {n_hold + 2} for a "
+                         f"training window and a held-out window)")
+    train_ids, held = ids[:-n_hold], ids[-n_hold:]
+    per_epoch = -(-(len(train_ids) - 1) // args.seq_len)
+    per_epoch = -(-per_epoch // args.batch_size)
+    if args.epochs:
+        epochs, max_steps = args.epochs, None
+        total = epochs * per_epoch
+    else:
+        max_steps = trainer.global_step + args.steps if args.resume else args.steps
+        epochs = -(-max_steps // per_epoch)
+        total = max_steps
+    print(f"lutcore train: {type(model).__name__} {model.num_parameters():,} params "
+          f"(d_model {model.config.d_model}, {model.config.n_layer} layers), {tok.name}, "
+          f"{len(train_ids):,} training tokens from {source}")
+    bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True)
+    tok_s = []
+
+    def on_step(rec):
+        tok_s.append(rec["tokens"] / max(rec["seconds"], 1e-9))
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{np.mean(tok_s[-20:]):,.0f}")
+        bar.update(1)
+
+    trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,
+                  grad_accum=args.grad_accum, max_grad_norm=args.clip, mixed_precision=args.mixed_precision,
+                  on_step=on_step, max_steps=max_steps)
+    bar.close()
+    ev = trainer.evaluate(held, seq_len=args.seq_len, batch_size=args.batch_size)
+    print(f"held-out: loss {ev['loss']:.4f}  perplexity {ev['perplexity']:.3f}  "
+          f"bits/token {ev['bits_per_token']:.3f}  top-1 {ev['accuracy']:.3f}  ({ev['tokens']:,} tokens)")
+    os.makedirs(out, exist_ok=True)
+    ckpt = os.path.join(out, "checkpoint")
+    trainer.save_checkpoint(ckpt)
+    png = os.path.join(out, "loss.png")
+    _plot_losses(trainer.history, png)
+    print(f"checkpoint: {ckpt}\nloss curve: {png}")
+    prompt = args.prompt if args.prompt is not None else tok.decode(held[:24])
+    pids = tok.encode(prompt)
+    if len(pids):
+        gen = model.generate(pids, args.sample_tokens, temperature=0.0)
+        print(f"greedy sample:\n{tok.decode(gen)}")
+    return 0
+
+
+def _trainer_from(path):
+    from lutcore.train import Trainer
+    return Trainer.resume(path)
+
+
+def cmd_generate(args) -> int:
+    if args.checkpoint:
+        tr = _trainer_from(args.checkpoint)
+        model, tok = tr.model, tr.tokenizer
+    else:
+        raise ValueError("generate: --checkpoint DIR is required")
+    pids = tok.encode(args.prompt)
+    if len(pids) == 0:
+        raise ValueError("--prompt: empty after tokenization")
+    gen = model.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                         top_p=args.top_p, seed=args.seed)
+    print(tok.decode(gen))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    tr = _trainer_from(args.checkpoint)
+    text, source = _load_text(args.data)
+    ev = tr.evaluate(text, seq_len=args.seq_len, batch_size=args.batch_size)
+    print(f"{source}: loss {ev['loss']:.4f}  perplexity {ev['perplexity']:.3f}  bits/token "
+          f"{ev['bits_per_token']:.3f}  top-1 {ev['accuracy']:.3f}  ({ev['tokens']:,} tokens)")
+    return 0
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="lutcore", description=__doc__)
+    p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
     sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="train a Mamba LM (defaults: built-in corpus, byte tokens, < 5 min)")
+    t.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
+    t.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
+    g.add_argument("--epochs", type=int, help="train whole epochs instead of --steps")
+    t.add_argument("--d-model", type=int, default=128)
+    t.add_argument("--layers", type=int, default=2)
+    t.add_argument("--d-state", type=int, default=16)
+    t.add_argument("--seq-len", type=int, default=128)
+    t.add_argument("--batch-size", type=int, default=8)
+    t.add_argument("--grad-accum", type=int, default=1)
+    t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--weight-decay", type=float, default=0.01)
+    t.add_argument("--clip", type=float, default=1.0, help="max global grad norm")
+    t.add_argument("--mixed-precision", action="store_true", help="fp16 compute view + dynamic loss scaling")
+    t.add_argument("--units", help="run matmuls through units: exact, a directory, or an approximate "
+                                   "multiplier name (truncated:K, mitchell, reduced:BITS)")
+    t.add_argument("--unit-backward", action="store_true", help="also run backward matmuls through the units")
+    t.add_argument("--out", default="lutcore-run", help="output directory (checkpoint/, loss.png)")
+    t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int)
+    t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
+    t.add_argument("--sample-tokens", type=int, default=120)
+    t.set_defaults(fn=cmd_train)
+    ge = sub.add_parser("generate", help="generate text from a checkpoint")
+    ge.add_argument("--checkpoint", required=True)
+    ge.add_argument("--prompt", required=True)
+    ge.add_argument("--max-new-tokens", type=int, default=200)
+    ge.add_argument("--temperature", type=float, default=0.0)
+    ge.add_argument("--top-k", type=int)
+    ge.add_argument("--top-p", type=float)
+    ge.add_argument("--seed", type=int)
+    ge.set_defaults(fn=cmd_generate)
+    ev = sub.add_parser("eval", help="loss / perplexity of a checkpoint on a text")
+    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--data", help="text file (default: the built-in corpus)")
+    ev.add_argument("--seq-len", type=int, default=128)
+    ev.add_argument("--batch-size", type=int, default=8)
+    ev.set_defaults(fn=cmd_eval)
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
     u.add_argument("path", nargs="?", default="exact",
                    help="directory with mul_lut.bin/requant_lut.bin/relu_lut.bin, 'exact', "
@@ -78,7 +260,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, OSError) as e:
+    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as e:
         print(f"lutcore {args.cmd}: error: {e}", file=sys.stderr)
         return 2
 

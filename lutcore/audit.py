@@ -57,12 +57,17 @@ def _sample(n: int, rate: float) -> np.ndarray:
 
 
 def _lut_rows(mul, a_rows, b):
-    """int64 (len(rows), N): sum_k mul[a[r,k], b[k,n]] for the given rows of a."""
+    """int64 (len(rows), N): sum_k mul[a[r,k], b[k,n]] for the given rows of a,
+    by plain table lookups (numpy fancy indexing), k in chunks of ~1M lookups."""
+    R, K = a_rows.shape
+    N = b.shape[1]
     ia = (a_rows.astype(np.int64) & 0xFF) * 256          # (R, K)
     ib = b.astype(np.int64) & 0xFF                          # (K, N)
-    out = np.zeros((a_rows.shape[0], b.shape[1]), np.int64)
-    for k in range(b.shape[0]):
-        out += mul[ia[:, k, None] + ib[None, k, :]]
+    out = np.zeros((R, N), np.int64)
+    step = max(1, (1 << 20) // max(1, R * N))
+    for k0 in range(0, K, step):
+        k1 = min(K, k0 + step)
+        out += mul[ia[:, k0:k1, None] + ib[None, k0:k1, :]].sum(axis=1)
     return out
 
 

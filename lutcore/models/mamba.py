@@ -456,6 +456,35 @@ class MambaLM:
         hf, _ = nn.rmsnorm_fwd(x, self._params["backbone.norm_f.weight"], self.config.rms_eps)
         return nn.linear_fwd(hf, self.head_weight, None, self._head_mm), state
 
+    @staticmethod
+    def save_state(state, path) -> None:
+        """Write a decoding state (from ``step``) to a safetensors file."""
+        from safetensors.numpy import save_file
+        t = {}
+        for i, (c, h) in enumerate(state):
+            t[f"layers.{i}.conv"] = np.ascontiguousarray(c)
+            t[f"layers.{i}.ssm"] = np.ascontiguousarray(h)
+        save_file(t, os.fspath(path))
+
+    def load_state(self, path):
+        """Read a decoding state written by ``save_state``; checks it fits this model."""
+        from safetensors.numpy import load_file
+        t = load_file(os.fspath(path))
+        want = self.init_state(1)
+        state = []
+        for i, (c0, h0) in enumerate(want):
+            try:
+                c, h = t[f"layers.{i}.conv"], t[f"layers.{i}.ssm"]
+            except KeyError:
+                raise ValueError(f"{os.fspath(path)}: not a decoding state for a {len(want)}-layer model") from None
+            if c.shape[1:] != c0.shape[1:] or h.shape[1:] != h0.shape[1:] or c.shape[0] != h.shape[0]:
+                raise ValueError(f"{os.fspath(path)}: layer {i} state has shapes {c.shape}, {h.shape}; this model "
+                                 f"needs (batch,) + {c0.shape[1:]} and (batch,) + {h0.shape[1:]}")
+            state.append((c.astype(self.dtype), h.astype(self.dtype)))
+        if len(t) != 2 * len(want):
+            raise ValueError(f"{os.fspath(path)}: holds {len(t) // 2} layers, this model has {len(want)}")
+        return state
+
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt)."""
         from lutcore.sampling import pick_token

@@ -1,0 +1,180 @@
+"""What every benchmark module needs at import time (conftest.py holds the fixtures).
+
+A plain module, not conftest.py, because test modules cannot import a conftest
+by name once tests/ and bench/ share one pytest session (both are "conftest").
+
+    THREADS, SEED, SMALL    2 threads everywhere; one fixed seed; LUTCORE_BENCH_SMALL
+    dim(n)                  n, or n // 8 under LUTCORE_BENCH_SMALL=1
+    shape_str(shape)        (1024, 1024, 1024) -> "1024x1024x1024"
+    grouped(kernel, shapes) pytest.param per shape, each in group "<kernel> <shape>"
+    torch, requires_torch   the optional torch peer (None, and its tests skipped,
+                            when it cannot be imported); requires_torch also needs
+                            torch._int_mm, requires_torch_nn only torch itself
+    mambapy_pscan, requires_mambapy
+                            mambapy's parallel scan (a bench-only peer, see README.md)
+    need_module(name)       import a heavy optional peer (transformers) inside a test,
+                            or skip that test when the import fails
+    SLOW                    benchmark.pedantic(fn, **SLOW) for calls slower than ~0.5 s
+    rel_err(got, want)      norm-wise relative error (float64), for float validation
+    peak_rss(builder, *args, simd=None)
+                            peak memory of one call, measured in a fresh spawned process:
+                            {"peak_mb", "state_mb", "peak_method"} for record(**...)
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import os
+import resource
+
+import numpy as np
+import pytest
+
+THREADS = 2
+SEED = 20240611
+SMALL = os.environ.get("LUTCORE_BENCH_SMALL", "").strip() not in ("", "0")
+
+try:  # anything that stops the import (ImportError, OSError from a broken wheel) skips torch
+    import torch
+except Exception:  # noqa: BLE001
+    torch = None
+
+requires_torch = pytest.mark.skipif(torch is None or not hasattr(torch, "_int_mm"),
+                                    reason="torch (with torch._int_mm) is not importable")
+requires_torch_nn = pytest.mark.skipif(torch is None, reason="torch is not importable")
+
+try:  # bench-only peer (pip install --no-deps mambapy): its tests are skipped without it
+    from mambapy.pscan import pscan as mambapy_pscan
+except Exception:  # noqa: BLE001
+    mambapy_pscan = None
+
+requires_mambapy = pytest.mark.skipif(mambapy_pscan is None, reason="mambapy is not importable")
+
+# Few rounds for anything slower than ~0.5 s per call (a min over 3 is still a min).
+SLOW = dict(rounds=3, iterations=1, warmup_rounds=1)
+
+
+def dim(n: int) -> int:
+    """A benchmark dimension: ``n``, or ``n // 8`` under LUTCORE_BENCH_SMALL=1."""
+    return max(1, n // 8) if SMALL else n
+
+
+def shape_str(shape) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def grouped(kernel: str, shapes, axes: str = ""):
+    """One pytest.param per shape, marked with its benchmark group
+    ``"<kernel> <shape> (<axes>)"`` so lutcore and its peers land in one group."""
+    out = []
+    for s in shapes:
+        name = f"{kernel} {shape_str(s)}" + (f" ({axes})" if axes else "")
+        out.append(pytest.param(tuple(s), id=shape_str(s), marks=pytest.mark.benchmark(group=name)))
+    return out
+
+
+def need_module(name: str):
+    """``importlib.import_module(name)``, or skip the calling test when that fails
+    (for peers too heavy to import at collection time, e.g. transformers)."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - a broken install skips the peer too
+        pytest.skip(f"{name} is not importable ({type(exc).__name__}: {exc})")
+
+
+def rel_err(got, want) -> float:
+    """||got - want|| / ||want|| in float64 (0 when both are zero)."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    den = float(np.linalg.norm(want))
+    num = float(np.linalg.norm(got - want))
+    return num / den if den > 0 else num
+
+
+# ---------------------------------------------------------------- peak memory (fresh process)
+
+def _status_kib(field: str):
+    """A 'VmRSS'/'VmHWM' line of /proc/self/status in KiB, or None."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reset_hwm() -> bool:
+    """Reset the peak-RSS mark (Linux >= 4.0: write 5 to /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _trim() -> None:
+    """Return freed heap memory to the OS (glibc), so it is not counted as held."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _peak_child(builder, args, simd):
+    import lutcore
+    lutcore.set_num_threads(THREADS)
+    lutcore.set_audit(0)
+    if simd:
+        lutcore.set_simd(simd)
+    if torch is not None:
+        torch.set_num_threads(THREADS)
+    try:
+        import threadpoolctl
+        threadpoolctl.threadpool_limits(THREADS)
+    except Exception:  # noqa: BLE001
+        pass
+    _trim()
+    rss0 = _status_kib("VmRSS")
+    run = builder(*args)
+    if _reset_hwm():
+        run()                                   # warm-up: lazy init, optimizer moments, workspaces
+        _trim()
+        base = _status_kib("VmRSS")
+        _reset_hwm()
+        run()
+        peak, method = _status_kib("VmHWM"), "VmHWM (reset via clear_refs) after one warm-up call"
+    else:                                       # no reset: one cold call against ru_maxrss
+        _trim()
+        base = _status_kib("VmRSS")
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        run()
+        peak, method = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "ru_maxrss, one cold call"
+        if peak <= before:                      # the call stayed under an earlier mark: unknown
+            peak, method = None, "ru_maxrss not raised by the call (no clear_refs): unknown"
+    if peak is None or base is None or rss0 is None:
+        return {"peak_mb": None, "state_mb": None, "peak_method": method if peak is None else "unavailable"}
+    return {"peak_mb": round(max(0, peak - base) / 1024, 1), "state_mb": round((base - rss0) / 1024, 1),
+            "peak_method": method}
+
+
+def peak_rss(builder, *args, simd=None) -> dict:
+    """Peak resident memory of one call, in MiB, measured in a fresh ``spawn`` process.
+
+    ``builder(*args)`` (a module-level function, so it pickles by name) builds
+    the inputs and returns the zero-argument call to measure.  The child runs at
+    THREADS threads (lutcore, torch, BLAS) on lutcore's SIMD path ``simd``,
+    calls it once to warm up, then resets the kernel's peak-RSS mark and calls
+    it again.  Returns ``peak_mb``: the peak above what the process held just
+    before that call (inputs, parameters, optimizer state, imported libraries
+    excluded), ``state_mb``: what the builder and the warm-up left held, and
+    ``peak_method``.
+    """
+    import multiprocessing as mp
+    with mp.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(_peak_child, (builder, args, simd))

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""Turn pytest-benchmark's ``--benchmark-json`` output into BENCHMARKS.md.
+
+    python bench/report.py results.json [-o BENCHMARKS.md] [--stat min|median]
+
+One markdown table per benchmark group (one kernel at one shape): a row per
+(lutcore SIMD path, peer) pair with both times, their throughput (GOP/s from
+``ops``, GB/s from ``bytes`` in extra_info) and the ratio peer / lutcore, so
+> 1 means lutcore is faster.  When the two did different amounts of work
+(different ``ops``/``bytes``, e.g. a peer timed on a row slice) the ratio is
+of throughputs instead and is marked †.  Groups without a peer (or without a
+lutcore entry) get dashes.  The header records the date, the CPU model (from
+/proc/cpuinfo), lutcore's config and the commands that produced the file.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import platform
+import sys
+
+DASH = "—"
+
+
+def cpu_model() -> str:
+    """'model name' from /proc/cpuinfo and the logical CPU count, or what platform knows."""
+    model, n = None, 0
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "processor":
+                    n += 1
+                elif key in ("model name", "Model", "cpu model") and model is None:
+                    model = val.strip()
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    return f"{model} ({n} logical CPUs)" if n else model
+
+
+def fmt(v) -> str:
+    if v is None:
+        return DASH
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+class Entry:
+    """One benchmark: impl, its time (s) under the chosen statistic, its work."""
+
+    def __init__(self, bench: dict, stat: str):
+        info = bench.get("extra_info") or {}
+        self.info = info
+        self.impl = str(info.get("impl") or bench.get("name") or "?")
+        self.kernel = info.get("kernel")
+        self.shape = info.get("shape")
+        self.threads = info.get("threads")
+        self.simd = info.get("simd")
+        stats = bench.get("stats") or {}
+        t = stats.get(stat)
+        self.time = float(t) if isinstance(t, (int, float)) and t > 0 else None
+        self.rounds = stats.get("rounds")
+        if info.get("ops") is not None:
+            self.work, self.unit = float(info["ops"]), "GOP/s"
+        elif info.get("bytes") is not None:
+            self.work, self.unit = float(info["bytes"]), "GB/s"
+        else:
+            self.work, self.unit = None, None
+
+    @property
+    def is_lutcore(self) -> bool:
+        return self.impl == "lutcore"
+
+    @property
+    def ms(self):
+        return None if self.time is None else self.time * 1e3
+
+    @property
+    def rate(self):
+        """Throughput in G<unit>/s, or None."""
+        if self.work is None or self.time is None:
+            return None
+        return self.work / self.time / 1e9
+
+    def rate_str(self) -> str:
+        r = self.rate
+        return DASH if r is None else f"{fmt(r)} {self.unit}"
+
+
+def ratio(lc: Entry | None, peer: Entry | None):
+    """(ratio, is_throughput_ratio): peer time / lutcore time, or lutcore rate / peer rate
+    when the two did different work.  (None, False) when it cannot be formed."""
+    if lc is None or peer is None or lc.time is None or peer.time is None:
+        return None, False
+    if (lc.work is not None and peer.work is not None and lc.unit == peer.unit
+            and lc.work != peer.work):
+        return lc.rate / peer.rate, True
+    return peer.time / lc.time, False
+
+
+def group_table(name: str, entries: list[Entry]) -> list[str]:
+    lcs = [e for e in entries if e.is_lutcore]
+    peers = [e for e in entries if not e.is_lutcore]
+    first = entries[0]
+    kernel = first.kernel or name
+    shape = first.shape or DASH
+    lines = [f"### {name}", "",
+             "| kernel | shape | threads | SIMD path | lutcore (ms) | lutcore throughput "
+             "| peer | peer threads | peer (ms) | peer throughput | ratio |",
+             "|---|---|--:|---|--:|--:|---|--:|--:|--:|--:|"]
+    for lc in (lcs or [None]):
+        for peer in (peers or [None]):
+            r, thr = ratio(lc, peer)
+            rs = DASH if r is None else f"{fmt(r)}×" + ("†" if thr else "")
+            lc_threads = lc.threads if lc is not None and lc.threads is not None else DASH
+            lines.append(
+                "| " + " | ".join(str(x) for x in [
+                    (lc.kernel if lc is not None and lc.kernel else kernel),
+                    (lc.shape if lc is not None and lc.shape else shape),
+                    lc_threads,
+                    (lc.simd if lc is not None and lc.simd else DASH),
+                    fmt(lc.ms) if lc is not None else DASH,
+                    lc.rate_str() if lc is not None else DASH,
+                    peer.impl if peer is not None else DASH,
+                    (peer.threads if peer is not None and peer.threads is not None else DASH),
+                    fmt(peer.ms) if peer is not None else DASH,
+                    peer.rate_str() if peer is not None else DASH,
+                    rs,
+                ]) + " |")
+    lines.append("")
+    calls, notes = [], []
+    seen_calls = set()
+    for e in lcs[:1] + peers:
+        c = e.info.get("call")
+        if c and (e.impl, c) not in seen_calls:
+            seen_calls.add((e.impl, c))
+            calls.append(f"{e.impl}: `{c}`")
+        n = e.info.get("note")
+        if n and n not in notes:
+            notes.append(n)
+    if calls:
+        lines += ["Calls: " + " · ".join(calls), ""]
+    for n in notes:
+        lines += [f"Note: {n}", ""]
+    return lines
+
+
+def _config_lines(meta: dict) -> list[str]:
+    cfg = meta.get("lutcore_config")
+    when = ""
+    if cfg is None:  # json not written by bench/conftest.py: ask the installed lutcore now
+        try:
+            import lutcore
+            cfg, when = lutcore.config(), " (read when the report was written, not recorded in the json)"
+        except Exception as exc:  # noqa: BLE001 - the report must still be written
+            return [f"- lutcore config: unavailable ({type(exc).__name__})"]
+    bodies = "; ".join(f"{k}: {', '.join(v)}" for k, v in (cfg.get("kernel_bodies") or {}).items())
+    return [
+        f"- lutcore {cfg.get('version', '?')}{when}: OpenMP {'on' if cfg.get('openmp') else 'off'}, "
+        f"default SIMD path `{cfg.get('simd', '?')}` (available: {', '.join(cfg.get('simd_available') or [])}), "
+        f"CPU features {', '.join(cfg.get('cpu_flags') or []) or 'none detected'}, "
+        f"default threads {cfg.get('default_threads', '?')}, audit rate {cfg.get('audit_rate', '?')}",
+        f"- Kernel bodies: {bodies or '?'} (a higher path runs the best lower body)",
+    ]
+
+
+def render(data: dict, json_path: str, stat: str, out_path: str | None) -> str:
+    meta = data.get("lutcore_bench") or {}
+    groups: dict[str, list[Entry]] = {}
+    for b in data.get("benchmarks") or []:
+        groups.setdefault(b.get("group") or "(ungrouped)", []).append(Entry(b, stat))
+
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    run = data.get("datetime") or "unknown"
+    commit = data.get("commit_info") or {}
+    report_cmd = f"python bench/report.py {json_path}" + (f" -o {out_path}" if out_path else "") + \
+        (f" --stat {stat}" if stat != "min" else "")
+    bench_cmd = meta.get("command") or ("python -m pytest bench/ --benchmark-only --benchmark-json="
+                                        + json_path + "  (assumed: not recorded in the json)")
+    versions = ", ".join(f"{k} {meta[k]}" for k in ("python", "numpy", "torch") if meta.get(k))
+    pools = ", ".join(f"{p.get('internal_api')} {p.get('num_threads')}" for p in meta.get("threadpools") or [])
+
+    lines = ["# lutcore benchmarks", ""]
+    if meta.get("small"):
+        lines += ["> **LUTCORE_BENCH_SMALL=1**: every dimension was divided by 8. These numbers only "
+                  "show that the suite runs; they are not representative.", ""]
+    lines += [
+        f"- Date: benchmarks run {run}; report written {now}",
+        f"- CPU: {cpu_model()} (from /proc/cpuinfo on the machine writing the report)",
+        *_config_lines(meta),
+        f"- Benchmark threads: {meta.get('threads', '?')} for lutcore, torch and OpenBLAS "
+        f"(numpy ufuncs and integer matmul are single-threaded: their rows say 1)"
+        + (f"; thread pools seen: {pools}" if pools else ""),
+    ]
+    other = meta.get("other_cpu_share")
+    if isinstance(other, (int, float)):
+        busy = other > 0.05
+        lines.append(f"- Other processes used {100 * other:.0f}% of the machine's CPU time during the run"
+                     + (" — **the machine was busy**: multi-threaded times are inflated, rerun on a "
+                        "quiet machine" if busy else ""))
+    if versions:
+        lines.append(f"- Versions: {versions}")
+    if commit.get("id"):
+        lines.append(f"- Commit: {commit['id'][:12]}{' (with uncommitted changes)' if commit.get('dirty') else ''}")
+    lines += [
+        f"- Produced by: `{bench_cmd}` then `{report_cmd}`",
+        f"- Times are the **{stat}** over each benchmark's rounds, in ms. Ratio = peer time / lutcore time "
+        f"(> 1: lutcore is faster); † marks a throughput ratio (lutcore throughput / peer throughput), "
+        f"used where the two did different amounts of work. GOP/s count 2·M·N·K per matmul; "
+        f"GB/s count bytes read + written by the contract.",
+        "",
+    ]
+    if not groups:
+        lines += ["No benchmark results in this file (was it written with --benchmark-disable?).", ""]
+    for name, entries in groups.items():
+        lines += group_table(name, entries)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("json", help="pytest-benchmark --benchmark-json output")
+    p.add_argument("-o", "--output", help="markdown file to write (default: stdout)")
+    p.add_argument("--stat", choices=("min", "median"), default="min",
+                   help="statistic to report (default: min — interference only adds time)")
+    args = p.parse_args(argv)
+    with open(args.json, encoding="utf-8") as f:
+        data = json.load(f)
+    text = render(data, args.json, args.stat, args.output)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.output} ({sum(1 for l in text.splitlines() if l.startswith('### '))} groups)",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -88,8 +88,12 @@ class Tokenizer:
 
     def decode(self, ids) -> str:
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids: {len(bad)} id(s) outside [0, {self.vocab_size}) for the {self.name} "
+                             f"tokenizer, e.g. {bad[0]}")
         if self.kind == "bytes":
-            return bytes(i & 0xFF for i in ids).decode("utf-8", errors="replace")
+            return bytes(ids).decode("utf-8", errors="replace")
         if self.kind == "chars":
             return "".join(_CHARS[i] if 0 <= i < len(_CHARS) else "?" for i in ids)
         return self._hf.decode(ids)

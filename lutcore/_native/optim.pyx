@@ -13,21 +13,23 @@ cdef extern from "lutcore/optim.h" nogil:
 SS_CHUNK = LC_SS_CHUNK
 
 
-def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, float b1, float b2, float eps,
-          float lr, float wd, float max_delta, float bc1, float bc2, float gscale, int isa, int nthreads):
+def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,
+          double lr, double wd, double max_delta, double bc1, double bc2, double gscale, int isa, int nthreads):
+    """Hyperparameters arrive in double; 1 - beta and 1 - lr*wd are formed in double
+    before rounding to float32 (so beta = 0.99999999 keeps 1 - beta = 1e-8)."""
     cdef lc_adamw_hp h
     cdef int64_t n = p.shape[0]
-    h.b1 = b1
-    h.b2 = b2
-    h.c1 = 1.0 - b1
-    h.c2 = 1.0 - b2
-    h.eps = eps
-    h.lr = lr
-    h.decay = 1.0 - lr * wd
-    h.max_delta = max_delta
-    h.bc1 = bc1
-    h.bc2 = bc2
-    h.gscale = gscale
+    h.b1 = <float>b1
+    h.b2 = <float>b2
+    h.c1 = <float>(1.0 - b1)
+    h.c2 = <float>(1.0 - b2)
+    h.eps = <float>eps
+    h.lr = <float>lr
+    h.decay = <float>(1.0 - lr * wd)
+    h.max_delta = <float>max_delta
+    h.bc1 = <float>bc1
+    h.bc2 = <float>bc2
+    h.gscale = <float>gscale
     if n == 0:
         return
     with nogil:

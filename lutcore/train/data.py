@@ -36,6 +36,8 @@ def load_tokens(data, tokenizer) -> np.ndarray:
         ids = tokenizer.encode(data)
     else:
         ids = np.asarray(data)
+        if ids.size == 0:
+            raise ValueError("data: the corpus is empty")
         if ids.dtype.kind not in "iu":
             raise TypeError(f"data: expected text, a file path or integer token ids, got dtype {ids.dtype}")
         ids = ids.reshape(-1).astype(np.int64)

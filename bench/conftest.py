@@ -21,7 +21,7 @@ Fixtures
              (and the reference output computed from them)
     simd     parametrised over the lutcore SIMD paths; restores the previous path
     record   record(kernel, shape, impl, threads=THREADS, ops=None, bytes=None,
-             **extra) fills benchmark.extra_info
+             **extra) fills benchmark.extra_info (tokens=, peak_mb=: see record)
     (session, autouse) 2 threads everywhere: lutcore.set_num_threads(2),
              torch.set_num_threads(2), threadpoolctl.threadpool_limits(2)
              (OpenBLAS and OpenMP pools) if threadpoolctl is importable;
@@ -30,6 +30,7 @@ Fixtures
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import sys
 import time
@@ -166,6 +167,9 @@ def record(benchmark):
     threads=1), simd (lutcore's active path), impl ("lutcore" or the peer's
     name); ops (2*M*N*K for matmuls) or bytes (read + written, memory-bound
     kernels) for the work one call does; anything else (notes, rows) as given.
+    Keys report.py also shows when a group has them: ``tokens`` (tokens one
+    call processes: a tokens/s column) and ``peak_mb`` (peak MiB of one call
+    from lutbench.peak_rss, with ``state_mb`` and ``peak_method``).
     """
     def _record(kernel, shape, impl, threads=THREADS, ops=None, bytes=None, **extra):
         info = benchmark.extra_info
@@ -181,6 +185,13 @@ def record(benchmark):
     return _record
 
 
+def _dist_version(name: str):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """Keep the facts the report prints (config, command, versions) in the json."""
     args = " ".join(config.invocation_params.args)
@@ -194,6 +205,8 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "lutcore_config": lutcore.config(),
         "numpy": np.__version__,
         "torch": getattr(torch, "__version__", None),
+        # Peers imported by some modules only (bench-only mambapy): versions from their metadata.
+        **{name: _dist_version(name) for name in ("transformers", "mambapy")},
         "python": sys.version.split()[0],
         "threadpools": list(_POOLS),
         # Other work on a 2-core machine stretches every 2-thread region: the report shows it.

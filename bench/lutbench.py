@@ -16,7 +16,7 @@ by name once tests/ and bench/ share one pytest session (both are "conftest").
                             or skip that test when the import fails
     SLOW                    benchmark.pedantic(fn, **SLOW) for calls slower than ~0.5 s
     rel_err(got, want)      norm-wise relative error (float64), for float validation
-    peak_rss(builder, *args, simd=None)
+    peak_rss(builder, *args, simd=None, imports=())
                             peak memory of one call, measured in a fresh spawned process:
                             {"peak_mb", "state_mb", "peak_method"} for record(**...)
 """
@@ -126,8 +126,10 @@ def _trim() -> None:
         pass
 
 
-def _peak_child(builder, args, simd):
+def _peak_child(builder, args, simd, imports):
     import lutcore
+    for name in imports:                        # libraries are not the call's state
+        importlib.import_module(name)
     lutcore.set_num_threads(THREADS)
     lutcore.set_audit(0)
     if simd:
@@ -163,18 +165,20 @@ def _peak_child(builder, args, simd):
             "peak_method": method}
 
 
-def peak_rss(builder, *args, simd=None) -> dict:
+def peak_rss(builder, *args, simd=None, imports=()) -> dict:
     """Peak resident memory of one call, in MiB, measured in a fresh ``spawn`` process.
 
     ``builder(*args)`` (a module-level function, so it pickles by name) builds
-    the inputs and returns the zero-argument call to measure.  The child runs at
-    THREADS threads (lutcore, torch, BLAS) on lutcore's SIMD path ``simd``,
-    calls it once to warm up, then resets the kernel's peak-RSS mark and calls
-    it again.  Returns ``peak_mb``: the peak above what the process held just
-    before that call (inputs, parameters, optimizer state, imported libraries
-    excluded), ``state_mb``: what the builder and the warm-up left held, and
-    ``peak_method``.
+    the inputs and returns the zero-argument call to measure; the modules named
+    in ``imports`` are imported first (the builder's own module is imported to
+    unpickle it).  The child runs at THREADS threads (lutcore, torch, BLAS) on
+    lutcore's SIMD path ``simd``, calls it once to warm up, then resets the
+    kernel's peak-RSS mark and calls it again.  Returns ``peak_mb``: the peak
+    above what the process held just before that call (so inputs, parameters,
+    optimizer state and imported libraries are excluded); ``state_mb``: what the
+    builder and the warm-up left held (inputs, weights, optimizer moments,
+    lazily initialised library state); ``peak_method``.
     """
     import multiprocessing as mp
     with mp.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
-        return pool.apply(_peak_child, (builder, args, simd))
+        return pool.apply(_peak_child, (builder, args, simd, tuple(imports)))

@@ -9,7 +9,10 @@ One markdown table per benchmark group (one kernel at one shape): a row per
 > 1 means lutcore is faster.  When the two did different amounts of work
 (different ``ops``/``bytes``, e.g. a peer timed on a row slice) the ratio is
 of throughputs instead and is marked †.  Groups without a peer (or without a
-lutcore entry) get dashes.  The header records the date, the CPU model (from
+lutcore entry) get dashes.  Groups whose entries record ``tokens`` (tokens one
+call processes) get tokens/s columns, and groups whose entries record
+``peak_mb`` (peak MiB of one call, lutbench.peak_rss) get peak-memory columns
+and their ratio peer / lutcore; other groups keep the plain table.  The header records the date, the CPU model (from
 /proc/cpuinfo), lutcore's config and the commands that produced the file.
 """
 from __future__ import annotations
@@ -69,6 +72,8 @@ class Entry:
         t = stats.get(stat)
         self.time = float(t) if isinstance(t, (int, float)) and t > 0 else None
         self.rounds = stats.get("rounds")
+        self.tokens = info.get("tokens")
+        self.peak_mb = info.get("peak_mb")
         if info.get("ops") is not None:
             self.work, self.unit = float(info["ops"]), "GOP/s"
         elif info.get("bytes") is not None:
@@ -95,6 +100,16 @@ class Entry:
         r = self.rate
         return DASH if r is None else f"{fmt(r)} {self.unit}"
 
+    @property
+    def tokens_per_s(self):
+        if not isinstance(self.tokens, (int, float)) or self.time is None:
+            return None
+        return self.tokens / self.time
+
+    @property
+    def peak(self):
+        return float(self.peak_mb) if isinstance(self.peak_mb, (int, float)) else None
+
 
 def ratio(lc: Entry | None, peer: Entry | None):
     """(ratio, is_throughput_ratio): peer time / lutcore time, or lutcore rate / peer rate
@@ -107,21 +122,46 @@ def ratio(lc: Entry | None, peer: Entry | None):
     return peer.time / lc.time, False
 
 
+def _tok(e: Entry | None) -> str:
+    v = None if e is None else e.tokens_per_s
+    return DASH if v is None else fmt(v)
+
+
+def _peak(e: Entry | None) -> str:
+    v = None if e is None else e.peak
+    return DASH if v is None else fmt(v)
+
+
+def peak_ratio(lc: Entry | None, peer: Entry | None) -> str:
+    if lc is None or peer is None or lc.peak is None or peer.peak is None or lc.peak <= 0:
+        return DASH
+    return f"{fmt(peer.peak / lc.peak)}×"
+
+
 def group_table(name: str, entries: list[Entry]) -> list[str]:
     lcs = [e for e in entries if e.is_lutcore]
     peers = [e for e in entries if not e.is_lutcore]
     first = entries[0]
     kernel = first.kernel or name
     shape = first.shape or DASH
-    lines = [f"### {name}", "",
-             "| kernel | shape | threads | SIMD path | lutcore (ms) | lutcore throughput "
-             "| peer | peer threads | peer (ms) | peer throughput | ratio |",
-             "|---|---|--:|---|--:|--:|---|--:|--:|--:|--:|"]
+    has_tok = any(e.tokens_per_s is not None for e in entries)
+    has_mem = any(e.peak is not None for e in entries)
+    lc_extra = (["lutcore tokens/s"] if has_tok else []) + (["lutcore peak (MiB)"] if has_mem else [])
+    peer_extra = (["peer tokens/s"] if has_tok else []) + (["peer peak (MiB)"] if has_mem else [])
+    head = (["kernel", "shape", "threads", "SIMD path", "lutcore (ms)", "lutcore throughput"] + lc_extra
+            + ["peer", "peer threads", "peer (ms)", "peer throughput"] + peer_extra + ["ratio"]
+            + (["peak ratio"] if has_mem else []))
+    align = (["---", "---", "--:", "---", "--:", "--:"] + ["--:"] * len(lc_extra)
+             + ["---", "--:", "--:", "--:"] + ["--:"] * len(peer_extra) + ["--:"]
+             + (["--:"] if has_mem else []))
+    lines = [f"### {name}", "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for lc in (lcs or [None]):
         for peer in (peers or [None]):
             r, thr = ratio(lc, peer)
             rs = DASH if r is None else f"{fmt(r)}×" + ("†" if thr else "")
             lc_threads = lc.threads if lc is not None and lc.threads is not None else DASH
+            lc_cols = ([_tok(lc)] if has_tok else []) + ([_peak(lc)] if has_mem else [])
+            peer_cols = ([_tok(peer)] if has_tok else []) + ([_peak(peer)] if has_mem else [])
             lines.append(
                 "| " + " | ".join(str(x) for x in [
                     (lc.kernel if lc is not None and lc.kernel else kernel),
@@ -130,11 +170,14 @@ def group_table(name: str, entries: list[Entry]) -> list[str]:
                     (lc.simd if lc is not None and lc.simd else DASH),
                     fmt(lc.ms) if lc is not None else DASH,
                     lc.rate_str() if lc is not None else DASH,
+                    *lc_cols,
                     peer.impl if peer is not None else DASH,
                     (peer.threads if peer is not None and peer.threads is not None else DASH),
                     fmt(peer.ms) if peer is not None else DASH,
                     peer.rate_str() if peer is not None else DASH,
+                    *peer_cols,
                     rs,
+                    *([peak_ratio(lc, peer)] if has_mem else []),
                 ]) + " |")
     lines.append("")
     calls, notes = [], []
@@ -186,7 +229,8 @@ def render(data: dict, json_path: str, stat: str, out_path: str | None) -> str:
         (f" --stat {stat}" if stat != "min" else "")
     bench_cmd = meta.get("command") or ("python -m pytest bench/ --benchmark-only --benchmark-json="
                                         + json_path + "  (assumed: not recorded in the json)")
-    versions = ", ".join(f"{k} {meta[k]}" for k in ("python", "numpy", "torch") if meta.get(k))
+    versions = ", ".join(f"{k} {meta[k]}" for k in ("python", "numpy", "torch", "transformers", "mambapy")
+                         if meta.get(k))
     pools = ", ".join(f"{p.get('internal_api')} {p.get('num_threads')}" for p in meta.get("threadpools") or [])
 
     lines = ["# lutcore benchmarks", ""]
@@ -217,8 +261,18 @@ def render(data: dict, json_path: str, stat: str, out_path: str | None) -> str:
         f"(> 1: lutcore is faster); † marks a throughput ratio (lutcore throughput / peer throughput), "
         f"used where the two did different amounts of work. GOP/s count 2·M·N·K per matmul; "
         f"GB/s count bytes read + written by the contract.",
-        "",
     ]
+    every = [e for es in groups.values() for e in es]
+    if any(e.tokens_per_s is not None for e in every):
+        lines.append("- tokens/s = tokens one call processes (batch × sequence) / its time.")
+    methods = sorted({str(e.info.get("peak_method")) for e in every if e.peak is not None})
+    if methods:
+        lines.append("- Peak (MiB): resident memory one call needs above what its process held just before "
+                     "it (inputs, weights, optimizer state and libraries excluded), measured for each "
+                     "implementation in a fresh spawned process after a warm-up call "
+                     f"({'; '.join(methods)}). Peak ratio = peer peak / lutcore peak (> 1: lutcore "
+                     "needs less).")
+    lines.append("")
     if not groups:
         lines += ["No benchmark results in this file (was it written with --benchmark-disable?).", ""]
     for name, entries in groups.items():

@@ -200,6 +200,101 @@ def cmd_eval(args) -> int:
           f"{ev['bits_per_token']:.3f}  top-1 {ev['accuracy']:.3f}  ({ev['tokens']:,} tokens)")
     return 0
 
+
+def cmd_compare(args) -> int:
+    """Float vs units-forward vs units-forward+backward training on identical seeds and batches."""
+    from tqdm import tqdm
+    from lutcore.experiment import compare, format_table, write_report
+
+    tok = _tokenizer(args.tokenizer)
+    if args.data is not None and not os.path.isfile(args.data):
+        raise FileNotFoundError(f"--data: no such file {args.data!r}")
+    units = [] if args.units == ["none"] else args.units
+    bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True)
+
+    def on_step(rec):
+        bar.set_description(rec["run"], refresh=False)
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", refresh=False)
+        bar.update(1)
+
+    try:
+        res = compare(model=args.model, units=units, steps=args.steps, dim=args.dim, context=args.context,
+                      batch=args.batch, layers=args.layers, heads=args.heads, lr=args.lr, seed=args.seed,
+                      tokenizer=tok, data=args.data, on_step=on_step, weight_decay=args.weight_decay,
+                      max_grad_norm=args.clip, two_pass=args.two_pass, threads=args.threads)
+    finally:
+        bar.close()
+    print(format_table(res))
+    paths = write_report(res, args.out)
+    print(f"\nreport: {paths['json']}\ncurves: {paths['png']}")
+    return 0
+
+
+def cmd_pipeline_generate(args) -> int:
+    """``generate --model DIR``: a Hugging Face checkpoint split into --stages pipeline
+    stages (local, or one Ray actor per stage with --ray); ``--checkpoint`` goes to cmd_generate."""
+    if args.model is None:
+        return cmd_generate(args)
+    if args.checkpoint:
+        raise ValueError("generate: give --checkpoint (a lutcore checkpoint) or --model (a Hugging Face "
+                         "directory), not both")
+    from lutcore._io import read_config
+    from lutcore.pipeline import Pipeline, StageFailure
+    from lutcore.tokenizer import Tokenizer
+
+    if args.stages < 1:
+        raise ValueError(f"--stages: expected a positive int, got {args.stages}")
+    tj = os.path.join(args.model, "tokenizer.json")
+    tok = Tokenizer.from_file(tj) if os.path.isfile(tj) else Tokenizer.bytes()
+    pids = tok.encode(args.prompt)
+    if len(pids) == 0:
+        raise ValueError("--prompt: empty after tokenization")
+    eos = read_config(args.model).get("eos_token_id")
+    units = None if args.units in (None, "none", "float") else args.units
+    devices = [{"id": f"stage{i}", "capacity": 1} for i in range(args.stages)]
+    if args.ray:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ValueError("--ray: Ray is not installed (pip install 'lutcore[ray]')") from None
+    try:
+        with Pipeline.from_pretrained(args.model, devices=devices, units=units,
+                                      transport="ray" if args.ray else "local", threads=args.threads) as pipe:
+            print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}", file=sys.stderr)
+            gen = pipe.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                                top_p=args.top_p, seed=args.seed, stop_ids=eos)
+    except StageFailure as e:
+        print(f"lutcore generate: error: {e}", file=sys.stderr)
+        return 2
+    print(tok.decode(gen))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    """The architecture of a Hugging Face checkpoint directory, its tensors, and a stage plan."""
+    from lutcore._io import read_config, safetensors_files
+    from lutcore.pipeline import ArchSpec, plan_stages, stage_tensor_names, tensor_shapes
+
+    spec = ArchSpec.from_config(read_config(args.path))
+    print(spec.describe())
+    want = tensor_shapes(spec)
+    try:
+        have = safetensors_files(args.path)
+    except FileNotFoundError as e:
+        print(f"tensors: {e}")
+        have = None
+    if have is not None:
+        missing = [n for n in want if n not in have and n.replace("transformer.", "", 1) not in have]
+        print(f"tensors: {len(want)} expected, {len(want) - len(missing)} present"
+              + (f", missing: {missing[:8]}{' ...' if len(missing) > 8 else ''}" if missing else ""))
+    devices = [{"id": f"stage{i}", "capacity": 1} for i in range(args.stages)]
+    print(f"plan for {args.stages} equal stage(s) (float32 weight bytes):")
+    for st in plan_stages(spec, devices):
+        nb = 4 * sum(int(np.prod(s)) for s in stage_tensor_names(spec, st).values())
+        print(f"  {st}: {nb / 2**20:.2f} MiB")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -229,21 +324,53 @@ def main(argv=None) -> int:
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
     t.add_argument("--sample-tokens", type=int, default=120)
     t.set_defaults(fn=cmd_train)
-    ge = sub.add_parser("generate", help="generate text from a checkpoint")
-    ge.add_argument("--checkpoint", required=True)
+    ge = sub.add_parser("generate", help="generate text from a checkpoint (--checkpoint) or a Hugging Face "
+                                         "model split into pipeline stages (--model)")
+    ge.add_argument("--checkpoint", help="a lutcore training checkpoint directory")
+    ge.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba)")
+    ge.add_argument("--stages", type=int, default=1, help="with --model: pipeline stages (default 1)")
+    ge.add_argument("--ray", action="store_true", help="with --model: one Ray actor per stage")
+    ge.add_argument("--units", help="with --model: run matmuls through units (exact, a directory, or an "
+                                    "approximate multiplier name); default float32")
+    ge.add_argument("--threads", type=int, help="with --model: lutcore kernel threads")
     ge.add_argument("--prompt", required=True)
     ge.add_argument("--max-new-tokens", type=int, default=200)
     ge.add_argument("--temperature", type=float, default=0.0)
     ge.add_argument("--top-k", type=int)
     ge.add_argument("--top-p", type=float)
     ge.add_argument("--seed", type=int)
-    ge.set_defaults(fn=cmd_generate)
+    ge.set_defaults(fn=cmd_pipeline_generate)
+    ins = sub.add_parser("inspect", help="architecture, tensors and a stage plan of a Hugging Face checkpoint")
+    ins.add_argument("path", metavar="DIR")
+    ins.add_argument("--stages", type=int, default=2, help="stages to plan for (default 2)")
+    ins.set_defaults(fn=cmd_inspect)
     ev = sub.add_parser("eval", help="loss / perplexity of a checkpoint on a text")
     ev.add_argument("--checkpoint", required=True)
     ev.add_argument("--data", help="text file (default: the built-in corpus)")
     ev.add_argument("--seq-len", type=int, default=128)
     ev.add_argument("--batch-size", type=int, default=8)
     ev.set_defaults(fn=cmd_eval)
+    c = sub.add_parser("compare", help="does training through the units hurt? float vs units fwd vs fwd+bwd")
+    c.add_argument("--model", choices=("gpt", "mamba"), default="gpt")
+    c.add_argument("--units", nargs="+", default=["exact"],
+                   help="units specs: exact, truncated:K, mitchell, reduced:BITS or a directory "
+                        "(default: exact; 'none' runs float only)")
+    c.add_argument("--steps", type=int, default=150)
+    c.add_argument("--dim", type=int, default=32)
+    c.add_argument("--context", type=int, default=32)
+    c.add_argument("--batch", type=int, default=8)
+    c.add_argument("--layers", type=int, default=2)
+    c.add_argument("--heads", type=int, default=2, help="attention heads (gpt)")
+    c.add_argument("--lr", type=float, default=0.02)
+    c.add_argument("--weight-decay", type=float, default=0.0)
+    c.add_argument("--clip", type=float, help="max global grad norm (default: no clipping)")
+    c.add_argument("--two-pass", action="store_true", help="two-pass unit gradients (gpt)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
+    c.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
+    c.add_argument("--threads", type=int)
+    c.add_argument("--out", default="lutcore-compare", help="output directory (compare.json, compare.png)")
+    c.set_defaults(fn=cmd_compare)
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
     u.add_argument("path", nargs="?", default="exact",
                    help="directory with mul_lut.bin/requant_lut.bin/relu_lut.bin, 'exact', "

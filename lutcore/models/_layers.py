@@ -3,19 +3,23 @@ backward needs, and a backward that ACCUMULATES parameter gradients into the
 given arrays (the caller zeroes) — llm.c's convention, in numpy.
 
 Shapes: x (..., C_in); w (C_out, C_in) as PyTorch/Hugging Face store it.
-Matmuls run in the model's dtype through numpy (OpenBLAS), or — when the
-model is given ``units`` — through lutcore's block-scaled int8 matmul (see
+Matmuls run in the model's dtype through ``lutcore.ops.matmul`` (float32:
+lutcore's own GEMM, the same bits at any thread count — BLAS's rounding
+depends on its thread count; float64: numpy), or — when the model is given
+``units`` — through lutcore's block-scaled int8 matmul (see
 ``lutcore.models.unitmm``).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from lutcore.ops.matmul import matmul
+
 
 def linear_fwd(x, w, b=None, mm=None):
     """y = x @ w.T + b over the last axis."""
     x2 = x.reshape(-1, x.shape[-1])
-    y = (x2 @ w.T) if mm is None else mm.forward(x2, w)
+    y = matmul(x2, w.T) if mm is None else mm.forward(x2, w)
     if b is not None:
         y += b
     return y.reshape(*x.shape[:-1], w.shape[0])
@@ -26,8 +30,8 @@ def linear_bwd(dy, x, w, dw, db=None, mm=None, need_dx=True):
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
     if mm is None:
-        dw += dy2.T @ x2
-        dx = (dy2 @ w) if need_dx else None
+        matmul(dy2.T, x2, out=dw, accumulate=True)
+        dx = matmul(dy2, w) if need_dx else None
     else:
         gw, dx = mm.backward(dy2, x2, w, need_dx)
         dw += gw
@@ -85,3 +89,11 @@ def cross_entropy(logits, targets):
     p[np.arange(n), t] -= 1
     p /= n
     return loss, p.reshape(logits.shape)
+
+
+def bmm(a, b):
+    """Batched matmul over the leading axes: (..., M, K) @ (..., K, N), deterministic."""
+    lead = a.shape[:-2]
+    a3 = a.reshape(-1, *a.shape[-2:])
+    b3 = b.reshape(-1, *b.shape[-2:])
+    return matmul(a3, b3).reshape(*lead, a.shape[-2], b.shape[-1])

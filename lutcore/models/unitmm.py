@@ -51,8 +51,9 @@ class UnitMatmul:
 
     def backward(self, dy2, x2, w, need_dx=True):
         if not self.unit_backward:
-            gw = dy2.T @ x2
-            dx = (dy2 @ w) if need_dx else None
+            from lutcore.ops.matmul import matmul
+            gw = matmul(dy2.T, x2)
+            dx = matmul(dy2, w) if need_dx else None
             return gw, dx
         gw = self._mm(dy2.T, x2).astype(x2.dtype, copy=False)          # (N, M) @ (M, K)
         dx = self._mm(dy2, w).astype(x2.dtype, copy=False) if need_dx else None   # (M, N) @ (N, K)

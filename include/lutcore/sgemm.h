@@ -1,0 +1,153 @@
+/* lutcore/sgemm.h — float32 matrix multiply with a fixed summation order.
+ *
+ *   C[b] (M, N) = A[b] (M, K) @ B[b] (K, N)        (or C += ... with accumulate)
+ *
+ * Any strides: element (i, k) of A[b] is A[b*sab + i*sar + k*sac], element
+ * (k, j) of B[b] is B[b*sbb + k*sbr + j*sbc] — so transposed operands cost
+ * nothing extra.  Why not BLAS: OpenBLAS's blocking (and so its rounding)
+ * changes with its thread count; here every C element is one fused
+ * multiply-add chain over k = 0..K-1, owned by one thread, so the bits are the
+ * same at any thread count and on every SIMD path (the portable body uses
+ * fmaf, the AVX2 body vfmadd — both round once per step).
+ *
+ * Layout: A is packed into row panels of 6 (Ap[panel][k][6]) and B into
+ * column panels of 16 (Bp[panel][k][16]), zero-padded; a 6x16 register tile
+ * (12 ymm accumulators) streams both.  Work units are (batch, 48-row block,
+ * 128-column block).
+ */
+#ifndef LUTCORE_SGEMM_H
+#define LUTCORE_SGEMM_H
+
+#include "common.h"
+#include <math.h>
+
+#define LC_SMR 6
+#define LC_SNR 16
+#define LC_SMC 48
+#define LC_SNC 128
+
+static void lc_sgemm_pack_a(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac) {
+    int64_t np = (M + LC_SMR - 1) / LC_SMR;
+    for (int64_t p = 0; p < np; p++) {
+        float *d = Ap + p * K * LC_SMR;
+        for (int64_t k = 0; k < K; k++)
+            for (int r = 0; r < LC_SMR; r++) {
+                int64_t i = p * LC_SMR + r;
+                d[k * LC_SMR + r] = i < M ? A[i * sar + k * sac] : 0.0f;
+            }
+    }
+}
+static void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc) {
+    int64_t np = (N + LC_SNR - 1) / LC_SNR;
+    for (int64_t p = 0; p < np; p++) {
+        float *d = Bp + p * K * LC_SNR;
+        int64_t j0 = p * LC_SNR, nc = N - j0 < LC_SNR ? N - j0 : LC_SNR;
+        for (int64_t k = 0; k < K; k++) {
+            float *dk = d + k * LC_SNR;
+            const float *s = B + k * sbr + j0 * sbc;
+            if (sbc == 1) {
+                for (int64_t c = 0; c < nc; c++) dk[c] = s[c];
+            } else {
+                for (int64_t c = 0; c < nc; c++) dk[c] = s[c * sbc];
+            }
+            for (int64_t c = nc; c < LC_SNR; c++) dk[c] = 0.0f;
+        }
+    }
+}
+
+static void lc_smk_generic(float *tile, const float *ap, const float *bp, int64_t K) {
+    float acc[LC_SMR * LC_SNR];
+    for (int i = 0; i < LC_SMR * LC_SNR; i++) acc[i] = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        for (int r = 0; r < LC_SMR; r++) {
+            float a = ap[k * LC_SMR + r];
+            for (int c = 0; c < LC_SNR; c++) acc[r * LC_SNR + c] = fmaf(a, bp[k * LC_SNR + c], acc[r * LC_SNR + c]);
+        }
+    memcpy(tile, acc, sizeof(acc));
+}
+
+#if LC_X86
+LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, const float *bp, int64_t K) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
+        const float *a = ap + k * LC_SMR;
+        __m256 av;
+        av = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
+    }
+    _mm256_storeu_ps(tile + 0, c00); _mm256_storeu_ps(tile + 8, c01);
+    _mm256_storeu_ps(tile + 16, c10); _mm256_storeu_ps(tile + 24, c11);
+    _mm256_storeu_ps(tile + 32, c20); _mm256_storeu_ps(tile + 40, c21);
+    _mm256_storeu_ps(tile + 48, c30); _mm256_storeu_ps(tile + 56, c31);
+    _mm256_storeu_ps(tile + 64, c40); _mm256_storeu_ps(tile + 72, c41);
+    _mm256_storeu_ps(tile + 80, c50); _mm256_storeu_ps(tile + 88, c51);
+}
+#endif
+
+/* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
+ * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
+static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
+    return (size_t)(((M + LC_SMR - 1) / LC_SMR) * LC_SMR + ((N + LC_SNR - 1) / LC_SNR) * LC_SNR) * (size_t)K;
+}
+
+static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                     const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, int accumulate, float *work, int isa, int nthreads) {
+    if (M <= 0 || N <= 0 || nbatch <= 0) return;
+    int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
+    size_t per = lc_sgemm_work(M, N, K);
+    int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;
+    (void)isa;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        /* pack every batch's operands (independent of the thread count) */
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t w = 0; w < nbatch * (npa + npb); w++) {
+            int64_t b = w / (npa + npb), p = w % (npa + npb);
+            float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
+            if (p < npa) {
+                int64_t r0 = p * LC_SMR;
+                lc_sgemm_pack_a(Ap + p * K * LC_SMR, A + b * sab + r0 * sar, (M - r0 < LC_SMR ? M - r0 : LC_SMR), K, sar, sac);
+            } else {
+                int64_t q = p - npa, c0 = q * LC_SNR;
+                lc_sgemm_pack_b(Bp + q * K * LC_SNR, B + b * sbb + c0 * sbc, K, (N - c0 < LC_SNR ? N - c0 : LC_SNR), sbr, sbc);
+            }
+        }
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
+            int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
+            const float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
+            float tile[LC_SMR * LC_SNR];
+            float *Cb = C + b * scb;
+            int64_t m_end = (mu + 1) * LC_SMC < M ? (mu + 1) * LC_SMC : M;
+            int64_t n_end = (nu + 1) * LC_SNC < N ? (nu + 1) * LC_SNC : N;
+            for (int64_t j0 = nu * LC_SNC; j0 < n_end; j0 += LC_SNR) {
+                const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR;
+                int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
+                for (int64_t i0 = mu * LC_SMC; i0 < m_end; i0 += LC_SMR) {
+                    const float *ap = Ap + (i0 / LC_SMR) * K * LC_SMR;
+#if LC_X86
+                    if (isa >= LC_ISA_AVX2) lc_smk_avx2(tile, ap, bp, K); else
+#endif
+                    lc_smk_generic(tile, ap, bp, K);
+                    int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+                    for (int r = 0; r < R; r++) {
+                        float *cr = Cb + (i0 + r) * ldc + j0;
+                        if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + tile[r * LC_SNR + c];
+                        else memcpy(cr, tile + r * LC_SNR, (size_t)nc * sizeof(float));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif /* LUTCORE_SGEMM_H */

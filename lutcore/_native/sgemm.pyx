@@ -1,0 +1,27 @@
+# cython: language_level=3
+"""Thin wrapper over include/lutcore/sgemm.h (validated by lutcore.ops.matmul)."""
+from libc.stdint cimport int64_t
+cimport numpy as cnp
+cnp.import_array()
+
+cdef extern from "lutcore/sgemm.h" nogil:
+    void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                  const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                  int64_t K, int accumulate, float *work, int isa, int nthreads)
+    size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
+
+
+def work_size(int64_t M, int64_t N, int64_t K):
+    return lc_sgemm_work(M, N, K)
+
+
+def sgemm(cnp.ndarray C, int64_t scb, int64_t ldc, cnp.ndarray A, int64_t sab, int64_t sar, int64_t sac,
+          cnp.ndarray B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N, int64_t K,
+          bint accumulate, cnp.ndarray work, int isa, int nthreads):
+    """Strides in elements; the caller guarantees every index stays inside the arrays."""
+    cdef float *pc = <float *>cnp.PyArray_DATA(C)
+    cdef const float *pa = <const float *>cnp.PyArray_DATA(A)
+    cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
+    cdef float *pw = <float *>cnp.PyArray_DATA(work)
+    with nogil:
+        lc_sgemm(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, pw, isa, nthreads)

@@ -1,0 +1,281 @@
+"""The unit-damage experiment: does training through a unit hurt convergence?
+
+One model is trained several times from the same initial weights on the same
+batches with the same optimizer; the only thing that changes between runs is
+the arithmetic of its matmuls:
+
+    float                  numpy float32 forward and backward (the reference)
+    <units> fwd            forward matmuls through the units, float STE backward
+    <units> fwd+bwd        forward and backward matmuls through the units
+
+for each units spec asked for ("exact", "truncated:6", "mitchell",
+"reduced:4", a directory of tables, or a ``lutcore.Units``).  A run's tail is
+the mean of its last ``TAIL`` losses; a units run's ratio is its tail over
+the float run's.  Verdicts (the seed experiment's): a run converged when
+tail < CONVERGE_FRACTION x its first loss and tail < ln(vocab); a units run
+is viable when ratio < VIABLE_RATIO.
+
+Design: ``compare`` computes and returns a ``CompareResult`` (it never
+prints; progress goes to ``on_step``); ``format_table`` and ``write_report``
+(compare.json, compare.png) present it; the ``lutcore compare`` command
+wires them to argv.  The batches are drawn once, before any run, from their
+own generator, so every run sees byte-identical data whatever the units do.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+__all__ = ["compare", "format_table", "write_report", "report_steps", "CompareResult", "Run",
+           "TAIL", "CONVERGE_FRACTION", "VIABLE_RATIO"]
+
+TAIL = 10                   # losses averaged into a run's final figure
+CONVERGE_FRACTION = 0.75    # converged: tail < 0.75 x the first loss (and < ln vocab)
+VIABLE_RATIO = 1.15         # viable: units tail / float tail below this
+DATA_STREAM = 0x5EED        # the batch generator's stream, kept apart from the model's init seed
+
+
+@dataclasses.dataclass
+class Run:
+    label: str
+    units: str | None                 # units name (None for the float run)
+    units_digest: str | None
+    unit_backward: bool
+    losses: list
+    ms_per_step: float
+    first: float
+    tail: float
+    converged: bool
+    ratio: float | None = None        # tail / float tail (units runs)
+    viable: bool | None = None        # ratio < VIABLE_RATIO (units runs)
+    error: str | None = None          # why a run stopped early (its remaining losses are NaN)
+
+
+@dataclasses.dataclass
+class CompareResult:
+    config: dict
+    runs: list
+
+    @property
+    def float_run(self) -> Run:
+        return self.runs[0]
+
+    def get(self, label: str) -> Run:
+        for r in self.runs:
+            if r.label == label:
+                return r
+        raise KeyError(f"no run labelled {label!r} (runs: {[r.label for r in self.runs]})")
+
+    __getitem__ = get
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "runs": [dataclasses.asdict(r) for r in self.runs]}
+
+
+def report_steps(steps: int) -> list[int]:
+    """The rows of the loss table: 0, 25, 50, 75, 100, 125 (capped at the last step) and the last."""
+    out = []
+    for s in (0, 25, 50, 75, 100, min(125, steps - 1), steps - 1):
+        if 0 <= s < steps and s not in out:
+            out.append(s)
+    return out
+
+
+def _batches(ids: np.ndarray, steps: int, batch: int, context: int, seed: int) -> np.ndarray:
+    """(steps, batch, context + 1) int64 windows at uniformly drawn starts, fixed by ``seed``."""
+    n = ids.size
+    if n < context + 1:
+        raise ValueError(f"data: {n} tokens is shorter than one window of context + 1 = {context + 1}")
+    rng = np.random.default_rng([int(seed), DATA_STREAM])
+    starts = rng.integers(0, n - context, size=(steps, batch))
+    return ids[starts[..., None] + np.arange(context + 1)]
+
+
+def _build(model, vocab, dim, context, layers, heads, seed, units, unit_backward, two_pass, threads):
+    if model == "gpt":
+        from lutcore.models.gpt import GPT, GPTConfig
+        cfg = GPTConfig(vocab=vocab, dim=dim, context=context, layers=layers, heads=heads, seed=seed)
+        return GPT(cfg, units=units, unit_backward=unit_backward, two_pass=two_pass, threads=threads)
+    from lutcore.models.mamba import MambaConfig, MambaLM
+    cfg = MambaConfig(d_model=dim, n_layer=layers, vocab_size=vocab, seed=seed)
+    return MambaLM(cfg, units=units, unit_backward=unit_backward, threads=threads)
+
+
+def _positive(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    return int(v)
+
+
+def compare(model: str = "gpt", units=("exact",), steps: int = 150, dim: int = 32, context: int = 32,
+            batch: int = 8, layers: int = 2, heads: int = 2, lr: float = 0.02, seed: int = 0,
+            tokenizer=None, data=None, on_step=None, *, weight_decay: float = 0.0,
+            max_grad_norm: float | None = None, two_pass: bool = False, threads=None) -> CompareResult:
+    """Train ``model`` ("gpt" or "mamba") in float, then through each units spec forward only
+    and forward+backward; identical init, batches and optimizer (AdamW, betas (0.9, 0.999),
+    ``weight_decay`` 0 and no clipping unless asked).
+
+    ``data``: text, a file path or token ids (default: the built-in corpus); ``tokenizer``: a
+    ``lutcore.tokenizer.Tokenizer`` (default byte-level, vocab 256).  ``two_pass`` is passed to
+    the GPT's unit matmuls.  ``threads`` sets lutcore's thread count for the duration (restored
+    after).  ``on_step(rec)`` gets {run, step, loss, seconds} after every step."""
+    import lutcore
+    from lutcore.tokenizer import Tokenizer
+    from lutcore.train import data as _data
+    from lutcore.train.optim import AdamW
+    from lutcore.units import Units, resolve
+
+    if model not in ("gpt", "mamba"):
+        raise ValueError(f"model: expected 'gpt' or 'mamba', got {model!r}")
+    steps, dim, context, batch, layers, heads = (_positive(n, v) for n, v in (
+        ("steps", steps), ("dim", dim), ("context", context), ("batch", batch), ("layers", layers),
+        ("heads", heads)))
+    if two_pass and model != "gpt":
+        raise ValueError("two_pass: only the GPT's unit matmuls take two_pass")
+    if units is None:
+        units = []
+    elif isinstance(units, (str, os.PathLike, Units)):
+        units = [units]
+    specs = [resolve(u) for u in units]
+    tok = tokenizer or Tokenizer.bytes()
+    if not isinstance(tok, Tokenizer):
+        raise TypeError(f"tokenizer: expected a lutcore.tokenizer.Tokenizer, got {type(tok).__name__}")
+    source = "built-in corpus (pydoc_data.topics)" if data is None else (
+        os.fspath(data) if isinstance(data, (str, os.PathLike)) and len(os.fspath(data)) < 4096
+        and os.path.isfile(os.fspath(data)) else type(data).__name__)
+    ids = _data.load_tokens(_data.builtin_corpus() if data is None else data, tok)
+    vocab = tok.vocab_size
+    batches = _batches(ids, steps, batch, context, seed)
+
+    config = {"model": model, "steps": steps, "dim": dim, "context": context, "batch": batch,
+              "layers": layers, "heads": heads if model == "gpt" else None, "lr": float(lr), "seed": int(seed),
+              "weight_decay": float(weight_decay), "max_grad_norm": max_grad_norm, "two_pass": bool(two_pass),
+              "vocab": vocab, "tokenizer": tok.name, "data": source, "tokens": int(ids.size),
+              "threads": lutcore.get_num_threads() if threads is None else int(threads),
+              "tail": TAIL, "converge_fraction": CONVERGE_FRACTION, "viable_ratio": VIABLE_RATIO}
+    plan = [("float", None, False)]
+    for u in specs:
+        plan += [(f"{u.name} fwd", u, False), (f"{u.name} fwd+bwd", u, True)]
+
+    prev_threads = lutcore.get_num_threads()
+    if threads is not None:
+        lutcore.set_num_threads(threads)
+    try:
+        runs = []
+        for label, u, ub in plan:
+            m = _build(model, vocab, dim, context, layers, heads, seed, u, ub, two_pass and u is not None, threads)
+            opt = AdamW(m.parameters(), lr=lr, weight_decay=weight_decay, threads=threads)
+            grads = m.zero_grads()
+            losses, error, total = [], None, 0.0
+            for s in range(steps):
+                b = batches[s]
+                t0 = time.perf_counter()
+                for g in grads.values():
+                    g.fill(0)
+                try:
+                    loss, _ = m.loss_and_grads(b[:, :-1], b[:, 1:], grads)
+                except ValueError as e:
+                    # A run that diverged (non-finite activations cannot be quantized) ends here;
+                    # a failure on the first step is a configuration error and propagates.
+                    if s == 0:
+                        raise
+                    error = f"step {s}: {e}"
+                    losses += [float("nan")] * (steps - s)
+                    break
+                opt.step(grads, max_grad_norm=max_grad_norm)
+                dt = time.perf_counter() - t0
+                total += dt
+                losses.append(float(loss))
+                if on_step is not None:
+                    on_step({"run": label, "step": s, "loss": float(loss), "seconds": dt})
+            done = max(1, s if error else steps)            # steps timed
+            first = losses[0]
+            tail = float(np.mean(losses[-TAIL:]))
+            converged = bool(tail < CONVERGE_FRACTION * first and tail < math.log(vocab))
+            runs.append(Run(label=label, units=None if u is None else u.name,
+                            units_digest=None if u is None else u.digest, unit_backward=ub, losses=losses,
+                            ms_per_step=1e3 * total / done, first=first, tail=tail, converged=converged,
+                            error=error))
+    finally:
+        if threads is not None:
+            lutcore.set_num_threads(prev_threads)
+    ref = runs[0].tail
+    for r in runs[1:]:
+        r.ratio = float(r.tail / ref)
+        r.viable = bool(r.ratio < VIABLE_RATIO)
+    return CompareResult(config=config, runs=runs)
+
+
+# ---------------------------------------------------------------- presentation
+
+def _yn(v):
+    return "-" if v is None else ("yes" if v else "NO")
+
+
+def format_table(result: CompareResult) -> str:
+    """The loss table at the report steps, tails, ms/step, ratios and verdicts."""
+    c, runs = result.config, result.runs
+    w = max(11, *(len(r.label) + 2 for r in runs))
+    head = (f"{c['model']}: dim {c['dim']}, {c['layers']} layers"
+            + (f", {c['heads']} heads" if c.get("heads") else "")
+            + f", context {c['context']}, batch {c['batch']}, lr {c['lr']:g}, seed {c['seed']}; "
+              f"{c['steps']} steps, vocab {c['vocab']} ({c['tokenizer']})")
+    lines = [head, "", f"{'step':<18}" + "".join(f"{r.label:>{w}}" for r in runs)]
+    for s in report_steps(c["steps"]):
+        lines.append(f"{s:<18}" + "".join(f"{r.losses[s]:>{w}.4f}" for r in runs))
+    lines.append("")
+    lines.append(f"{f'tail (last {TAIL})':<18}" + "".join(f"{r.tail:>{w}.4f}" for r in runs))
+    lines.append(f"{'ms/step':<18}" + "".join(f"{r.ms_per_step:>{w}.1f}" for r in runs))
+    lines.append(f"{'ratio vs float':<18}" + "".join(
+        f"{'-':>{w}}" if r.ratio is None else f"{r.ratio:>{w}.3f}" for r in runs))
+    lines.append(f"{'converged':<18}" + "".join(f"{_yn(r.converged):>{w}}" for r in runs))
+    lines.append(f"{'viable':<18}" + "".join(f"{_yn(r.viable):>{w}}" for r in runs))
+    lines.append("")
+    lines.append(f"converged: tail < {CONVERGE_FRACTION} x first loss and < ln(vocab) = {math.log(c['vocab']):.3f}; "
+                 f"viable: ratio < {VIABLE_RATIO} (1.00 = no damage)")
+    for r in runs[1:]:
+        verdict = ("converges" if r.converged else "FAILS TO CONVERGE") + ", " + (
+            f"damage within {VIABLE_RATIO - 1:.0%} — viable" if r.viable else
+            f"damage exceeds {VIABLE_RATIO - 1:.0%} — needs work"
+            + ("" if c.get("two_pass") or not r.unit_backward or c["model"] != "gpt" else " (try two_pass)"))
+        lines.append(f"  {r.label}: {verdict}" + (f"  [stopped: {r.error}]" if r.error else ""))
+    return "\n".join(lines)
+
+
+def write_report(result: CompareResult, out_dir) -> dict:
+    """Write ``compare.json`` (config, every curve and verdict) and ``compare.png`` (all curves)
+    into ``out_dir`` (created if needed); returns {"json": path, "png": path}."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    jpath, ppath = os.path.join(out_dir, "compare.json"), os.path.join(out_dir, "compare.png")
+    tmp = jpath + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result.to_dict(), f, indent=1, allow_nan=True)
+    os.replace(tmp, jpath)
+
+    c = result.config
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, r in enumerate(result.runs):
+        style = {"color": "black", "lw": 1.6} if r.units is None else {"lw": 1.1, "ls": "--" if r.unit_backward
+                                                                        else "-"}
+        label = f"{r.label} (tail {r.tail:.3f}" + ("" if r.ratio is None else f", x{r.ratio:.3f}") + ")"
+        ax.plot(np.arange(len(r.losses)), r.losses, label=label, **style)
+    ax.axhline(math.log(c["vocab"]), color="grey", lw=0.8, ls=":", label="ln(vocab)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/token)")
+    ax.set_title(f"lutcore compare — {c['model']}, dim {c['dim']}, {c['layers']} layers, lr {c['lr']:g}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(ppath, dpi=110)
+    plt.close(fig)
+    return {"json": jpath, "png": ppath}

@@ -1,0 +1,355 @@
+"""GPT-style decoder-only transformer with a hand-written exact backward.
+
+Design: the same shape as ``MambaLM`` — a config dataclass, a flat
+``{name: array}`` parameter dict owned by the model (the optimizer updates
+these arrays in place), ``forward``/``loss``/``loss_and_grads``/``generate``.
+Linear layers, layer norms and the cross-entropy come from
+``lutcore.models._layers`` (their backwards ACCUMULATE into the grads the
+caller zeroed); attention and GELU live here because only this model uses
+them.  One forward, sizes ``B, L, C`` (batch, positions, channels), ``H``
+heads of ``hd = C / H``:
+
+    h   = wte[ids] + wpe[:L]                                (B, L, C)
+    per block i:
+      a   = layernorm(h; ln1)                               (B, L, C)
+      q,k,v = split(a @ qkv.weight.T + qkv.bias)            (B, H, L, hd) each
+      att = softmax(q k^T / sqrt(hd) + causal mask)         (B, H, L, L)
+      y   = merge_heads(att v)                              (B, L, C)
+      h   = h + y @ proj.weight.T + proj.bias
+      m   = layernorm(h; ln2)                               (B, L, C)
+      h   = h + gelu_tanh(m @ fc.weight.T + fc.bias) @ mlp.proj.weight.T + mlp.proj.bias
+    logits = layernorm(h; ln_f) @ wte.T                     (B, L, V)   (head tied to wte)
+
+Through the units (``units=`` given): every linear layer's matmul and the LM
+head run through ``UnitMatmul`` — block-scaled int8 through the multiplier
+table forward, straight-through estimator backward (float, or through the
+units too with ``unit_backward=True``).  The attention products ``q k^T`` and
+``att v`` stay in float: they multiply two activations (no weight), and the
+question lutcore answers is what the unit does to the weight matmuls that a
+hardware accelerator would own; biases, norms, softmax and GELU are float
+as well.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from lutcore.models import _layers as nn
+
+__all__ = ["GPTConfig", "GPT"]
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    vocab: int = 256
+    dim: int = 32
+    context: int = 32
+    layers: int = 2
+    heads: int = 2
+    mlp_ratio: int = 4
+    seed: int = 0
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        for f in ("vocab", "dim", "context", "layers", "heads", "mlp_ratio"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise ValueError(f"{f}: expected a positive int, got {v!r}")
+        if self.dim % self.heads:
+            raise ValueError(f"heads: dim {self.dim} is not divisible by heads {self.heads}")
+        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
+            raise ValueError(f"ln_eps: expected a positive float, got {self.ln_eps!r}")
+
+    @property
+    def vocab_size(self) -> int:          # the name the Trainer (and MambaConfig) use
+        return self.vocab
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def hidden(self) -> int:
+        return self.mlp_ratio * self.dim
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _block_shapes(cfg: GPTConfig) -> dict:
+    C, F = cfg.dim, cfg.hidden
+    return {
+        "ln1.weight": (C,), "ln1.bias": (C,),
+        "attn.qkv.weight": (3 * C, C), "attn.qkv.bias": (3 * C,),
+        "attn.proj.weight": (C, C), "attn.proj.bias": (C,),
+        "ln2.weight": (C,), "ln2.bias": (C,),
+        "mlp.fc.weight": (F, C), "mlp.fc.bias": (F,),
+        "mlp.proj.weight": (C, F), "mlp.proj.bias": (C,),
+    }
+
+
+# ---------------------------------------------------------------- layer math
+
+def gelu_fwd(u):
+    """GELU, tanh approximation (as GPT-2 / torch ``approximate='tanh'``); returns (y, t)."""
+    c, a = u.dtype.type(_GELU_C), u.dtype.type(_GELU_A)
+    t = np.tanh(c * (u + a * u * u * u))
+    return 0.5 * u * (1 + t), t
+
+
+def gelu_bwd(dy, u, t):
+    c, a = u.dtype.type(_GELU_C), u.dtype.type(_GELU_A)
+    du = 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * c * (1 + 3 * a * u * u)
+    return dy * du
+
+
+def attention_fwd(q, k, v):
+    """Causal softmax attention per (batch, head).
+
+    q, k, v  (B, H, L, hd)  IN
+    y        (B, H, L, hd)  OUT
+    att      (B, H, L, L)   OUT  row-stochastic, zero above the diagonal (saved for backward)
+    """
+    L, hd = q.shape[-2], q.shape[-1]
+    scale = q.dtype.type(1.0 / math.sqrt(hd))
+    s = nn.bmm(q, k.swapaxes(-1, -2)) * scale                     # (B, H, L, L)
+    future = np.triu(np.ones((L, L), dtype=bool), 1)
+    s[..., future] = -np.inf
+    s -= s.max(axis=-1, keepdims=True)                                # the diagonal is always finite
+    att = np.exp(s)
+    att /= att.sum(axis=-1, keepdims=True)
+    return nn.bmm(att, v), att                                     # (B, H, L, hd)
+
+
+def attention_bwd(dy, q, k, v, att):
+    """dy (B, H, L, hd), saved q, k, v, att -> (dq, dk, dv), each (B, H, L, hd)."""
+    scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
+    dv = nn.bmm(att.swapaxes(-1, -2), dy)                          # (B, H, L, hd)
+    datt = nn.bmm(dy, v.swapaxes(-1, -2))                          # (B, H, L, L)
+    # softmax backward: ds = att * (datt - <datt, att>_row); masked entries have att = 0
+    ds = att * (datt - np.sum(datt * att, axis=-1, keepdims=True))
+    ds *= scale
+    dq = nn.bmm(ds, k)                                             # (B, H, L, hd)
+    dk = nn.bmm(ds.swapaxes(-1, -2), q)                            # (B, H, L, hd)
+    return dq, dk, dv
+
+
+class GPT:
+    """GPT language model: ``forward(ids)`` -> logits, ``loss_and_grads(ids, targets)``,
+    ``parameters()`` by name, ``generate``.
+
+    ``dtype`` float32 (default) or float64 (the gradient-check reference runs
+    the same code in float64).  ``units``: a ``lutcore.Units``, a name
+    ("exact", "truncated:6", "mitchell", "reduced:4") or a directory — the
+    linear layers and the head then run through the units (see the module
+    docstring); ``unit_backward`` and ``two_pass`` are passed to
+    ``UnitMatmul``.  ``threads`` is recorded for the Trainer's uniform
+    constructor; the float path is lutcore.ops.matmul (deterministic) and the unit matmuls use
+    lutcore's default thread count (``lutcore.set_num_threads``).
+    """
+
+    def __init__(self, config: GPTConfig | None = None, units=None, unit_backward: bool = False,
+                 dtype=np.float32, params: dict | None = None, threads=None, two_pass: bool = False):
+        self.config = config or GPTConfig()
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
+        self.unit_backward, self.two_pass, self.threads = bool(unit_backward), bool(two_pass), threads
+        self._mm = None
+        self.units = None
+        if units is not None:
+            from lutcore.models.unitmm import UnitMatmul
+            self._mm = UnitMatmul(units, unit_backward=self.unit_backward, two_pass=self.two_pass)
+            self.units = self._mm.units                          # resolved: has .name and .digest
+        self._params = self._init_params() if params is None else self._check_params(params)
+
+    # ---------------------------------------------------------------- params
+    def _expected_shapes(self) -> dict:
+        cfg = self.config
+        s = {"wte": (cfg.vocab, cfg.dim), "wpe": (cfg.context, cfg.dim)}
+        for i in range(cfg.layers):
+            for k, v in _block_shapes(cfg).items():
+                s[f"h.{i}.{k}"] = v
+        s["ln_f.weight"] = (cfg.dim,)
+        s["ln_f.bias"] = (cfg.dim,)
+        return s
+
+    def _init_params(self) -> dict:
+        """GPT-2's init: N(0, 0.02) weights, residual projections scaled by 1/sqrt(2*layers),
+        zero biases, unit LayerNorm gains."""
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed)
+        std_res = 0.02 / math.sqrt(2 * cfg.layers)
+        p = {"wte": rng.normal(0, 0.02, (cfg.vocab, cfg.dim)), "wpe": rng.normal(0, 0.02, (cfg.context, cfg.dim))}
+        for i in range(cfg.layers):
+            for k, shape in _block_shapes(cfg).items():
+                if k.endswith(".bias"):
+                    v = np.zeros(shape)
+                elif k.startswith("ln"):
+                    v = np.ones(shape)
+                else:
+                    v = rng.normal(0, std_res if k.endswith("proj.weight") else 0.02, shape)
+                p[f"h.{i}.{k}"] = v
+        p["ln_f.weight"] = np.ones(cfg.dim)
+        p["ln_f.bias"] = np.zeros(cfg.dim)
+        return {k: np.ascontiguousarray(v, dtype=self.dtype) for k, v in p.items()}
+
+    def _check_params(self, params: dict) -> dict:
+        want = self._expected_shapes()
+        params = dict(params)
+        missing = sorted(set(want) - set(params))
+        unknown = sorted(set(params) - set(want))
+        bad = sorted(f"{k}: expected {want[k]}, got {tuple(np.shape(params[k]))}"
+                     for k in set(want) & set(params) if tuple(np.shape(params[k])) != want[k])
+        if missing or unknown or bad:
+            msg = []
+            if missing:
+                msg.append(f"missing tensors: {missing}")
+            if unknown:
+                msg.append(f"unknown tensors: {unknown}")
+            if bad:
+                msg.append(f"misshaped tensors: {bad}")
+            raise ValueError("params do not match the GPT config — " + "; ".join(msg))
+        return {k: np.ascontiguousarray(np.asarray(params[k]), dtype=self.dtype) for k in want}
+
+    def parameters(self) -> dict:
+        """{name: array} — the live arrays (write-through)."""
+        return self._params
+
+    def num_parameters(self) -> int:
+        return int(sum(v.size for v in self._params.values()))
+
+    def zero_grads(self) -> dict:
+        return {k: np.zeros_like(v) for k, v in self._params.items()}
+
+    # ---------------------------------------------------------------- compute
+    def _tokens(self, ids, name="ids"):
+        """Integer (batch, L) ids in [0, vocab) of any length (a 1-D prompt becomes one row)."""
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2:
+            raise ValueError(f"{name}: expected (batch, L) token ids, got shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab):
+            raise ValueError(f"{name}: token ids must lie in [0, {self.config.vocab}), "
+                             f"got [{ids.min()}, {ids.max()}]")
+        return ids.astype(np.int64)
+
+    def _ids(self, ids, name="ids"):
+        """As ``_tokens``, and 1 <= L <= context (the position table's length)."""
+        ids = self._tokens(ids, name)
+        if not 1 <= ids.shape[1] <= self.config.context:
+            raise ValueError(f"{name}: sequence length {ids.shape[1]} outside [1, context={self.config.context}]")
+        return ids
+
+    def _block_fwd(self, i, x):
+        """x (B, L, C) -> (out (B, L, C), cache)."""
+        cfg, P, mm = self.config, self._params, self._mm
+        B, L, C = x.shape
+        H, hd = cfg.heads, cfg.head_dim
+        pre = f"h.{i}."
+        a, ln1 = nn.layernorm_fwd(x, P[pre + "ln1.weight"], P[pre + "ln1.bias"], cfg.ln_eps)
+        qkv = nn.linear_fwd(a, P[pre + "attn.qkv.weight"], P[pre + "attn.qkv.bias"], mm)    # (B, L, 3C)
+        qkv = qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4)                           # (3, B, H, L, hd)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        yh, att = attention_fwd(q, k, v)                                                    # (B, H, L, hd)
+        y = np.ascontiguousarray(yh.transpose(0, 2, 1, 3)).reshape(B, L, C)
+        x1 = x + nn.linear_fwd(y, P[pre + "attn.proj.weight"], P[pre + "attn.proj.bias"], mm)
+        m, ln2 = nn.layernorm_fwd(x1, P[pre + "ln2.weight"], P[pre + "ln2.bias"], cfg.ln_eps)
+        u = nn.linear_fwd(m, P[pre + "mlp.fc.weight"], P[pre + "mlp.fc.bias"], mm)           # (B, L, F)
+        g, t = gelu_fwd(u)
+        out = x1 + nn.linear_fwd(g, P[pre + "mlp.proj.weight"], P[pre + "mlp.proj.bias"], mm)
+        return out, (ln1, a, q, k, v, att, y, ln2, m, u, t, g)
+
+    def _block_bwd(self, i, dout, cache, grads):
+        """Accumulate block i's parameter gradients into ``grads``; return dx."""
+        cfg, P, mm = self.config, self._params, self._mm
+        ln1, a, q, k, v, att, y, ln2, m, u, t, g = cache
+        B, L, C = dout.shape
+        H, hd = cfg.heads, cfg.head_dim
+        pre = f"h.{i}."
+        G = lambda name: grads[pre + name]                    # noqa: E731
+        dg = nn.linear_bwd(dout, g, P[pre + "mlp.proj.weight"], G("mlp.proj.weight"), G("mlp.proj.bias"), mm)
+        du = gelu_bwd(dg, u, t)
+        dm = nn.linear_bwd(du, m, P[pre + "mlp.fc.weight"], G("mlp.fc.weight"), G("mlp.fc.bias"), mm)
+        dx1 = dout + nn.layernorm_bwd(dm, P[pre + "ln2.weight"], ln2, G("ln2.weight"), G("ln2.bias"))
+        dy = nn.linear_bwd(dx1, y, P[pre + "attn.proj.weight"], G("attn.proj.weight"), G("attn.proj.bias"), mm)
+        dyh = dy.reshape(B, L, H, hd).transpose(0, 2, 1, 3)                                 # (B, H, L, hd)
+        dq, dk, dv = attention_bwd(dyh, q, k, v, att)
+        dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B, L, 3 * C)          # (B, L, 3C)
+        da = nn.linear_bwd(dqkv, a, P[pre + "attn.qkv.weight"], G("attn.qkv.weight"), G("attn.qkv.bias"), mm)
+        return dx1 + nn.layernorm_bwd(da, P[pre + "ln1.weight"], ln1, G("ln1.weight"), G("ln1.bias"))
+
+    def _forward(self, ids, save):
+        cfg, P = self.config, self._params
+        L = ids.shape[1]
+        h = P["wte"][ids] + P["wpe"][:L]                                                     # (B, L, C)
+        caches = []
+        for i in range(cfg.layers):
+            h, c = self._block_fwd(i, h)
+            if save:
+                caches.append(c)
+        hf, lnf = nn.layernorm_fwd(h, P["ln_f.weight"], P["ln_f.bias"], cfg.ln_eps)
+        logits = nn.linear_fwd(hf, P["wte"], None, self._mm)                                 # (B, L, V)
+        return logits, (caches, hf, lnf)
+
+    def forward(self, ids):
+        """ids (batch, L) or (L,), L <= context -> logits (batch, L, vocab)."""
+        return self._forward(self._ids(ids), save=False)[0]
+
+    __call__ = forward
+
+    def loss(self, ids, targets) -> float:
+        ids = self._ids(ids)
+        targets = self._ids(targets, "targets")
+        if targets.shape != ids.shape:
+            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        return nn.cross_entropy(self.forward(ids), targets)[0]
+
+    def loss_and_grads(self, ids, targets, grads: dict | None = None):
+        """Mean cross-entropy over all positions and {name: gradient}.
+
+        Gradients are ADDED into ``grads`` when given (accumulation), else a
+        fresh zeroed dict is returned."""
+        ids = self._ids(ids)
+        targets = self._ids(targets, "targets")
+        if targets.shape != ids.shape:
+            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        cfg, P = self.config, self._params
+        logits, (caches, hf, lnf) = self._forward(ids, save=True)
+        loss, dlogits = nn.cross_entropy(logits, targets)
+        if grads is None:
+            grads = self.zero_grads()
+        dhf = nn.linear_bwd(dlogits, hf, P["wte"], grads["wte"], None, self._mm)            # tied head
+        dh = nn.layernorm_bwd(dhf, P["ln_f.weight"], lnf, grads["ln_f.weight"], grads["ln_f.bias"])
+        for i in reversed(range(cfg.layers)):
+            dh = self._block_bwd(i, dh, caches[i], grads)
+        L = ids.shape[1]
+        grads["wpe"][:L] += dh.sum(axis=0)
+        np.add.at(grads["wte"], ids.reshape(-1), dh.reshape(-1, cfg.dim))
+        return loss, grads
+
+    # ---------------------------------------------------------------- decoding
+    def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
+        """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt).
+
+        Each new token re-runs the forward over the last ``context`` tokens (no KV cache)."""
+        from lutcore.sampling import pick_token
+        one = np.ndim(ids) == 1
+        seq = self._tokens(ids)
+        if seq.shape[1] == 0:
+            raise ValueError("ids: the prompt must hold at least one token")
+        ctx = self.config.context
+        rng = np.random.default_rng(seed)
+        for _ in range(int(max_new_tokens)):
+            logits = self.forward(seq[:, -ctx:])[:, -1]                                      # (B, V)
+            nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
+            seq = np.concatenate([seq, nxt[:, None]], axis=1)
+        return seq[0] if one else seq

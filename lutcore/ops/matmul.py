@@ -1,0 +1,72 @@
+"""Deterministic float32 matmul: ``matmul(a, b)`` for 2-D or batched 3-D arrays.
+
+Every output element is one fused multiply-add chain over k in order, owned
+by one thread, so the result has the same bits at any thread count and on
+every SIMD path — which BLAS does not promise (OpenBLAS's rounding changes
+with its thread count).  Transposed views (``w.T``) are read in place through
+their strides, no copy.  float64 inputs go to numpy (used for gradient checks).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import _simd, _workspace
+from lutcore._native import sgemm as _s
+from lutcore._threads import resolve_threads
+
+__all__ = ["matmul"]
+
+
+def _strides(x: np.ndarray):
+    st = [s // x.itemsize for s in x.strides]
+    if any(s * x.itemsize != t for s, t in zip(st, x.strides)) or any(s < 0 for s in st):
+        return None
+    return st
+
+
+def matmul(a, b, out=None, accumulate: bool = False, threads=None):
+    """``a @ b`` (float32, 2-D (M,K)@(K,N) or 3-D (B,M,K)@(B,K,N)); with
+    ``accumulate=True`` adds into ``out``."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.dtype == np.float64 or b.dtype == np.float64:
+        if accumulate:
+            out += a @ b
+            return out
+        return np.matmul(a, b, out=out)
+    if a.dtype != np.float32 or b.dtype != np.float32:
+        raise TypeError(f"a, b: expected float32 (or float64), got {a.dtype} and {b.dtype}")
+    if a.ndim != b.ndim or a.ndim not in (2, 3):
+        raise ValueError(f"a, b: expected two 2-D or two 3-D arrays, got shapes {a.shape} and {b.shape}")
+    batched = a.ndim == 3
+    if not batched:
+        a, b = a[None], b[None]
+    nb, M, K = a.shape
+    if b.shape[0] != nb or b.shape[1] != K:
+        raise ValueError(f"a, b: shapes {a.shape[int(not batched):]} and {b.shape[int(not batched):]} "
+                         f"do not multiply")
+    N = b.shape[2]
+    sa, sb = _strides(a), _strides(b)
+    if sa is None:
+        a = np.ascontiguousarray(a)
+        sa = _strides(a)
+    if sb is None:
+        b = np.ascontiguousarray(b)
+        sb = _strides(b)
+    shape = (nb, M, N) if batched else (M, N)
+    if out is None:
+        if accumulate:
+            raise ValueError("out: accumulate=True needs an out array")
+        out = np.empty(shape, np.float32)
+    elif out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous float32 array of shape {shape}")
+    if M == 0 or N == 0 or nb == 0:
+        return out
+    if K == 0:
+        if not accumulate:
+            out.fill(0)
+        return out
+    work = _workspace.scratch("sgemm", _s.work_size(M, N, K) * nb, np.float32)
+    _s.sgemm(out, M * N, N, a, sa[0], sa[1], sa[2], b, sb[0], sb[1], sb[2], nb, M, N, K, accumulate, work,
+             _simd.isa(), resolve_threads(threads))
+    return out

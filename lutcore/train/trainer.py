@@ -256,6 +256,7 @@ class Trainer:
             "format": CKPT_FORMAT, "lutcore_version": __version__, "model_class": cls,
             "model_config": model.config.to_dict(), "dtype": str(np.dtype(getattr(model, "dtype", np.float32))),
             "unit_backward": bool(getattr(model, "unit_backward", False)),
+            "two_pass": bool(getattr(model, "two_pass", False)),
             "units_digest": getattr(units, "digest", None), "units_name": getattr(units, "name", None),
             "global_step": self.global_step, "position": self.position, "seed": self.seed,
             "optimizer": {k: v for k, v in self.optimizer.state_dict().items() if k not in ("m", "v")},
@@ -304,6 +305,8 @@ class Trainer:
                 raise ValueError(f"units: digest {units.digest[:16]} differs from the checkpoint's "
                                  f"{meta['units_digest'][:16]}")
             kw = {"units": units, "unit_backward": meta.get("unit_backward", False)}
+            if meta.get("two_pass"):
+                kw["two_pass"] = True
         model = model_cls(cfg, dtype=np.dtype(meta.get("dtype", "float32")), params=params, threads=threads, **kw)
         o = meta["optimizer"]
         opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],

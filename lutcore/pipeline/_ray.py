@@ -1,0 +1,204 @@
+"""The Ray transport: one actor per stage.
+
+Design: each actor builds its ``Stage`` itself from the checkpoint directory
+(which every node must be able to read), so it holds that stage's tensors and
+no others, and the driver holds none.  A hop is ``(x, crc32(x bytes), from
+stage)``: the sending actor returns it to the object store and the next
+actor's call takes its ObjectRef, so hidden states go actor to actor without
+visiting the driver; the receiver checks dtype, shape and checksum before use.
+Stage 0 is called twice per pass: ``first`` (embed + its layers) and ``last``
+(readout).  Nothing a stage computes depends on its process's thread counts
+(see stage.py), so an actor gives the driver's bits.
+
+Failures: a dead actor surfaces as Ray's ``RayActorError`` on whatever call
+needed it; the ring maps the actor id (or, failing that, a ping of every
+actor) back to a stage index and raises ``StageFailure`` naming it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import zlib
+
+import numpy as np
+
+from lutcore.pipeline.pipeline import HopChecksumError, StageFailure
+
+__all__ = ["RayRing"]
+
+
+def _hop(x, src):
+    x = np.ascontiguousarray(x, np.float32)
+    return (x, zlib.crc32(x.data), src)
+
+
+def _arrive(hop, dst, hidden):
+    """Check a hop on arrival at stage ``dst``; return its hidden state."""
+    try:
+        x, crc, src = hop
+    except (TypeError, ValueError):
+        raise HopChecksumError(f"stage {dst}: malformed hop {type(hop).__name__}") from None
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2 or x.shape[1] != hidden:
+        raise HopChecksumError(f"stage {dst}: hidden state from stage {src} is not float32 (T, {hidden}): "
+                               f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}")
+    got = zlib.crc32(np.ascontiguousarray(x).data)
+    if got != crc:
+        raise HopChecksumError(f"stage {dst}: hidden state from stage {src} failed its checksum "
+                               f"(crc32 {got:#010x}, sent {crc:#010x})")
+    return x
+
+
+def _actor_hex(err):
+    """The id (hex) of the actor a Ray error came from, or None.  A task error that
+    Ray re-raises as its cause's type keeps the ids only in its text ("actor_id=..."),
+    innermost (the origin) last."""
+    try:
+        aid = getattr(err, "actor_id", None)
+    except Exception:                                  # noqa: BLE001 - dual classes forward getattr
+        aid = None
+    if isinstance(aid, bytes):
+        aid = aid.hex()
+    if isinstance(aid, str) and aid:
+        return aid
+    found = re.findall(r"actor_id=([0-9a-f]+)", str(err))
+    return found[-1] if found else None
+
+
+class _StageWorker:
+    """The body of one stage actor (wrapped with ``ray.remote`` by ``RayRing``)."""
+
+    def __init__(self, path, spec, plan, units, threads):
+        import lutcore
+        from lutcore.pipeline.shard import load_stage_weights
+        from lutcore.pipeline.stage import Stage
+        if threads is not None:
+            lutcore.set_num_threads(threads)
+        self.index = plan.index
+        weights = load_stage_weights(path, spec, plan)
+        self.names = sorted(weights)
+        self.stage = Stage(spec, plan, weights, units=units, threads=threads)
+        del weights
+        self.cache = None
+
+    def info(self):
+        from lutcore._threads import get_num_threads
+        return {"index": self.index, "pid": os.getpid(), "tensors": self.names, "nbytes": self.stage.nbytes(),
+                "threads": get_num_threads()}
+
+    def ping(self):
+        return self.index
+
+    def reset(self):
+        self.cache = self.stage.new_cache()
+
+    def first(self, ids, start, cached):
+        x = self.stage.embed(ids, start)
+        return _hop(self.stage.run_layers(x, self.cache if cached else None), self.index)
+
+    def run(self, hop, cached):
+        x = _arrive(hop, self.index, self.stage.spec.hidden)
+        return _hop(self.stage.run_layers(x, self.cache if cached else None), self.index)
+
+    def last(self, hop, last_only):
+        x = _arrive(hop, self.index, self.stage.spec.hidden)
+        return self.stage.readout(x[-1:] if last_only else x)
+
+
+class RayRing:
+    """One Ray actor per stage (see the module docstring)."""
+
+    def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None):
+        import ray
+        self._ray = ray
+        self._owns_ray = False
+        if not ray.is_initialized():
+            ray.init()
+            self._owns_ray = True
+        self.plans = list(plans)
+        self.call_timeout = call_timeout
+        if units is not None:
+            from lutcore.units import resolve
+            units = resolve(units)
+        if isinstance(actor_options, dict) or actor_options is None:
+            actor_options = [dict(actor_options or {}) for _ in self.plans]
+        if len(actor_options) != len(self.plans):
+            raise ValueError(f"actor_options: expected one dict per stage ({len(self.plans)}), "
+                             f"got {len(actor_options)}")
+        cls = ray.remote(_StageWorker)
+        self.actors = []
+        for plan, opts in zip(self.plans, actor_options):
+            o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
+            o.update(opts)
+            self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))
+        self._ids = {a._actor_id.hex(): k for k, a in enumerate(self.actors)}
+        self._call(lambda: [a.ping.remote() for a in self.actors], "start-up")
+
+    # ------------------------------------------------------------------ calls
+    def _which(self, err):
+        aid = _actor_hex(err)
+        if aid in self._ids:
+            return self._ids[aid]
+        for k, a in enumerate(self.actors):            # ask each actor in turn
+            try:
+                self._ray.get(a.ping.remote(), timeout=10)
+            except Exception:                          # noqa: BLE001 - any failure marks the stage
+                return k
+        return None
+
+    def _call(self, make_refs, what):
+        """ray.get with the failures mapped: a dead actor -> StageFailure naming its stage;
+        a bad hop -> HopChecksumError; a ValueError/TypeError raised by a stage (bad
+        input) -> the same type, prefixed with the stage; anything else -> StageFailure."""
+        ray = self._ray
+        try:
+            return ray.get(make_refs(), timeout=self.call_timeout)
+        except ray.exceptions.GetTimeoutError as e:
+            raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s") from e
+        except ray.exceptions.RayActorError as e:
+            k = self._which(e)
+            plan = self.plans[k] if k is not None else None
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise StageFailure(f"pipeline {what}: {plan if plan is not None else 'a stage'} "
+                               f"died: {first}", stage=k, plan=plan) from e
+        except ray.exceptions.RayTaskError as e:
+            inner, cause = e, getattr(e, "cause", None)
+            while isinstance(cause, ray.exceptions.RayTaskError):     # a failed input of a later hop
+                inner, cause = cause, getattr(cause, "cause", None)
+            if isinstance(cause, ray.exceptions.RayActorError):
+                k = self._which(cause)
+                plan = self.plans[k] if k is not None else None
+                raise StageFailure(f"pipeline {what}: {plan if plan is not None else 'a stage'} "
+                                   f"died", stage=k, plan=plan) from e
+            k = self._ids.get(_actor_hex(inner))
+            where = f"stage {k}" if k is not None else "a stage"
+            if isinstance(cause, HopChecksumError):
+                raise HopChecksumError(str(cause)) from e
+            if isinstance(cause, (ValueError, TypeError)):
+                raise type(cause)(f"{where}: {cause}") from e
+            raise StageFailure(f"pipeline {what}: {where} failed: {type(cause).__name__}: {cause}",
+                               stage=k, plan=self.plans[k] if k is not None else None) from e
+
+    def reset(self):
+        self._call(lambda: [a.reset.remote() for a in self.actors], "reset")
+
+    def forward(self, ids, start, cached, last_only):
+        def refs():
+            hop = self.actors[0].first.remote(np.asarray(ids, np.int64), int(start), cached)
+            for a in self.actors[1:]:
+                hop = a.run.remote(hop, cached)
+            return self.actors[0].last.remote(hop, last_only)
+        return self._call(refs, f"token at position {start}")
+
+    def info(self):
+        return self._call(lambda: [a.info.remote() for a in self.actors], "info")
+
+    def close(self):
+        for a in self.actors:
+            try:
+                self._ray.kill(a)
+            except Exception:                          # noqa: BLE001 - already gone
+                pass
+        self.actors = []
+        if self._owns_ray:
+            self._ray.shutdown()
+            self._owns_ray = False

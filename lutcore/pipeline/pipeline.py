@@ -1,0 +1,241 @@
+"""The pipeline: stages in a ring, in one process or one Ray actor each.
+
+Design: ``Pipeline`` owns the generation loop; a *ring* moves hidden states
+through the stages and hands back logits.  The local ring calls ``Stage``
+objects in turn; the Ray ring (``lutcore.pipeline._ray``) holds one actor per
+stage, each of which loads only its own tensors, and passes float32 hidden
+states from actor to actor through the object store with a crc32 checked on
+arrival.  Both rings run the very same ``Stage`` code, whose bits depend on
+neither the process nor its thread counts (see ``stage.py``), so a split or a
+transport changes no bit.
+
+Generation is prefill (the prompt in one pass, KV caches filled), then one
+token per step.  Token n (its index in the full sequence) is drawn with
+``np.random.default_rng((seed, n))``, so a run can be *resumed*: ``generate(
+tokens_so_far, rest, prompt_len=p)`` prefills the first p tokens and replays the
+rest one at a time — exactly the computation of the original run — and then
+continues with identical output.  A stage failure raises ``StageFailure``
+carrying the tokens so far and the prompt length for that purpose.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from lutcore.pipeline.arch import ArchSpec
+from lutcore.pipeline.shard import plan_from_splits, plan_stages
+from lutcore.pipeline.stage import Stage
+
+__all__ = ["Pipeline", "StageFailure", "HopChecksumError"]
+
+
+class StageFailure(RuntimeError):
+    """A stage (Ray actor) died or failed during a pipeline call.
+
+    ``stage``: its index; ``plan``: its StagePlan; ``tokens``: the sequence so far
+    (prompt + generated, as int64) and ``prompt_len`` — pass both back to
+    ``generate`` on a rebuilt pipeline to resume with identical output."""
+
+    def __init__(self, msg, stage=None, plan=None, tokens=None, prompt_len=None):
+        super().__init__(msg)
+        self.stage, self.plan, self.tokens, self.prompt_len = stage, plan, tokens, prompt_len
+
+
+class HopChecksumError(RuntimeError):
+    """A hidden state arrived at a stage with a crc32 other than the one it left with."""
+
+
+def _validate_ring(spec: ArchSpec, stages):
+    """Stages must be in order, contiguous, cover every layer once and hold
+    exactly the layers their plans say; stage 0 must be the head."""
+    if not stages:
+        raise ValueError("stages: need at least one stage")
+    if not stages[0].plan.head:
+        raise ValueError(f"stages: the first stage must be the head, got {stages[0].plan}")
+    lo = 0
+    for k, st in enumerate(stages):
+        if st.spec != spec:
+            raise ValueError(f"stages[{k}]: built for a different model ({st.spec.model_type})")
+        if st.plan.lo != lo:
+            raise ValueError(f"stages[{k}]: starts at layer {st.plan.lo}, expected {lo} "
+                             f"(stages out of order, or a gap/overlap)")
+        held = [L.index for L in st.layers]
+        if held != list(range(st.plan.lo, st.plan.hi)):
+            raise ValueError(f"stages[{k}]: holds layers {held}, its plan says {st.plan.lo}..{st.plan.hi - 1}")
+        lo = st.plan.hi
+    if lo != spec.layers:
+        raise ValueError(f"stages: cover layers 0..{lo - 1}, the model has {spec.layers}")
+
+
+class _LocalRing:
+    """All stages in this process, called in turn."""
+
+    def __init__(self, stages):
+        self.stages = list(stages)
+        self.caches = None
+
+    def reset(self):
+        self.caches = [s.new_cache() for s in self.stages]
+
+    def forward(self, ids, start, cached, last_only):
+        head = self.stages[0]
+        x = head.embed(ids, start)
+        for k, st in enumerate(self.stages):
+            x = st.run_layers(x, self.caches[k] if cached else None)
+        if last_only:
+            x = x[-1:]
+        return head.readout(x)
+
+    def close(self):
+        self.stages = []
+
+
+class Pipeline:
+    """A model split into stages, local or on Ray.  Build with ``from_pretrained``."""
+
+    def __init__(self, spec: ArchSpec, plans, ring, transport: str):
+        self.spec, self.plans, self._ring, self.transport = spec, list(plans), ring, transport
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_pretrained(cls, path, splits=None, devices=None, units=None, transport: str = "local",
+                        threads=None, actor_options=None, call_timeout=None) -> "Pipeline":
+        """Load a Hugging Face checkpoint directory split into stages.
+
+        ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
+        ``plan_stages`` input; neither: one stage.  ``units``: None (float32) or
+        units to run every weight matmul through.  ``transport``: "local" or
+        "ray" (one actor per stage; calls ``ray.init()`` if Ray is not running).
+        ``threads``: lutcore kernel threads in every stage (the bits do not depend
+        on it).  Ray only: ``actor_options``, extra ``ray.remote`` options per actor
+        (a dict, or a list of one per stage, e.g. resources to place stages on
+        nodes); ``call_timeout`` seconds for one pass before ``StageFailure``.
+        """
+        from lutcore._io import read_config
+        path = os.fspath(path)
+        spec = ArchSpec.from_config(read_config(path))
+        if splits is not None and devices is not None:
+            raise ValueError("splits, devices: give one of them, not both")
+        if devices is not None:
+            plans = plan_stages(spec, devices)
+        else:
+            plans = plan_from_splits(spec, [spec.layers] if splits is None else splits)
+        if transport == "local":
+            stages = [Stage.from_pretrained(path, spec, p, units=units, threads=threads) for p in plans]
+            return cls(spec, plans, _LocalRing(stages), "local")
+        if transport == "ray":
+            from lutcore.pipeline._ray import RayRing
+            ring = RayRing(path, spec, plans, units=units, threads=threads, actor_options=actor_options,
+                           call_timeout=call_timeout)
+            return cls(spec, plans, ring, "ray")
+        raise ValueError(f"transport: expected 'local' or 'ray', got {transport!r}")
+
+    @classmethod
+    def from_stages(cls, stages) -> "Pipeline":
+        """A local pipeline from ready ``Stage`` objects (checked: order, coverage, head)."""
+        stages = list(stages)
+        if not stages or not all(isinstance(s, Stage) for s in stages):
+            raise TypeError("stages: expected a non-empty list of Stage objects")
+        spec = stages[0].spec
+        _validate_ring(spec, stages)
+        return cls(spec, [s.plan for s in stages], _LocalRing(stages), "local")
+
+    @property
+    def stages(self):
+        """The local Stage objects (local transport only)."""
+        return getattr(self._ring, "stages", None)
+
+    # ------------------------------------------------------------------ run
+    def _ids(self, ids):
+        a = np.asarray(ids)
+        if a.size == 0:
+            raise ValueError("ids: need at least one token")
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"ids: expected integer token ids, got dtype {a.dtype}")
+        if a.ndim == 2 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 1:
+            raise ValueError(f"ids: expected a 1-D sequence of token ids, got shape {a.shape}")
+        V = self.spec.vocab
+        if a.min() < 0 or a.max() >= V:
+            raise ValueError(f"ids: token ids must lie in [0, {V}), got [{a.min()}, {a.max()}]")
+        return a.astype(np.int64)
+
+    def _ring_or_raise(self):
+        if self._ring is None:
+            raise ValueError("pipeline: closed")
+        return self._ring
+
+    def logits(self, ids):
+        """Logits (T, V) float32 for every position of ``ids`` (one full pass, no cache)."""
+        ids = self._ids(ids)
+        return self._ring_or_raise().forward(ids, 0, False, False)
+
+    def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None,
+                 seed=None, prompt_len=None, stop_ids=None, on_token=None):
+        """Prompt + up to ``max_new_tokens`` new ids (int64, 1-D).
+
+        Greedy for temperature 0; else token n is drawn with
+        ``np.random.default_rng((seed, n))``.  ``prompt_len``: resume a run —
+        ``ids[:prompt_len]`` was the prompt, the rest was generated (see the
+        module docstring).  ``stop_ids``: stop after emitting any of them.
+        ``on_token(n, token)``: called after each new token.
+        """
+        ids = self._ids(ids)
+        n_new = int(max_new_tokens)
+        if n_new < 0:
+            raise ValueError(f"max_new_tokens: expected >= 0, got {max_new_tokens}")
+        p = ids.size if prompt_len is None else int(prompt_len)
+        if not 1 <= p <= ids.size:
+            raise ValueError(f"prompt_len: expected 1..{ids.size}, got {prompt_len}")
+        if temperature and temperature > 0 and seed is None:
+            seed = int(np.random.SeedSequence().entropy % (1 << 63))
+        stop = set() if stop_ids is None else {int(s) for s in np.atleast_1d(stop_ids)}
+        out = [int(t) for t in ids]
+        if n_new == 0:
+            return ids.copy()
+        ring = self._ring_or_raise()
+        try:
+            ring.reset()
+            logits = ring.forward(ids[:p], 0, True, True)
+            for n in range(p, ids.size):                     # replay generated tokens one at a time
+                logits = ring.forward(ids[n:n + 1], n, True, True)
+            for k in range(n_new):
+                if not np.all(np.isfinite(logits[-1])):
+                    raise ValueError(f"logits: non-finite values predicting position {len(out)} — "
+                                     f"the model or its input is broken")
+                tok = Stage.pick_token(logits[-1], temperature, top_k, top_p,
+                                       None if seed is None else (int(seed), len(out)))
+                out.append(tok)
+                if on_token is not None:
+                    on_token(len(out) - 1, tok)
+                if k == n_new - 1 or tok in stop:
+                    break
+                logits = ring.forward(np.array([tok], np.int64), len(out) - 1, True, True)
+        except StageFailure as e:
+            e.tokens = np.array(out, np.int64)
+            e.prompt_len = p
+            raise
+        return np.array(out, np.int64)
+
+    # ------------------------------------------------------------------ misc
+    def describe(self) -> str:
+        lines = [self.spec.describe(), f"transport: {self.transport}"]
+        lines += [f"  {p}" for p in self.plans]
+        return "\n".join(lines)
+
+    def close(self):
+        """Release the stages (kills the Ray actors)."""
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Pipeline({self.spec.model_type}, {len(self.plans)} stages, {self.transport})"

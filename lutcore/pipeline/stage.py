@@ -1,0 +1,503 @@
+"""One pipeline stage: a contiguous range of layers (plus, on stage 0, the
+embedding and the readout), ready to run.
+
+Design: a ``Stage`` owns kernel-ready weights for its layers only — float32
+(in, out) matrices (``to_kn``) for ``lutcore.ops.matmul`` or, with ``units=``,
+``Q8`` blocks quantized once at load (``quantize(w_kn, axis=0)``) for
+``lutcore.qmatmul``.  q/k/v are
+fused into one (C, Nq + 2 Nkv) matrix and gate/up into one (C, 2I) matrix, so
+a token costs one matmul each; quantizing the fused matrix along K per column
+gives the very same blocks as quantizing the parts.  Per-sequence state (KV
+caches, Mamba conv/SSM states, the position) lives in a ``StageCache``, not in
+the stage, so one stage object can serve many sequences.
+
+Bits: layer ``i`` runs the same operations on the same operands whichever
+stage holds it — no work is batched across layers or stages, and every
+function below depends only on (its layer's weights, x, the cache, the
+position).  Hence any split gives the bits of the unsplit model.  No BLAS:
+every float product (weights, q.k, p.v, the head) is ``lutcore.ops.matmul``
+and every reduction (norm means, softmax sums) an in-order FMA chain through
+it, and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
+count and on every SIMD path, so in every process and on every machine.  The
+chains also make each row independent of the others (a masked score adds an
+exact 0), so for the attention families a token decoded with the KV cache has
+the bits it has in a full recompute.
+
+Shapes (one sequence; T new tokens, S = positions so far + T):
+
+    embed(ids (T,), start)     -> x (T, C) float32          head only
+    run_layers(x (T, C), cache) -> x (T, C) float32 (new array)
+    readout(x (T, C))          -> logits (T, V) float32     head only
+    attention, per layer:  q (KV, g*T, hd) @ K^T (KV, hd, S) -> (KV, g*T, S)
+                           softmax -> @ V (KV, S, hd) -> (T, H*hd)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lutcore import _check
+from lutcore.ops.mathfn import exp as _exp, sigmoid as _sigmoid, silu as _silu
+from lutcore.ops.matmul import matmul as _fmm
+from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
+from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
+from lutcore.quant import Q8, qmatmul, quantize
+
+__all__ = ["Stage", "StageCache"]
+
+_GELU_K = 2.0 * math.sqrt(2.0 / math.pi)     # 0.5 (1 + tanh(u)) == sigmoid(2u)
+_EW_SERIAL = 1 << 16      # elementwise kernels on fewer values run on one thread (bits do not depend on it;
+                          # waking an OpenMP team costs more than the work)
+
+
+class _KV:
+    """K and V of one attention layer: (KV, capacity, hd) each, grown by doubling."""
+    __slots__ = ("k", "v")
+
+    def __init__(self, kv_heads, head_dim):
+        self.k = np.empty((kv_heads, 0, head_dim), np.float32)
+        self.v = np.empty((kv_heads, 0, head_dim), np.float32)
+
+    def append(self, k, v, pos):
+        """k, v (T, KV, hd) at positions pos..pos+T-1 -> views of K, V (KV, pos+T, hd)."""
+        T = k.shape[0]
+        need = pos + T
+        cap = self.k.shape[1]
+        if need > cap:
+            new = max(need, 2 * cap, 16)
+            for name in ("k", "v"):
+                old = getattr(self, name)
+                buf = np.empty((old.shape[0], new, old.shape[2]), np.float32)
+                buf[:, :pos] = old[:, :pos]
+                setattr(self, name, buf)
+        self.k[:, pos:need] = k.transpose(1, 0, 2)
+        self.v[:, pos:need] = v.transpose(1, 0, 2)
+        return self.k[:, :need], self.v[:, :need]
+
+
+class StageCache:
+    """Per-sequence state of one stage: ``pos`` (positions already processed) and,
+    per layer index, a KV cache or a Mamba (conv, ssm) state."""
+
+    def __init__(self, stage: "Stage"):
+        self.lo, self.hi = stage.plan.lo, stage.plan.hi
+        self.pos = 0
+        spec = stage.spec
+        self.layers = {}
+        for L in stage.layers:
+            if spec.family == "mamba":
+                m = stage._mcfg
+                self.layers[L.index] = (np.zeros((1, m.d_conv - 1, m.d_inner), np.float32),
+                                        np.zeros((1, m.d_inner, m.d_state), np.float32))
+            else:
+                self.layers[L.index] = _KV(spec.kv_heads, spec.head_dim)
+
+    def __repr__(self):
+        return f"StageCache(layers {self.lo}..{self.hi - 1}, pos={self.pos})"
+
+
+class _Layer:
+    """One transformer layer, weights kernel-ready (matrices (K, N) float32 or Q8)."""
+    __slots__ = ("index", "n1w", "n1b", "wqkv", "bqkv", "wo", "bo", "n2w", "n2b", "wup", "bup",
+                 "wdown", "bdown", "scale", "window")
+
+
+class _MambaLayer:
+    __slots__ = ("index", "block")
+
+    def __init__(self, index, block):
+        self.index, self.block = index, block
+
+
+class _QLinear:
+    """Mamba1Block's matmul hook with the weight quantized once (x @ w.T through the units)."""
+
+    def __init__(self, w, units, threads):
+        self.q = quantize(to_kn(w, w.shape[0], w.shape[1], "out_in"), axis=0, threads=threads)
+        self.units, self.threads = units, threads
+
+    def forward(self, x2, w):
+        return qmatmul(np.ascontiguousarray(x2, np.float32), self.q, self.units, threads=self.threads)
+
+
+def _cat(parts, axis):
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+
+class Stage:
+    """Layers ``plan.lo .. plan.hi-1`` of a model (and the head when ``plan.head``).
+
+    ``weights``: {checkpoint name: array} as ``load_stage_weights`` returns them
+    (checked here too: missing or misshaped tensors raise ValueError).
+    ``units``: None for float32 matmuls, or a ``Units``/name/directory to run every
+    weight matmul as a block-scaled int8 ``qmatmul`` through those units.
+    A stage is not thread-safe: one call at a time.
+    """
+
+    def __init__(self, spec: ArchSpec, plan, weights: dict, units=None, threads=None):
+        if not isinstance(spec, ArchSpec):
+            raise TypeError(f"spec: expected an ArchSpec, got {type(spec).__name__}")
+        self.spec, self.plan = spec, _as_plan(plan)
+        if units is not None:
+            from lutcore.units import resolve
+            units = resolve(units)
+        self.units, self.threads = units, threads
+        want = stage_tensor_names(spec, self.plan)
+        missing = [n for n in want if n not in weights]
+        bad = [f"{n}: expected {want[n]}, got {tuple(np.shape(weights[n]))}" for n in want
+               if n in weights and tuple(np.shape(weights[n])) != tuple(want[n])]
+        if missing or bad:
+            raise ValueError(f"weights for {self.plan}: " + "; ".join(
+                ([f"missing tensors: {missing}"] if missing else []) + ([f"misshaped tensors: {bad}"] if bad else [])))
+        w = {n: np.ascontiguousarray(weights[n], np.float32) for n in want}
+        self._ws: dict = {}
+        self._ones: dict = {}
+        self._cos = self._sin = None
+        if spec.family == "mamba":
+            self._mcfg = spec.mamba_config()
+        self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
+        if self.plan.head:
+            self._build_head(w)
+
+    @classmethod
+    def from_pretrained(cls, path, spec: ArchSpec | None, plan, units=None, threads=None) -> "Stage":
+        """Read only this stage's tensors from a checkpoint directory and build the stage."""
+        if spec is None:
+            from lutcore._io import read_config
+            spec = ArchSpec.from_config(read_config(path))
+        return cls(spec, plan, load_stage_weights(path, spec, plan), units=units, threads=threads)
+
+    # ------------------------------------------------------------------ build
+    def _mat(self, w_kn):
+        """A (K, N) weight as the stage multiplies it: float32, or Q8 quantized once."""
+        if self.units is not None:
+            return quantize(w_kn, axis=0, threads=self.threads)
+        return np.ascontiguousarray(w_kn, np.float32)
+
+    def _build_layer(self, i, w):
+        spec = self.spec
+        t = layer_tensors(spec, i)
+        if spec.family == "mamba":
+            from lutcore.models.mamba import Mamba1Block
+            prefix = f"backbone.layers.{i}."
+            params = {n: w[n] for n in t.values()}
+            blk = Mamba1Block(self._mcfg, params, prefix, units=None, threads=self.threads)
+            if self.units is not None:
+                for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
+                    blk._mm[name] = _QLinear(params[prefix + f"mixer.{name}.weight"], self.units, self.threads)
+            return _MambaLayer(i, blk)
+        C, I, Q, KVd = spec.hidden, spec.inter, spec.q_dim, spec.kv_dim
+        L = _Layer()
+        L.index = i
+        L.window = spec.window(i)
+        L.scale = (spec.head_dim ** -0.5 if spec.attn_scale else 1.0) / ((i + 1) if spec.scale_by_layer else 1)
+        get = lambda role: w.get(t.get(role)) if role in t else None       # noqa: E731
+        L.n1w, L.n1b, L.n2w, L.n2b = get("attn_norm"), get("attn_norm_bias"), get("mlp_norm"), get("mlp_norm_bias")
+        if spec.qkv_fused:
+            L.wqkv = self._mat(to_kn(w[t["qkv"]], Q + 2 * KVd, C, tensor_layout(spec, "qkv")))
+            L.bqkv = get("qkv_bias")
+        else:
+            L.wqkv = self._mat(to_kn(_cat([w[t["q"]], w[t["k"]], w[t["v"]]], 0), Q + 2 * KVd, C, "out_in"))
+            L.bqkv = _cat([w[t["q_bias"]], w[t["k_bias"]], w[t["v_bias"]]], 0) if spec.qkv_bias else None
+        L.wo = self._mat(to_kn(w[t["o"]], C, Q, tensor_layout(spec, "o")))
+        L.bo = get("o_bias")
+        if spec.gated:
+            L.wup = self._mat(to_kn(_cat([w[t["gate"]], w[t["up"]]], 0), 2 * I, C, "out_in"))
+            L.bup = _cat([w[t["gate_bias"]], w[t["up_bias"]]], 0) if spec.mlp_bias else None
+        else:
+            L.wup = self._mat(to_kn(w[t["fc"]], I, C, tensor_layout(spec, "fc")))
+            L.bup = get("fc_bias")
+        L.wdown = self._mat(to_kn(w[t["down"]], C, I, tensor_layout(spec, "down")))
+        L.bdown = get("down_bias")
+        return L
+
+    def _build_head(self, w):
+        h = head_tensors(self.spec)
+        self.embedding = w[h["embed"]]                                   # (V, C)
+        self.positions = w.get(h.get("pos")) if "pos" in h else None     # (P, C) gpt2
+        self.norm_w = w[h["norm"]]
+        self.norm_b = w[h["norm_bias"]] if "norm_bias" in h else None
+        head = self.embedding if self.spec.tie else w[h["lm_head"]]      # (V, C): tied -> the embedding itself
+        # float: x @ head.T, the transposed view read in place (no copy); units: Q8 (C, V) once
+        self._head = head if self.units is None else quantize(to_kn(head, *head.shape, "out_in"), axis=0,
+                                                              threads=self.threads)
+
+    # ------------------------------------------------------------------ helpers
+    def _buf(self, tag, rows, cols):
+        """Reused (rows, cols) float32 scratch (DESIGN: fresh memory is expensive)."""
+        b = self._ws.get(tag)
+        if b is None or b.shape[0] < rows or b.shape[1] != cols:
+            b = np.empty((max(rows, 1), cols), np.float32)
+            self._ws[tag] = b
+        return b[:rows]
+
+    def _mm(self, x, w, b, out):
+        """out = x @ w (+ b); w (K, N) float32 or Q8."""
+        if isinstance(w, Q8):
+            qmatmul(x, w, self.units, threads=self.threads, out=out)
+        else:
+            _fmm(x, w, out=out, threads=self.threads)
+        if b is not None:
+            out += b
+        return out
+
+    def _rowsum(self, x):
+        """Sum over the last axis of a 2-D x as one in-order FMA chain per row (x @ ones):
+        a row's bits do not depend on the other rows or on trailing zeros."""
+        n = x.shape[-1]
+        ones = self._ones.get(n)
+        if ones is None:
+            ones = self._ones[n] = np.ones((n, 1), np.float32)
+        return _fmm(x, ones, threads=1)
+
+    def _norm(self, x, w, b, out):
+        """RMSNorm (b None) or LayerNorm (with bias) over the last axis, eps from the spec."""
+        eps = np.float32(self.spec.norm_eps)
+        C = np.float32(x.shape[-1])
+        if b is None:
+            np.square(x, out=out)
+            ms = self._rowsum(out) / C
+            np.multiply(x, 1.0 / np.sqrt(ms + eps), out=out)
+        else:
+            mu = self._rowsum(x) / C
+            np.subtract(x, mu, out=out)
+            var = self._rowsum(np.square(out)) / C
+            out /= np.sqrt(var + eps)
+        out *= w
+        if b is not None:
+            out += b
+        return out
+
+    def _ew(self, n):
+        """Threads for an elementwise kernel over n values."""
+        return 1 if n < _EW_SERIAL else self.threads
+
+    def _act(self, x):
+        """The MLP activation, in place on x (contiguous)."""
+        a = self.spec.act
+        if a == "silu":
+            return _silu(x, threads=self._ew(x.size), out=x)
+        if a == "relu":
+            return np.maximum(x, 0, out=x)
+        # gelu_new / gelu_pytorch_tanh: x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))
+        u = x * x
+        u *= np.float32(0.044715)
+        u += 1
+        u *= x
+        u *= np.float32(_GELU_K)
+        _sigmoid(u, threads=self._ew(u.size), out=u)
+        x *= u
+        return x
+
+    def _inv_freq(self):
+        spec = self.spec
+        hd = spec.head_dim
+        inv = 1.0 / (spec.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+        sc = spec.rope_scaling
+        if sc is not None and sc["rope_type"] == "linear":
+            inv = inv / sc["factor"]
+        elif sc is not None and sc["rope_type"] == "llama3":
+            f, lo_f, hi_f, old = sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"], \
+                sc["original_max_position_embeddings"]
+            wavelen = 2 * math.pi / inv
+            scaled = np.where(wavelen > old / lo_f, inv / f, inv)
+            smooth = (old / wavelen - lo_f) / (hi_f - lo_f)
+            smoothed = (1 - smooth) * scaled / f + smooth * scaled
+            medium = ~(wavelen < old / hi_f) & ~(wavelen > old / lo_f)
+            inv = np.where(medium, smoothed, scaled)
+        return inv.astype(np.float32)
+
+    def _rope_tables(self, n):
+        """cos, sin (>= n, hd/2) float32; entry p depends on p alone (angle = float32(p) * inv_freq)."""
+        if self._cos is None or self._cos.shape[0] < n:
+            m = max(n, 2 * (0 if self._cos is None else self._cos.shape[0]), 64)
+            ang = np.arange(m, dtype=np.float32)[:, None] * self._inv_freq()[None, :]    # float32 products
+            self._cos = np.cos(ang.astype(np.float64)).astype(np.float32)
+            self._sin = np.sin(ang.astype(np.float64)).astype(np.float32)
+        return self._cos, self._sin
+
+    def _rope(self, x, pos):
+        """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face)."""
+        T, _, hd = x.shape
+        half = hd // 2
+        cos, sin = self._rope_tables(pos + T)
+        c = cos[pos:pos + T, None, :]
+        s = sin[pos:pos + T, None, :]
+        x1, x2 = x[..., :half], x[..., half:]
+        out = np.empty(x.shape, np.float32)
+        np.multiply(x1, c, out=out[..., :half])
+        out[..., :half] -= x2 * s
+        np.multiply(x2, c, out=out[..., half:])
+        out[..., half:] += x1 * s
+        return out
+
+    # ------------------------------------------------------------------ layers
+    def _attn_mlp(self, L: _Layer, x, kv, pos):
+        """One transformer layer on the residual stream x (T, C), updated in place."""
+        spec = self.spec
+        T, C = x.shape
+        H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
+        g, Q, KVd = H // KV, spec.q_dim, spec.kv_dim
+        h = self._norm(x, L.n1w, L.n1b, self._buf("h", T, C))
+        qkv = self._mm(h, L.wqkv, L.bqkv, self._buf("qkv", T, Q + 2 * KVd))            # (T, Q + 2 KVd)
+        q = qkv[:, :Q].reshape(T, H, hd)
+        k = qkv[:, Q:Q + KVd].reshape(T, KV, hd)
+        v = qkv[:, Q + KVd:].reshape(T, KV, hd)
+        if spec.rope:
+            q, k = self._rope(q, pos), self._rope(k, pos)
+        if L.scale != 1.0:
+            q *= np.float32(L.scale)                     # a fresh array, or the qkv scratch
+        qh = q.reshape(T, KV, g, hd).transpose(1, 2, 0, 3).reshape(KV, g * T, hd)     # rows (g, t)
+        if kv is not None:
+            Kc, Vc = kv.append(k, v, pos)                                              # (KV, S, hd)
+        else:
+            Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
+        S = Kc.shape[1]
+        s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
+        if T > 1 or L.window:
+            qpos = pos + np.tile(np.arange(T), g)
+            kpos = np.arange(S)
+            masked = kpos[None, :] > qpos[:, None]
+            if L.window:
+                masked |= (qpos[:, None] - kpos[None, :]) >= L.window
+            s[:, masked] = -np.inf
+        s -= s.max(axis=-1, keepdims=True)
+        _exp(s, threads=self._ew(s.size), out=s)
+        s /= self._rowsum(s.reshape(KV * g * T, S)).reshape(KV, g * T, 1)    # masked zeros add exactly 0
+        o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
+        o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
+        x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))
+        h = self._norm(x, L.n2w, L.n2b, self._buf("h", T, C))
+        if spec.gated:
+            I = spec.inter
+            gu = self._mm(h, L.wup, L.bup, self._buf("up", T, 2 * I))                  # (T, 2I): gate | up
+            a = self._act(np.ascontiguousarray(gu[:, :I]) if T > 1 else gu[:, :I])
+            a *= gu[:, I:]
+        else:
+            a = self._act(self._mm(h, L.wup, L.bup, self._buf("up", T, spec.inter)))
+        x += self._mm(a, L.wdown, L.bdown, self._buf("o", T, C))
+        return x
+
+    def _mamba(self, L: _MambaLayer, x, state):
+        if state is None:
+            return L.block.forward(x[None], save=False)[0][0]
+        out = np.empty_like(x)
+        for t in range(x.shape[0]):
+            out[t] = L.block.step(x[t:t + 1], state)[0]
+        return out
+
+    # ------------------------------------------------------------------ API
+    def new_cache(self) -> StageCache:
+        """Empty per-sequence state for this stage."""
+        return StageCache(self)
+
+    def _need_head(self, what):
+        if not self.plan.head:
+            raise ValueError(f"{what}: stage {self.plan.index} is not the head (stage 0 embeds and reads out)")
+
+    def embed(self, ids, start: int = 0):
+        """Token ids (T,) at positions start..start+T-1 -> hidden states (T, C) float32."""
+        self._need_head("embed")
+        ids = np.asarray(ids)
+        if ids.size == 0 and ids.dtype.kind == "f":      # [] -> float64
+            ids = ids.astype(np.int64)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"ids: expected integer token ids, got dtype {ids.dtype}")
+        if ids.ndim == 2 and ids.shape[0] == 1:
+            ids = ids[0]
+        if ids.ndim != 1:
+            raise ValueError(f"ids: expected a 1-D sequence of token ids, got shape {ids.shape}")
+        V = self.spec.vocab
+        if ids.size and (ids.min() < 0 or ids.max() >= V):
+            raise ValueError(f"ids: token ids must lie in [0, {V}), got [{ids.min()}, {ids.max()}]")
+        start = int(start)
+        if start < 0:
+            raise ValueError(f"start: expected a position >= 0, got {start}")
+        x = self.embedding[ids]
+        if self.positions is not None:
+            P = self.positions.shape[0]
+            if start + ids.size > P:
+                raise ValueError(f"ids: positions up to {start + ids.size - 1} exceed the model's "
+                                 f"{P} learned positions")
+            x += self.positions[start:start + ids.size]
+        return x
+
+    def run_layers(self, x, cache: StageCache | None = None):
+        """Apply this stage's layers to hidden states x (T, C) float32.
+
+        ``cache=None``: the T positions are the whole sequence (0..T-1).  With a
+        ``StageCache`` (from ``new_cache()``): they follow the ``cache.pos`` already
+        seen, and the cache advances by T (prefill, then one token at a time).
+        Returns a new (T, C) float32 array.
+        """
+        x = _check.array(x, "x", np.float32, 2)
+        if x.shape[1] != self.spec.hidden:
+            raise ValueError(f"x: expected hidden states (T, {self.spec.hidden}), got shape {x.shape}")
+        if cache is not None:
+            if not isinstance(cache, StageCache):
+                raise TypeError(f"cache: expected a StageCache (stage.new_cache()), got {type(cache).__name__}")
+            if (cache.lo, cache.hi) != (self.plan.lo, self.plan.hi) or \
+                    any(L.index not in cache.layers for L in self.layers):
+                raise ValueError(f"cache: made for layers [{cache.lo}, {cache.hi}), not for {self.plan}")
+        pos = 0 if cache is None else cache.pos
+        if self.spec.max_pos is not None and pos + x.shape[0] > self.spec.max_pos:
+            raise ValueError(f"x: positions up to {pos + x.shape[0] - 1} exceed the model's {self.spec.max_pos}")
+        x = x.copy()
+        for L in self.layers:
+            st = None if cache is None else cache.layers[L.index]
+            if self.spec.family == "mamba":
+                x = self._mamba(L, x, st)
+            else:
+                self._attn_mlp(L, x, st, pos)
+        if cache is not None:
+            cache.pos += x.shape[0]
+        return x
+
+    def readout(self, x):
+        """Final norm and the vocabulary projection: x (T, C) -> logits (T, V) float32."""
+        self._need_head("readout")
+        x = _check.array(x, "x", np.float32, 2)
+        if x.shape[1] != self.spec.hidden:
+            raise ValueError(f"x: expected hidden states (T, {self.spec.hidden}), got shape {x.shape}")
+        T = x.shape[0]
+        h = self._norm(x, self.norm_w, self.norm_b, self._buf("h", T, self.spec.hidden))
+        out = np.empty((T, self.spec.vocab), np.float32)
+        if isinstance(self._head, Q8):
+            return qmatmul(h, self._head, self.units, threads=self.threads, out=out)
+        return _fmm(h, self._head.T, out=out, threads=self.threads)
+
+    @staticmethod
+    def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, seed=None) -> int:
+        """Greedy for temperature 0 (ties to the lowest id), else a draw from
+        ``np.random.default_rng(seed)`` (see ``lutcore.sampling.pick_token``)."""
+        from lutcore.sampling import pick_token
+        rng = None if not temperature or temperature <= 0 else np.random.default_rng(seed)
+        return pick_token(logits, temperature, top_k, top_p, rng)
+
+    def nbytes(self) -> int:
+        """Bytes of the weights this stage holds (float32 or Q8)."""
+        seen, total = set(), 0
+
+        def add(a):
+            nonlocal total
+            if a is None or id(a) in seen:
+                return
+            seen.add(id(a))
+            total += (a.q.nbytes + a.scale.nbytes) if isinstance(a, Q8) else a.nbytes
+
+        for L in self.layers:
+            if isinstance(L, _MambaLayer):
+                for v in L.block.params.values():
+                    add(v)
+            else:
+                for name in _Layer.__slots__[1:-2]:
+                    add(getattr(L, name))
+        if self.plan.head:
+            for a in (self.embedding, self.positions, self.norm_w, self.norm_b, self._head):
+                add(a)
+        return total
+
+    def __repr__(self):
+        mode = "float32" if self.units is None else f"units={self.units.name}"
+        return f"Stage({self.spec.model_type}, {self.plan}, {mode})"

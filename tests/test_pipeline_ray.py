@@ -1,0 +1,120 @@
+"""The Ray transport: one actor per stage, bits equal to the local pipeline.
+
+Few and cheap (Ray start-up is slow): one module-scoped ``ray.init(num_cpus=2)``
+(a real local cluster, no local mode), shut down at the end.
+
+* logits and tokens over Ray are bit-identical to the local pipeline — float32
+  (llama-style, 3 stages) and through the exact units (gpt2-style, 2 stages);
+  each actor loaded exactly its own stage's tensors;
+* a corrupted hop (checksum, dtype) is refused on arrival, naming the stages;
+* an actor killed mid-generation raises StageFailure naming the stage; a
+  rebuilt pipeline resumes from the tokens so far with identical output.
+"""
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from lutcore.pipeline import HopChecksumError, Pipeline, StageFailure, stage_tensor_names  # noqa: E402
+from lutcore.pipeline._ray import _hop  # noqa: E402
+
+from test_pipeline_models import hf_model, save  # noqa: E402
+
+PROMPT = [5, 11, 42, 7]
+N_NEW = 8
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return {k: str(save(hf_model(k), tmp_path_factory.mktemp(k))) for k in ("llama", "gpt2")}
+
+
+def bits_equal(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("arch,splits,units", [("llama", [2, 2, 2], None), ("gpt2", [3, 3], "exact")])
+def test_ray_bits_equal_local(cluster, ckpt, arch, splits, units):
+    with Pipeline.from_pretrained(ckpt[arch], splits=splits, units=units) as loc:
+        want_tokens = loc.generate(PROMPT, N_NEW)
+        want_logits = loc.logits(want_tokens)
+    with Pipeline.from_pretrained(ckpt[arch], splits=splits, units=units, transport="ray") as p:
+        assert p.transport == "ray" and p.stages is None                     # the driver holds no stage
+        got = p.generate(PROMPT, N_NEW)
+        assert got.tolist() == want_tokens.tolist()
+        assert bits_equal(p.logits(got), want_logits), "Ray changed logit bits"
+        info = p._ring.info()
+        assert len({i["pid"] for i in info}) == len(splits)                 # one process per stage
+        for plan, i in zip(p.plans, info):
+            assert i["tensors"] == sorted(stage_tensor_names(p.spec, plan)), f"stage {plan.index} holds others"
+
+
+def test_ray_hop_checksum_is_checked_on_arrival(cluster, ckpt):
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray") as p:
+        a1 = p._ring.actors[1]
+        x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+        good = _hop(x, 0)
+        assert ray.get(a1.run.remote(good, False)).__len__() == 3
+        bad = (x, good[1] ^ 1, 0)
+        with pytest.raises(HopChecksumError, match="stage 1: hidden state from stage 0 failed its checksum"):
+            ray.get(a1.run.remote(bad, False))
+        with pytest.raises(HopChecksumError, match="checksum"):             # through the ring's error mapping
+            p._ring._call(lambda: a1.run.remote(bad, False), "test")
+        with pytest.raises(HopChecksumError, match="not float32"):
+            ray.get(a1.run.remote((x.astype(np.float64), good[1], 0), False))
+        flipped = x.copy()
+        flipped.view(np.uint32)[0, 0] ^= 1                                   # one bit
+        with pytest.raises(HopChecksumError):
+            ray.get(a1.run.remote((flipped, good[1], 0), False))
+        assert p.generate(PROMPT, 2).size == 6                               # the actor is still fine
+
+
+def test_ray_dead_actor_names_its_stage_and_the_run_resumes(cluster, ckpt):
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2]) as loc:
+        want = loc.generate(PROMPT, N_NEW).tolist()
+    p = Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2], transport="ray")
+
+    def kill_stage_1(n, tok):
+        if n == len(PROMPT) + 2:                                             # after the third new token
+            ray.kill(p._ring.actors[1])
+
+    with pytest.raises(StageFailure, match=r"stage 1 \(stage1\): layers 2\.\.3 died") as e:
+        p.generate(PROMPT, N_NEW, on_token=kill_stage_1)
+    p.close()
+    err = e.value
+    assert err.stage == 1 and err.plan.lo == 2 and err.prompt_len == len(PROMPT)
+    assert err.tokens.tolist() == want[:len(PROMPT) + 3]
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2], transport="ray") as p2:
+        done = len(err.tokens) - err.prompt_len
+        out = p2.generate(err.tokens, N_NEW - done, prompt_len=err.prompt_len)
+    assert out.tolist() == want
+
+
+def test_cli_generate_over_ray(cluster, ckpt, capsys):
+    from lutcore.cli import main
+    from lutcore.tokenizer import Tokenizer
+    assert main(["generate", "--model", ckpt["gpt2"], "--prompt", "Hi there", "--stages", "2", "--ray",
+                 "--max-new-tokens", "5"]) == 0
+    out = capsys.readouterr()
+    assert "transport: ray" in out.err
+    tok = Tokenizer.bytes()
+    with Pipeline.from_pretrained(ckpt["gpt2"], splits=[3, 3]) as p:
+        want = tok.decode(p.generate(tok.encode("Hi there"), 5, stop_ids=0))
+    assert out.out == want + "\n"
+
+
+def test_ray_bad_input_keeps_its_type_and_names_the_stage(cluster, ckpt):
+    with Pipeline.from_pretrained(ckpt["gpt2"], splits=[3, 3], transport="ray") as p:
+        with pytest.raises(ValueError, match="stage 0: .*learned positions"):
+            p.logits(np.zeros(65, np.int64))                                 # gpt2 has 64 positions
+        assert p.logits(PROMPT).shape == (4, 128)

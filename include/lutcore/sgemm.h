@@ -13,7 +13,8 @@
  * Layout: A is packed into row panels of 6 (Ap[panel][k][6]) and B into
  * column panels of 16 (Bp[panel][k][16]), zero-padded; a 6x16 register tile
  * (12 ymm accumulators) streams both.  Work units are (batch, 48-row block,
- * 128-column block).
+ * 128-column block).  A constant right operand (weights) can be packed once
+ * (lc_sgemm_pack_b over every panel) and passed as Bpre (batch 1).
  */
 #ifndef LUTCORE_SGEMM_H
 #define LUTCORE_SGEMM_H
@@ -92,6 +93,33 @@ LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, const float
 }
 #endif
 
+#if LC_X86
+/* R < 6 rows (the last row tile, and decode's single row): the same per-element
+ * FMA chain as the 6-row kernel, so results do not depend on which one ran. */
+LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_smk_avx2_r(float *tile, const float *ap, const float *bp,
+                                                                int64_t K, const int R) {
+    __m256 c0[5], c1[5];
+    for (int r = 0; r < R; r++) { c0[r] = _mm256_setzero_ps(); c1[r] = _mm256_setzero_ps(); }
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
+        for (int r = 0; r < R; r++) {
+            __m256 av = _mm256_broadcast_ss(ap + k * LC_SMR + r);
+            c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(tile + r * LC_SNR, c0[r]);
+        _mm256_storeu_ps(tile + r * LC_SNR + 8, c1[r]);
+    }
+}
+LC_TARGET_AVX2 static void lc_smk_avx2_1(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 1); }
+LC_TARGET_AVX2 static void lc_smk_avx2_2(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 2); }
+LC_TARGET_AVX2 static void lc_smk_avx2_3(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 3); }
+LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 4); }
+LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 5); }
+#endif
+
 /* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
  * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
 static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
@@ -100,7 +128,7 @@ static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
 
 static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                      const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
-                     int64_t K, int accumulate, float *work, int isa, int nthreads) {
+                     int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
     int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
     size_t per = lc_sgemm_work(M, N, K);
@@ -109,9 +137,10 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         /* pack every batch's operands (independent of the thread count) */
+        const int64_t npack = Bpre ? npa : npa + npb;
         LC_PRAGMA(omp for schedule(static))
-        for (int64_t w = 0; w < nbatch * (npa + npb); w++) {
-            int64_t b = w / (npa + npb), p = w % (npa + npb);
+        for (int64_t w = 0; w < nbatch * npack; w++) {
+            int64_t b = w / npack, p = w % npack;
             float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
             if (p < npa) {
                 int64_t r0 = p * LC_SMR;
@@ -124,7 +153,7 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
         LC_PRAGMA(omp for schedule(static))
         for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
             int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
-            const float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
+            const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;
             float tile[LC_SMR * LC_SNR];
             float *Cb = C + b * scb;
             int64_t m_end = (mu + 1) * LC_SMC < M ? (mu + 1) * LC_SMC : M;
@@ -134,11 +163,20 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
                 int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
                 for (int64_t i0 = mu * LC_SMC; i0 < m_end; i0 += LC_SMR) {
                     const float *ap = Ap + (i0 / LC_SMR) * K * LC_SMR;
+                    int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
 #if LC_X86
-                    if (isa >= LC_ISA_AVX2) lc_smk_avx2(tile, ap, bp, K); else
+                    if (isa >= LC_ISA_AVX2) {
+                        switch (R) {
+                        case 1: lc_smk_avx2_1(tile, ap, bp, K); break;
+                        case 2: lc_smk_avx2_2(tile, ap, bp, K); break;
+                        case 3: lc_smk_avx2_3(tile, ap, bp, K); break;
+                        case 4: lc_smk_avx2_4(tile, ap, bp, K); break;
+                        case 5: lc_smk_avx2_5(tile, ap, bp, K); break;
+                        default: lc_smk_avx2(tile, ap, bp, K);
+                        }
+                    } else
 #endif
                     lc_smk_generic(tile, ap, bp, K);
-                    int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
                     for (int r = 0; r < R; r++) {
                         float *cr = Cb + (i0 + r) * ldc + j0;
                         if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + tile[r * LC_SNR + c];

@@ -7,8 +7,10 @@ cnp.import_array()
 cdef extern from "lutcore/sgemm.h" nogil:
     void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                   const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
-                  int64_t K, int accumulate, float *work, int isa, int nthreads)
+                  int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads)
     size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
+    void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc)
+    int LC_SNR
 
 
 def work_size(int64_t M, int64_t N, int64_t K):
@@ -17,11 +19,31 @@ def work_size(int64_t M, int64_t N, int64_t K):
 
 def sgemm(cnp.ndarray C, int64_t scb, int64_t ldc, cnp.ndarray A, int64_t sab, int64_t sar, int64_t sac,
           cnp.ndarray B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N, int64_t K,
-          bint accumulate, cnp.ndarray work, int isa, int nthreads):
-    """Strides in elements; the caller guarantees every index stays inside the arrays."""
+          bint accumulate, cnp.ndarray work, object Bpre, int isa, int nthreads):
+    """Strides in elements; the caller guarantees every index stays inside the arrays.
+    ``Bpre``: panels from ``pack_b`` (then B is not read), or None."""
     cdef float *pc = <float *>cnp.PyArray_DATA(C)
     cdef const float *pa = <const float *>cnp.PyArray_DATA(A)
     cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
     cdef float *pw = <float *>cnp.PyArray_DATA(work)
+    cdef const float *pp = NULL
+    if Bpre is not None:
+        pp = <const float *>cnp.PyArray_DATA(<cnp.ndarray>Bpre)
     with nogil:
-        lc_sgemm(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, pw, isa, nthreads)
+        lc_sgemm(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, pw, pp, isa,
+                 nthreads)
+
+
+NR = LC_SNR
+
+
+def pack_b(cnp.ndarray out, cnp.ndarray B, int64_t K, int64_t N, int64_t sbr, int64_t sbc):
+    cdef float *po = <float *>cnp.PyArray_DATA(out)
+    cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
+    cdef int64_t np_ = (N + LC_SNR - 1) // LC_SNR, p
+    if K == 0 or N == 0:
+        return
+    with nogil:
+        for p in range(np_):
+            lc_sgemm_pack_b(po + p * K * LC_SNR, pb + p * LC_SNR * sbc, K,
+                            (N - p * LC_SNR) if N - p * LC_SNR < LC_SNR else LC_SNR, sbr, sbc)

@@ -14,7 +14,33 @@ from lutcore import _simd, _workspace
 from lutcore._native import sgemm as _s
 from lutcore._threads import resolve_threads
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "PackedMatrix", "pack_matrix"]
+
+
+class PackedMatrix:
+    """A constant float32 right operand (K, N) packed once into the GEMM's panel
+    layout — for weights used many times (decoding: one row per call)."""
+
+    def __init__(self, b):
+        b = np.asarray(b)
+        if b.dtype != np.float32 or b.ndim != 2:
+            raise TypeError(f"b: expected a 2-D float32 array, got {b.dtype} {b.shape}")
+        st = _strides(b)
+        if st is None:
+            b = np.ascontiguousarray(b)
+            st = _strides(b)
+        K, N = b.shape
+        self.shape = (K, N)
+        self.panels = np.empty(max(1, -(-N // _s.NR) * _s.NR * K), np.float32)
+        _s.pack_b(self.panels, b, K, N, st[0], st[1])
+        self._dummy = self.panels[:1]
+
+    def __repr__(self):
+        return f"PackedMatrix(shape={self.shape})"
+
+
+def pack_matrix(b) -> PackedMatrix:
+    return PackedMatrix(b)
 
 
 def _strides(x: np.ndarray):
@@ -28,6 +54,8 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None):
     """``a @ b`` (float32, 2-D (M,K)@(K,N) or 3-D (B,M,K)@(B,K,N)); with
     ``accumulate=True`` adds into ``out``."""
     a = np.asarray(a)
+    if isinstance(b, PackedMatrix):
+        return _matmul_packed(a, b, out, accumulate, threads)
     b = np.asarray(b)
     if a.dtype == np.float64 or b.dtype == np.float64:
         if accumulate:
@@ -68,5 +96,35 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None):
         return out
     work = _workspace.scratch("sgemm", _s.work_size(M, N, K) * nb, np.float32)
     _s.sgemm(out, M * N, N, a, sa[0], sa[1], sa[2], b, sb[0], sb[1], sb[2], nb, M, N, K, accumulate, work,
+             None, _simd.isa(), resolve_threads(threads))
+    return out
+
+
+def _matmul_packed(a, pb: PackedMatrix, out, accumulate, threads):
+    if a.dtype != np.float32 or a.ndim != 2:
+        raise TypeError(f"a: expected a 2-D float32 array for a packed right operand, got {a.dtype} {a.shape}")
+    M, K = a.shape
+    if K != pb.shape[0]:
+        raise ValueError(f"a, b: shapes {a.shape} and {pb.shape} do not multiply")
+    N = pb.shape[1]
+    sa = _strides(a)
+    if sa is None:
+        a = np.ascontiguousarray(a)
+        sa = _strides(a)
+    if out is None:
+        if accumulate:
+            raise ValueError("out: accumulate=True needs an out array")
+        out = np.empty((M, N), np.float32)
+    elif out.shape != (M, N) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous float32 array of shape {(M, N)}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        if not accumulate:
+            out.fill(0)
+        return out
+    npa = -(-M // 6) * 6
+    work = _workspace.scratch("sgemm", npa * K, np.float32)
+    _s.sgemm(out, M * N, N, a, 0, sa[0], sa[1], pb._dummy, 0, 0, 0, 1, M, N, K, accumulate, work, pb.panels,
              _simd.isa(), resolve_threads(threads))
     return out

@@ -39,6 +39,7 @@ import numpy as np
 
 from lutcore import _check
 from lutcore.ops.mathfn import exp as _exp, sigmoid as _sigmoid, silu as _silu
+from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
@@ -170,10 +171,11 @@ class Stage:
 
     # ------------------------------------------------------------------ build
     def _mat(self, w_kn):
-        """A (K, N) weight as the stage multiplies it: float32, or Q8 quantized once."""
+        """A (K, N) weight as the stage multiplies it: float32 packed once into the
+        GEMM's panel layout (decode multiplies one row at a time), or Q8 quantized once."""
         if self.units is not None:
             return quantize(w_kn, axis=0, threads=self.threads)
-        return np.ascontiguousarray(w_kn, np.float32)
+        return PackedMatrix(np.ascontiguousarray(w_kn, np.float32))
 
     def _build_layer(self, i, w):
         spec = self.spec
@@ -222,6 +224,7 @@ class Stage:
         # float: x @ head.T, the transposed view read in place (no copy); units: Q8 (C, V) once
         self._head = head if self.units is None else quantize(to_kn(head, *head.shape, "out_in"), axis=0,
                                                               threads=self.threads)
+        self._head_packed = PackedMatrix(head.T) if self.units is None else None
 
     # ------------------------------------------------------------------ helpers
     def _buf(self, tag, rows, cols):
@@ -465,7 +468,7 @@ class Stage:
         out = np.empty((T, self.spec.vocab), np.float32)
         if isinstance(self._head, Q8):
             return qmatmul(h, self._head, self.units, threads=self.threads, out=out)
-        return _fmm(h, self._head.T, out=out, threads=self.threads)
+        return _fmm(h, self._head_packed, out=out, threads=self.threads)
 
     @staticmethod
     def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, seed=None) -> int:
@@ -484,7 +487,12 @@ class Stage:
             if a is None or id(a) in seen:
                 return
             seen.add(id(a))
-            total += (a.q.nbytes + a.scale.nbytes) if isinstance(a, Q8) else a.nbytes
+            if isinstance(a, Q8):
+                total += a.q.nbytes + a.scale.nbytes
+            elif isinstance(a, PackedMatrix):
+                total += a.panels.nbytes
+            else:
+                total += a.nbytes
 
         for L in self.layers:
             if isinstance(L, _MambaLayer):

@@ -1,0 +1,77 @@
+"""lutcore.ops.matmul: deterministic float32 GEMM (own FMA kernel) vs a float64
+numpy reference; bits independent of threads, SIMD path, row grouping and
+operand layout."""
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore.ops.matmul import matmul, pack_matrix
+
+SHAPES = [(1, 1, 1), (7, 33, 5), (33, 100, 65), (6, 16, 16), (13, 1, 17), (50, 257, 130), (0, 3, 4), (3, 0, 4)]
+# float32 accumulation over K terms: error grows ~ sqrt(K) * eps * |a||b|
+REL_BUDGET = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _restore_simd():
+    prev = lutcore.get_simd()
+    yield
+    lutcore.set_simd(prev)
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_vs_float64_reference(M, K, N):
+    rng = np.random.default_rng(M * 1000 + K * 10 + N)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    results = []
+    for simd in lutcore.available_simd():
+        lutcore.set_simd(simd)
+        for t in (1, 2):
+            results.append(matmul(a, b, threads=t))
+    scale = np.sqrt(max(K, 1)) * (np.abs(ref).max() if ref.size else 1) + 1e-30
+    err = np.abs(results[0] - ref).max() if ref.size else 0.0
+    print(f"max abs err {err:.3g} (scale {scale:.3g})")
+    assert err <= REL_BUDGET * scale
+    for r in results[1:]:
+        assert np.array_equal(r.view(np.uint32), results[0].view(np.uint32))
+
+
+def test_layouts_rows_packed_and_batched_agree_bitwise():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((29, 70)).astype(np.float32)
+    w = rng.standard_normal((45, 70)).astype(np.float32)         # (N, K) like a Linear weight
+    full = matmul(a, w.T)                                          # transposed view read in place
+    assert np.array_equal(full, matmul(a, np.ascontiguousarray(w.T)))
+    assert np.array_equal(full.T, matmul(w, a.T))
+    pw = pack_matrix(w.T)
+    assert np.array_equal(full, matmul(a, pw))
+    for r in (0, 5, 28):                                           # one row at a time == inside the batch
+        assert np.array_equal(matmul(a[r:r + 1], w.T), full[r:r + 1])
+        assert np.array_equal(matmul(a[r:r + 1], pw), full[r:r + 1])
+    batch = matmul(np.stack([a, a[::-1]]), np.stack([w.T, w.T]))
+    assert np.array_equal(batch[0], full) and np.array_equal(batch[1], full[::-1])
+
+
+def test_accumulate_and_float64_fallback():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 4)).astype(np.float32)
+    out = np.ones((5, 4), np.float32)
+    matmul(a, b, out=out, accumulate=True)
+    assert np.array_equal(out, np.float32(1) + matmul(a, b))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert np.allclose(matmul(a64, b64), a64 @ b64)
+
+
+def test_bad_input():
+    a = np.zeros((3, 4), np.float32)
+    with pytest.raises(ValueError, match="do not multiply"):
+        matmul(a, np.zeros((5, 2), np.float32))
+    with pytest.raises(TypeError):
+        matmul(a.astype(np.int32), np.zeros((4, 2), np.float32))
+    with pytest.raises(ValueError):
+        matmul(a, np.zeros((4, 2), np.float32), out=np.zeros((3, 3), np.float32))
+    with pytest.raises(ValueError, match="do not multiply"):
+        matmul(a, pack_matrix(np.zeros((5, 2), np.float32)))

@@ -4,7 +4,9 @@
  *   g' = g * gscale                      (gradient clipping / unscaling, fused)
  *   m  = b1 m + (1 - b1) g'
  *   v  = b2 v + (1 - b2) g' g'
- *   s  = lr (m / bc1) / (sqrt(v / bc2) + eps);  non-finite s -> 0
+ *   s  = (m * (lr / bc1)) / (sqrt(v) * (1 / sqrt(bc2)) + eps);  non-finite s -> 0
+ *        (torch's arrangement: one division and one square root per element;
+ *        lr/bc1 and 1/sqrt(bc2) are formed once per step in double)
  *   s  = clamp(s, -max_delta, max_delta)   when max_delta > 0 (trust region)
  *   p  = p (1 - lr wd) - s                 (decoupled decay, outside the region)
  * float32 arithmetic in exactly this order, no FMA: the portable and AVX2
@@ -25,7 +27,7 @@
 #define LC_SS_CHUNK 16384
 
 typedef struct {
-    float b1, b2, c1, c2, eps, lr, decay, max_delta, bc1, bc2, gscale;
+    float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale;
 } lc_adamw_hp;
 
 static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
@@ -36,7 +38,7 @@ static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v
         float vi = h->b2 * v[i] + h->c2 * (gg * gg);
         m[i] = mi;
         v[i] = vi;
-        float s = h->lr * (mi / h->bc1) / (sqrtf(vi / h->bc2) + h->eps);
+        float s = (mi * h->step_size) / (sqrtf(vi) * h->inv_sqrt_bc2 + h->eps);
         if (!(fabsf(s) <= FLT_MAX_)) s = 0.0f;
         if (h->max_delta > 0.0f) s = s > h->max_delta ? h->max_delta : (s < -h->max_delta ? -h->max_delta : s);
         p[i] = p[i] * h->decay - s;
@@ -47,8 +49,8 @@ static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v
 LC_TARGET_AVX2 static void lc_adamw_avx2(float *p, const float *g, float *m, float *v, int64_t n,
                                          const lc_adamw_hp *h) {
     const __m256 b1 = _mm256_set1_ps(h->b1), b2 = _mm256_set1_ps(h->b2), c1 = _mm256_set1_ps(h->c1),
-                 c2 = _mm256_set1_ps(h->c2), eps = _mm256_set1_ps(h->eps), lr = _mm256_set1_ps(h->lr),
-                 decay = _mm256_set1_ps(h->decay), bc1 = _mm256_set1_ps(h->bc1), bc2 = _mm256_set1_ps(h->bc2),
+                 c2 = _mm256_set1_ps(h->c2), eps = _mm256_set1_ps(h->eps), ss = _mm256_set1_ps(h->step_size),
+                 decay = _mm256_set1_ps(h->decay), isb = _mm256_set1_ps(h->inv_sqrt_bc2),
                  gs = _mm256_set1_ps(h->gscale), md = _mm256_set1_ps(h->max_delta),
                  nmd = _mm256_set1_ps(-h->max_delta), fmax = _mm256_set1_ps(FLT_MAX_),
                  absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -60,8 +62,7 @@ LC_TARGET_AVX2 static void lc_adamw_avx2(float *p, const float *g, float *m, flo
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(c2, _mm256_mul_ps(gg, gg)));
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        __m256 s = _mm256_div_ps(_mm256_mul_ps(lr, _mm256_div_ps(mi, bc1)),
-                                 _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, bc2)), eps));
+        __m256 s = _mm256_div_ps(_mm256_mul_ps(mi, ss), _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), isb), eps));
         __m256 ok = _mm256_cmp_ps(_mm256_and_ps(s, absmask), fmax, _CMP_LE_OQ);
         s = _mm256_and_ps(s, ok);
         if (clampit) s = _mm256_min_ps(_mm256_max_ps(s, nmd), md);
@@ -123,6 +124,61 @@ static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int
     double s = 0.0;
     for (int64_t c = 0; c < nch; c++) s = s + partials[c];
     return s;
+}
+
+
+/* Many tensors in one parallel region: chunk c of the flattened chunk list
+ * belongs to tensor tix[c] at element offset off[c].  Elementwise, so the bits
+ * equal one call per tensor. */
+static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
+                           const lc_adamw_hp *h, int isa, int nthreads) {
+    int64_t total = 0;
+    for (int64_t t = 0; t < ntensors; t++) total += (n[t] + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
+    int64_t *tix = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * 2 * sizeof(int64_t));
+    if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
+    int64_t *off = tix + total, c = 0;
+    for (int64_t t = 0; t < ntensors; t++)
+        for (int64_t i = 0; i < n[t]; i += LC_OPT_CHUNK) { tix[c] = t; off[c] = i; c++; }
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t k = 0; k < total; k++) {
+        int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_OPT_CHUNK ? n[t] - i0 : LC_OPT_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
+#endif
+        lc_adamw_generic(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h);
+    }
+    free(tix);
+}
+
+/* Sum of squares of many tensors: out[t] = the same value lc_sumsq gives for tensor t. */
+static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
+    int64_t total = 0;
+    for (int64_t t = 0; t < ntensors; t++) total += (n[t] + LC_SS_CHUNK - 1) / LC_SS_CHUNK;
+    int64_t *tix = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * 2 * sizeof(int64_t));
+    double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    if (!tix || !part) { free(tix); free(part); return 1; }
+    int64_t *off = tix + total, c = 0;
+    for (int64_t t = 0; t < ntensors; t++)
+        for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) { tix[c] = t; off[c] = i; c++; }
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t k = 0; k < total; k++) {
+        int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { part[k] = lc_sumsq_chunk_avx2(x[t] + i0, len); continue; }
+#endif
+        part[k] = lc_sumsq_chunk_generic(x[t] + i0, len);
+    }
+    c = 0;
+    for (int64_t t = 0; t < ntensors; t++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) s = s + part[c++];
+        out[t] = s;
+    }
+    free(tix);
+    free(part);
+    return 0;
 }
 
 #endif /* LUTCORE_OPTIM_H */

@@ -1,13 +1,20 @@
 # cython: language_level=3
 """Thin wrappers over include/lutcore/optim.h (validated by lutcore.train.optim)."""
 from libc.stdint cimport int64_t
+from libc.math cimport sqrt
+from libc.stdlib cimport malloc, free
+cimport numpy as cnp
+cnp.import_array()
 
 cdef extern from "lutcore/optim.h" nogil:
     ctypedef struct lc_adamw_hp:
-        float b1, b2, c1, c2, eps, lr, decay, max_delta, bc1, bc2, gscale
+        float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale
     void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
                   int isa, int nthreads)
     double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int nthreads)
+    void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
+                        const lc_adamw_hp *h, int isa, int nthreads)
+    int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
     int LC_SS_CHUNK
 
 SS_CHUNK = LC_SS_CHUNK
@@ -24,11 +31,10 @@ def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b
     h.c1 = <float>(1.0 - b1)
     h.c2 = <float>(1.0 - b2)
     h.eps = <float>eps
-    h.lr = <float>lr
+    h.step_size = <float>(lr / bc1)
+    h.inv_sqrt_bc2 = <float>(1.0 / sqrt(bc2))
     h.decay = <float>(1.0 - lr * wd)
     h.max_delta = <float>max_delta
-    h.bc1 = <float>bc1
-    h.bc2 = <float>bc2
     h.gscale = <float>gscale
     if n == 0:
         return
@@ -44,3 +50,71 @@ def sumsq(const float[::1] x, double[::1] partials, int isa, int nthreads):
     with nogil:
         s = lc_sumsq(&x[0], n, &partials[0], isa, nthreads)
     return s
+
+
+cdef lc_adamw_hp _hp(double b1, double b2, double eps, double lr, double wd, double max_delta, double bc1,
+                     double bc2, double gscale):
+    cdef lc_adamw_hp h
+    h.b1 = <float>b1
+    h.b2 = <float>b2
+    h.c1 = <float>(1.0 - b1)
+    h.c2 = <float>(1.0 - b2)
+    h.eps = <float>eps
+    h.step_size = <float>(lr / bc1)
+    h.inv_sqrt_bc2 = <float>(1.0 / sqrt(bc2))
+    h.decay = <float>(1.0 - lr * wd)
+    h.max_delta = <float>max_delta
+    h.gscale = <float>gscale
+    return h
+
+
+def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double eps, double lr, double wd,
+                double max_delta, double bc1, double bc2, double gscale, int isa, int nthreads):
+    """One native call for many tensors (C-contiguous float32, matching sizes: checked by the caller)."""
+    cdef Py_ssize_t nt = len(ps), i
+    cdef lc_adamw_hp h = _hp(b1, b2, eps, lr, wd, max_delta, bc1, bc2, gscale)
+    cdef float **P = <float **>malloc(4 * (nt + 1) * sizeof(float *))
+    cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
+    if P == NULL or N == NULL:
+        free(P)
+        free(N)
+        raise MemoryError()
+    try:
+        for i in range(nt):
+            P[i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ps[i])
+            P[nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>gs[i])
+            P[2 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ms[i])
+            P[3 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>vs[i])
+            N[i] = (<cnp.ndarray>ps[i]).size
+        with nogil:
+            lc_adamw_multi(P, P + nt, P + 2 * nt, P + 3 * nt, N, nt, &h, isa, nthreads)
+    finally:
+        free(P)
+        free(N)
+
+
+def sumsq_multi(list xs, int isa, int nthreads):
+    """[float64 sum of squares of each C-contiguous float32 array], as ``sumsq`` gives them."""
+    cdef Py_ssize_t nt = len(xs), i
+    cdef const float **X = <const float **>malloc((nt + 1) * sizeof(float *))
+    cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
+    cdef double *out = <double *>malloc((nt + 1) * sizeof(double))
+    cdef int fail = 0
+    if X == NULL or N == NULL or out == NULL:
+        free(X)
+        free(N)
+        free(out)
+        raise MemoryError()
+    try:
+        for i in range(nt):
+            X[i] = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xs[i])
+            N[i] = (<cnp.ndarray>xs[i]).size
+        with nogil:
+            fail = lc_sumsq_multi(out, X, N, nt, isa, nthreads)
+        if fail:
+            raise MemoryError()
+        return [out[i] for i in range(nt)]
+    finally:
+        free(X)
+        free(N)
+        free(out)

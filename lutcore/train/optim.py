@@ -36,10 +36,13 @@ def _sumsq(x: np.ndarray, threads) -> float:
 
 
 def global_grad_norm(grads: dict, threads=None) -> float:
-    """L2 norm over every gradient (float64 sum, names in sorted order)."""
+    """L2 norm over every gradient (float64 sum, names in sorted order; each
+    tensor summed in fixed chunks — one native call for all of them)."""
+    names = sorted(grads)
+    xs = [np.ascontiguousarray(grads[n], dtype=np.float32) for n in names]
     total = 0.0
-    for name in sorted(grads):
-        total = total + _sumsq(grads[name], threads)
+    for s in _o.sumsq_multi(xs, _simd.isa(), resolve_threads(threads)):
+        total = total + s
     return math.sqrt(total) if math.isfinite(total) else float("nan")
 
 
@@ -107,13 +110,14 @@ class AdamW:
         bc1, bc2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
         gscale = float(np.float32(grad_scale) * np.float32(clip)) if (grad_scale != 1.0 or clip != 1.0) else 1.0
         isa, nt = _simd.isa(), resolve_threads(self.threads)
-        for name in sorted(grads):
-            p = self.params[name]
+        names = sorted(grads)
+        for name in names:
             if name not in self.m:
-                self.m[name] = np.zeros_like(p)
-                self.v[name] = np.zeros_like(p)
-            _o.adamw(p.reshape(-1), grads[name].reshape(-1), self.m[name].reshape(-1), self.v[name].reshape(-1),
-                     b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta, bc1, bc2, gscale, isa, nt)
+                self.m[name] = np.zeros_like(self.params[name])
+                self.v[name] = np.zeros_like(self.params[name])
+        _o.adamw_multi([self.params[n] for n in names], [grads[n] for n in names], [self.m[n] for n in names],
+                       [self.v[n] for n in names], b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
+                       bc1, bc2, gscale, isa, nt)
         return {"step": self.t, "skipped": False, "grad_norm": norm, "clip_factor": clip}
 
     def state_dict(self) -> dict:

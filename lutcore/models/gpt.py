@@ -37,6 +37,7 @@ import math
 import numpy as np
 
 from lutcore.models import _layers as nn
+from lutcore.models._base import LanguageModel
 
 __all__ = ["GPTConfig", "GPT"]
 
@@ -139,7 +140,7 @@ def attention_bwd(dy, q, k, v, att):
     return dq, dk, dv
 
 
-class GPT:
+class GPT(LanguageModel):
     """GPT language model: ``forward(ids)`` -> logits, ``loss_and_grads(ids, targets)``,
     ``parameters()`` by name, ``generate``.
 
@@ -152,6 +153,8 @@ class GPT:
     constructor; the float path is lutcore.ops.matmul (deterministic) and the unit matmuls use
     lutcore's default thread count (``lutcore.set_num_threads``).
     """
+
+    _kind = "GPT"
 
     def __init__(self, config: GPTConfig | None = None, units=None, unit_backward: bool = False,
                  dtype=np.float32, params: dict | None = None, threads=None, two_pass: bool = False):
@@ -200,47 +203,11 @@ class GPT:
         return {k: np.ascontiguousarray(v, dtype=self.dtype) for k, v in p.items()}
 
     def _check_params(self, params: dict) -> dict:
-        want = self._expected_shapes()
-        params = dict(params)
-        missing = sorted(set(want) - set(params))
-        unknown = sorted(set(params) - set(want))
-        bad = sorted(f"{k}: expected {want[k]}, got {tuple(np.shape(params[k]))}"
-                     for k in set(want) & set(params) if tuple(np.shape(params[k])) != want[k])
-        if missing or unknown or bad:
-            msg = []
-            if missing:
-                msg.append(f"missing tensors: {missing}")
-            if unknown:
-                msg.append(f"unknown tensors: {unknown}")
-            if bad:
-                msg.append(f"misshaped tensors: {bad}")
-            raise ValueError("params do not match the GPT config — " + "; ".join(msg))
-        return {k: np.ascontiguousarray(np.asarray(params[k]), dtype=self.dtype) for k in want}
+        return self._match_params(dict(params), self._expected_shapes())
 
-    def parameters(self) -> dict:
-        """{name: array} — the live arrays (write-through)."""
-        return self._params
-
-    def num_parameters(self) -> int:
-        return int(sum(v.size for v in self._params.values()))
-
-    def zero_grads(self) -> dict:
-        return {k: np.zeros_like(v) for k, v in self._params.items()}
-
-    # ---------------------------------------------------------------- compute
     def _tokens(self, ids, name="ids"):
         """Integer (batch, L) ids in [0, vocab) of any length (a 1-D prompt becomes one row)."""
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
-        if ids.ndim == 1:
-            ids = ids[None]
-        if ids.ndim != 2:
-            raise ValueError(f"{name}: expected (batch, L) token ids, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab):
-            raise ValueError(f"{name}: token ids must lie in [0, {self.config.vocab}), "
-                             f"got [{ids.min()}, {ids.max()}]")
-        return ids.astype(np.int64)
+        return self._token_ids(ids, name)
 
     def _ids(self, ids, name="ids"):
         """As ``_tokens``, and 1 <= L <= context (the position table's length)."""

@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from lutcore.models import _layers as nn
+from lutcore.models._base import LanguageModel
 from lutcore.ops import scan as _scan
 from lutcore.ops.mathfn import sigmoid, silu
 
@@ -279,7 +280,7 @@ class Mamba1Block:
         return x + out
 
 
-class MambaLM:
+class MambaLM(LanguageModel):
     """Mamba-1 language model: ``forward(ids)`` -> logits, ``loss_and_grads(ids, targets)``,
     ``parameters()`` with Hugging Face names, ``step``/``generate``,
     ``from_pretrained``/``save_pretrained``.
@@ -288,6 +289,8 @@ class MambaLM:
     the same code in float64).  ``checkpoint_activations=True`` keeps only each
     block's input and recomputes the rest in backward (identical gradients).
     """
+
+    _kind = "Mamba"
 
     def __init__(self, config: MambaConfig | None = None, dtype=np.float32, params: dict | None = None,
                  checkpoint_activations: bool = False, units=None, unit_backward: bool = False, threads=None):
@@ -339,20 +342,7 @@ class MambaLM:
             if emb is not None and not np.array_equal(np.asarray(params["lm_head.weight"]), np.asarray(emb)):
                 raise ValueError("lm_head.weight differs from backbone.embeddings.weight but the config ties them")
             params.pop("lm_head.weight")
-        missing = sorted(set(want) - set(params))
-        unknown = sorted(set(params) - set(want))
-        bad = sorted(f"{k}: expected {want[k]}, got {tuple(np.shape(params[k]))}"
-                     for k in set(want) & set(params) if tuple(np.shape(params[k])) != want[k])
-        if missing or unknown or bad:
-            msg = []
-            if missing:
-                msg.append(f"missing tensors: {missing}")
-            if unknown:
-                msg.append(f"unknown tensors: {unknown}")
-            if bad:
-                msg.append(f"misshaped tensors: {bad}")
-            raise ValueError("checkpoint does not match the Mamba config — " + "; ".join(msg))
-        return {k: np.ascontiguousarray(np.asarray(params[k]), dtype=self.dtype) for k in want}
+        return self._match_params(params, want)
 
     def _build(self):
         self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", self.units,
@@ -363,33 +353,13 @@ class MambaLM:
             from lutcore.models.unitmm import UnitMatmul
             self._head_mm = UnitMatmul(self.units, unit_backward=self.unit_backward)
 
-    def parameters(self) -> dict:
-        """{name: array} — the live arrays (write-through); tied head omitted."""
-        return self._params
-
-    def num_parameters(self) -> int:
-        return int(sum(v.size for v in self._params.values()))
-
-    def zero_grads(self) -> dict:
-        return {k: np.zeros_like(v) for k, v in self._params.items()}
-
     @property
     def head_weight(self):
         return self._params["backbone.embeddings.weight" if self.config.tie_embeddings else "lm_head.weight"]
 
     # ---------------------------------------------------------------- compute
     def _ids(self, ids, name="ids"):
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
-        if ids.ndim == 1:
-            ids = ids[None]
-        if ids.ndim != 2:
-            raise ValueError(f"{name}: expected (batch, L) token ids, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            raise ValueError(f"{name}: token ids must lie in [0, {self.config.vocab_size}), "
-                             f"got [{ids.min()}, {ids.max()}]")
-        return ids.astype(np.int64)
+        return self._token_ids(ids, name)
 
     def _forward(self, ids, save):
         cfg = self.config

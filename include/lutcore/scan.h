@@ -23,7 +23,7 @@
 #define LC_SCAN_GROUP_BLOCKS 8   /* 8 blocks of 8 lanes = 64 channels per backward unit */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
-#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, DSPF)                                      \
+#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, DSPF, FMAF)                                      \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
     static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
@@ -31,6 +31,7 @@
     static inline NAME NAME##_add(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] + b.v[i]; return a; } \
     static inline NAME NAME##_sub(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] - b.v[i]; return a; } \
     static inline NAME NAME##_mul(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] * b.v[i]; return a; } \
+    static inline NAME NAME##_fma(NAME a, NAME b, NAME c) { for (int i = 0; i < 8; i++) a.v[i] = FMAF(a.v[i], b.v[i], c.v[i]); return a; } \
     static inline NAME NAME##_exp(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXPF(a.v[i]); return a; } \
     static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
     static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
@@ -43,8 +44,8 @@
         return (s0 + s1) + (s2 + s3);                                                                \
     }
 
-LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_dsoftplusf)
-LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_dsoftplus_d)
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_dsoftplusf, fmaf)
+LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_dsoftplus_d, fma)
 
 /* instantiate: generic float */
 #define LC_ST float
@@ -58,6 +59,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VADD lc_v8f_add
 #define LC_VSUB lc_v8f_sub
 #define LC_VMUL lc_v8f_mul
+#define LC_VFMA lc_v8f_fma
 #define LC_VEXP lc_v8f_exp
 #define LC_VSOFTPLUS lc_v8f_softplus
 #define LC_VSIGMOID lc_v8f_sigmoid
@@ -77,6 +79,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #undef LC_VADD
 #undef LC_VSUB
 #undef LC_VMUL
+#undef LC_VFMA
 #undef LC_VEXP
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
@@ -97,6 +100,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VADD lc_v8d_add
 #define LC_VSUB lc_v8d_sub
 #define LC_VMUL lc_v8d_mul
+#define LC_VFMA lc_v8d_fma
 #define LC_VEXP lc_v8d_exp
 #define LC_VSOFTPLUS lc_v8d_softplus
 #define LC_VSIGMOID lc_v8d_sigmoid
@@ -117,6 +121,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #undef LC_VADD
 #undef LC_VSUB
 #undef LC_VMUL
+#undef LC_VFMA
 #undef LC_VEXP
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
@@ -144,6 +149,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #define LC_VADD _mm256_add_ps
 #define LC_VSUB _mm256_sub_ps
 #define LC_VMUL _mm256_mul_ps
+#define LC_VFMA _mm256_fmadd_ps
 #define LC_VEXP lc_exp_ps
 #define LC_VSOFTPLUS lc_softplus_ps
 #define LC_VSIGMOID lc_sigmoid_ps
@@ -164,6 +170,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #undef LC_VADD
 #undef LC_VSUB
 #undef LC_VMUL
+#undef LC_VFMA
 #undef LC_VEXP
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID

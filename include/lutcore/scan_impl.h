@@ -88,8 +88,8 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
                 LC_VT a = LC_VEXP(x);
                 LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
                 LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N + j]));
-                h[j] = LC_VADD(LC_VMUL(a, h[j]), LC_VMUL(bb, uu));
-                yt = LC_VADD(yt, LC_VMUL(LC_VSET1(Cn[t * N + j]), h[j]));
+                h[j] = LC_VFMA(a, h[j], LC_VMUL(bb, uu));        /* one rounding: a h + (bb u) */
+                yt = LC_VFMA(LC_VSET1(Cn[t * N + j]), h[j], yt);
             }
             LC_VSTORE(yb + t * 8, yt);
         }
@@ -168,7 +168,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
                 LC_VT a = LC_VEXP(x);
                 LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
                 LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N]));
-                h = LC_VADD(LC_VMUL(a, h), LC_VMUL(bb, LC_VLOAD(ub + t * 8)));
+                h = LC_VFMA(a, h, LC_VMUL(bb, LC_VLOAD(ub + t * 8)));   /* as the forward */
                 LC_VSTORE(hb + (t - t0) * 8, h);
                 LC_VSTORE(ab + (t - t0) * 8, a);
                 LC_VSTORE(fb + (t - t0) * 8, f);

@@ -22,7 +22,7 @@ from lutcore._threads import resolve_threads
 from lutcore.ops.gemm import _even, pack_a16, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
-__all__ = ["Q8", "quantize", "qmatmul"]
+__all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
 
 
 class Q8:
@@ -184,3 +184,70 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y
+
+
+class QLinear:
+    """A weight quantized and packed once, applied as ``x @ W`` through the units
+    with as little per-call work as possible (decoding calls it with one row).
+
+    ``QLinear(w_kn, units, block)`` with ``w_kn`` float32 (K, N) (or a ``Q8``
+    quantized along axis 0); ``__call__(x, out=None)`` computes exactly what
+    ``qmatmul(x, w_q8, units, block)`` computes, bit for bit.  Activation
+    buffers belong to the instance (not thread-safe across Python threads).
+    """
+
+    def __init__(self, w, units=None, block: int = 32, threads=None):
+        self.units = _resolve_units(units)
+        self.block = _block(block)
+        self.threads = threads
+        self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads)
+        if self.q8.axis != 0 or self.q8.block != self.block:
+            raise ValueError("w: expected a Q8 quantized along axis 0 with the same block")
+        self.K, self.N = self.q8.shape
+        self.nblk = self.q8.scale.shape[0]
+        self.bkp = _even(self.block)
+        if self.units.is_exact:
+            self.bp, _ = pack_panels(self.q8.q, self.block, self.bkp, resolve_threads(threads))
+            self.sbp = _pack_scales(self.q8.scale)
+        self._rows = 0
+
+    @property
+    def shape(self):
+        return (self.K, self.N)
+
+    def _buffers(self, M):
+        if M > self._rows:
+            R = max(M, 1)
+            self._qa = np.empty((R, self.nblk * self.block), np.int8)
+            self._sa = np.empty((R, self.nblk), np.float32)
+            Mp = -(-R // _g.MR) * _g.MR
+            self._ap = np.empty((Mp, self.nblk * self.bkp), np.int16)
+            self._rows = R
+
+    def __call__(self, x, out=None):
+        if not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2 and x.flags.c_contiguous):
+            x = _check.array(x, "x", np.float32, 2, kind="f")
+        M, K = x.shape
+        if K != self.K:
+            raise ValueError(f"x: expected (M, {self.K}), got {x.shape}")
+        y = np.empty((M, self.N), np.float32) if out is None else out
+        if M == 0:
+            return y
+        nt = resolve_threads(self.threads)
+        isa = _simd.isa()
+        self._buffers(M)
+        qa, sa = self._qa[:M], self._sa[:M]
+        if _g.quantize_rows(qa, sa, x, self.block, isa, nt):
+            raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
+        if self.units.is_exact:
+            Mp = -(-M // _g.MR) * _g.MR
+            ap = self._ap[:Mp]
+            _g.pack_a16(ap, qa, self.block, self.bkp, nt)
+            _g.qmatmul_exact_packed(y, ap, sa, self.bp, self.sbp, self.nblk, self.bkp, isa, nt)
+        else:
+            work = _workspace.scratch("table", _g.table_work_size(M, self.N, nt, True), np.int32)
+            _g.qmatmul_table(y, qa, sa, self.q8.q, self.q8.scale, self.units._kernel_mul, self.nblk, self.block,
+                             work, isa, nt)
+        if audit._rate > 0:
+            audit.check_qmatmul(y, qa, sa, self.q8.q, self.q8.scale, self.block, self.units)
+        return y

@@ -206,8 +206,8 @@ def test_units_weights_are_quantized_once(ckpt, monkeypatch):
     p = Pipeline.from_pretrained(ckpt("llama"), splits=[3, 3], units="exact")
     for st in p.stages:
         for L in st.layers:
-            assert all(isinstance(getattr(L, n), Q8) for n in ("wqkv", "wo", "wup", "wdown"))
-    assert isinstance(p.stages[0]._head, Q8)
+            assert all(isinstance(getattr(L, n).q8, Q8) for n in ("wqkv", "wo", "wup", "wdown"))
+    assert isinstance(p.stages[0]._head.q8, Q8)
 
     def no_quantize(*a, **k):
         raise AssertionError("a weight was quantized again after load")

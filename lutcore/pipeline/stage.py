@@ -43,7 +43,7 @@ from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
-from lutcore.quant import Q8, qmatmul, quantize
+from lutcore.quant import Q8, QLinear, qmatmul, quantize
 
 __all__ = ["Stage", "StageCache"]
 
@@ -115,11 +115,11 @@ class _QLinear:
     """Mamba1Block's matmul hook with the weight quantized once (x @ w.T through the units)."""
 
     def __init__(self, w, units, threads):
-        self.q = quantize(to_kn(w, w.shape[0], w.shape[1], "out_in"), axis=0, threads=threads)
-        self.units, self.threads = units, threads
+        self.lin = QLinear(to_kn(w, w.shape[0], w.shape[1], "out_in"), units, threads=threads)
+        self.q = self.lin.q8
 
     def forward(self, x2, w):
-        return qmatmul(np.ascontiguousarray(x2, np.float32), self.q, self.units, threads=self.threads)
+        return self.lin(np.ascontiguousarray(x2, np.float32))
 
 
 def _cat(parts, axis):
@@ -174,7 +174,7 @@ class Stage:
         """A (K, N) weight as the stage multiplies it: float32 packed once into the
         GEMM's panel layout (decode multiplies one row at a time), or Q8 quantized once."""
         if self.units is not None:
-            return quantize(w_kn, axis=0, threads=self.threads)
+            return QLinear(np.ascontiguousarray(w_kn, np.float32), self.units, threads=self.threads)
         return PackedMatrix(np.ascontiguousarray(w_kn, np.float32))
 
     def _build_layer(self, i, w):
@@ -222,8 +222,8 @@ class Stage:
         self.norm_b = w[h["norm_bias"]] if "norm_bias" in h else None
         head = self.embedding if self.spec.tie else w[h["lm_head"]]      # (V, C): tied -> the embedding itself
         # float: x @ head.T, the transposed view read in place (no copy); units: Q8 (C, V) once
-        self._head = head if self.units is None else quantize(to_kn(head, *head.shape, "out_in"), axis=0,
-                                                              threads=self.threads)
+        self._head = head if self.units is None else QLinear(
+            np.ascontiguousarray(to_kn(head, *head.shape, "out_in"), np.float32), self.units, threads=self.threads)
         self._head_packed = PackedMatrix(head.T) if self.units is None else None
 
     # ------------------------------------------------------------------ helpers
@@ -237,8 +237,8 @@ class Stage:
 
     def _mm(self, x, w, b, out):
         """out = x @ w (+ b); w (K, N) float32 or Q8."""
-        if isinstance(w, Q8):
-            qmatmul(x, w, self.units, threads=self.threads, out=out)
+        if isinstance(w, QLinear):
+            w(x, out=out)
         else:
             _fmm(x, w, out=out, threads=self.threads)
         if b is not None:
@@ -466,8 +466,8 @@ class Stage:
         T = x.shape[0]
         h = self._norm(x, self.norm_w, self.norm_b, self._buf("h", T, self.spec.hidden))
         out = np.empty((T, self.spec.vocab), np.float32)
-        if isinstance(self._head, Q8):
-            return qmatmul(h, self._head, self.units, threads=self.threads, out=out)
+        if isinstance(self._head, QLinear):
+            return self._head(np.ascontiguousarray(h, np.float32), out=out)
         return _fmm(h, self._head_packed, out=out, threads=self.threads)
 
     @staticmethod
@@ -487,7 +487,9 @@ class Stage:
             if a is None or id(a) in seen:
                 return
             seen.add(id(a))
-            if isinstance(a, Q8):
+            if isinstance(a, QLinear):
+                total += a.q8.q.nbytes + a.q8.scale.nbytes
+            elif isinstance(a, Q8):
                 total += a.q.nbytes + a.scale.nbytes
             elif isinstance(a, PackedMatrix):
                 total += a.panels.nbytes

@@ -105,6 +105,9 @@ def atomic_dir(path):
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)          # mkdtemp makes 0700; a checkpoint is an ordinary directory
     try:
         yield tmp
         for name in os.listdir(tmp):

@@ -26,6 +26,7 @@
 #define LC_SNR 16
 #define LC_SMC 48
 #define LC_SNC 128
+#define LC_SKC 256   /* k block: a 6x256 A panel and a 256x16 B panel stay in L1 */
 
 static void lc_sgemm_pack_a(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac) {
     int64_t np = (M + LC_SMR - 1) / LC_SMR;
@@ -56,33 +57,41 @@ static void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int
     }
 }
 
-static void lc_smk_generic(float *tile, const float *ap, const float *bp, int64_t K) {
+static void lc_smk_generic(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init) {
     float acc[LC_SMR * LC_SNR];
-    for (int i = 0; i < LC_SMR * LC_SNR; i++) acc[i] = 0.0f;
+    for (int i = 0; i < LC_SMR * LC_SNR; i++) acc[i] = init ? tile[i] : 0.0f;
     for (int64_t k = 0; k < K; k++)
         for (int r = 0; r < LC_SMR; r++) {
-            float a = ap[k * LC_SMR + r];
+            float a = ap[k * aks + r * ars];
             for (int c = 0; c < LC_SNR; c++) acc[r * LC_SNR + c] = fmaf(a, bp[k * LC_SNR + c], acc[r * LC_SNR + c]);
         }
     memcpy(tile, acc, sizeof(acc));
 }
 
 #if LC_X86
-LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, const float *bp, int64_t K) {
+LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
            c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
            c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
            c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    if (init) {   /* continue the chains of an earlier k block */
+        c00 = _mm256_loadu_ps(tile + 0); c01 = _mm256_loadu_ps(tile + 8);
+        c10 = _mm256_loadu_ps(tile + 16); c11 = _mm256_loadu_ps(tile + 24);
+        c20 = _mm256_loadu_ps(tile + 32); c21 = _mm256_loadu_ps(tile + 40);
+        c30 = _mm256_loadu_ps(tile + 48); c31 = _mm256_loadu_ps(tile + 56);
+        c40 = _mm256_loadu_ps(tile + 64); c41 = _mm256_loadu_ps(tile + 72);
+        c50 = _mm256_loadu_ps(tile + 80); c51 = _mm256_loadu_ps(tile + 88);
+    }
     for (int64_t k = 0; k < K; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
-        const float *a = ap + k * LC_SMR;
+        const float *a = ap + k * aks;
         __m256 av;
-        av = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
-        av = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
-        av = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
-        av = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
-        av = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
-        av = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
+        av = _mm256_broadcast_ss(a + 0 * ars); c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + 1 * ars); c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2 * ars); c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3 * ars); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4 * ars); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5 * ars); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
     }
     _mm256_storeu_ps(tile + 0, c00); _mm256_storeu_ps(tile + 8, c01);
     _mm256_storeu_ps(tile + 16, c10); _mm256_storeu_ps(tile + 24, c11);
@@ -96,14 +105,18 @@ LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, const float
 #if LC_X86
 /* R < 6 rows (the last row tile, and decode's single row): the same per-element
  * FMA chain as the 6-row kernel, so results do not depend on which one ran. */
-LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_smk_avx2_r(float *tile, const float *ap, const float *bp,
-                                                                int64_t K, const int R) {
+LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_smk_avx2_r(float *tile, const float *ap, int64_t aks,
+                                                                int64_t ars, const float *bp,
+                                                                int64_t K, const int R, int init) {
     __m256 c0[5], c1[5];
-    for (int r = 0; r < R; r++) { c0[r] = _mm256_setzero_ps(); c1[r] = _mm256_setzero_ps(); }
+    for (int r = 0; r < R; r++) {
+        c0[r] = init ? _mm256_loadu_ps(tile + r * LC_SNR) : _mm256_setzero_ps();
+        c1[r] = init ? _mm256_loadu_ps(tile + r * LC_SNR + 8) : _mm256_setzero_ps();
+    }
     for (int64_t k = 0; k < K; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
         for (int r = 0; r < R; r++) {
-            __m256 av = _mm256_broadcast_ss(ap + k * LC_SMR + r);
+            __m256 av = _mm256_broadcast_ss(ap + k * aks + r * ars);
             c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
         }
@@ -113,11 +126,11 @@ LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_smk_avx2_r(f
         _mm256_storeu_ps(tile + r * LC_SNR + 8, c1[r]);
     }
 }
-LC_TARGET_AVX2 static void lc_smk_avx2_1(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 1); }
-LC_TARGET_AVX2 static void lc_smk_avx2_2(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 2); }
-LC_TARGET_AVX2 static void lc_smk_avx2_3(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 3); }
-LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 4); }
-LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, const float *b, int64_t K) { lc_smk_avx2_r(t, a, b, K, 5); }
+LC_TARGET_AVX2 static void lc_smk_avx2_1(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 1, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_2(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 2, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_3(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 3, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 4, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 5, init); }
 #endif
 
 /* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
@@ -137,10 +150,11 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         /* pack every batch's operands (independent of the thread count) */
-        const int64_t npack = Bpre ? npa : npa + npb;
+        const int direct_a = (sac == 1);                 /* read A rows in place: no A packing */
+        const int64_t npack = (direct_a ? 0 : npa) + (Bpre ? 0 : npb);
         LC_PRAGMA(omp for schedule(static))
         for (int64_t w = 0; w < nbatch * npack; w++) {
-            int64_t b = w / npack, p = w % npack;
+            int64_t b = w / npack, p = w % npack + (direct_a ? npa : 0);
             float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
             if (p < npa) {
                 int64_t r0 = p * LC_SMR;
@@ -150,41 +164,59 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
                 lc_sgemm_pack_b(Bp + q * K * LC_SNR, B + b * sbb + c0 * sbc, K, (N - c0 < LC_SNR ? N - c0 : LC_SNR), sbr, sbc);
             }
         }
+        /* per-unit partial tiles: the k loop runs in blocks of LC_SKC (operands
+           L1-resident); a tile's chains continue exactly across blocks */
+        float *part = (float *)malloc((size_t)LC_SMC * LC_SNC * sizeof(float));
         LC_PRAGMA(omp for schedule(static))
         for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
             int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
             const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;
             float tile[LC_SMR * LC_SNR];
             float *Cb = C + b * scb;
-            int64_t m_end = (mu + 1) * LC_SMC < M ? (mu + 1) * LC_SMC : M;
-            int64_t n_end = (nu + 1) * LC_SNC < N ? (nu + 1) * LC_SNC : N;
-            for (int64_t j0 = nu * LC_SNC; j0 < n_end; j0 += LC_SNR) {
-                const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR;
-                int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
-                for (int64_t i0 = mu * LC_SMC; i0 < m_end; i0 += LC_SMR) {
-                    const float *ap = Ap + (i0 / LC_SMR) * K * LC_SMR;
-                    int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+            int64_t m0 = mu * LC_SMC, n0 = nu * LC_SNC;
+            int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
+            int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
+            int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
+            for (int64_t k0 = 0; k0 < K; k0 += LC_SKC) {
+                int64_t kn = K - k0 < LC_SKC ? K - k0 : LC_SKC;
+                int init = k0 > 0;
+                for (int64_t j0 = n0; j0 < n_end; j0 += LC_SNR) {
+                    const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + k0 * LC_SNR;
+                    for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
+                        const float *ap = direct_a ? A + b * sab + i0 * sar + k0
+                                                   : Ap + (i0 / LC_SMR) * K * LC_SMR + k0 * LC_SMR;
+                        const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1;
+                        float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
+                                        : tile;
+                        if (!part) { init = 0; kn = K; }        /* no buffer: one pass over all of K */
+                        int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
 #if LC_X86
-                    if (isa >= LC_ISA_AVX2) {
-                        switch (R) {
-                        case 1: lc_smk_avx2_1(tile, ap, bp, K); break;
-                        case 2: lc_smk_avx2_2(tile, ap, bp, K); break;
-                        case 3: lc_smk_avx2_3(tile, ap, bp, K); break;
-                        case 4: lc_smk_avx2_4(tile, ap, bp, K); break;
-                        case 5: lc_smk_avx2_5(tile, ap, bp, K); break;
-                        default: lc_smk_avx2(tile, ap, bp, K);
-                        }
-                    } else
+                        if (isa >= LC_ISA_AVX2) {
+                            switch (R) {
+                            case 1: lc_smk_avx2_1(t, ap, aks, ars, bp, kn, init); break;
+                            case 2: lc_smk_avx2_2(t, ap, aks, ars, bp, kn, init); break;
+                            case 3: lc_smk_avx2_3(t, ap, aks, ars, bp, kn, init); break;
+                            case 4: lc_smk_avx2_4(t, ap, aks, ars, bp, kn, init); break;
+                            case 5: lc_smk_avx2_5(t, ap, aks, ars, bp, kn, init); break;
+                            default: lc_smk_avx2(t, ap, aks, ars, bp, kn, init);
+                            }
+                        } else
 #endif
-                    lc_smk_generic(tile, ap, bp, K);
-                    for (int r = 0; r < R; r++) {
-                        float *cr = Cb + (i0 + r) * ldc + j0;
-                        if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + tile[r * LC_SNR + c];
-                        else memcpy(cr, tile + r * LC_SNR, (size_t)nc * sizeof(float));
+                        lc_smk_generic(t, ap, aks, ars, bp, kn, init);
+                        if (!part || k0 + kn >= K) {
+                            int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
+                            for (int r = 0; r < R; r++) {
+                                float *cr = Cb + (i0 + r) * ldc + j0;
+                                if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + t[r * LC_SNR + c];
+                                else memcpy(cr, t + r * LC_SNR, (size_t)nc * sizeof(float));
+                            }
+                        }
                     }
                 }
+                if (!part) break;
             }
         }
+        free(part);
     }
 }
 

@@ -22,20 +22,10 @@ SS_CHUNK = LC_SS_CHUNK
 
 def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,
           double lr, double wd, double max_delta, double bc1, double bc2, double gscale, int isa, int nthreads):
-    """Hyperparameters arrive in double; 1 - beta and 1 - lr*wd are formed in double
-    before rounding to float32 (so beta = 0.99999999 keeps 1 - beta = 1e-8)."""
-    cdef lc_adamw_hp h
+    """One tensor.  Hyperparameters arrive in double; 1 - beta, lr/bc1, 1/sqrt(bc2)
+    and 1 - lr*wd are formed in double before rounding to float32 (``_hp``)."""
+    cdef lc_adamw_hp h = _hp(b1, b2, eps, lr, wd, max_delta, bc1, bc2, gscale)
     cdef int64_t n = p.shape[0]
-    h.b1 = <float>b1
-    h.b2 = <float>b2
-    h.c1 = <float>(1.0 - b1)
-    h.c2 = <float>(1.0 - b2)
-    h.eps = <float>eps
-    h.step_size = <float>(lr / bc1)
-    h.inv_sqrt_bc2 = <float>(1.0 / sqrt(bc2))
-    h.decay = <float>(1.0 - lr * wd)
-    h.max_delta = <float>max_delta
-    h.gscale = <float>gscale
     if n == 0:
         return
     with nogil:

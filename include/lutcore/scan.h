@@ -21,6 +21,7 @@
 #include "mathfn.h"
 
 #define LC_SCAN_GROUP_BLOCKS 8   /* 8 blocks of 8 lanes = 64 channels per backward unit */
+#define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
 #define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, DSPF, FMAF)                                      \
@@ -183,7 +184,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 
 /* ------------------------------------------------------------- drivers */
 
-static inline size_t lc_scan_fwd_work(int64_t L) { return (size_t)3 * L * 8; }
+static inline size_t lc_scan_fwd_work(int64_t L, int64_t N) { return (size_t)3 * L * 8 + (size_t)N * 8; }
 static inline size_t lc_scan_bwd_work(int64_t L, int64_t T) { return (size_t)5 * L * 8 + (size_t)3 * T * 8; }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
@@ -196,7 +197,7 @@ static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, co
     (void)isa;                                                                                       \
     LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
     {                                                                                                \
-        ST *work = (ST *)malloc(lc_scan_fwd_work(L) * sizeof(ST));                                   \
+        ST *work = (ST *)malloc(lc_scan_fwd_work(L, N) * sizeof(ST));                                   \
         if (!work) fail = 1;                                                                         \
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t w = 0; w < units; w++) {                                                        \

@@ -39,7 +39,7 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
     const LC_ST *u, const LC_ST *delta, const LC_ST *A, const LC_ST *Bm, const LC_ST *Cm,
     const LC_ST *Dv, const LC_ST *z, const LC_ST *dbias, const LC_ST *h0,
     int64_t b, int64_t d0, int nl, int64_t L, int64_t D, int64_t N, int64_t T,
-    int softplus, int zoh, LC_ST *work /* 3 * L * 8 */) {
+    int softplus, int zoh, LC_ST *work /* 3 * L * 8 + N * 8 */) {
     LC_ST *dtb = work, *ub = work + L * 8, *yb = work + 2 * L * 8;
     LC_ST tmp[8];
     LC_VT bias = LC_VZERO;
@@ -54,50 +54,57 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
         LC_VSTORE(yb + t * 8, LC_VZERO);
     }
     const int64_t nck = (L + T - 1) / T;
-    /* two states per pass: two independent recurrences share the loads of dt
-     * and u; y still accumulates n = 0, 1, 2, ... in order */
-    for (int64_t n = 0; n < N; n += 2) {
-        const int two = n + 1 < N;
-        LC_VT An[2], h[2];
-        for (int j = 0; j < 2; j++) {
-            int64_t nn = two ? n + j : n;
-            for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + nn] : 0;
-            An[j] = LC_VLOAD(tmp);
-            h[j] = LC_VZERO;
-            if (h0) {
-                for (int i = 0; i < 8; i++) tmp[i] = i < nl ? h0[(b * D + d0 + i) * N + nn] : 0;
-                h[j] = LC_VLOAD(tmp);
-            }
-        }
-        const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
-        const int np = two ? 2 : 1;
-        for (int64_t t = 0; t < L; t++) {
-            if (hs && t % T == 0) {
-                for (int j = 0; j < np; j++) {
-                    LC_VSTORE(tmp, h[j]);
-                    LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n + j;
-                    for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
-                }
-            }
-            LC_VT dt = LC_VLOAD(dtb + t * 8);
-            LC_VT uu = LC_VLOAD(ub + t * 8);
-            LC_VT yt = LC_VLOAD(yb + t * 8);
+    /* Time in blocks of LC_SCAN_TB steps so the block's dt, u and y rows stay in
+     * L1; inside a block, two states per pass (two independent recurrences share
+     * the loads of dt and u).  Each state's h is carried between blocks in hst,
+     * and y still accumulates n = 0, 1, 2, ... in order for every t. */
+    LC_ST *hst = work + 3 * L * 8;                                 /* (N, 8) */
+    for (int64_t n = 0; n < N; n++) {
+        for (int i = 0; i < 8; i++) tmp[i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
+        LC_VSTORE(hst + n * 8, LC_VLOAD(tmp));
+    }
+    for (int64_t tb = 0; tb < L; tb += LC_SCAN_TB) {
+        const int64_t te = tb + LC_SCAN_TB < L ? tb + LC_SCAN_TB : L;
+        for (int64_t n = 0; n < N; n += 2) {
+            const int two = n + 1 < N;
+            const int np = two ? 2 : 1;
+            LC_VT An[2], h[2];
             for (int j = 0; j < 2; j++) {
-                if (j == 1 && !two) break;
-                LC_VT x = LC_VMUL(dt, An[j]);
-                LC_VT a = LC_VEXP(x);
-                LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
-                LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N + j]));
-                h[j] = LC_VFMA(a, h[j], LC_VMUL(bb, uu));        /* one rounding: a h + (bb u) */
-                yt = LC_VFMA(LC_VSET1(Cn[t * N + j]), h[j], yt);
+                int64_t nn = two ? n + j : n;
+                for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + nn] : 0;
+                An[j] = LC_VLOAD(tmp);
+                h[j] = LC_VLOAD(hst + nn * 8);
             }
-            LC_VSTORE(yb + t * 8, yt);
+            const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
+            for (int64_t t = tb; t < te; t++) {
+                if (hs && t % T == 0) {
+                    for (int j = 0; j < np; j++) {
+                        LC_VSTORE(tmp, h[j]);
+                        LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n + j;
+                        for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+                    }
+                }
+                LC_VT dt = LC_VLOAD(dtb + t * 8);
+                LC_VT uu = LC_VLOAD(ub + t * 8);
+                LC_VT yt = LC_VLOAD(yb + t * 8);
+                for (int j = 0; j < 2; j++) {
+                    if (j == 1 && !two) break;
+                    LC_VT x = LC_VMUL(dt, An[j]);
+                    LC_VT a = LC_VEXP(x);
+                    LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
+                    LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N + j]));
+                    h[j] = LC_VFMA(a, h[j], LC_VMUL(bb, uu));        /* one rounding: a h + (bb u) */
+                    yt = LC_VFMA(LC_VSET1(Cn[t * N + j]), h[j], yt);
+                }
+                LC_VSTORE(yb + t * 8, yt);
+            }
+            for (int j = 0; j < np; j++) LC_VSTORE(hst + (n + j) * 8, h[j]);
         }
-        if (hlast) {
-            for (int j = 0; j < np; j++) {
-                LC_VSTORE(tmp, h[j]);
-                for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n + j] = tmp[i];
-            }
+    }
+    if (hlast) {
+        for (int64_t n = 0; n < N; n++) {
+            LC_VSTORE(tmp, LC_VLOAD(hst + n * 8));
+            for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n] = tmp[i];
         }
     }
     LC_VT Dl = LC_VZERO;

@@ -4,8 +4,9 @@ Design: every hot kernel lives in a C header under include/lutcore/ and is
 wrapped by a thin Cython module under lutcore/_native/.  SIMD bodies for AVX2
 and AVX-512 are compiled with per-function ``target`` attributes and chosen at
 run time from the CPU's features, so one binary runs on any x86-64 (and the
-portable C bodies run everywhere else).  We never pass -march=native or
--ffast-math; -ffp-contract=off keeps float results identical across paths.
+portable C bodies run everywhere else).  The build is never tuned to the
+build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
+float results identical across paths.
 
 OpenMP is used when the compiler supports it; LUTCORE_NO_OPENMP=1 forces a
 serial build.  ``lutcore.show_config()`` reports which one you got.

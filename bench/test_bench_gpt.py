@@ -11,6 +11,9 @@ float loss (GPT_TOL).  Records ``tokens`` (batch x seq).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +21,9 @@ import lutcore
 from lutbench import SEED, SLOW, dim, grouped, torch
 from lutcore.models.gpt import GPT, GPTConfig
 from lutcore.train import AdamW
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from reference.gpt_torch import torch_gpt_loss  # noqa: E402
 
 GPT_TOL = 1e-4
 SHAPES = [(8, dim(256), dim(256))]
@@ -58,29 +64,14 @@ def test_gpt_step_lutcore(benchmark, record, shape, variant):
 @pytest.mark.skipif(torch is None, reason="torch not installed")
 @pytest.mark.parametrize("shape", GROUP)
 def test_gpt_step_torch(benchmark, record, shape):
-    import torch.nn.functional as F
     cfg = _cfg(shape)
     m = GPT(cfg)
     tp = {k: torch.tensor(v, requires_grad=True) for k, v in m.parameters().items()}
     ids, tg = _data(shape)
-    tids, ttg = torch.as_tensor(ids), torch.as_tensor(tg)
-    C, H = cfg.dim, cfg.heads
+    tids = torch.as_tensor(ids)
 
     def loss_fn():
-        B, L = tids.shape
-        x = tp["wte"][tids] + tp["wpe"][:L]
-        for i in range(cfg.layers):
-            P = lambda k: tp[f"h.{i}.{k}"]            # noqa: E731
-            a = F.layer_norm(x, (C,), P("ln1.weight"), P("ln1.bias"), cfg.ln_eps)
-            q, k, v = F.linear(a, P("attn.qkv.weight"), P("attn.qkv.bias")).split(C, dim=-1)
-            q, k, v = (t.view(B, L, H, C // H).transpose(1, 2) for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, L, C)
-            x = x + F.linear(y, P("attn.proj.weight"), P("attn.proj.bias"))
-            h = F.layer_norm(x, (C,), P("ln2.weight"), P("ln2.bias"), cfg.ln_eps)
-            x = x + F.linear(F.gelu(F.linear(h, P("mlp.fc.weight"), P("mlp.fc.bias")), approximate="tanh"),
-                             P("mlp.proj.weight"), P("mlp.proj.bias"))
-        x = F.layer_norm(x, (C,), tp["ln_f.weight"], tp["ln_f.bias"], cfg.ln_eps)
-        return F.cross_entropy((x @ tp["wte"].T).reshape(-1, cfg.vocab), ttg.reshape(-1))
+        return torch_gpt_loss(tp, tids, tg, cfg)[1]
 
     want = m.loss(ids, tg)
     got = float(loss_fn())

@@ -164,19 +164,36 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
         qa, sa = _quantize_scratch(a, block, nt)
     if qb_obj is None:
         qb_obj = quantize(b, block, axis=0, threads=nt)
+    return _qmm_quantized(y, qa, sa, qb_obj, units, block, nt)
+
+
+def _exact_panels(qb_obj: Q8, nt: int):
+    """The exact kernel's panels of a right operand, packed once and kept in the Q8."""
+    bkp = _even(qb_obj.block)
+    key = ("exact", bkp)
+    cached = qb_obj._cache.get(key)
+    if cached is None:
+        bp, _ = pack_panels(qb_obj.q, qb_obj.block, bkp, nt)
+        cached = (bp, _pack_scales(qb_obj.scale))
+        qb_obj._cache[key] = cached
+    return cached
+
+
+def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None):
+    """y = the block-scaled product of quantized activations (qa, sa) and a Q8
+    right operand: the one place both ``qmatmul`` and ``QLinear`` run the kernels
+    (and the audit).  ``ap``: a caller-owned int16 buffer for the packed rows."""
     qb, sb = qb_obj.q, qb_obj.scale
     nblk = sb.shape[0]
     isa = _simd.isa()
+    M, N = y.shape
     if units.is_exact:
         bkp = _even(block)
-        key = ("exact", bkp)
-        cached = qb_obj._cache.get(key)
-        if cached is None:
-            bp, _ = pack_panels(qb, block, bkp, nt)
-            cached = (bp, _pack_scales(sb))
-            qb_obj._cache[key] = cached
-        bp, sbp = cached
-        ap = pack_a16(qa, block, bkp, nt)
+        bp, sbp = _exact_panels(qb_obj, nt)
+        if ap is None:
+            ap = pack_a16(qa, block, bkp, nt)
+        else:
+            _g.pack_a16(ap, qa, block, bkp, nt)
         _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt)
     else:
         work = _workspace.scratch("table", _g.table_work_size(M, N, nt, True), np.int32)
@@ -207,8 +224,7 @@ class QLinear:
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
         if self.units.is_exact:
-            self.bp, _ = pack_panels(self.q8.q, self.block, self.bkp, resolve_threads(threads))
-            self.sbp = _pack_scales(self.q8.scale)
+            _exact_panels(self.q8, resolve_threads(threads))        # pack now, not on the first call
         self._rows = 0
 
     @property
@@ -234,20 +250,9 @@ class QLinear:
         if M == 0:
             return y
         nt = resolve_threads(self.threads)
-        isa = _simd.isa()
         self._buffers(M)
         qa, sa = self._qa[:M], self._sa[:M]
-        if _g.quantize_rows(qa, sa, x, self.block, isa, nt):
+        if _g.quantize_rows(qa, sa, x, self.block, _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-        if self.units.is_exact:
-            Mp = -(-M // _g.MR) * _g.MR
-            ap = self._ap[:Mp]
-            _g.pack_a16(ap, qa, self.block, self.bkp, nt)
-            _g.qmatmul_exact_packed(y, ap, sa, self.bp, self.sbp, self.nblk, self.bkp, isa, nt)
-        else:
-            work = _workspace.scratch("table", _g.table_work_size(M, self.N, nt, True), np.int32)
-            _g.qmatmul_table(y, qa, sa, self.q8.q, self.q8.scale, self.units._kernel_mul, self.nblk, self.block,
-                             work, isa, nt)
-        if audit._rate > 0:
-            audit.check_qmatmul(y, qa, sa, self.q8.q, self.q8.scale, self.block, self.units)
-        return y
+        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.is_exact else None
+        return _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap)

@@ -3,7 +3,6 @@ fallback (96 ids: '\\n' and ASCII 32..126, anything else -> '?'), and any
 Hugging Face ``tokenizer.json`` through the ``tokenizers`` library."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np

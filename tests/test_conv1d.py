@@ -8,7 +8,6 @@ Error budgets (named, STYLE habit 10):
     F32_TOL    float32: max|got - want| <= F32_TOL * max|want| (K <= 4 products, no long sums)
     F32_DW_TOL float32 dweight/dbias: sums over batch*L terms
 """
-import re
 
 import numpy as np
 import pytest
@@ -16,6 +15,8 @@ import pytest
 import lutcore
 import lutcore.ops as ops
 from reference.scan_ref import causal_conv1d_backward_ref, causal_conv1d_ref
+from reference.asserts import assert_bits_equal, bits
+from reference.asserts import names_arg as _names_arg
 
 F64_TOL = 1e-12
 F32_TOL = 2e-6
@@ -46,24 +47,6 @@ def check_close(name, got, want, dtype, tol32=F32_TOL):
     assert maxdiff <= tol * max(scale, 1e-30), (name, maxdiff, scale)
 
 
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
-
-
-def assert_bits_equal(name, a, b):
-    assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, b.dtype, a.shape, b.shape)
-    same = bits(a) == bits(b)
-    if not np.all(same):
-        i = np.unravel_index(np.argmin(same), a.shape)
-        raise AssertionError(f"{name}: {np.count_nonzero(~same)} elements differ, first at {i}: "
-                             f"{a[i]!r} vs {b[i]!r}")
-
-
-def _names_arg(msg, name):
-    return re.search(rf"(^|[^A-Za-z0-9_]){name}([^A-Za-z0-9_]|$)", msg) is not None
-
-
 # ---------------------------------------------------------------- vs oracle
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f64", "f32"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
@@ -90,7 +73,7 @@ def test_forward_backward_vs_ref(rng, shape, K, with_bias, dtype):
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("K", [2, 3, 4])
 def test_vs_torch(rng, K, with_bias, dtype):
-    torch = pytest.importorskip("torch")
+    import torch
     import torch.nn.functional as F
     batch, L, Dm = 2, 37, 12
     x, w, b = _inputs(rng, batch, L, Dm, K, dtype, with_bias)

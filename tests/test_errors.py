@@ -1,17 +1,13 @@
 """Bad input gets a clear Python exception; configuration entry points
 (threads, SIMD path, audit, show_config)."""
-import re
 
 import numpy as np
 import pytest
 
 import lutcore
+from reference.asserts import names_arg as _names_arg
 
 ALL_SIMD = ("generic", "avx2", "avx512")
-
-
-def _names_arg(msg, name):
-    return re.search(rf"(^|[^A-Za-z0-9_]){name}([^A-Za-z0-9_]|$)", msg) is not None
 
 
 def _i8(shape):

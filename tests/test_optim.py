@@ -138,7 +138,7 @@ def test_trust_region_clamps_step_and_decay_is_outside(rng):
 
 
 def test_adamw_matches_torch(rng):
-    torch = pytest.importorskip("torch")
+    import torch
     params = _params(rng, SHAPES)
     lr, betas, eps, wd = 3e-3, EXACT_BETAS, 1e-6, 0.05
     tparams = {k: torch.nn.Parameter(torch.tensor(v.copy())) for k, v in params.items()}

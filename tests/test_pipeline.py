@@ -35,6 +35,7 @@ from lutcore.pipeline import (ArchSpec, Pipeline, Stage, StagePlan, head_tensors
 from lutcore.quant import Q8
 
 from test_pipeline_models import hf_model, save, torch  # noqa: F401  (skips without torch/transformers)
+from reference.asserts import bits_equal
 
 UNITS_EXACT_REL_RMSE = 0.05
 
@@ -75,11 +76,6 @@ def reference(ckpt):
                 memo[key] = (toks, p.logits(toks))
         return memo[key]
     return get
-
-
-def bits_equal(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 def stages_for(path, splits, units=None):
@@ -211,8 +207,10 @@ def test_units_weights_are_quantized_once(ckpt, monkeypatch):
 
     def no_quantize(*a, **k):
         raise AssertionError("a weight was quantized again after load")
-    monkeypatch.setattr(stage_mod, "quantize", no_quantize)
-    monkeypatch.setattr(lutcore.quant, "quantize", no_quantize)   # qmatmul's own fallback for float b
+    # every quantization of weights (QLinear at load, qmatmul's fallback for a float b) goes
+    # through lutcore.quant.quantize; the stage module itself no longer quantizes
+    assert not hasattr(stage_mod, "quantize")
+    monkeypatch.setattr(lutcore.quant, "quantize", no_quantize)
     p.generate(PROMPT, 3)
     p.logits(PROMPT)
 

@@ -17,8 +17,8 @@ import copy
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-tf = pytest.importorskip("transformers")
+import torch
+import transformers as tf
 
 from lutcore._io import read_config  # noqa: E402
 from lutcore.pipeline import ArchSpec  # noqa: E402

@@ -13,12 +13,13 @@ Few and cheap (Ray start-up is slow): one module-scoped ``ray.init(num_cpus=2)``
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
+import ray
 
 from lutcore.pipeline import HopChecksumError, Pipeline, StageFailure, stage_tensor_names  # noqa: E402
 from lutcore.pipeline._ray import _hop  # noqa: E402
 
 from test_pipeline_models import hf_model, save  # noqa: E402
+from reference.asserts import bits_equal
 
 PROMPT = [5, 11, 42, 7]
 N_NEW = 8
@@ -37,10 +38,6 @@ def cluster():
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     return {k: str(save(hf_model(k), tmp_path_factory.mktemp(k))) for k in ("llama", "gpt2")}
-
-
-def bits_equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 @pytest.mark.parametrize("arch,splits,units", [("llama", [2, 2, 2], None), ("gpt2", [3, 3], "exact")])

@@ -11,7 +11,6 @@ Error budgets (named, STYLE habit 10):
     F32_GRAD_REL  float32 backward, per gradient, same norm-wise measure
 """
 import math
-import re
 
 import numpy as np
 import pytest
@@ -19,6 +18,8 @@ import pytest
 import lutcore
 import lutcore.ops as ops
 from reference.scan_ref import selective_scan_backward_ref, selective_scan_ref
+from reference.asserts import assert_bits_equal
+from reference.asserts import names_arg as _names_arg
 
 F64_TOL = 1e-10
 F32_REL = 1e-5
@@ -87,24 +88,6 @@ def check_close(name, got, want, dtype, rel=None):
         assert maxdiff <= F64_TOL * max(scale, 1e-300), (name, maxdiff, scale)
     else:
         assert relerr <= (F32_REL if rel is None else rel), (name, relerr)
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
-
-
-def assert_bits_equal(name, a, b):
-    assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, b.dtype, a.shape, b.shape)
-    same = bits(a) == bits(b)
-    if not np.all(same):
-        i = np.unravel_index(np.argmin(same), a.shape)
-        raise AssertionError(f"{name}: {np.count_nonzero(~same)} elements differ, first at {i}: "
-                             f"{a[i]!r} vs {b[i]!r}")
-
-
-def _names_arg(msg, name):
-    return re.search(rf"(^|[^A-Za-z0-9_]){name}([^A-Za-z0-9_]|$)", msg) is not None
 
 
 # ---------------------------------------------------------------- forward vs oracle

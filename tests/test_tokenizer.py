@@ -75,7 +75,7 @@ def test_chars_unknown_becomes_question_mark():
 # ------------------------------------------------------------------ Hugging Face tokenizer.json
 @pytest.fixture
 def bpe_file(tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     from tokenizers import models, pre_tokenizers, trainers, decoders
     hf = tokenizers.Tokenizer(models.BPE(unk_token="[UNK]"))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -130,7 +130,6 @@ def test_tokenizer_larger_than_model_vocabulary_is_refused(bpe_file):
 
 @pytest.mark.parametrize("content", ["{not json", "{}", json.dumps({"model": {"type": "NoSuchModel"}}), ""])
 def test_malformed_tokenizer_json(tmp_path, content):
-    pytest.importorskip("tokenizers")
     path = tmp_path / "broken-tokenizer.json"
     path.write_text(content)
     with pytest.raises(ValueError) as e:

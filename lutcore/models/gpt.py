@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 
@@ -58,9 +59,7 @@ class GPTConfig:
 
     def __post_init__(self):
         for f in ("vocab", "dim", "context", "layers", "heads", "mlp_ratio"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-                raise ValueError(f"{f}: expected a positive int, got {v!r}")
+            _check.positive_int(getattr(self, f), f)
         if self.dim % self.heads:
             raise ValueError(f"heads: dim {self.dim} is not divisible by heads {self.heads}")
         if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):

@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops import scan as _scan
@@ -58,9 +59,7 @@ class MambaConfig:
 
     def __post_init__(self):
         for f in ("d_model", "n_layer", "vocab_size", "d_state", "d_conv", "expand"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-                raise ValueError(f"{f}: expected a positive int, got {v!r}")
+            _check.positive_int(getattr(self, f), f)
         if self.dt_rank != "auto" and (not isinstance(self.dt_rank, (int, np.integer)) or self.dt_rank <= 0):
             raise ValueError(f"dt_rank: expected 'auto' or a positive int, got {self.dt_rank!r}")
         if self.discretization not in ("zoh", "simplified"):
@@ -220,7 +219,7 @@ class Mamba1Block:
 
     def backward(self, dres, cache, grads):
         cfg, P, pre = self.cfg, self.p, self.prefix
-        E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
+        E = cfg.d_inner
         x, xn, rstd, xi, xc, xa, ts, sctx, y = cache
         g = lambda name: grads[pre + name]                     # noqa: E731
         gb = lambda name: grads.get(pre + name)                # noqa: E731
@@ -294,7 +293,7 @@ class MambaLM(LanguageModel):
 
     def __init__(self, config: MambaConfig | None = None, dtype=np.float32, params: dict | None = None,
                  checkpoint_activations: bool = False, units=None, unit_backward: bool = False, threads=None):
-        self.config = cfg = config or MambaConfig()
+        self.config = config or MambaConfig()
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")

@@ -37,12 +37,15 @@ class UnitMatmul:
         self.two_pass = bool(two_pass)
 
     def _mm(self, a, b):
-        """a (M, K) float @ b (K, N) float through the units (b quantized along K)."""
+        """a (M, K) float @ b (K, N) float through the units, each operand
+        quantized once along K (the residual pass reuses both)."""
         a = _f32(a)
-        y = qmatmul(a, _f32(b), self.units, self.block)
-        if self.two_pass:
-            r = a - quantize(a, self.block).dequantize()
-            y += qmatmul(r, _f32(b), self.units, self.block)
+        qb = quantize(_f32(b), self.block, axis=0)
+        if not self.two_pass:
+            return qmatmul(a, qb, self.units, self.block)
+        qa = quantize(a, self.block)
+        y = qmatmul(qa, qb, self.units, self.block)
+        y += qmatmul(a - qa.dequantize(), qb, self.units, self.block)
         return y
 
     def forward(self, x2, w):

@@ -43,7 +43,7 @@ from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
-from lutcore.quant import Q8, QLinear, qmatmul, quantize
+from lutcore.quant import Q8, QLinear
 
 __all__ = ["Stage", "StageCache"]
 

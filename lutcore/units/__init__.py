@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import os
 import tempfile
-from typing import Callable
 
 import numpy as np
 
@@ -252,7 +251,6 @@ def resolve(units) -> Units:
             return resolve(None)
         if os.path.isdir(s):
             return Units.load(s)
-        from lutcore.units import approx
         return approx.by_name(s)
     raise TypeError(f"units: expected a lutcore.Units, a name or a directory, or None, got {type(units).__name__}")
 

@@ -69,29 +69,11 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VPHI1 lc_v8f_phi1
 #define LC_VDPHI1 lc_v8f_dphi1
 #define LC_VHSUM lc_v8f_hsum
-#include "scan_impl.h"
-#undef LC_ST
-#undef LC_VT
-#undef LC_V_NAME
-#undef LC_VZERO
-#undef LC_VLOAD
-#undef LC_VSTORE
-#undef LC_VSET1
-#undef LC_VADD
-#undef LC_VSUB
-#undef LC_VMUL
-#undef LC_VFMA
-#undef LC_VEXP
-#undef LC_VSOFTPLUS
-#undef LC_VSIGMOID
-#undef LC_VSILU
-#undef LC_VDSOFTPLUS
-#undef LC_VPHI1
-#undef LC_VDPHI1
-#undef LC_VHSUM
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
 /* instantiate: generic double */
 #define LC_ST double
+#define LC_V_TARGET
 #define LC_VT lc_v8d
 #define LC_V_NAME(x) lc_##x##_gd
 #define LC_VZERO lc_v8d_set1(0.0)
@@ -110,27 +92,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VPHI1 lc_v8d_phi1
 #define LC_VDPHI1 lc_v8d_dphi1
 #define LC_VHSUM lc_v8d_hsum
-#include "scan_impl.h"
-#undef LC_ST
-#undef LC_VT
-#undef LC_V_TARGET
-#undef LC_V_NAME
-#undef LC_VZERO
-#undef LC_VLOAD
-#undef LC_VSTORE
-#undef LC_VSET1
-#undef LC_VADD
-#undef LC_VSUB
-#undef LC_VMUL
-#undef LC_VFMA
-#undef LC_VEXP
-#undef LC_VSOFTPLUS
-#undef LC_VSIGMOID
-#undef LC_VSILU
-#undef LC_VDSOFTPLUS
-#undef LC_VPHI1
-#undef LC_VDPHI1
-#undef LC_VHSUM
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
 #if LC_X86
 LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
@@ -159,27 +121,7 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #define LC_VPHI1 lc_phi1_ps
 #define LC_VDPHI1 lc_dphi1_ps
 #define LC_VHSUM lc_hsum_ps
-#include "scan_impl.h"
-#undef LC_ST
-#undef LC_VT
-#undef LC_V_TARGET
-#undef LC_V_NAME
-#undef LC_VZERO
-#undef LC_VLOAD
-#undef LC_VSTORE
-#undef LC_VSET1
-#undef LC_VADD
-#undef LC_VSUB
-#undef LC_VMUL
-#undef LC_VFMA
-#undef LC_VEXP
-#undef LC_VSOFTPLUS
-#undef LC_VSIGMOID
-#undef LC_VSILU
-#undef LC_VDSOFTPLUS
-#undef LC_VPHI1
-#undef LC_VDPHI1
-#undef LC_VHSUM
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 #endif
 
 /* ------------------------------------------------------------- drivers */

@@ -261,3 +261,25 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
     if (dDp) { LC_VSTORE(tmp, dDacc); for (int i = 0; i < nl; i++) dDp[b * D + d0 + i] = tmp[i]; }
     if (ddbp) { LC_VSTORE(tmp, dbacc); for (int i = 0; i < nl; i++) ddbp[b * D + d0 + i] = tmp[i]; }
 }
+
+/* the vocabulary belongs to one instantiation */
+#undef LC_ST
+#undef LC_VT
+#undef LC_V_NAME
+#undef LC_VZERO
+#undef LC_VLOAD
+#undef LC_VSTORE
+#undef LC_VSET1
+#undef LC_VADD
+#undef LC_VSUB
+#undef LC_VMUL
+#undef LC_VFMA
+#undef LC_VEXP
+#undef LC_VSOFTPLUS
+#undef LC_VSIGMOID
+#undef LC_VSILU
+#undef LC_VDSOFTPLUS
+#undef LC_VPHI1
+#undef LC_VDPHI1
+#undef LC_VHSUM
+#undef LC_V_TARGET

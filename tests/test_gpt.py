@@ -36,6 +36,9 @@ import lutcore
 from lutcore.models import GPT, GPTConfig
 from lutcore.models import gpt as gpt_mod
 from reference.gpt_torch import torch_gpt_loss as _torch_loss
+from reference.gradcheck import pick as _pick
+from reference.gradcheck import failures as _bad
+from reference.gradcheck import fmt as _fmt
 from reference.gradcheck import check_direction as _check_direction
 from reference.gradcheck import check_elements as _check_elements
 
@@ -76,19 +79,6 @@ def _perturb(model, rng, scale=0.2):
     for p in model.parameters().values():
         p += (scale * rng.standard_normal(p.shape)).astype(p.dtype)
     return model
-
-
-def _pick(arrays, rng, k=3):
-    return {n: rng.choice(a.size, size=min(k, a.size), replace=False) for n, a in arrays.items()}
-
-
-def _bad(records):
-    return [r for r in records if not r[-1]]
-
-
-def _fmt(records):
-    return "\n".join(f"  {n}[{j}]: analytic {a:.12e} fd {f:.12e} err {e:.2e} > bound {b:.2e}"
-                     for n, j, a, f, e, b, _ in records)
 
 
 def _data(cfg, rng, batch=2, L=None):

@@ -39,6 +39,9 @@ import pytest
 import lutcore
 from lutcore.models import Mamba1Block, MambaConfig, MambaLM
 from reference.gradcheck import FD_ATOL
+from reference.gradcheck import pick as _pick
+from reference.gradcheck import failures as _failures
+from reference.gradcheck import fmt as _fmt
 from reference.gradcheck import check_direction as _check_direction
 from reference.gradcheck import check_elements as _check_elements
 
@@ -79,20 +82,6 @@ def _perturb(model, rng, scale=0.1):
         else:
             p += (scale * rng.standard_normal(p.shape)).astype(p.dtype)
     return model
-
-
-def _pick(params, rng, k=3):
-    """{name: flat indices} — k random elements of every tensor."""
-    return {n: rng.choice(p.size, size=min(k, p.size), replace=False) for n, p in params.items()}
-
-
-def _failures(records):
-    return [r for r in records if not r[-1]]
-
-
-def _fmt(records):
-    return "\n".join(f"  {n}[{j}]: analytic {a:.12e} fd {f:.12e} err {e:.2e} > bound {b:.2e}"
-                     for n, j, a, f, e, b, _ in records)
 
 
 # ============================================================================ 1. gradients (float64 FD)

@@ -103,17 +103,19 @@ static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut,
 static inline uint32_t lc_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float lc_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* float32 bits -> binary16 bits, round to nearest even (numpy's NaN rule:
- * keep the top 10 payload bits, force a non-zero payload). */
+/* Inf / NaN of either rounding: numpy's NaN rule (top 10 payload bits, forced non-zero). */
+static inline uint16_t lc_f16_special(uint32_t sign, uint32_t sig) {
+    if (sig == 0) return (uint16_t)(sign | 0x7c00u);
+    uint32_t h = 0x7c00u | (sig >> 13);
+    if (h == 0x7c00u) h++;
+    return (uint16_t)(sign | h);
+}
+
+/* float32 bits -> binary16 bits, round to nearest even. */
 static inline uint16_t lc_f32_to_f16_rne(uint32_t f) {
     uint32_t sign = (f >> 16) & 0x8000u;
     uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
-    if (exp == 0xffu) {
-        if (sig == 0) return (uint16_t)(sign | 0x7c00u);
-        uint32_t h = 0x7c00u | (sig >> 13);
-        if (h == 0x7c00u) h++;
-        return (uint16_t)(sign | h);
-    }
+    if (exp == 0xffu) return lc_f16_special(sign, sig);
     int32_t e = (int32_t)exp - 127 + 15;
     if (e >= 31) return (uint16_t)(sign | 0x7c00u);
     if (e <= 0) {
@@ -135,12 +137,7 @@ static inline uint16_t lc_f32_to_f16_rne(uint32_t f) {
 static inline uint16_t lc_f32_to_f16_rtz(uint32_t f) {
     uint32_t sign = (f >> 16) & 0x8000u;
     uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
-    if (exp == 0xffu) {
-        if (sig == 0) return (uint16_t)(sign | 0x7c00u);
-        uint32_t h = 0x7c00u | (sig >> 13);
-        if (h == 0x7c00u) h++;
-        return (uint16_t)(sign | h);
-    }
+    if (exp == 0xffu) return lc_f16_special(sign, sig);
     int32_t e = (int32_t)exp - 127 + 15;
     if (e >= 31) return (uint16_t)(sign | 0x7bffu);
     if (e <= 0) {

@@ -64,3 +64,18 @@ def check_direction(arrays, grads, loss_fn, rng):
     ana = float(sum(np.sum(grads[n] * v[n], dtype=np.float64) for n in arrays))
     ok, err, bound = within(ana, num)
     return ana, num, err, bound, ok
+
+
+def pick(arrays, rng, k=3):
+    """{name: flat indices} — k random elements of every array."""
+    return {n: rng.choice(a.size, size=min(k, a.size), replace=False) for n, a in arrays.items()}
+
+
+def failures(records):
+    """The records of check_elements that did not pass."""
+    return [r for r in records if not r[-1]]
+
+
+def fmt(records):
+    return "\n".join(f"  {n}[{j}]: analytic {a:.12e} fd {f:.12e} err {e:.2e} > bound {b:.2e}"
+                     for n, j, a, f, e, b, _ in records)

@@ -42,6 +42,7 @@ from reference.gradcheck import FD_ATOL
 from reference.gradcheck import pick as _pick
 from reference.gradcheck import failures as _failures
 from reference.gradcheck import fmt as _fmt
+from reference.gradcheck import assert_gradients
 from reference.gradcheck import check_direction as _check_direction
 from reference.gradcheck import check_elements as _check_elements
 
@@ -134,16 +135,7 @@ def test_grads_every_tensor_fd(grad_case):
     assert m.loss(ids, tg) == loss
 
     loss_fn = lambda: m.loss(ids, tg)             # noqa: E731
-    recs = _check_elements(params, grads, loss_fn, _pick(params, rng, 3))
-    worst = max(recs, key=lambda r: r[4] / r[5])
-    print(f"\nchecked {len(recs)} elements of {len(params)} tensors; worst err/bound = "
-          f"{worst[4] / worst[5]:.3f} at {worst[0]}[{worst[1]}] (err {worst[4]:.2e})")
-    bad = _failures(recs)
-    assert not bad, "gradient mismatch:\n" + _fmt(bad)
-
-    ana, num, err, bound, ok = _check_direction(params, grads, loss_fn, rng)
-    print(f"directional: analytic {ana:.12e} fd {num:.12e} err {err:.2e} (bound {bound:.2e})")
-    assert ok, (ana, num, err, bound)
+    assert_gradients(params, grads, loss_fn, _pick(params, rng, 3), rng)
 
 
 def test_grads_accumulate(grad_case):

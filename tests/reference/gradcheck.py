@@ -79,3 +79,17 @@ def failures(records):
 def fmt(records):
     return "\n".join(f"  {n}[{j}]: analytic {a:.12e} fd {f:.12e} err {e:.2e} > bound {b:.2e}"
                      for n, j, a, f, e, b, _ in records)
+
+
+def assert_gradients(arrays, grads, loss_fn, picks, rng):
+    """Every picked element and one random direction over all arrays pass the FD check
+    (prints the worst element and the directional result)."""
+    recs = check_elements(arrays, grads, loss_fn, picks)
+    worst = max(recs, key=lambda r: r[4] / r[5])
+    print(f"\nchecked {len(recs)} elements of {len(arrays)} tensors; worst err/bound = "
+          f"{worst[4] / worst[5]:.3f} at {worst[0]}[{worst[1]}] (err {worst[4]:.2e})")
+    bad = failures(recs)
+    assert not bad, "gradient mismatch:\n" + fmt(bad)
+    ana, num, err, bound, ok = check_direction(arrays, grads, loss_fn, rng)
+    print(f"directional: analytic {ana:.12e} fd {num:.12e} err {err:.2e} (bound {bound:.2e})")
+    assert ok, (ana, num, err, bound)

@@ -7,7 +7,7 @@
  * gradient checks) goes through libm.
  *
  * exp:  Cody–Waite reduction x = n ln2 + r, |r| <= ln2/2, a degree-7 (Cephes)
- *       polynomial.  Fast path (x in [-87.34, 88]): fused multiply-adds (fmaf /
+ *       polynomial.  Fast path (|x| <= 87.3): fused multiply-adds (fmaf /
  *       vfmadd — each rounds once, so the portable and AVX2 bodies agree) and
  *       2^n in one step; elsewhere the careful path with 2^n in two halves.
  *       x > 88.7228 -> inf, x < -87.3365 -> 0 (results below FLT_MIN flush),
@@ -68,13 +68,13 @@ static inline float lc_expf_slow(float x) {
 }
 
 
-/* exp, fast path for x in [LC_EXP_LO, LC_EXP_FAST_HI]: fused multiply-adds for
- * the reduction and the polynomial (fmaf here, vfmadd in AVX2: one rounding
- * each, so the bodies agree), 2^n in one step.  Anything else (NaN, x > 88,
- * x < -87.34) takes lc_expf_slow. */
-#define LC_EXP_FAST_HI 88.0f
+/* exp, fast path for |x| <= LC_EXP_FAST_ABS: fused multiply-adds for the
+ * reduction and the polynomial (fmaf here, vfmadd in AVX2: one rounding each,
+ * so the bodies agree), 2^n in one step.  Anything else (NaN, |x| > 87.3)
+ * takes lc_expf_slow.  One symmetric bound is one compare in the SIMD body. */
+#define LC_EXP_FAST_ABS 87.3f
 static inline float lc_expf(float x) {
-    if (!(x >= LC_EXP_LO && x <= LC_EXP_FAST_HI)) return lc_expf_slow(x);
+    if (!(fabsf(x) <= LC_EXP_FAST_ABS)) return lc_expf_slow(x);
     float n = nearbyintf(x * LC_LOG2E);
     float r = fmaf(n, -LC_LN2_HI, x);
     r = fmaf(n, -LC_LN2_LO, r);
@@ -216,10 +216,12 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_slow_ps(__m256 x) {
 
 
 LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(LC_EXP_LO), hi = _mm256_set1_ps(LC_EXP_FAST_HI);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);          /* NaN -> lo (flagged below) */
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(LC_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_HI), xc);
+    /* fast path on |x| <= LC_EXP_FAST_ABS; other lanes (and NaN) are redone by
+     * the careful path, so no clamp is needed here */
+    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    __m256 odd = _mm256_cmp_ps(ax, _mm256_set1_ps(LC_EXP_FAST_ABS), _CMP_NLE_UQ);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LC_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_HI), x);
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_LO), r);
     __m256 r2 = _mm256_mul_ps(r, r);
     __m256 p = _mm256_set1_ps(LC_P0);
@@ -232,7 +234,6 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
     __m256 s2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
     __m256 res = _mm256_mul_ps(p, s2n);
-    __m256 odd = _mm256_cmp_ps(xc, x, _CMP_NEQ_UQ);              /* clamped or NaN lanes */
     if (_mm256_movemask_ps(odd)) res = _mm256_blendv_ps(res, lc_exp_slow_ps(x), odd);
     return res;
 }

@@ -11,7 +11,7 @@
  * chunk of T steps (hs, O(B D N L / T)) and the backward recomputes a chunk at
  * a time.  Threads split (batch, channel-block) units; the channel-reduced
  * gradients dB, dC go through per-(batch, channel-group) partials of fixed
- * size (LC_SCAN_GROUP channels) and dA, dD, ddelta_bias through per-batch
+ * size (LC_SCAN_GROUP_UNITS units of 16 channels) and dA, dD, ddelta_bias through per-batch
  * partials, all summed in a fixed order — the same bits at any thread count.
  */
 #ifndef LUTCORE_SCAN_H
@@ -20,7 +20,7 @@
 #include "common.h"
 #include "mathfn.h"
 
-#define LC_SCAN_GROUP_BLOCKS 8   /* 8 blocks of 8 lanes = 64 channels per backward unit */
+#define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
@@ -40,9 +40,11 @@
     static inline NAME NAME##_dsoftplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = DSPF(a.v[i]); return a; } \
     static inline NAME NAME##_phi1(NAME x, NAME e) { for (int i = 0; i < 8; i++) x.v[i] = PHIF(x.v[i], e.v[i]); return x; } \
     static inline NAME NAME##_dphi1(NAME x, NAME e, NAME p) { for (int i = 0; i < 8; i++) x.v[i] = DPHIF(x.v[i], e.v[i], p.v[i]); return x; } \
-    static inline T NAME##_hsum(NAME a) {                                                            \
-        T s0 = a.v[0] + a.v[4], s1 = a.v[1] + a.v[5], s2 = a.v[2] + a.v[6], s3 = a.v[3] + a.v[7];     \
-        return (s0 + s1) + (s2 + s3);                                                                \
+    static inline T NAME##_hsum(NAME a) {   /* pairwise, as the AVX2 hadd tree */                  \
+        return ((a.v[0] + a.v[1]) + (a.v[2] + a.v[3])) + ((a.v[4] + a.v[5]) + (a.v[6] + a.v[7]));     \
+    }                                                                                                \
+    static inline void NAME##_hsum8(T *out, const T *rows) {   /* 8 contiguous 8-lane rows */        \
+        for (int j = 0; j < 8; j++) out[j] = NAME##_hsum(NAME##_load(rows + 8 * j));                  \
     }
 
 LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_dsoftplusf, fmaf)
@@ -69,6 +71,7 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VPHI1 lc_v8f_phi1
 #define LC_VDPHI1 lc_v8f_dphi1
 #define LC_VHSUM lc_v8f_hsum
+#define LC_VHSUM8 lc_v8f_hsum8
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
 /* instantiate: generic double */
@@ -92,14 +95,26 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VPHI1 lc_v8d_phi1
 #define LC_VDPHI1 lc_v8d_dphi1
 #define LC_VHSUM lc_v8d_hsum
+#define LC_VHSUM8 lc_v8d_hsum8
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
 #if LC_X86
+/* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), the generic order */
 LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_hadd_ps(s, s);
-    s = _mm_hadd_ps(s, s);
-    return _mm_cvtss_f32(s);
+    __m256 h = _mm256_hadd_ps(v, v);
+    h = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+/* the lane sums of 8 contiguous 8-lane rows at once (a transposing hadd tree),
+ * each in the order of lc_hsum_ps */
+LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
+    __m256 s01 = _mm256_hadd_ps(_mm256_loadu_ps(rows), _mm256_loadu_ps(rows + 8));
+    __m256 s23 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 16), _mm256_loadu_ps(rows + 24));
+    __m256 s45 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 32), _mm256_loadu_ps(rows + 40));
+    __m256 s67 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 48), _mm256_loadu_ps(rows + 56));
+    __m256 q0 = _mm256_hadd_ps(s01, s23), q1 = _mm256_hadd_ps(s45, s67);
+    __m256 lo = _mm256_permute2f128_ps(q0, q1, 0x20), hi = _mm256_permute2f128_ps(q0, q1, 0x31);
+    _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
 }
 #define LC_ST float
 #define LC_VT __m256
@@ -121,20 +136,21 @@ LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
 #define LC_VPHI1 lc_phi1_ps
 #define LC_VDPHI1 lc_dphi1_ps
 #define LC_VHSUM lc_hsum_ps
+#define LC_VHSUM8 lc_hsum8_ps
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 #endif
 
 /* ------------------------------------------------------------- drivers */
 
-static inline size_t lc_scan_fwd_work(int64_t L, int64_t N) { return (size_t)3 * L * 8 + (size_t)N * 8; }
-static inline size_t lc_scan_bwd_work(int64_t L, int64_t T) { return (size_t)5 * L * 8 + (size_t)3 * T * 8; }
+static inline size_t lc_scan_fwd_work(int64_t L, int64_t N) { (void)L; return (size_t)4 * LC_SCAN_TB * 16 + (size_t)2 * N * 16; }
+static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) { return (size_t)9 * T * 16 + (size_t)2 * T * 8 + (size_t)3 * N * 16; }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
 static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \
         const ST *A, const ST *Bm, const ST *Cm, const ST *Dv, const ST *z, const ST *dbias,          \
         const ST *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh, \
         int isa, int nthreads) {                                                                     \
-    int64_t nblk = (D + 7) / 8, units = Bsz * nblk;                                                   \
+    int64_t nblk = (D + 15) / 16, units = Bsz * nblk;   /* forward units: 16 channels */               \
     int fail = 0;                                                                                    \
     (void)isa;                                                                                       \
     LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
@@ -144,8 +160,8 @@ static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, co
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t w = 0; w < units; w++) {                                                        \
             if (!work) continue;                                                                     \
-            int64_t b = w / nblk, d0 = (w % nblk) * 8;                                                \
-            int nl = (int)(D - d0 < 8 ? D - d0 : 8);                                                 \
+            int64_t b = w / nblk, d0 = (w % nblk) * 16;                                               \
+            int nl = (int)(D - d0 < 16 ? D - d0 : 16);                                               \
             DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, d0, nl, L, D, \
                          N, T, softplus, zoh, work);                                                 \
         }                                                                                            \
@@ -153,20 +169,20 @@ static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, co
     }                                                                                                \
     return fail;                                                                                     \
 }                                                                                                    \
-/* dBp, dCp: (B, ngroups, L, N) scratch; dAp: (B, D, N); dDp, ddbp: (B, D) scratch. */                \
+/* dBp, dCp: (B, ngroups, N, L) scratch; dAp: (B, D, N); dDp, ddbp: (B, D) scratch. */                \
 static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD, ST *dz, ST *ddb,     \
         ST *dh0, ST *dAp, ST *dBp, ST *dCp, ST *dDp, ST *ddbp,                                       \
         const ST *dout, const ST *u, const ST *delta, const ST *A, const ST *Bm, const ST *Cm,        \
         const ST *Dv, const ST *z, const ST *dbias, const ST *hs, const ST *ypre,                     \
         int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh,              \
         int isa, int nthreads) {                                                                     \
-    int64_t nblk = (D + 7) / 8;                                                                      \
-    int64_t ng = (nblk + LC_SCAN_GROUP_BLOCKS - 1) / LC_SCAN_GROUP_BLOCKS, units = Bsz * ng;          \
+    int64_t nun = (D + 15) / 16;                                                                     \
+    int64_t ng = (nun + LC_SCAN_GROUP_UNITS - 1) / LC_SCAN_GROUP_UNITS, units = Bsz * ng;            \
     int fail = 0;                                                                                    \
     (void)isa;                                                                                       \
     LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
     {                                                                                                \
-        ST *work = (ST *)malloc(lc_scan_bwd_work(L, T) * sizeof(ST));                                \
+        ST *work = (ST *)malloc(lc_scan_bwd_work(T, N) * sizeof(ST));                                \
         if (!work) fail = 1;                                                                         \
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t w = 0; w < units; w++) {                                                        \
@@ -175,9 +191,9 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
             ST *dBg = dBp + (b * ng + g) * L * N, *dCg = dCp + (b * ng + g) * L * N;                  \
             memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                            \
             memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                            \
-            for (int64_t k = g * LC_SCAN_GROUP_BLOCKS; k < (g + 1) * LC_SCAN_GROUP_BLOCKS && k < nblk; k++) { \
-                int64_t d0 = k * 8;                                                                  \
-                int nl = (int)(D - d0 < 8 ? D - d0 : 8);                                             \
+            for (int64_t k = g * LC_SCAN_GROUP_UNITS; k < (g + 1) * LC_SCAN_GROUP_UNITS && k < nun; k++) { \
+                int64_t d0 = k * 16;                                                                 \
+                int nl = (int)(D - d0 < 16 ? D - d0 : 16);                                           \
                 DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0, \
                              dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, d0, nl, L, D, N, T, \
                              softplus, zoh, work);                                                   \
@@ -191,8 +207,8 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
             for (int64_t n = 0; n < N; n++) {                                                        \
                 ST sb = 0, sc = 0;                                                                   \
                 for (int64_t g = 0; g < ng; g++) {                                                   \
-                    sb = sb + dBp[((b * ng + g) * L + t) * N + n];                                   \
-                    sc = sc + dCp[((b * ng + g) * L + t) * N + n];                                   \
+                    sb = sb + dBp[((b * ng + g) * N + n) * L + t];                                   \
+                    sc = sc + dCp[((b * ng + g) * N + n) * L + t];                                   \
                 }                                                                                    \
                 dB[r * N + n] = sb;                                                                  \
                 dC[r * N + n] = sc;                                                                  \

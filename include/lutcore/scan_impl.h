@@ -33,99 +33,193 @@ LC_V_TARGET static inline void LC_V_NAME(lanes_in)(LC_ST *dst, const LC_ST *src,
         if ((nl) == 8) LC_VSTORE(dst, v);                                                    \
         else { LC_VSTORE(tmp, v); for (int i_ = 0; i_ < (nl); i_++) (dst)[i_] = (tmp)[i_]; } \
     } while (0)
+/* the lanes of half k (0: lanes 0..7, 1: lanes 8..15) of a 16-lane unit holding nl lanes */
+#define LC_HALF(nl, k) ((nl) - 8 * (k) >= 8 ? 8 : ((nl) - 8 * (k) > 0 ? (nl) - 8 * (k) : 0))
 
+/* Ask for rows [r0, r1) (D apart) of a (.., D) array, 16 lanes from d0: the
+ * rows are a page apart, so the hardware prefetchers do not see them coming.
+ * Issued one block ahead, while the current block computes. */
+static inline void LC_V_NAME(fetch_rows)(const LC_ST *p, int64_t r0, int64_t r1, int64_t D, int nl) {
+    if (!p) return;
+    for (int64_t r = r0; r < r1; r++) {
+        const char *q = (const char *)(p + r * D);
+        __builtin_prefetch(q, 0, 2);
+        __builtin_prefetch(q + (size_t)nl * sizeof(LC_ST) - 1, 0, 2);   /* the row may straddle a line */
+    }
+}
+
+/* One state n over nt time steps for both halves of a 16-lane unit: two
+ * independent recurrences sharing the B/C broadcasts.  dtb/wb/yb are (nt, 16)
+ * lane rows, wb = dt * u.  Inlined with a literal zoh so the branch goes. */
+LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd_run)(
+    LC_VT *h0p, LC_VT *h1p, LC_VT A0, LC_VT A1, const LC_ST *dtb, const LC_ST *wb, LC_ST *yb,
+    const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh) {
+    LC_VT h0 = *h0p, h1 = *h1p;
+    for (int64_t t = 0; t < nt; t++) {
+        const LC_ST *dr = dtb + t * 16, *wr = wb + t * 16;
+        LC_ST *yr = yb + t * 16;
+        LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
+        LC_VT x0 = LC_VMUL(LC_VLOAD(dr), A0), x1 = LC_VMUL(LC_VLOAD(dr + 8), A1);
+        LC_VT a0 = LC_VEXP(x0), a1 = LC_VEXP(x1);
+        LC_VT w0 = LC_VLOAD(wr), w1 = LC_VLOAD(wr + 8);
+        if (zoh) {                                        /* Bbar u = (phi1(x) dt u) B */
+            w0 = LC_VMUL(LC_VPHI1(x0, a0), w0);
+            w1 = LC_VMUL(LC_VPHI1(x1, a1), w1);
+        }
+        h0 = LC_VFMA(a0, h0, LC_VMUL(w0, Bt));            /* one rounding: a h + (dt u) B */
+        h1 = LC_VFMA(a1, h1, LC_VMUL(w1, Bt));
+        LC_VSTORE(yr, LC_VFMA(Ct, h0, LC_VLOAD(yr)));
+        LC_VSTORE(yr + 8, LC_VFMA(Ct, h1, LC_VLOAD(yr + 8)));
+    }
+    *h0p = h0;
+    *h1p = h1;
+}
+
+/* Forward of one unit: batch row b, channels d0 .. d0+nl-1 (nl <= 16; lanes
+ * past nl are zero-padded and contribute exact zeros).  Time goes in blocks of
+ * LC_SCAN_TB steps: gather the block's dt/u rows (16 lanes, L1-resident), run
+ * every state n over the block (n outer, so y accumulates n = 0, 1, 2, ... in
+ * order), then finish and store the block's y rows.  h is carried between
+ * blocks in hst. */
 LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
     LC_ST *y, LC_ST *ypre, LC_ST *hs, LC_ST *hlast,
     const LC_ST *u, const LC_ST *delta, const LC_ST *A, const LC_ST *Bm, const LC_ST *Cm,
     const LC_ST *Dv, const LC_ST *z, const LC_ST *dbias, const LC_ST *h0,
     int64_t b, int64_t d0, int nl, int64_t L, int64_t D, int64_t N, int64_t T,
-    int softplus, int zoh, LC_ST *work /* 3 * L * 8 + N * 8 */) {
-    LC_ST *dtb = work, *ub = work + L * 8, *yb = work + 2 * L * 8;
-    LC_ST tmp[8];
-    LC_VT bias = LC_VZERO;
-    if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0, nl); bias = LC_VLOAD(tmp); }
-    for (int64_t t = 0; t < L; t++) {
-        const int64_t row = (b * L + t) * D + d0;
-        LC_VSTORE(ub + t * 8, LC_LANES(u + row, nl, tmp));
-        LC_VT v = LC_LANES(delta + row, nl, tmp);
-        if (dbias) v = LC_VADD(v, bias);
-        if (softplus) v = LC_VSOFTPLUS(v);
-        LC_VSTORE(dtb + t * 8, v);
-        LC_VSTORE(yb + t * 8, LC_VZERO);
+    int softplus, int zoh, LC_ST *work /* lc_scan_fwd_work(L, N) */) {
+    LC_ST *dtb = work, *ub = dtb + LC_SCAN_TB * 16, *wb = ub + LC_SCAN_TB * 16, *yb = wb + LC_SCAN_TB * 16;
+    LC_ST *hst = yb + LC_SCAN_TB * 16;                             /* (N, 16): h between time blocks */
+    LC_ST *Ast = hst + N * 16;                                     /* (N, 16): A, lane rows */
+    LC_ST tmp[16];
+    const int nh[2] = {LC_HALF(nl, 0), LC_HALF(nl, 1)};
+    LC_VT bias[2] = {LC_VZERO, LC_VZERO}, Dl[2] = {LC_VZERO, LC_VZERO};
+    for (int k = 0; k < 2; k++) {
+        if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0 + 8 * k, nh[k]); bias[k] = LC_VLOAD(tmp); }
+        if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0 + 8 * k, nh[k]); Dl[k] = LC_VLOAD(tmp); }
     }
     const int64_t nck = (L + T - 1) / T;
-    /* Time in blocks of LC_SCAN_TB steps so the block's dt, u and y rows stay in
-     * L1; inside a block, two states per pass (two independent recurrences share
-     * the loads of dt and u).  Each state's h is carried between blocks in hst,
-     * and y still accumulates n = 0, 1, 2, ... in order for every t. */
-    LC_ST *hst = work + 3 * L * 8;                                 /* (N, 8) */
-    for (int64_t n = 0; n < N; n++) {
-        for (int i = 0; i < 8; i++) tmp[i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
-        LC_VSTORE(hst + n * 8, LC_VLOAD(tmp));
-    }
+    for (int64_t n = 0; n < N; n++)
+        for (int i = 0; i < 16; i++) {
+            hst[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
+            Ast[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
+        }
+    const int64_t rb = b * L;                                      /* this batch row's first (.., D) row */
     for (int64_t tb = 0; tb < L; tb += LC_SCAN_TB) {
         const int64_t te = tb + LC_SCAN_TB < L ? tb + LC_SCAN_TB : L;
-        for (int64_t n = 0; n < N; n += 2) {
-            const int two = n + 1 < N;
-            const int np = two ? 2 : 1;
-            LC_VT An[2], h[2];
-            for (int j = 0; j < 2; j++) {
-                int64_t nn = two ? n + j : n;
-                for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + nn] : 0;
-                An[j] = LC_VLOAD(tmp);
-                h[j] = LC_VLOAD(hst + nn * 8);
-            }
-            const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
-            for (int64_t t = tb; t < te; t++) {
-                if (hs && t % T == 0) {
-                    for (int j = 0; j < np; j++) {
-                        LC_VSTORE(tmp, h[j]);
-                        LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n + j;
-                        for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
-                    }
-                }
-                LC_VT dt = LC_VLOAD(dtb + t * 8);
-                LC_VT uu = LC_VLOAD(ub + t * 8);
-                LC_VT yt = LC_VLOAD(yb + t * 8);
-                for (int j = 0; j < 2; j++) {
-                    if (j == 1 && !two) break;
-                    LC_VT x = LC_VMUL(dt, An[j]);
-                    LC_VT a = LC_VEXP(x);
-                    LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
-                    LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N + j]));
-                    h[j] = LC_VFMA(a, h[j], LC_VMUL(bb, uu));        /* one rounding: a h + (bb u) */
-                    yt = LC_VFMA(LC_VSET1(Cn[t * N + j]), h[j], yt);
-                }
-                LC_VSTORE(yb + t * 8, yt);
-            }
-            for (int j = 0; j < np; j++) LC_VSTORE(hst + (n + j) * 8, h[j]);
+        const int64_t nb = te + LC_SCAN_TB < L ? te + LC_SCAN_TB : L;   /* the next block ends here */
+        if (tb == 0) {
+            LC_V_NAME(fetch_rows)(u + d0, rb, rb + te, D, nl);
+            LC_V_NAME(fetch_rows)(delta + d0, rb, rb + te, D, nl);
+            LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, rb, rb + te, D, nl);
         }
-    }
-    if (hlast) {
+        LC_V_NAME(fetch_rows)(u + d0, rb + te, rb + nb, D, nl);
+        LC_V_NAME(fetch_rows)(delta + d0, rb + te, rb + nb, D, nl);
+        LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, rb + te, rb + nb, D, nl);
+        for (int64_t t = tb; t < te; t++) {
+            const int64_t row = (b * L + t) * D + d0, r = (t - tb) * 16;
+            for (int k = 0; k < 2; k++) {
+                LC_VT uu = LC_LANES(u + row + 8 * k, nh[k], tmp);
+                LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
+                if (dbias) v = LC_VADD(v, bias[k]);
+                if (softplus) v = LC_VSOFTPLUS(v);
+                LC_VSTORE(ub + r + 8 * k, uu);
+                LC_VSTORE(dtb + r + 8 * k, v);
+                LC_VSTORE(wb + r + 8 * k, LC_VMUL(v, uu));
+                LC_VSTORE(yb + r + 8 * k, LC_VZERO);
+            }
+        }
         for (int64_t n = 0; n < N; n++) {
-            LC_VSTORE(tmp, LC_VLOAD(hst + n * 8));
-            for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n] = tmp[i];
+            LC_VT A0 = LC_VLOAD(Ast + n * 16), A1 = LC_VLOAD(Ast + n * 16 + 8);
+            LC_VT h[2] = {LC_VLOAD(hst + n * 16), LC_VLOAD(hst + n * 16 + 8)};
+            const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
+            for (int64_t t = tb; t < te;) {
+                const int64_t se = (t / T + 1) * T < te ? (t / T + 1) * T : te;   /* chunk-aligned segment */
+                if (hs && t % T == 0) {
+                    LC_VSTORE(tmp, h[0]);
+                    LC_VSTORE(tmp + 8, h[1]);
+                    LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n;
+                    for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+                }
+                const LC_ST *dr = dtb + (t - tb) * 16, *wr = wb + (t - tb) * 16;
+                LC_ST *yr = yb + (t - tb) * 16;
+                if (zoh) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bn + t * N, Cn + t * N, N, se - t, 1);
+                else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bn + t * N, Cn + t * N, N, se - t, 0);
+                t = se;
+            }
+            LC_VSTORE(hst + n * 16, h[0]);
+            LC_VSTORE(hst + n * 16 + 8, h[1]);
+        }
+        for (int64_t t = tb; t < te; t++) {
+            const int64_t row = (b * L + t) * D + d0, r = (t - tb) * 16;
+            for (int k = 0; k < 2; k++) {
+                if (!nh[k]) continue;
+                LC_VT yt = LC_VLOAD(yb + r + 8 * k);
+                if (Dv) yt = LC_VADD(yt, LC_VMUL(Dl[k], LC_VLOAD(ub + r + 8 * k)));
+                if (z) {
+                    if (ypre) LC_LANES_OUT(ypre + row + 8 * k, yt, nh[k], tmp);
+                    yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + row + 8 * k, nh[k], tmp)));
+                }
+                LC_LANES_OUT(y + row + 8 * k, yt, nh[k], tmp);
+            }
         }
     }
-    LC_VT Dl = LC_VZERO;
-    if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0, nl); Dl = LC_VLOAD(tmp); }
-    for (int64_t t = 0; t < L; t++) {
-        const int64_t row = (b * L + t) * D + d0;
-        LC_VT yt = LC_VLOAD(yb + t * 8);
-        if (Dv) yt = LC_VADD(yt, LC_VMUL(Dl, LC_VLOAD(ub + t * 8)));
-        if (z) {
-            if (ypre) LC_LANES_OUT(ypre + row, yt, nl, tmp);
-            yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + row, nl, tmp)));
-        }
-        LC_LANES_OUT(y + row, yt, nl, tmp);
-    }
+    if (hlast)
+        for (int64_t n = 0; n < N; n++)
+            for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n] = hst[n * 16 + i];
 }
 
-/* Backward of one unit.  Gradients of per-unit channels are written directly;
- * dB/dC (reduced over channels) are added into this unit's partial rows
- * dBp/dCp (L, N) — lanes summed with LC_VHSUM — and dA/dD/ddelta_bias go to
- * per-batch partials (B, D, N) / (B, D).  The caller reduces partials in a
- * fixed order. */
+/* Reverse pass of one state n over one chunk, one half (8 lanes) of a unit.
+ * hb/ab/pb: the chunk's recomputed states, Abar and (zoh) phi1 rows; hp0 is the
+ * state before the chunk.  Accumulates sdw (sum over n of d(dt u)), sdx (sum
+ * over n of dx A), dA (dx dt over t); writes the per-step dC/dB products
+ * (this half's, to be added to the other half's) into pcv/pbv. */
+LC_V_TARGET static inline __attribute__((always_inline)) LC_VT LC_V_NAME(scan_bwd_rev)(
+    LC_VT carry, LC_VT *dAacc, LC_VT An, LC_VT hp0, const LC_ST *hb, const LC_ST *ab, const LC_ST *pb,
+    const LC_ST *dtb, const LC_ST *wb, const LC_ST *dyb, LC_ST *sdw, LC_ST *sdx, LC_ST *pcv, LC_ST *pbv,
+    const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, int first, const int zoh) {
+    LC_VT dA = *dAacc;
+    for (int64_t t = nt - 1; t >= 0; t--) {
+        const int64_t r = t * 16;
+        LC_VT dyy = LC_VLOAD(dyb + r), a = LC_VLOAD(ab + r), w = LC_VLOAD(wb + r);
+        LC_VT hp = t > 0 ? LC_VLOAD(hb + r - 16) : hp0;
+        LC_VT Bt = LC_VSET1(Bn[t * N]);
+        LC_VT g = LC_VFMA(dyy, LC_VSET1(Cn[t * N]), carry);          /* dL/dh_t */
+        LC_VT cprod = LC_VMUL(dyy, LC_VLOAD(hb + r));
+        LC_VT dq = LC_VMUL(g, Bt);                                    /* d(Bbar u) / dB = q */
+        LC_VT dx = LC_VMUL(LC_VMUL(g, hp), a);                        /* through Abar = exp(x) */
+        LC_VT q = w, dw = dq;
+        if (zoh) {
+            LC_VT p = LC_VLOAD(pb + r), dt = LC_VLOAD(dtb + r);
+            LC_VT x = LC_VMUL(dt, An);
+            q = LC_VMUL(p, w);
+            dw = LC_VMUL(dq, p);
+            dx = LC_VFMA(LC_VMUL(dq, w), LC_VDPHI1(x, a, p), dx);
+        }
+        LC_VT bprod = LC_VMUL(g, q);
+        if (first) {
+            LC_VSTORE(pcv + t * 8, cprod);
+            LC_VSTORE(pbv + t * 8, bprod);
+        } else {
+            LC_VSTORE(pcv + t * 8, LC_VADD(LC_VLOAD(pcv + t * 8), cprod));
+            LC_VSTORE(pbv + t * 8, LC_VADD(LC_VLOAD(pbv + t * 8), bprod));
+        }
+        LC_VSTORE(sdw + r, LC_VADD(LC_VLOAD(sdw + r), dw));
+        LC_VSTORE(sdx + r, LC_VFMA(dx, An, LC_VLOAD(sdx + r)));
+        dA = LC_VFMA(dx, LC_VLOAD(dtb + r), dA);
+        carry = LC_VMUL(a, g);
+    }
+    *dAacc = dA;
+    return carry;
+}
+
+/* Backward of one unit: batch row b, channels d0 .. d0+nl-1 (nl <= 16).
+ * Chunks of T steps in reverse; inside a chunk, for every state n: recompute
+ * the chunk's states from the saved chunk start (exactly as the forward), then
+ * run the reverse pass.  All row buffers are per chunk (L1-resident).  dB/dC
+ * (reduced over channels) are added into this unit's group partials dBp/dCp,
+ * laid out (N, L); the per-step lane sums of 8 steps at a time go through
+ * LC_VHSUM8.  dA/dD/ddelta_bias go to per-batch partials.  The caller reduces
+ * partials in a fixed order. */
 LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
     LC_ST *du, LC_ST *ddelta, LC_ST *dAp, LC_ST *dBp, LC_ST *dCp, LC_ST *dDp, LC_ST *dz,
     LC_ST *ddbp, LC_ST *dh0,
@@ -133,133 +227,153 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
     const LC_ST *Cm, const LC_ST *Dv, const LC_ST *z, const LC_ST *dbias, const LC_ST *hs,
     const LC_ST *ypre,
     int64_t b, int64_t d0, int nl, int64_t L, int64_t D, int64_t N, int64_t T,
-    int softplus, int zoh, LC_ST *work /* 5 * L * 8 + 3 * T * 8 */) {
-    LC_ST *dtb = work, *ub = dtb + L * 8, *dyb = ub + L * 8, *ddt = dyb + L * 8, *dua = ddt + L * 8;
-    LC_ST *hb = dua + L * 8, *ab = hb + T * 8, *fb = ab + T * 8;
-    LC_ST tmp[8], tmp2[8];
-    LC_VT bias = LC_VZERO;
-    if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0, nl); bias = LC_VLOAD(tmp); }
-    for (int64_t t = 0; t < L; t++) {
-        const int64_t row = (b * L + t) * D + d0;
-        LC_VSTORE(ub + t * 8, LC_LANES(u + row, nl, tmp));
-        LC_VT v = LC_LANES(delta + row, nl, tmp);
-        if (dbias) v = LC_VADD(v, bias);
-        if (softplus) v = LC_VSOFTPLUS(v);
-        LC_VSTORE(dtb + t * 8, v);
-        LC_V_NAME(lanes_in)(tmp, dout + row, nl);
-        LC_VT g = LC_VLOAD(tmp);
-        if (z) {
-            LC_V_NAME(lanes_in)(tmp2, z + row, nl);
-            g = LC_VMUL(g, LC_VSILU(LC_VLOAD(tmp2)));
-        }
-        LC_VSTORE(dyb + t * 8, g);
-        LC_VSTORE(ddt + t * 8, LC_VZERO);
-        LC_VSTORE(dua + t * 8, LC_VZERO);
+    int softplus, int zoh, LC_ST *work /* lc_scan_bwd_work(T, N) */) {
+    const int64_t T16 = T * 16;
+    LC_ST *dtb = work, *ub = dtb + T16, *wb = ub + T16, *dyb = wb + T16, *sdw = dyb + T16, *sdx = sdw + T16;
+    LC_ST *hb = sdx + T16, *ab = hb + T16, *pb = ab + T16;
+    LC_ST *pcv = pb + T16, *pbv = pcv + T * 8;                     /* (T, 8) per-step lane products */
+    LC_ST *carr = pbv + T * 8, *dAa = carr + N * 16, *Ast = dAa + N * 16;   /* (N, 16) each */
+    LC_ST tmp[16], sums[8];
+    const int nh[2] = {LC_HALF(nl, 0), LC_HALF(nl, 1)};
+    LC_VT bias[2] = {LC_VZERO, LC_VZERO}, Dl[2] = {LC_VZERO, LC_VZERO};
+    LC_VT dDacc[2] = {LC_VZERO, LC_VZERO}, dbacc[2] = {LC_VZERO, LC_VZERO};
+    for (int k = 0; k < 2; k++) {
+        if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0 + 8 * k, nh[k]); bias[k] = LC_VLOAD(tmp); }
+        if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0 + 8 * k, nh[k]); Dl[k] = LC_VLOAD(tmp); }
     }
+    for (int64_t i = 0; i < N * 16; i++) carr[i] = dAa[i] = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int i = 0; i < 16; i++) Ast[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
     const int64_t nck = (L + T - 1) / T;
-    for (int64_t n = 0; n < N; n++) {
-        for (int i = 0; i < 8; i++) tmp[i] = i < nl ? A[(d0 + i) * N + n] : 0;
-        LC_VT An = LC_VLOAD(tmp);
-        LC_VT carry = LC_VZERO, dAacc = LC_VZERO;
-        const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
-        for (int64_t c = nck - 1; c >= 0; c--) {
-            const int64_t t0 = c * T, t1 = (t0 + T < L) ? t0 + T : L;
-            /* recompute the states of this chunk from its saved start */
+    for (int64_t c = nck - 1; c >= 0; c--) {
+        const int64_t t0 = c * T, nt = (t0 + T < L ? t0 + T : L) - t0;
+        /* this chunk's rows (first chunk only) and the next chunk's (c - 1), ahead of time */
+        for (int64_t cc = (c == nck - 1 ? c : c - 1); cc >= 0 && cc >= c - 1; cc--) {
+            const int64_t r0 = b * L + cc * T, r1 = b * L + (cc * T + T < L ? cc * T + T : L);
+            LC_V_NAME(fetch_rows)(u + d0, r0, r1, D, nl);
+            LC_V_NAME(fetch_rows)(delta + d0, r0, r1, D, nl);
+            LC_V_NAME(fetch_rows)(dout + d0, r0, r1, D, nl);
+            LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, r0, r1, D, nl);
+            LC_V_NAME(fetch_rows)(ypre ? ypre + d0 : NULL, r0, r1, D, nl);
+        }
+        /* gather the chunk's rows */
+        for (int64_t t = 0; t < nt; t++) {
+            const int64_t row = (b * L + t0 + t) * D + d0, r = t * 16;
+            for (int k = 0; k < 2; k++) {
+                LC_VT uu = LC_LANES(u + row + 8 * k, nh[k], tmp);
+                LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
+                if (dbias) v = LC_VADD(v, bias[k]);
+                if (softplus) v = LC_VSOFTPLUS(v);
+                LC_VT g = LC_LANES(dout + row + 8 * k, nh[k], tmp);
+                if (z) g = LC_VMUL(g, LC_VSILU(LC_LANES(z + row + 8 * k, nh[k], tmp)));
+                LC_VSTORE(ub + r + 8 * k, uu);
+                LC_VSTORE(dtb + r + 8 * k, v);
+                LC_VSTORE(wb + r + 8 * k, LC_VMUL(v, uu));
+                LC_VSTORE(dyb + r + 8 * k, g);
+                LC_VSTORE(sdw + r + 8 * k, LC_VZERO);
+                LC_VSTORE(sdx + r + 8 * k, LC_VZERO);
+            }
+        }
+        for (int64_t n = 0; n < N; n++) {
+            const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
+            LC_VT An[2] = {LC_VLOAD(Ast + n * 16), LC_VLOAD(Ast + n * 16 + 8)};
             const LC_ST *src = hs + ((b * nck + c) * D + d0) * N + n;
-            for (int i = 0; i < 8; i++) tmp[i] = i < nl ? src[i * N] : 0;
-            LC_VT h = LC_VLOAD(tmp);
-            LC_VT hprev_chunk = h;
-            for (int64_t t = t0; t < t1; t++) {
-                LC_VT dt = LC_VLOAD(dtb + t * 8);
-                LC_VT x = LC_VMUL(dt, An);
-                LC_VT a = LC_VEXP(x);
-                LC_VT f = zoh ? LC_VMUL(dt, LC_VPHI1(x, a)) : dt;
-                LC_VT bb = LC_VMUL(f, LC_VSET1(Bn[t * N]));
-                h = LC_VFMA(a, h, LC_VMUL(bb, LC_VLOAD(ub + t * 8)));   /* as the forward */
-                LC_VSTORE(hb + (t - t0) * 8, h);
-                LC_VSTORE(ab + (t - t0) * 8, a);
-                LC_VSTORE(fb + (t - t0) * 8, f);
-            }
-            for (int64_t t = t1 - 1; t >= t0; t--) {
-                LC_VT dyy = LC_VLOAD(dyb + t * 8);
-                LC_VT ht = LC_VLOAD(hb + (t - t0) * 8);
-                LC_VT hp = t > t0 ? LC_VLOAD(hb + (t - t0 - 1) * 8) : hprev_chunk;
-                LC_VT a = LC_VLOAD(ab + (t - t0) * 8);
-                LC_VT f = LC_VLOAD(fb + (t - t0) * 8);
-                LC_VT dt = LC_VLOAD(dtb + t * 8);
-                LC_VT uu = LC_VLOAD(ub + t * 8);
+            for (int i = 0; i < 16; i++) tmp[i] = i < nl ? src[i * N] : 0;
+            LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
+            /* recompute the chunk's states exactly as the forward does */
+            LC_VT h[2] = {hp0[0], hp0[1]};
+            for (int64_t t = 0; t < nt; t++) {
+                const int64_t r = t * 16;
                 LC_VT Bt = LC_VSET1(Bn[t * N]);
-                LC_VT g = LC_VADD(LC_VMUL(dyy, LC_VSET1(Cn[t * N])), carry);
-                dCp[t * N + n] += LC_VHSUM(LC_VMUL(dyy, ht));
-                LC_VT dbb = LC_VMUL(g, uu);
-                LC_VT bb = LC_VMUL(f, Bt);
-                LC_VSTORE(dua + t * 8, LC_VADD(LC_VLOAD(dua + t * 8), LC_VMUL(g, bb)));
-                dBp[t * N + n] += LC_VHSUM(LC_VMUL(dbb, f));
-                LC_VT df = LC_VMUL(dbb, Bt);
-                LC_VT daa = LC_VMUL(LC_VMUL(g, hp), a);          /* dL/dx through Abar = exp(x) */
-                LC_VT gdt = LC_VMUL(daa, An);
-                LC_VT gA = LC_VMUL(daa, dt);
-                if (zoh) {
-                    LC_VT x = LC_VMUL(dt, An);
-                    LC_VT phi = LC_VPHI1(x, a);
-                    gdt = LC_VADD(gdt, LC_VMUL(df, a));
-                    gA = LC_VADD(gA, LC_VMUL(df, LC_VMUL(LC_VMUL(dt, dt), LC_VDPHI1(x, a, phi))));
-                } else {
-                    gdt = LC_VADD(gdt, df);
+                for (int k = 0; k < 2; k++) {
+                    LC_VT x = LC_VMUL(LC_VLOAD(dtb + r + 8 * k), An[k]);
+                    LC_VT a = LC_VEXP(x);
+                    LC_VT w = LC_VLOAD(wb + r + 8 * k);
+                    if (zoh) {
+                        LC_VT p = LC_VPHI1(x, a);
+                        LC_VSTORE(pb + r + 8 * k, p);
+                        w = LC_VMUL(p, w);
+                    }
+                    h[k] = LC_VFMA(a, h[k], LC_VMUL(w, Bt));
+                    LC_VSTORE(hb + r + 8 * k, h[k]);
+                    LC_VSTORE(ab + r + 8 * k, a);
                 }
-                LC_VSTORE(ddt + t * 8, LC_VADD(LC_VLOAD(ddt + t * 8), gdt));
-                dAacc = LC_VADD(dAacc, gA);
-                carry = LC_VMUL(a, g);
+            }
+            for (int k = 0; k < 2; k++) {
+                LC_VT cr = LC_VLOAD(carr + n * 16 + 8 * k), dA = LC_VLOAD(dAa + n * 16 + 8 * k);
+                if (zoh)
+                    cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[k], hp0[k], hb + 8 * k, ab + 8 * k, pb + 8 * k,
+                                                 dtb + 8 * k, wb + 8 * k, dyb + 8 * k, sdw + 8 * k, sdx + 8 * k,
+                                                 pcv, pbv, Bn, Cn, N, nt, k == 0, 1);
+                else
+                    cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[k], hp0[k], hb + 8 * k, ab + 8 * k, pb + 8 * k,
+                                                 dtb + 8 * k, wb + 8 * k, dyb + 8 * k, sdw + 8 * k, sdx + 8 * k,
+                                                 pcv, pbv, Bn, Cn, N, nt, k == 0, 0);
+                LC_VSTORE(carr + n * 16 + 8 * k, cr);
+                LC_VSTORE(dAa + n * 16 + 8 * k, dA);
+            }
+            /* lane sums of the per-step products, 8 steps at a time, into the (N, L) partials */
+            LC_ST *dCr = dCp + n * L + t0, *dBr = dBp + n * L + t0;
+            int64_t t = 0;
+            for (; t + 8 <= nt; t += 8) {
+                LC_VHSUM8(sums, pcv + t * 8);
+                for (int i = 0; i < 8; i++) dCr[t + i] += sums[i];
+                LC_VHSUM8(sums, pbv + t * 8);
+                for (int i = 0; i < 8; i++) dBr[t + i] += sums[i];
+            }
+            for (; t < nt; t++) {
+                dCr[t] += LC_VHSUM(LC_VLOAD(pcv + t * 8));
+                dBr[t] += LC_VHSUM(LC_VLOAD(pbv + t * 8));
             }
         }
-        LC_VSTORE(tmp, dAacc);
-        for (int i = 0; i < nl; i++) dAp[(b * D + d0 + i) * N + n] = tmp[i];
-        if (dh0) {
-            LC_VSTORE(tmp, carry);
-            for (int i = 0; i < nl; i++) dh0[(b * D + d0 + i) * N + n] = tmp[i];
+        /* the chunk's per-step outputs */
+        for (int64_t t = 0; t < nt; t++) {
+            const int64_t row = (b * L + t0 + t) * D + d0, r = t * 16;
+            for (int k = 0; k < 2; k++) {
+                if (!nh[k]) continue;
+                const int64_t o = r + 8 * k;
+                LC_VT dyy = LC_VLOAD(dyb + o), uu = LC_VLOAD(ub + o), sw = LC_VLOAD(sdw + o);
+                LC_VT duv = LC_VMUL(LC_VLOAD(dtb + o), sw);                       /* d(dt u)/du = dt */
+                if (Dv) {
+                    duv = LC_VFMA(dyy, Dl[k], duv);
+                    dDacc[k] = LC_VFMA(dyy, uu, dDacc[k]);
+                }
+                LC_LANES_OUT(du + row + 8 * k, duv, nh[k], tmp);
+                LC_VT gd = LC_VFMA(uu, sw, LC_VLOAD(sdx + o));                   /* d/d dt */
+                if (softplus) {
+                    LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
+                    if (dbias) v = LC_VADD(v, bias[k]);
+                    gd = LC_VMUL(gd, LC_VDSOFTPLUS(v));
+                }
+                dbacc[k] = LC_VADD(dbacc[k], gd);
+                LC_LANES_OUT(ddelta + row + 8 * k, gd, nh[k], tmp);
+                if (z) {
+                    /* dz = dout * ypre * silu'(z),  silu'(z) = s (1 + z (1 - s)) */
+                    LC_VT zz = LC_LANES(z + row + 8 * k, nh[k], tmp);
+                    LC_VT go = LC_LANES(dout + row + 8 * k, nh[k], tmp);
+                    LC_VT yp = LC_LANES(ypre + row + 8 * k, nh[k], tmp);
+                    LC_VT s = LC_VSIGMOID(zz);
+                    LC_VT one = LC_VSET1((LC_ST)1);
+                    LC_VT ds = LC_VMUL(s, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, s))));
+                    LC_LANES_OUT(dz + row + 8 * k, LC_VMUL(LC_VMUL(go, yp), ds), nh[k], tmp);
+                }
+            }
         }
     }
-    /* per-time outputs, and per-batch partials summed over t ascending */
-    LC_VT Dl = LC_VZERO, dDacc = LC_VZERO, dbacc = LC_VZERO;
-    if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0, nl); Dl = LC_VLOAD(tmp); }
-    for (int64_t t = 0; t < L; t++) {
-        const int64_t row = (b * L + t) * D + d0;
-        LC_VT dyy = LC_VLOAD(dyb + t * 8);
-        LC_VT uu = LC_VLOAD(ub + t * 8);
-        LC_VT duv = LC_VLOAD(dua + t * 8);
-        if (Dv) {
-            duv = LC_VADD(duv, LC_VMUL(dyy, Dl));
-            dDacc = LC_VADD(dDacc, LC_VMUL(dyy, uu));
+    for (int64_t n = 0; n < N; n++)
+        for (int i = 0; i < nl; i++) {
+            dAp[(b * D + d0 + i) * N + n] = dAa[n * 16 + i];
+            if (dh0) dh0[(b * D + d0 + i) * N + n] = carr[n * 16 + i];
         }
-        LC_VSTORE(tmp, duv);
-        for (int i = 0; i < nl; i++) du[row + i] = tmp[i];
-        LC_VT gd = LC_VLOAD(ddt + t * 8);
-        if (softplus) {
-            LC_V_NAME(lanes_in)(tmp, delta + row, nl);
-            LC_VT v = LC_VLOAD(tmp);
-            if (dbias) v = LC_VADD(v, bias);
-            gd = LC_VMUL(gd, LC_VDSOFTPLUS(v));
-        }
-        dbacc = LC_VADD(dbacc, gd);
-        LC_VSTORE(tmp, gd);
-        for (int i = 0; i < nl; i++) ddelta[row + i] = tmp[i];
-        if (z) {
-            /* dz = dout * ypre * silu'(z),  silu'(z) = s (1 + z (1 - s)) */
-            LC_V_NAME(lanes_in)(tmp, z + row, nl);
-            LC_VT zz = LC_VLOAD(tmp);
-            LC_V_NAME(lanes_in)(tmp, dout + row, nl);
-            LC_VT go = LC_VLOAD(tmp);
-            LC_V_NAME(lanes_in)(tmp, ypre + row, nl);
-            LC_VT yp = LC_VLOAD(tmp);
-            LC_VT s = LC_VSIGMOID(zz);
-            LC_VT one = LC_VSET1((LC_ST)1);
-            LC_VT ds = LC_VMUL(s, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, s))));
-            LC_VSTORE(tmp, LC_VMUL(LC_VMUL(go, yp), ds));
-            for (int i = 0; i < nl; i++) dz[row + i] = tmp[i];
+    for (int k = 0; k < 2; k++) {
+        LC_ST t1[8], t2[8];
+        LC_VSTORE(t1, dDacc[k]);
+        LC_VSTORE(t2, dbacc[k]);
+        for (int i = 0; i < nh[k]; i++) {
+            if (dDp) dDp[b * D + d0 + 8 * k + i] = t1[i];
+            if (ddbp) ddbp[b * D + d0 + 8 * k + i] = t2[i];
         }
     }
-    if (dDp) { LC_VSTORE(tmp, dDacc); for (int i = 0; i < nl; i++) dDp[b * D + d0 + i] = tmp[i]; }
-    if (ddbp) { LC_VSTORE(tmp, dbacc); for (int i = 0; i < nl; i++) ddbp[b * D + d0 + i] = tmp[i]; }
 }
 
 /* the vocabulary belongs to one instantiation */
@@ -282,4 +396,5 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
 #undef LC_VPHI1
 #undef LC_VDPHI1
 #undef LC_VHSUM
+#undef LC_VHSUM8
 #undef LC_V_TARGET

@@ -11,7 +11,7 @@ cdef extern from "lutcore/mathfn.h" nogil:
     void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads)
 
 cdef extern from "lutcore/scan.h" nogil:
-    int LC_SCAN_GROUP_BLOCKS
+    int LC_SCAN_GROUP_UNITS
     int lc_scan_fwd_f32(float *y, float *ypre, float *hs, float *hlast, const float *u, const float *delta,
                         const float *A, const float *Bm, const float *Cm, const float *Dv, const float *z,
                         const float *dbias, const float *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N,
@@ -51,7 +51,7 @@ import numpy as np
 cimport numpy as cnp
 cnp.import_array()
 
-GROUP_CHANNELS = 8 * LC_SCAN_GROUP_BLOCKS
+GROUP_CHANNELS = 16 * LC_SCAN_GROUP_UNITS
 
 
 cdef inline void* _p(object a):

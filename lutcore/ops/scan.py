@@ -169,8 +169,8 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
     if ctx.initial_state is not None:
         g["initial_state"] = np.zeros((bsz, Dm, N), dt)
     dAp = np.empty((bsz, Dm, N), dt)
-    dBp = np.empty((bsz, ng, L, N), dt)
-    dCp = np.empty((bsz, ng, L, N), dt)
+    dBp = np.empty((bsz, ng, N, L), dt)
+    dCp = np.empty((bsz, ng, N, L), dt)
     dDp = np.empty((bsz, Dm), dt) if ctx.D is not None else None
     ddbp = np.empty((bsz, Dm), dt) if ctx.delta_bias is not None else None
     _m.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),

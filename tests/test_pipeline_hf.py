@@ -66,9 +66,11 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, kind, dtype):
                HF_LOGIT_TOL)
 
 
-@pytest.mark.parametrize("units", [None, "exact"])
+@pytest.mark.parametrize("units", [None, "exact", "mitchell"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_cached_decode_equals_full_recompute(tmp_path, kind, units):
+    """One-token steps (llama-family layers decode in one fused native call each) give the
+    bits of the full recompute: float32, exact units and an approximate table."""
     model = hf_model(kind, seed=10 + KINDS.index(kind))
     save(model, tmp_path)
     with Pipeline.from_pretrained(tmp_path, splits=None, units=units) as whole:

@@ -267,38 +267,38 @@ static inline void lc_mk_exact(int isa, int32_t *out, const int16_t *Ap, int64_t
     lc_mk_exact_generic(out, Ap, Kp, Bpan, p0, p1, R);
 }
 
-/* Fold one block's int32 tile into float32 rows: y[r][c] += (sa[r]*sb[c]) * (float)I[r][c].
+/* Fold one block's int32 tile into float32 rows: y[r][c] += (sa[r]*sb[c]) * (float)acc[r][c].
  * sa: per-row scale of this block (stride lds), sb: 16 column scales of this block. */
-static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t *I, const float *sa,
+static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t *acc, const float *sa,
                                    int64_t lds, const float *sb, int R) {
     for (int r = 0; r < R; r++) {
         float s = sa[r * lds];
         for (int c = 0; c < LC_NR; c++) {
-            float t = (s * sb[c]) * (float)I[r * LC_NR + c];
+            float t = (s * sb[c]) * (float)acc[r * LC_NR + c];
             y[r * LC_NR + c] = y[r * LC_NR + c] + t;
         }
     }
 }
 #if LC_X86
-LC_TARGET_AVX2 static void lc_fold_avx2(float *y, const int32_t *I, const float *sa, int64_t lds,
+LC_TARGET_AVX2 static void lc_fold_avx2(float *y, const int32_t *acc, const float *sa, int64_t lds,
                                         const float *sb, int R) {
     __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
     for (int r = 0; r < R; r++) {
         __m256 s = _mm256_set1_ps(sa[r * lds]);
-        __m256 t0 = _mm256_mul_ps(_mm256_mul_ps(s, sb0), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(I + r * LC_NR))));
-        __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(s, sb1), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(I + r * LC_NR + 8))));
+        __m256 t0 = _mm256_mul_ps(_mm256_mul_ps(s, sb0), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + r * LC_NR))));
+        __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(s, sb1), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + r * LC_NR + 8))));
         _mm256_storeu_ps(y + r * LC_NR, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR), t0));
         _mm256_storeu_ps(y + r * LC_NR + 8, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR + 8), t1));
     }
 }
 #endif
-static inline void lc_fold(int isa, float *y, const int32_t *I, const float *sa, int64_t lds,
+static inline void lc_fold(int isa, float *y, const int32_t *acc, const float *sa, int64_t lds,
                            const float *sb, int R) {
 #if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_fold_avx2(y, I, sa, lds, sb, R); return; }
+    if (isa >= LC_ISA_AVX2) { lc_fold_avx2(y, acc, sa, lds, sb, R); return; }
 #endif
     (void)isa;
-    lc_fold_generic(y, I, sa, lds, sb, R);
+    lc_fold_generic(y, acc, sa, lds, sb, R);
 }
 
 /* ------------------------------------------------------ exact drivers */
@@ -599,8 +599,8 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
                     float s = sa[m * nblk + b];
                     const float *sbr = sb + b * N + n0;
                     float *y = yb + (m - m0) * LC_TABLE_NB;
-                    const int32_t *I = acc + (m - m0) * LC_TABLE_NB;
-                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)I[c];
+                    const int32_t *ai = acc + (m - m0) * LC_TABLE_NB;
+                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
                 }
             }
             for (int64_t m = m0; m < m1; m++)

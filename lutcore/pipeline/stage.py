@@ -37,13 +37,17 @@ import math
 
 import numpy as np
 
-from lutcore import _check
+from lutcore import _check, _simd, audit
+from lutcore._native import decode as _dec
+from lutcore._native import gemm as _g
+from lutcore._native import sgemm as _sg
+from lutcore._threads import resolve_threads
 from lutcore.ops.mathfn import exp as _exp, sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
-from lutcore.quant import Q8, QLinear
+from lutcore.quant import Q8, QLinear, _exact_panels
 
 __all__ = ["Stage", "StageCache"]
 
@@ -60,10 +64,8 @@ class _KV:
         self.k = np.empty((kv_heads, 0, head_dim), np.float32)
         self.v = np.empty((kv_heads, 0, head_dim), np.float32)
 
-    def append(self, k, v, pos):
-        """k, v (T, KV, hd) at positions pos..pos+T-1 -> views of K, V (KV, pos+T, hd)."""
-        T = k.shape[0]
-        need = pos + T
+    def reserve(self, need, pos):
+        """Room for positions 0..need-1 (rows 0..pos-1 kept)."""
         cap = self.k.shape[1]
         if need > cap:
             new = max(need, 2 * cap, 16)
@@ -72,6 +74,11 @@ class _KV:
                 buf = np.empty((old.shape[0], new, old.shape[2]), np.float32)
                 buf[:, :pos] = old[:, :pos]
                 setattr(self, name, buf)
+
+    def append(self, k, v, pos):
+        """k, v (T, KV, hd) at positions pos..pos+T-1 -> views of K, V (KV, pos+T, hd)."""
+        need = pos + k.shape[0]
+        self.reserve(need, pos)
         self.k[:, pos:need] = k.transpose(1, 0, 2)
         self.v[:, pos:need] = v.transpose(1, 0, 2)
         return self.k[:, :need], self.v[:, :need]
@@ -155,6 +162,7 @@ class Stage:
         self._ws: dict = {}
         self._ones: dict = {}
         self._cos = self._sin = None
+        self._fused = None                 # (threads, context capacity, [DecodeLayer]) for one-token decode
         if spec.family == "mamba":
             self._mcfg = spec.mamba_config()
         self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
@@ -335,6 +343,65 @@ class Stage:
         out[..., half:] += x1 * s
         return out
 
+    # ------------------------------------------------------------------ one-token decode, fused
+    def _fusable(self):
+        """Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token in one native
+        call per layer; the audit (a Python-level check) keeps the step-by-step path."""
+        spec = self.spec
+        return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
+                and all(L.n1b is None and L.n2b is None for L in self.layers) and audit._rate == 0)
+
+    def _linear(self, w, b, nt, fwork):
+        if isinstance(w, PackedMatrix):
+            K, N = w.shape
+            return _dec.Linear(0, K, N, {"panels": w.panels, "work": fwork, "bias": b})
+        K, N = w.shape
+        w._buffers(1)
+        common = {"qa": w._qa[:1], "sa": w._sa[:1], "bias": b}
+        if w.units.is_exact:
+            bp, sbp = _exact_panels(w.q8, nt)
+            return _dec.Linear(1, K, N, dict(common, bp=bp, sbp=sbp, ap=w._ap[:_dec.MR]), w.block, w.bkp)
+        twork = np.empty(max(1, _g.table_work_size(1, N, nt, True)), np.int32)
+        return _dec.Linear(2, K, N, dict(common, qb=np.ascontiguousarray(w.q8.q), sb=w.q8.scale,
+                                         T32=w.units._kernel_mul, twork=twork), w.block, 0)
+
+    def _fused_layers(self, nt, need):
+        """The DecodeLayers for nt threads with room for `need` positions (rebuilt when outgrown)."""
+        f = self._fused
+        if f is not None and f[0] == nt and f[1] >= need:
+            return f[2]
+        spec = self.spec
+        C, I, H, KV, hd = spec.hidden, spec.inter, spec.heads, spec.kv_heads, spec.head_dim
+        g = H // KV
+        cap = max(256, need, 2 * (f[1] if f is not None else 0))
+        kmax = max(C, spec.q_dim, I)
+        fwork = np.empty(6 * kmax, np.float32)
+        swork = np.empty(max(_sg.work_size(g, cap, hd), _sg.work_size(g, hd, cap)) * KV + 1, np.float32)
+        scratch = {"h": np.empty(C, np.float32), "qkv": np.empty(spec.q_dim + 2 * spec.kv_dim, np.float32),
+                   "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
+                   "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
+                   "scores": np.empty(H * cap, np.float32), "swork": swork}
+        layers = [_dec.DecodeLayer(self._linear(L.wqkv, L.bqkv, nt, fwork), self._linear(L.wo, L.bo, nt, fwork),
+                                   self._linear(L.wup, L.bup, nt, fwork), self._linear(L.wdown, L.bdown, nt, fwork),
+                                   L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)), float(L.scale),
+                                   int(L.window or 0), scratch)
+                  for L in self.layers]
+        self._fused = (nt, cap, layers)
+        return layers
+
+    def _decode_fused(self, x, cache, pos):
+        """One token (x (1, C), updated in place) through every layer: one native call per layer."""
+        nt = resolve_threads(self.threads)
+        layers = self._fused_layers(nt, pos + 1)
+        cos, sin = self._rope_tables(pos + 1)
+        isa = _simd.isa()
+        for L, D in zip(self.layers, layers):
+            kv = cache.layers[L.index]
+            kv.reserve(pos + 1, pos)
+            if D.run(x, kv.k, kv.v, pos, cos[pos], sin[pos], isa, nt):
+                raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
+        return x
+
     # ------------------------------------------------------------------ layers
     def _attn_mlp(self, L: _Layer, x, kv, pos):
         """One transformer layer on the residual stream x (T, C), updated in place."""
@@ -447,12 +514,15 @@ class Stage:
         if self.spec.max_pos is not None and pos + x.shape[0] > self.spec.max_pos:
             raise ValueError(f"x: positions up to {pos + x.shape[0] - 1} exceed the model's {self.spec.max_pos}")
         x = x.copy()
-        for L in self.layers:
-            st = None if cache is None else cache.layers[L.index]
-            if self.spec.family == "mamba":
-                x = self._mamba(L, x, st)
-            else:
-                self._attn_mlp(L, x, st, pos)
+        if cache is not None and x.shape[0] == 1 and self.layers and self._fusable():
+            self._decode_fused(x, cache, pos)
+        else:
+            for L in self.layers:
+                st = None if cache is None else cache.layers[L.index]
+                if self.spec.family == "mamba":
+                    x = self._mamba(L, x, st)
+                else:
+                    self._attn_mlp(L, x, st, pos)
         if cache is not None:
             cache.pos += x.shape[0]
         return x

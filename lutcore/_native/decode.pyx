@@ -1,0 +1,260 @@
+# cython: language_level=3
+"""One-token decode of a llama-family layer in one native call.
+
+Design: ``lutcore.pipeline.stage`` builds a ``DecodeLayer`` per layer (kernel-
+ready weights, scratch rows) and calls ``run`` once per layer and token.  Every
+step performs the same float32 operations, in the same order, as the stage's
+numpy path (``Stage._attn_mlp`` with T = 1) and calls the same kernels (the
+sgemm, the Q8 quantizer and block-scaled GEMMs, lutcore's exp/silu), so cached
+decoding keeps giving the bits of a full recompute.  Python validates; here we
+only take pointers, release the GIL and compute.
+"""
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
+from libc.math cimport sqrtf, INFINITY
+cimport numpy as cnp
+import numpy as np
+cnp.import_array()
+
+cdef extern from "lutcore/sgemm.h" nogil:
+    void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                  const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                  int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads)
+    size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
+
+cdef extern from "lutcore/gemm.h" nogil:
+    void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,
+                     int64_t bk, int64_t bkp, int64_t Kp, int nthreads)
+    void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
+                                 const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
+                                 int64_t nblk, int64_t bkp, int isa, int nthreads)
+    void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
+                          const float *sb, const int32_t *T32, int64_t M, int64_t N, int64_t nblk,
+                          int64_t bk, int32_t *work, int isa, int nthreads)
+    int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
+                             int64_t bk, int64_t nblk, int isa, int nthreads)
+    int LC_MR
+
+cdef extern from "lutcore/mathfn.h" nogil:
+    void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
+    int LC_FN_EXP, LC_FN_SILU
+
+MR = LC_MR
+
+cdef enum:
+    KIND_FLOAT = 0
+    KIND_EXACT = 1
+    KIND_TABLE = 2
+
+
+cdef inline float* _f(object a):
+    return <float *>cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
+
+
+cdef class Linear:
+    """y (1, N) = x (1, K) @ W (+ b), W float32 panels or Q8 through the units."""
+    cdef int kind
+    cdef int64_t K, N, nblk, bk, bkp, Kp
+    cdef object keep
+    cdef const float *panels
+    cdef float *work
+    cdef const int8_t *bp
+    cdef const float *sbp
+    cdef int16_t *ap
+    cdef int8_t *qa
+    cdef float *sa
+    cdef const int8_t *qb
+    cdef const float *sb
+    cdef const int32_t *T32
+    cdef int32_t *twork
+    cdef const float *bias
+
+    def __init__(self, int kind, int64_t K, int64_t N, dict arrays, int64_t bk=0, int64_t bkp=0):
+        """arrays: float: panels, work; exact: bp, sbp, ap, qa, sa; table: qb, sb, T32, twork, qa, sa;
+        all: bias (or None).  The caller sizes every buffer."""
+        self.kind, self.K, self.N, self.bk, self.bkp = kind, K, N, bk, bkp
+        self.keep = dict(arrays)
+        g = self.keep.get
+        self.bias = _f(g("bias"))
+        if kind == KIND_FLOAT:
+            self.panels = _f(g("panels"))
+            self.work = _f(g("work"))
+        else:
+            self.nblk = (K + bk - 1) // bk
+            self.Kp = self.nblk * bkp
+            self.qa = <int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("qa"))
+            self.sa = _f(g("sa"))
+            if kind == KIND_EXACT:
+                self.bp = <const int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("bp"))
+                self.sbp = _f(g("sbp"))
+                self.ap = <int16_t *>cnp.PyArray_DATA(<cnp.ndarray>g("ap"))
+            else:
+                self.qb = <const int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("qb"))
+                self.sb = _f(g("sb"))
+                self.T32 = <const int32_t *>cnp.PyArray_DATA(<cnp.ndarray>g("T32"))
+                self.twork = <int32_t *>cnp.PyArray_DATA(<cnp.ndarray>g("twork"))
+
+    cdef int run(self, float *y, const float *x, int isa, int nt) noexcept nogil:
+        """0, or -1 when x holds a non-finite value (it cannot be quantized)."""
+        cdef int64_t n
+        if self.kind == KIND_FLOAT:
+            lc_sgemm(y, self.N, self.N, x, 0, self.K, 1, self.panels, 0, 0, 0, 1, 1, self.N, self.K, 0,
+                     self.work, self.panels, isa, nt)
+        else:
+            if lc_quantize_rows(self.qa, self.sa, x, 1, self.K, self.K, self.bk, self.nblk, isa, nt):
+                return -1
+            if self.kind == KIND_EXACT:
+                lc_pack_a16(self.ap, self.qa, 1, LC_MR, self.nblk * self.bk, self.nblk * self.bk, self.bk, self.bkp,
+                            self.Kp, nt)
+                lc_qmatmul_exact_packed(y, self.N, self.ap, self.sa, self.bp, self.sbp, 1, self.N, self.nblk,
+                                        self.bkp, isa, nt)
+            else:
+                lc_qmatmul_table(y, self.N, self.qa, self.sa, self.qb, self.sb, self.T32, 1, self.N, self.nblk,
+                                 self.bk, self.twork, isa, nt)
+        if self.bias != NULL:
+            for n in range(self.N):
+                y[n] = y[n] + self.bias[n]
+        return 0
+
+
+cdef inline void _rowsum_into(float *acc, const float *x, int64_t n) noexcept nogil:
+    """The stage's rowsum: one in-order chain from 0 (fma(x, 1, s) == s + x, rounded once)."""
+    cdef float s = 0.0
+    cdef int64_t i
+    for i in range(n):
+        s = s + x[i]
+    acc[0] = s
+
+
+cdef void _rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps) noexcept nogil:
+    """As Stage._norm without bias: out = x * (1 / sqrt(sum(x*x)/C + eps)) * w, float32 steps."""
+    cdef int64_t i
+    cdef float ms, r
+    for i in range(C):
+        out[i] = x[i] * x[i]
+    _rowsum_into(&ms, out, C)
+    ms = ms / <float>C
+    r = <float>1.0 / sqrtf(ms + eps)
+    for i in range(C):
+        out[i] = (x[i] * r) * w[i]
+
+
+cdef class DecodeLayer:
+    """One llama-family layer (RMSNorm, RoPE, GQA attention, SwiGLU with SiLU) for one token."""
+    cdef Linear qkv, o, up, down
+    cdef object keep
+    cdef const float *n1w
+    cdef const float *n2w
+    cdef float *h
+    cdef float *qkvb
+    cdef float *rq
+    cdef float *att
+    cdef float *ob
+    cdef float *upb
+    cdef float *sc
+    cdef float *swork
+    cdef int64_t C, H, KV, hd, inter, window, smax
+    cdef float eps, scale
+
+    def __init__(self, Linear qkv, Linear o, Linear up, Linear down, n1w, n2w, int64_t heads, int64_t kv_heads,
+                 int64_t head_dim, int64_t inter, double eps, double scale, int64_t window, dict scratch):
+        """scratch: h (C), qkv (Q + 2 KVd), rq (Q + KVd), att (Q), o (C), up (2 I), scores (H * smax),
+        swork (sgemm work for the attention products, sized for smax); smax: the longest context."""
+        self.qkv, self.o, self.up, self.down = qkv, o, up, down
+        self.keep = (n1w, n2w, dict(scratch))
+        self.n1w, self.n2w = _f(n1w), _f(n2w)
+        self.C, self.H, self.KV, self.hd, self.inter = n1w.shape[0], heads, kv_heads, head_dim, inter
+        self.eps, self.scale, self.window = <float>eps, <float>scale, window
+        self.h, self.qkvb, self.rq = _f(scratch["h"]), _f(scratch["qkv"]), _f(scratch["rq"])
+        self.att, self.ob, self.upb = _f(scratch["att"]), _f(scratch["o"]), _f(scratch["up"])
+        self.sc, self.swork = _f(scratch["scores"]), _f(scratch["swork"])
+        self.smax = scratch["scores"].shape[0] // heads
+
+    @property
+    def capacity(self):
+        return self.smax
+
+    def run(self, cnp.ndarray x, cnp.ndarray Kc, cnp.ndarray Vc, int64_t pos, cnp.ndarray cos, cnp.ndarray sin,
+            int isa, int nthreads):
+        """x (1, C) updated in place; Kc, Vc (KV, cap, hd) with cap > pos (row pos is written);
+        cos, sin: the rope table rows of position pos (hd/2,).  Returns 0, or -1 on a non-finite
+        activation in the units path."""
+        cdef float *px = _f(x)
+        cdef float *pk = _f(Kc)
+        cdef float *pv = _f(Vc)
+        cdef const float *pc = _f(cos)
+        cdef const float *ps = _f(sin)
+        cdef int64_t cap = Kc.shape[1]
+        cdef int rc
+        with nogil:
+            rc = self._run(px, pk, pv, cap, pos, pc, ps, isa, nthreads)
+        return rc
+
+    cdef int _run(self, float *x, float *Kc, float *Vc, int64_t cap, int64_t pos, const float *cs,
+                  const float *sn, int isa, int nt) noexcept nogil:
+        cdef int64_t C = self.C, H = self.H, KV = self.KV, hd = self.hd, half = hd // 2
+        cdef int64_t g = H // KV, Q = H * hd, KVd = KV * hd, S = pos + 1, I = self.inter
+        cdef int64_t i, j, hh, kv, r
+        cdef float a, b, m, tot
+        cdef float *q
+        cdef float *src
+        cdef float *dst
+        cdef float *s
+        _rmsnorm(self.h, x, self.n1w, C, self.eps)
+        if self.qkv.run(self.qkvb, self.h, isa, nt):
+            return -1
+        # RoPE (rotate-half) of q's H heads and k's KV heads: x1 c - x2 s | x2 c + x1 s
+        for hh in range(H + KV):
+            src = self.qkvb + hh * hd
+            dst = self.rq + hh * hd
+            for i in range(half):
+                a = src[i] * cs[i]
+                b = src[half + i] * sn[i]
+                dst[i] = a - b
+                a = src[half + i] * cs[i]
+                b = src[i] * sn[i]
+                dst[half + i] = a + b
+        q = self.rq
+        if self.scale != 1.0:
+            for i in range(Q):
+                q[i] = q[i] * self.scale
+        for kv in range(KV):                          # the cache rows of this position
+            for i in range(hd):
+                Kc[(kv * cap + pos) * hd + i] = self.rq[Q + kv * hd + i]
+                Vc[(kv * cap + pos) * hd + i] = self.qkvb[Q + KVd + kv * hd + i]
+        # scores (KV, g, S) = q (KV, g, hd) @ K^T: the stage's batched product, same kernel and strides
+        lc_sgemm(self.sc, g * S, S, q, g * hd, hd, 1, Kc, cap * hd, 1, hd, KV, g, S, hd, 0, self.swork, NULL,
+                 isa, nt)
+        for r in range(H):
+            s = self.sc + r * S
+            if self.window > 0:
+                for j in range(S):
+                    if pos - j >= self.window:
+                        s[j] = -INFINITY
+            m = s[0]
+            for j in range(1, S):
+                if s[j] > m:
+                    m = s[j]
+            for j in range(S):
+                s[j] = s[j] - m
+            lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
+            _rowsum_into(&tot, s, S)
+            for j in range(S):
+                s[j] = s[j] / tot
+        # att (KV, g, hd) = p (KV, g, S) @ V (KV, S, hd); (KV, g) row order is head order
+        lc_sgemm(self.att, g * hd, hd, self.sc, g * S, S, 1, Vc, cap * hd, hd, 1, KV, g, hd, S, 0, self.swork, NULL,
+                 isa, nt)
+        if self.o.run(self.ob, self.att, isa, nt):
+            return -1
+        for i in range(C):
+            x[i] = x[i] + self.ob[i]
+        _rmsnorm(self.h, x, self.n2w, C, self.eps)
+        if self.up.run(self.upb, self.h, isa, nt):
+            return -1
+        lc_mathfn_f32(self.upb, self.upb, I, LC_FN_SILU, isa, 1)
+        for i in range(I):
+            self.upb[i] = self.upb[i] * self.upb[I + i]
+        if self.down.run(self.ob, self.upb, isa, nt):
+            return -1
+        for i in range(C):
+            x[i] = x[i] + self.ob[i]
+        return 0

@@ -174,7 +174,7 @@ def test_decode_lutcore(benchmark, record, model, pipes, reference, name):
 
     def setup():
         return (ring, _prefill(ring, ids), len(ids), DECODE), {}
-    benchmark.pedantic(_decode, setup=setup, rounds=3, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(_decode, setup=setup, rounds=8, iterations=1, warmup_rounds=1)
 
 
 @DECODE_GROUP

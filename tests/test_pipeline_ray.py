@@ -115,3 +115,35 @@ def test_ray_bad_input_keeps_its_type_and_names_the_stage(cluster, ckpt):
         with pytest.raises(ValueError, match="stage 0: .*learned positions"):
             p.logits(np.zeros(65, np.int64))                                 # gpt2 has 64 positions
         assert p.logits(PROMPT).shape == (4, 128)
+
+
+def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):
+    """compile_after=2: the first passes go as plain actor calls, the rest through a Ray
+    compiled graph — same tokens as local, bad input still named, a killed actor still
+    raises StageFailure naming its stage, and a plain call (info) tears the graph down."""
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2]) as loc:
+        want = loc.generate(PROMPT, N_NEW).tolist()
+        want_logits = loc.logits(want)
+    p = Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2], transport="ray", compile_after=2)
+    try:
+        assert p.generate(PROMPT, N_NEW).tolist() == want
+        assert p._ring._graph is not None                                    # compiled by now
+        assert bits_equal(p.logits(want), want_logits)
+        with pytest.raises(ValueError, match="stage 0: ids"):               # past the driver's checks
+            p._ring.forward(np.array([10 ** 6], np.int64), 0, False, False)
+        assert p.generate(PROMPT, 2).tolist() == want[:len(PROMPT) + 2]      # the graph survives
+        info = p._ring.info()
+        assert p._ring._graph is None and len(info) == 3                     # plain calls drop it
+        assert p.generate(PROMPT, N_NEW).tolist() == want                    # and it comes back
+
+        def kill_stage_2(n, tok):
+            if n == len(PROMPT) + 1:
+                ray.kill(p._ring.actors[2])
+
+        with pytest.raises(StageFailure, match=r"stage 2 \(stage2\): layers 4\.\.5 died") as e:
+            p.generate(PROMPT, N_NEW, on_token=kill_stage_2)
+        assert e.value.stage == 2 and e.value.tokens.tolist() == want[:len(PROMPT) + 2]
+    finally:
+        p.close()
+    with pytest.raises(ValueError, match="compile_after"):
+        Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", compile_after=-1)

@@ -100,11 +100,12 @@ cdef class Linear:
             lc_sgemm(y, self.N, self.N, x, 0, self.K, 1, self.panels, 0, 0, 0, 1, 1, self.N, self.K, 0,
                      self.work, self.panels, isa, nt)
         else:
-            if lc_quantize_rows(self.qa, self.sa, x, 1, self.K, self.K, self.bk, self.nblk, isa, nt):
+            # one row: quantizing and packing it on one thread beats waking a team (same bits)
+            if lc_quantize_rows(self.qa, self.sa, x, 1, self.K, self.K, self.bk, self.nblk, isa, 1):
                 return -1
             if self.kind == KIND_EXACT:
                 lc_pack_a16(self.ap, self.qa, 1, LC_MR, self.nblk * self.bk, self.nblk * self.bk, self.bk, self.bkp,
-                            self.Kp, nt)
+                            self.Kp, 1)
                 lc_qmatmul_exact_packed(y, self.N, self.ap, self.sa, self.bp, self.sbp, 1, self.N, self.nblk,
                                         self.bkp, isa, nt)
             else:
@@ -222,8 +223,9 @@ cdef class DecodeLayer:
                 Kc[(kv * cap + pos) * hd + i] = self.rq[Q + kv * hd + i]
                 Vc[(kv * cap + pos) * hd + i] = self.qkvb[Q + KVd + kv * hd + i]
         # scores (KV, g, S) = q (KV, g, hd) @ K^T: the stage's batched product, same kernel and strides
+        # (one thread: a few thousand products, less than waking a team; bits do not depend on it)
         lc_sgemm(self.sc, g * S, S, q, g * hd, hd, 1, Kc, cap * hd, 1, hd, KV, g, S, hd, 0, self.swork, NULL,
-                 isa, nt)
+                 isa, 1)
         for r in range(H):
             s = self.sc + r * S
             if self.window > 0:
@@ -242,7 +244,7 @@ cdef class DecodeLayer:
                 s[j] = s[j] / tot
         # att (KV, g, hd) = p (KV, g, S) @ V (KV, S, hd); (KV, g) row order is head order
         lc_sgemm(self.att, g * hd, hd, self.sc, g * S, S, 1, Vc, cap * hd, hd, 1, KV, g, hd, S, 0, self.swork, NULL,
-                 isa, nt)
+                 isa, 1)
         if self.o.run(self.ob, self.att, isa, nt):
             return -1
         for i in range(C):

@@ -10,6 +10,14 @@ Stage 0 is called twice per pass: ``first`` (embed + its layers) and ``last``
 (readout).  Nothing a stage computes depends on its process's thread counts
 (see stage.py), so an actor gives the driver's bits.
 
+Latency: a decode step is three actor calls, and plain Ray calls cost
+milliseconds each on a small machine.  So after ``compile_after`` passes the
+ring compiles the chain into a Ray compiled graph (``first -> run -> ... ->
+last`` over shared-memory channels; seconds to build, then sub-millisecond
+hops) and sends every later reset and pass through it; plain calls (``info``,
+pings) tear the graph down first, and the next pass compiles it again.  If
+compiling fails, the ring keeps to plain calls.
+
 Failures: a dead actor surfaces as Ray's ``RayActorError`` on whatever call
 needed it; the ring maps the actor id (or, failing that, a ping of every
 actor) back to a stage index and raises ``StageFailure`` naming it.
@@ -103,14 +111,45 @@ class _StageWorker:
         x = _arrive(hop, self.index, self.stage.spec.hidden)
         return self.stage.readout(x[-1:] if last_only else x)
 
+    # the compiled graph's steps: a message is ("reset",) or ("pass", payload, cached, last_only);
+    # a compiled graph's errors do not carry the actor's id, so bad input names the stage here
+    def _named(self, fn, *args):
+        try:
+            return fn(*args)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"stage {self.index}: {e}") from e
+
+    def graph_first(self, msg):
+        if msg[0] == "reset":
+            self.reset()
+            return msg
+        _, ids, start, cached, last_only = msg
+        return ("pass", self._named(self.first, ids, start, cached), cached, last_only)
+
+    def graph_run(self, msg):
+        if msg[0] == "reset":
+            self.reset()
+            return msg
+        return ("pass", self._named(self.run, msg[1], msg[2]), msg[2], msg[3])
+
+    def graph_last(self, msg):
+        return None if msg[0] == "reset" else self._named(self.last, msg[1], msg[3])
+
 
 class RayRing:
     """One Ray actor per stage (see the module docstring)."""
 
-    def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None):
+    def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None,
+                 compile_after=16):
         import ray
         self._ray = ray
         self._owns_ray = False
+        if compile_after is not None and (not isinstance(compile_after, int) or compile_after < 0):
+            raise ValueError(f"compile_after: expected None or an int >= 0, got {compile_after!r}")
+        self.compile_after = compile_after
+        self.compiled = compile_after is not None
+        self._passes = 0
+        self._graph = None
         if not ray.is_initialized():
             ray.init()
             self._owns_ray = True
@@ -129,12 +168,46 @@ class RayRing:
         for plan, opts in zip(self.plans, actor_options):
             o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
             o.update(opts)
+            # Stages take turns on the same cores, and the compiled graph's idle readers
+            # poll: an OpenMP team that spins between regions (libgomp's default) would
+            # fight them for the cores.  Passive waiting (futex sleeps) costs far less here.
+            env = dict(o.get("runtime_env") or {})
+            env["env_vars"] = {"OMP_WAIT_POLICY": "PASSIVE", **dict(env.get("env_vars") or {})}
+            o["runtime_env"] = env
             self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))
         self._ids = {a._actor_id.hex(): k for k, a in enumerate(self.actors)}
         self._call(lambda: [a.ping.remote() for a in self.actors], "start-up")
 
+    # ------------------------------------------------------------------ compiled graph
+    def _compiled(self):
+        """The compiled chain of stage calls (built once ``compile_after`` passes have run
+        the plain way), or None for plain calls."""
+        if self._graph is None and self.compiled and self._passes >= self.compile_after:
+            try:
+                from ray.dag import InputNode
+                with InputNode() as inp:
+                    node = self.actors[0].graph_first.bind(inp)
+                    for a in self.actors[1:]:
+                        node = a.graph_run.bind(node)
+                    node = self.actors[0].graph_last.bind(node)
+                self._graph = node.experimental_compile()
+            except Exception:                          # noqa: BLE001 - no compiled graphs here: plain calls
+                self.compiled = False
+                self._graph = None
+        return self._graph
+
+    def _drop_graph(self):
+        """Tear the compiled graph down (plain calls to its actors would wait behind it)."""
+        g, self._graph = self._graph, None
+        if g is not None:
+            try:
+                g.teardown()
+            except Exception:                          # noqa: BLE001 - a dead actor's graph is gone anyway
+                pass
+
     # ------------------------------------------------------------------ calls
     def _which(self, err):
+        self._drop_graph()
         aid = _actor_hex(err)
         if aid in self._ids:
             return self._ids[aid]
@@ -174,14 +247,25 @@ class RayRing:
             if isinstance(cause, HopChecksumError):
                 raise HopChecksumError(str(cause)) from e
             if isinstance(cause, (ValueError, TypeError)):
-                raise type(cause)(f"{where}: {cause}") from e
+                named = k is None and re.match(r"stage \d+: ", str(cause))
+                raise type(cause)(str(cause) if named else f"{where}: {cause}") from e
             raise StageFailure(f"pipeline {what}: {where} failed: {type(cause).__name__}: {cause}",
                                stage=k, plan=self.plans[k] if k is not None else None) from e
 
     def reset(self):
+        g = self._compiled()
+        if g is not None:
+            self._call(lambda: g.execute(("reset",)), "reset")
+            return
         self._call(lambda: [a.reset.remote() for a in self.actors], "reset")
 
     def forward(self, ids, start, cached, last_only):
+        self._passes += 1
+        g = self._compiled()
+        if g is not None:
+            msg = ("pass", np.asarray(ids, np.int64), int(start), bool(cached), bool(last_only))
+            return self._call(lambda: g.execute(msg), f"token at position {start}")
+
         def refs():
             hop = self.actors[0].first.remote(np.asarray(ids, np.int64), int(start), cached)
             for a in self.actors[1:]:
@@ -190,9 +274,11 @@ class RayRing:
         return self._call(refs, f"token at position {start}")
 
     def info(self):
+        self._drop_graph()
         return self._call(lambda: [a.info.remote() for a in self.actors], "info")
 
     def close(self):
+        self._drop_graph()
         for a in self.actors:
             try:
                 self._ray.kill(a)

@@ -100,7 +100,7 @@ class Pipeline:
     # ------------------------------------------------------------------ build
     @classmethod
     def from_pretrained(cls, path, splits=None, devices=None, units=None, transport: str = "local",
-                        threads=None, actor_options=None, call_timeout=None) -> "Pipeline":
+                        threads=None, actor_options=None, call_timeout=None, compile_after=16) -> "Pipeline":
         """Load a Hugging Face checkpoint directory split into stages.
 
         ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
@@ -110,7 +110,10 @@ class Pipeline:
         ``threads``: lutcore kernel threads in every stage (the bits do not depend
         on it).  Ray only: ``actor_options``, extra ``ray.remote`` options per actor
         (a dict, or a list of one per stage, e.g. resources to place stages on
-        nodes); ``call_timeout`` seconds for one pass before ``StageFailure``.
+        nodes); ``call_timeout`` seconds for one pass before ``StageFailure``;
+        ``compile_after``: after this many passes the stage calls run as one Ray
+        compiled graph (a few seconds to build once, then far cheaper hops — worth it
+        for long generations); None keeps plain actor calls.
         """
         from lutcore._io import read_config
         path = os.fspath(path)
@@ -127,7 +130,7 @@ class Pipeline:
         if transport == "ray":
             from lutcore.pipeline._ray import RayRing
             ring = RayRing(path, spec, plans, units=units, threads=threads, actor_options=actor_options,
-                           call_timeout=call_timeout)
+                           call_timeout=call_timeout, compile_after=compile_after)
             return cls(spec, plans, ring, "ray")
         raise ValueError(f"transport: expected 'local' or 'ray', got {transport!r}")
 

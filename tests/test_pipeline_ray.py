@@ -128,6 +128,9 @@ def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):
     try:
         assert p.generate(PROMPT, N_NEW).tolist() == want
         assert p._ring._graph is not None                                    # compiled by now
+        lengths = list(range(1, len(want) + 1)) * 2                          # more than the channel's buffers
+        kept = [p.logits(want[:k]) for k in lengths]                          # results held by the caller
+        assert all(k.flags.writeable and k.shape == (n, want_logits.shape[1]) for n, k in zip(lengths, kept))
         assert bits_equal(p.logits(want), want_logits)
         with pytest.raises(ValueError, match="stage 0: ids"):               # past the driver's checks
             p._ring.forward(np.array([10 ** 6], np.int64), 0, False, False)

@@ -264,7 +264,9 @@ class RayRing:
         g = self._compiled()
         if g is not None:
             msg = ("pass", np.asarray(ids, np.int64), int(start), bool(cached), bool(last_only))
-            return self._call(lambda: g.execute(msg), f"token at position {start}")
+            # the result is read in place from the graph's shared-memory channel: copy it, or
+            # a caller keeping logits would hold the channel and stall the graph
+            return np.array(self._call(lambda: g.execute(msg), f"token at position {start}"), copy=True)
 
         def refs():
             hop = self.actors[0].first.remote(np.asarray(ids, np.int64), int(start), cached)

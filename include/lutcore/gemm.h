@@ -305,6 +305,9 @@ static inline void lc_fold(int isa, float *y, const int32_t *acc, const float *s
 
 #define LC_MC 48   /* rows per work unit (8 register tiles) */
 #define LC_NC 128  /* columns per work unit (8 panels) */
+/* Work units go to threads dynamically: every output tile is computed whole by
+ * one thread, so the bits do not depend on who takes which (and ragged unit
+ * counts, e.g. 3 row blocks x 4 column blocks on 2 threads, stay balanced). */
 
 /* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
 static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
@@ -312,7 +315,7 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t P = Kp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         int32_t tile[LC_MR * LC_NR];
@@ -339,7 +342,7 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t Kp = nblk * bkp, P = Kp / 2, pb = bkp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         int32_t tile[LC_MR * LC_NR];

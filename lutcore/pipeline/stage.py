@@ -431,7 +431,7 @@ class Stage:
             masked = kpos[None, :] > qpos[:, None]
             if L.window:
                 masked |= (qpos[:, None] - kpos[None, :]) >= L.window
-            s[:, masked] = -np.inf
+            np.copyto(s, np.float32(-np.inf), where=masked[None])        # (KV, gT, S) <- (1, gT, S)
         s -= s.max(axis=-1, keepdims=True)
         _exp(s, threads=self._ew(s.size), out=s)
         s /= self._rowsum(s.reshape(KV * g * T, S)).reshape(KV, g * T, 1)    # masked zeros add exactly 0

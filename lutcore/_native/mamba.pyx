@@ -9,6 +9,9 @@ from libc.stdint cimport int64_t
 cdef extern from "lutcore/mathfn.h" nogil:
     void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
     void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads)
+    void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads)
+    void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
+                         int nthreads)
 
 cdef extern from "lutcore/scan.h" nogil:
     int LC_SCAN_GROUP_UNITS
@@ -186,3 +189,23 @@ def conv_step(y, state, xt, wt, bias):
     else:
         with nogil:
             lc_conv_step_f64(<double *>p0, <double *>p1, <const double *>p2, <const double *>p3, <const double *>p4, Bsz, D, K)
+
+
+def gelu(cnp.ndarray y, cnp.ndarray t, cnp.ndarray u, int isa, int nthreads):
+    """float32 C-contiguous, same size (checked by the caller)."""
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef float *pt = <float *>cnp.PyArray_DATA(t)
+    cdef const float *pu = <const float *>cnp.PyArray_DATA(u)
+    cdef int64_t n = u.size
+    with nogil:
+        lc_gelu_f32(py, pt, pu, n, isa, nthreads)
+
+
+def gelu_bwd(cnp.ndarray dx, cnp.ndarray dy, cnp.ndarray u, cnp.ndarray t, int isa, int nthreads):
+    cdef float *pdx = <float *>cnp.PyArray_DATA(dx)
+    cdef const float *pdy = <const float *>cnp.PyArray_DATA(dy)
+    cdef const float *pu = <const float *>cnp.PyArray_DATA(u)
+    cdef const float *pt = <const float *>cnp.PyArray_DATA(t)
+    cdef int64_t n = u.size
+    with nogil:
+        lc_gelu_bwd_f32(pdx, pdy, pu, pt, n, isa, nthreads)

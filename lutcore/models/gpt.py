@@ -39,11 +39,10 @@ import numpy as np
 from lutcore import _check
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
+from lutcore.ops.mathfn import gelu_tanh, gelu_tanh_backward
 
 __all__ = ["GPTConfig", "GPT"]
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
 
 
 @dataclasses.dataclass
@@ -97,15 +96,11 @@ def _block_shapes(cfg: GPTConfig) -> dict:
 
 def gelu_fwd(u):
     """GELU, tanh approximation (as GPT-2 / torch ``approximate='tanh'``); returns (y, t)."""
-    c, a = u.dtype.type(_GELU_C), u.dtype.type(_GELU_A)
-    t = np.tanh(c * (u + a * u * u * u))
-    return 0.5 * u * (1 + t), t
+    return gelu_tanh(u)
 
 
 def gelu_bwd(dy, u, t):
-    c, a = u.dtype.type(_GELU_C), u.dtype.type(_GELU_A)
-    du = 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * c * (1 + 3 * a * u * u)
-    return dy * du
+    return gelu_tanh_backward(dy, u, t)
 
 
 def attention_fwd(q, k, v):
@@ -117,11 +112,12 @@ def attention_fwd(q, k, v):
     """
     L, hd = q.shape[-2], q.shape[-1]
     scale = q.dtype.type(1.0 / math.sqrt(hd))
-    s = nn.bmm(q, k.swapaxes(-1, -2)) * scale                     # (B, H, L, L)
+    s = nn.bmm(q, k.swapaxes(-1, -2))                              # (B, H, L, L)
+    s *= scale
     future = np.triu(np.ones((L, L), dtype=bool), 1)
-    s[..., future] = -np.inf
+    np.copyto(s, s.dtype.type(-np.inf), where=future)             # broadcast over (B, H)
     s -= s.max(axis=-1, keepdims=True)                                # the diagonal is always finite
-    att = np.exp(s)
+    att = np.exp(s, out=s)
     att /= att.sum(axis=-1, keepdims=True)
     return nn.bmm(att, v), att                                     # (B, H, L, hd)
 
@@ -132,7 +128,10 @@ def attention_bwd(dy, q, k, v, att):
     dv = nn.bmm(att.swapaxes(-1, -2), dy)                          # (B, H, L, hd)
     datt = nn.bmm(dy, v.swapaxes(-1, -2))                          # (B, H, L, L)
     # softmax backward: ds = att * (datt - <datt, att>_row); masked entries have att = 0
-    ds = att * (datt - np.sum(datt * att, axis=-1, keepdims=True))
+    r = np.sum(datt * att, axis=-1, keepdims=True)
+    datt -= r
+    datt *= att
+    ds = datt
     ds *= scale
     dq = nn.bmm(ds, k)                                             # (B, H, L, hd)
     dk = nn.bmm(ds.swapaxes(-1, -2), q)                            # (B, H, L, hd)

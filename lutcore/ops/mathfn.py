@@ -9,7 +9,7 @@ from lutcore import _simd
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
-__all__ = ["exp", "softplus", "silu", "sigmoid"]
+__all__ = ["exp", "softplus", "silu", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
 
 
 def _apply(x, fn: int, name: str, threads, out):
@@ -40,3 +40,45 @@ def silu(x, threads=None, out=None):
 
 def sigmoid(x, threads=None, out=None):
     return _apply(x, 3, "sigmoid", threads, out)
+
+
+_GELU_C = 0.7978845608028654      # sqrt(2 / pi)
+_GELU_A = 0.044715
+
+
+def _float_array(x, name):
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
+    return np.ascontiguousarray(x)
+
+
+def gelu_tanh(u, threads=None):
+    """GELU, tanh form (GPT-2, torch ``approximate="tanh"``): returns ``(y, t)`` with
+    ``t = tanh(c (u + a u^3))`` (kept for the backward) and ``y = 0.5 u (1 + t)``.
+    float32: one native pass (tanh as 1 - 2/(exp(2z) + 1), within a few ulp of 1 —
+    what ``1 + t`` needs); float64: numpy."""
+    u = _float_array(u, "u")
+    if u.dtype == np.float64:
+        c, a = np.float64(_GELU_C), np.float64(_GELU_A)
+        t = np.tanh(c * (u + a * u * u * u))
+        return 0.5 * u * (1 + t), t
+    y, t = np.empty_like(u), np.empty_like(u)
+    _m.gelu(y, t, u, _simd.isa(), resolve_threads(threads))
+    return y, t
+
+
+def gelu_tanh_backward(dy, u, t, threads=None):
+    """dL/du of ``gelu_tanh`` given dL/dy, its input u and its saved t."""
+    u = _float_array(u, "u")
+    dy = _float_array(dy, "dy")
+    t = _float_array(t, "t")
+    for name, x in (("dy", dy), ("t", t)):
+        if x.shape != u.shape or x.dtype != u.dtype:
+            raise ValueError(f"{name}: expected {u.dtype} {u.shape} like u, got {x.dtype} {x.shape}")
+    if u.dtype == np.float64:
+        c, a = np.float64(_GELU_C), np.float64(_GELU_A)
+        return dy * (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * c * (1 + 3 * a * u * u))
+    dx = np.empty_like(u)
+    _m.gelu_bwd(dx, dy, u, t, _simd.isa(), resolve_threads(threads))
+    return dx

@@ -86,8 +86,10 @@ def pipes(model, request):
             splits, units, transport = IMPLS[name]
             if transport == "ray":
                 request.getfixturevalue("ray_cluster")
+            # Ray: compile the stage chain at once (a serving setup; the default waits 256 passes)
+            extra = {"compile_after": 0} if transport == "ray" else {}
             made[name] = Pipeline.from_pretrained(model[0], splits=splits, units=units, transport=transport,
-                                                  threads=THREADS)
+                                                  threads=THREADS, **extra)
         return made[name]
     yield get
     for p in made.values():

@@ -140,7 +140,7 @@ class RayRing:
     """One Ray actor per stage (see the module docstring)."""
 
     def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None,
-                 compile_after=16):
+                 compile_after=256):
         import ray
         self._ray = ray
         self._owns_ray = False

@@ -100,7 +100,7 @@ class Pipeline:
     # ------------------------------------------------------------------ build
     @classmethod
     def from_pretrained(cls, path, splits=None, devices=None, units=None, transport: str = "local",
-                        threads=None, actor_options=None, call_timeout=None, compile_after=16) -> "Pipeline":
+                        threads=None, actor_options=None, call_timeout=None, compile_after=256) -> "Pipeline":
         """Load a Hugging Face checkpoint directory split into stages.
 
         ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
@@ -112,8 +112,9 @@ class Pipeline:
         (a dict, or a list of one per stage, e.g. resources to place stages on
         nodes); ``call_timeout`` seconds for one pass before ``StageFailure``;
         ``compile_after``: after this many passes the stage calls run as one Ray
-        compiled graph (a few seconds to build once, then far cheaper hops — worth it
-        for long generations); None keeps plain actor calls.
+        compiled graph (seconds to build once, then hops ~10x cheaper: it pays off
+        after a few hundred tokens; a server decoding for long should pass 0); None
+        keeps plain actor calls.
         """
         from lutcore._io import read_config
         path = os.fspath(path)

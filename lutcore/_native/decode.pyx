@@ -15,11 +15,7 @@ cimport numpy as cnp
 import numpy as np
 cnp.import_array()
 
-cdef extern from "lutcore/sgemm.h" nogil:
-    void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
-                  const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
-                  int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads)
-    size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
+from lutcore._native.csgemm cimport lc_sgemm, lc_sgemm_work
 
 cdef extern from "lutcore/gemm.h" nogil:
     void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,

@@ -12,7 +12,6 @@ only take pointers, release the GIL and compute.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
 from libc.math cimport sqrtf, INFINITY
 cimport numpy as cnp
-import numpy as np
 cnp.import_array()
 
 from lutcore._native.csgemm cimport lc_sgemm, lc_sgemm_work

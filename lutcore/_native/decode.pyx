@@ -14,7 +14,7 @@ from libc.math cimport sqrtf, INFINITY
 cimport numpy as cnp
 cnp.import_array()
 
-from lutcore._native.csgemm cimport lc_sgemm, lc_sgemm_work
+from lutcore._native.csgemm cimport lc_sgemm
 
 cdef extern from "lutcore/gemm.h" nogil:
     void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,

@@ -101,6 +101,11 @@ def _plot_losses(history, path):
     plt.close(fig)
 
 
+def _bar_opts():
+    """A terminal gets a live bar; a log file or pipe gets a line every 10 s, not thousands."""
+    return {} if sys.stderr.isatty() else {"mininterval": 10.0, "maxinterval": 60.0}
+
+
 def cmd_train(args) -> int:
     from tqdm import tqdm
     import lutcore
@@ -143,7 +148,7 @@ def cmd_train(args) -> int:
     print(f"lutcore train: {type(model).__name__} {model.num_parameters():,} params "
           f"(d_model {model.config.d_model}, {model.config.n_layer} layers), {tok.name}, "
           f"{len(train_ids):,} training tokens from {source}")
-    bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True)
+    bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True, **_bar_opts())
     tok_s = []
 
     def on_step(rec):
@@ -210,7 +215,7 @@ def cmd_compare(args) -> int:
     if args.data is not None and not os.path.isfile(args.data):
         raise FileNotFoundError(f"--data: no such file {args.data!r}")
     units = [] if args.units == ["none"] else args.units
-    bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True)
+    bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
 
     def on_step(rec):
         bar.set_description(rec["run"], refresh=False)

@@ -131,6 +131,12 @@ static inline float lc_softplusf(float x) {
     if (x > LC_SOFTPLUS_T) return x;
     return lc_log1p_of_exp(lc_expf(x));
 }
+/* softplus (the same bits) and the exp it is built on, for a backward that also
+ * needs softplus' = e / (1 + e) */
+static inline float lc_softplus_ef(float x, float *e) {
+    *e = lc_expf(x);
+    return x > LC_SOFTPLUS_T ? x : lc_log1p_of_exp(*e);
+}
 
 /* below -80, 1/(1 + e^-x) = e^x to far better than an ulp, and e^-x would overflow */
 #define LC_SIG_LO -80.0f
@@ -141,8 +147,8 @@ static inline float lc_silu_tail(float x) {
     return -lc_expf(xc + lc_logf(-xc));
 }
 static inline float lc_siluf(float x) { return x < LC_SIG_LO ? lc_silu_tail(x) : x / (1.0f + lc_expf(-x)); }
-/* d softplus / dx, matching the forward's threshold: 1 above it */
-static inline float lc_dsoftplusf(float x) { return x > LC_SOFTPLUS_T ? 1.0f : lc_sigmoidf(x); }
+/* d softplus / dx from e = exp(x), matching the forward's threshold: 1 above it */
+static inline float lc_dsoftplus_ef(float x, float e) { return x > LC_SOFTPLUS_T ? 1.0f : e / (1.0f + e); }
 
 /* phi1(x) = expm1(x)/x given ex = exp(x) */
 static inline float lc_phi1f(float x, float ex) {
@@ -178,7 +184,8 @@ static inline float lc_dphi1f(float x, float ex, float phi) {
 static inline double lc_softplus_d(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double lc_silu_d(double x) { return x / (1.0 + exp(-x)); }
 static inline double lc_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
-static inline double lc_dsoftplus_d(double x) { return x > 20.0 ? 1.0 : lc_sigmoid_d(x); }
+static inline double lc_softplus_e_d(double x, double *e) { *e = exp(x); return x > 20.0 ? x : log1p(*e); }
+static inline double lc_dsoftplus_e_d(double x, double e) { return x > 20.0 ? 1.0 : e / (1.0 + e); }
 static inline double lc_phi1_d(double x, double ex) { (void)ex; return x == 0.0 ? 1.0 : (fabs(x) < 1e-5 ? 1.0 + x * (0.5 + x / 6.0) : expm1(x) / x); }
 static inline double lc_dphi1_d(double x, double ex, double phi) {
     if (fabs(x) < 1e-3) return 0.5 + x * (1.0 / 3.0 + x * (1.0 / 8.0 + x * (1.0 / 30.0)));
@@ -263,8 +270,9 @@ LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, nor
     return _mm256_add_ps(r, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_HI)));
 }
 
-LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {
+LC_TARGET_AVX2 static inline __m256 lc_softplus_e_ps(__m256 x, __m256 *eo) {
     __m256 e = lc_exp_ps(x);
+    *eo = e;
     const __m256 one = _mm256_set1_ps(1.0f);
     __m256 u = _mm256_add_ps(one, e);
     __m256 u1 = _mm256_sub_ps(u, one);
@@ -277,6 +285,10 @@ LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {
     r = _mm256_blendv_ps(r, x, big);
     /* NaN: exp gave NaN, u NaN -> r NaN; keep x's NaN */
     return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {
+    __m256 e;
+    return lc_softplus_e_ps(x, &e);
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_sigmoid_ps(__m256 x) {
@@ -299,9 +311,10 @@ LC_TARGET_AVX2 static inline __m256 lc_silu_ps(__m256 x) {
     }
     return r;
 }
-LC_TARGET_AVX2 static inline __m256 lc_dsoftplus_ps(__m256 x) {
+LC_TARGET_AVX2 static inline __m256 lc_dsoftplus_e_ps(__m256 x, __m256 e) {
     __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SOFTPLUS_T), _CMP_GT_OQ);
-    return _mm256_blendv_ps(lc_sigmoid_ps(x), _mm256_set1_ps(1.0f), big);
+    __m256 r = _mm256_div_ps(e, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    return _mm256_blendv_ps(r, _mm256_set1_ps(1.0f), big);
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_phi1_ps(__m256 x, __m256 ex) {

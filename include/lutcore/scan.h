@@ -24,7 +24,7 @@
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
-#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, DSPF, FMAF)                                      \
+#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
     static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
@@ -37,7 +37,8 @@
     static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
     static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
     static inline NAME NAME##_silu(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SILUF(a.v[i]); return a; } \
-    static inline NAME NAME##_dsoftplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = DSPF(a.v[i]); return a; } \
+    static inline NAME NAME##_softplus_e(NAME a, NAME *e) { for (int i = 0; i < 8; i++) a.v[i] = SPEF(a.v[i], &e->v[i]); return a; } \
+    static inline NAME NAME##_dsoftplus_e(NAME a, NAME e) { for (int i = 0; i < 8; i++) a.v[i] = DSPEF(a.v[i], e.v[i]); return a; } \
     static inline NAME NAME##_phi1(NAME x, NAME e) { for (int i = 0; i < 8; i++) x.v[i] = PHIF(x.v[i], e.v[i]); return x; } \
     static inline NAME NAME##_dphi1(NAME x, NAME e, NAME p) { for (int i = 0; i < 8; i++) x.v[i] = DPHIF(x.v[i], e.v[i], p.v[i]); return x; } \
     static inline T NAME##_hsum(NAME a) {   /* pairwise, as the AVX2 hadd tree */                  \
@@ -47,8 +48,10 @@
         for (int j = 0; j < 8; j++) out[j] = NAME##_hsum(NAME##_load(rows + 8 * j));                  \
     }
 
-LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_dsoftplusf, fmaf)
-LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_dsoftplus_d, fma)
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_softplus_ef,
+          lc_dsoftplus_ef, fmaf)
+LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_softplus_e_d,
+          lc_dsoftplus_e_d, fma)
 
 /* instantiate: generic float */
 #define LC_ST float
@@ -67,7 +70,8 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VSOFTPLUS lc_v8f_softplus
 #define LC_VSIGMOID lc_v8f_sigmoid
 #define LC_VSILU lc_v8f_silu
-#define LC_VDSOFTPLUS lc_v8f_dsoftplus
+#define LC_VSOFTPLUS_E lc_v8f_softplus_e
+#define LC_VDSOFTPLUS_E lc_v8f_dsoftplus_e
 #define LC_VPHI1 lc_v8f_phi1
 #define LC_VDPHI1 lc_v8f_dphi1
 #define LC_VHSUM lc_v8f_hsum
@@ -91,7 +95,8 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VSOFTPLUS lc_v8d_softplus
 #define LC_VSIGMOID lc_v8d_sigmoid
 #define LC_VSILU lc_v8d_silu
-#define LC_VDSOFTPLUS lc_v8d_dsoftplus
+#define LC_VSOFTPLUS_E lc_v8d_softplus_e
+#define LC_VDSOFTPLUS_E lc_v8d_dsoftplus_e
 #define LC_VPHI1 lc_v8d_phi1
 #define LC_VDPHI1 lc_v8d_dphi1
 #define LC_VHSUM lc_v8d_hsum
@@ -132,7 +137,8 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 #define LC_VSOFTPLUS lc_softplus_ps
 #define LC_VSIGMOID lc_sigmoid_ps
 #define LC_VSILU lc_silu_ps
-#define LC_VDSOFTPLUS lc_dsoftplus_ps
+#define LC_VSOFTPLUS_E lc_softplus_e_ps
+#define LC_VDSOFTPLUS_E lc_dsoftplus_e_ps
 #define LC_VPHI1 lc_phi1_ps
 #define LC_VDPHI1 lc_dphi1_ps
 #define LC_VHSUM lc_hsum_ps
@@ -143,7 +149,7 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 /* ------------------------------------------------------------- drivers */
 
 static inline size_t lc_scan_fwd_work(int64_t L, int64_t N) { (void)L; return (size_t)4 * LC_SCAN_TB * 16 + (size_t)2 * N * 16; }
-static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) { return (size_t)9 * T * 16 + (size_t)2 * T * 8 + (size_t)3 * N * 16; }
+static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) { return (size_t)13 * T * 16 + (size_t)2 * T * 8 + (size_t)3 * N * 16; }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
 static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \

@@ -231,7 +231,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
     const int64_t T16 = T * 16;
     LC_ST *dtb = work, *ub = dtb + T16, *wb = ub + T16, *dyb = wb + T16, *sdw = dyb + T16, *sdx = sdw + T16;
     LC_ST *hb = sdx + T16, *ab = hb + T16, *pb = ab + T16;
-    LC_ST *pcv = pb + T16, *pbv = pcv + T * 8;                     /* (T, 8) per-step lane products */
+    LC_ST *dspb = pb + T16, *zb = dspb + T16, *sgb = zb + T16, *gob = sgb + T16;   /* softplus', z, sigmoid(z), dout */
+    LC_ST *pcv = gob + T16, *pbv = pcv + T * 8;                    /* (T, 8) per-step lane products */
     LC_ST *carr = pbv + T * 8, *dAa = carr + N * 16, *Ast = dAa + N * 16;   /* (N, 16) each */
     LC_ST tmp[16], sums[8];
     const int nh[2] = {LC_HALF(nl, 0), LC_HALF(nl, 1)};
@@ -263,9 +264,21 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
                 LC_VT uu = LC_LANES(u + row + 8 * k, nh[k], tmp);
                 LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
                 if (dbias) v = LC_VADD(v, bias[k]);
-                if (softplus) v = LC_VSOFTPLUS(v);
-                LC_VT g = LC_LANES(dout + row + 8 * k, nh[k], tmp);
-                if (z) g = LC_VMUL(g, LC_VSILU(LC_LANES(z + row + 8 * k, nh[k], tmp)));
+                if (softplus) {                     /* dt exactly as the forward; softplus' from its exp */
+                    LC_VT e;
+                    LC_VT sp = LC_VSOFTPLUS_E(v, &e);
+                    LC_VSTORE(dspb + r + 8 * k, LC_VDSOFTPLUS_E(v, e));
+                    v = sp;
+                }
+                LC_VT go = LC_LANES(dout + row + 8 * k, nh[k], tmp), g = go;
+                if (z) {                            /* one sigmoid serves silu(z) here and silu'(z) below */
+                    LC_VT zz = LC_LANES(z + row + 8 * k, nh[k], tmp);
+                    LC_VT sg = LC_VSIGMOID(zz);
+                    g = LC_VMUL(go, LC_VMUL(zz, sg));
+                    LC_VSTORE(zb + r + 8 * k, zz);
+                    LC_VSTORE(sgb + r + 8 * k, sg);
+                    LC_VSTORE(gob + r + 8 * k, go);
+                }
                 LC_VSTORE(ub + r + 8 * k, uu);
                 LC_VSTORE(dtb + r + 8 * k, v);
                 LC_VSTORE(wb + r + 8 * k, LC_VMUL(v, uu));
@@ -340,19 +353,13 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
                 }
                 LC_LANES_OUT(du + row + 8 * k, duv, nh[k], tmp);
                 LC_VT gd = LC_VFMA(uu, sw, LC_VLOAD(sdx + o));                   /* d/d dt */
-                if (softplus) {
-                    LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
-                    if (dbias) v = LC_VADD(v, bias[k]);
-                    gd = LC_VMUL(gd, LC_VDSOFTPLUS(v));
-                }
+                if (softplus) gd = LC_VMUL(gd, LC_VLOAD(dspb + o));
                 dbacc[k] = LC_VADD(dbacc[k], gd);
                 LC_LANES_OUT(ddelta + row + 8 * k, gd, nh[k], tmp);
                 if (z) {
                     /* dz = dout * ypre * silu'(z),  silu'(z) = s (1 + z (1 - s)) */
-                    LC_VT zz = LC_LANES(z + row + 8 * k, nh[k], tmp);
-                    LC_VT go = LC_LANES(dout + row + 8 * k, nh[k], tmp);
+                    LC_VT zz = LC_VLOAD(zb + o), go = LC_VLOAD(gob + o), s = LC_VLOAD(sgb + o);
                     LC_VT yp = LC_LANES(ypre + row + 8 * k, nh[k], tmp);
-                    LC_VT s = LC_VSIGMOID(zz);
                     LC_VT one = LC_VSET1((LC_ST)1);
                     LC_VT ds = LC_VMUL(s, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, s))));
                     LC_LANES_OUT(dz + row + 8 * k, LC_VMUL(LC_VMUL(go, yp), ds), nh[k], tmp);
@@ -392,7 +399,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
 #undef LC_VSILU
-#undef LC_VDSOFTPLUS
+#undef LC_VSOFTPLUS_E
+#undef LC_VDSOFTPLUS_E
 #undef LC_VPHI1
 #undef LC_VDPHI1
 #undef LC_VHSUM

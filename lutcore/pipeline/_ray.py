@@ -218,16 +218,20 @@ class RayRing:
                 return k
         return None
 
-    def _call(self, make_refs, what):
+    def _call(self, make_refs, what, compiled=False):
         """ray.get with the failures mapped: a dead actor -> StageFailure naming its stage;
         a bad hop -> HopChecksumError; a ValueError/TypeError raised by a stage (bad
-        input) -> the same type, prefixed with the stage; anything else -> StageFailure."""
+        input) -> the same type, prefixed with the stage; anything else -> StageFailure.
+        ``compiled``: the refs come from the compiled graph (whose get would otherwise
+        time out after Ray's default 10 s, and whose channels close when a stage dies)."""
         ray = self._ray
+        timeout = self.call_timeout if self.call_timeout is not None else (-1 if compiled else None)
         try:
-            return ray.get(make_refs(), timeout=self.call_timeout)
-        except ray.exceptions.GetTimeoutError as e:
+            return ray.get(make_refs(), timeout=timeout)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError) as e:
+            self._drop_graph()
             raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s") from e
-        except ray.exceptions.RayActorError as e:
+        except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as e:
             k = self._which(e)
             plan = self.plans[k] if k is not None else None
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -255,7 +259,7 @@ class RayRing:
     def reset(self):
         g = self._compiled()
         if g is not None:
-            self._call(lambda: g.execute(("reset",)), "reset")
+            self._call(lambda: g.execute(("reset",)), "reset", compiled=True)
             return
         self._call(lambda: [a.reset.remote() for a in self.actors], "reset")
 
@@ -266,7 +270,8 @@ class RayRing:
             msg = ("pass", np.asarray(ids, np.int64), int(start), bool(cached), bool(last_only))
             # the result is read in place from the graph's shared-memory channel: copy it, or
             # a caller keeping logits would hold the channel and stall the graph
-            return np.array(self._call(lambda: g.execute(msg), f"token at position {start}"), copy=True)
+            return np.array(self._call(lambda: g.execute(msg), f"token at position {start}", compiled=True),
+                            copy=True)
 
         def refs():
             hop = self.actors[0].first.remote(np.asarray(ids, np.int64), int(start), cached)

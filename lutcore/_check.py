@@ -64,6 +64,25 @@ def positive_int(v, name: str) -> int:
     return int(v)
 
 
+def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
+    """Integer token ids in [0, vocab) as int64.  ndim 1: a (T,) sequence (a (1, T) row is
+    accepted); ndim 2: (batch, T) (a 1-D sequence becomes one row).  Empty input passes —
+    callers that need a token say so."""
+    a = np.asarray(ids)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integer token ids, got dtype {a.dtype}")
+    if ndim == 1 and a.ndim == 2 and a.shape[0] == 1:
+        a = a[0]
+    elif ndim == 2 and a.ndim == 1:
+        a = a[None]
+    if a.ndim != ndim:
+        want = "a 1-D sequence of" if ndim == 1 else "(batch, L)"
+        raise ValueError(f"{name}: expected {want} token ids, got shape {a.shape}")
+    if a.size and (a.min() < 0 or a.max() >= vocab):
+        raise ValueError(f"{name}: token ids must lie in [0, {vocab}), got [{a.min()}, {a.max()}]")
+    return a.astype(np.int64)
+
+
 def out_array(out, name: str, shape, dtype) -> np.ndarray:
     """Validate a caller-provided output buffer (must match exactly and be contiguous)."""
     dtype = np.dtype(dtype)

@@ -130,15 +130,25 @@ static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int
 /* Many tensors in one parallel region: chunk c of the flattened chunk list
  * belongs to tensor tix[c] at element offset off[c].  Elementwise, so the bits
  * equal one call per tensor. */
+/* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element
+ * off[k] = tix[*total + k].  Returns tix (the caller frees it), NULL when out of memory. */
+static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk, int64_t *total) {
+    int64_t tot = 0, c = 0;
+    for (int64_t t = 0; t < ntensors; t++) tot += (n[t] + chunk - 1) / chunk;
+    int64_t *tix = (int64_t *)malloc((size_t)(tot > 0 ? tot : 1) * 2 * sizeof(int64_t));
+    if (!tix) return NULL;
+    for (int64_t t = 0; t < ntensors; t++)
+        for (int64_t i = 0; i < n[t]; i += chunk) { tix[c] = t; tix[tot + c] = i; c++; }
+    *total = tot;
+    return tix;
+}
+
 static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                            const lc_adamw_hp *h, int isa, int nthreads) {
     int64_t total = 0;
-    for (int64_t t = 0; t < ntensors; t++) total += (n[t] + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
-    int64_t *tix = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * 2 * sizeof(int64_t));
+    int64_t *tix = lc_chunk_list(n, ntensors, LC_OPT_CHUNK, &total);
     if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
-    int64_t *off = tix + total, c = 0;
-    for (int64_t t = 0; t < ntensors; t++)
-        for (int64_t i = 0; i < n[t]; i += LC_OPT_CHUNK) { tix[c] = t; off[c] = i; c++; }
+    const int64_t *off = tix + total;
     (void)isa;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t k = 0; k < total; k++) {
@@ -154,13 +164,10 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
 /* Sum of squares of many tensors: out[t] = the same value lc_sumsq gives for tensor t. */
 static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
     int64_t total = 0;
-    for (int64_t t = 0; t < ntensors; t++) total += (n[t] + LC_SS_CHUNK - 1) / LC_SS_CHUNK;
-    int64_t *tix = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * 2 * sizeof(int64_t));
+    int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
     double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     if (!tix || !part) { free(tix); free(part); return 1; }
-    int64_t *off = tix + total, c = 0;
-    for (int64_t t = 0; t < ntensors; t++)
-        for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) { tix[c] = t; off[c] = i; c++; }
+    const int64_t *off = tix + total;
     (void)isa;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t k = 0; k < total; k++) {
@@ -170,7 +177,7 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
 #endif
         part[k] = lc_sumsq_chunk_generic(x[t] + i0, len);
     }
-    c = 0;
+    int64_t c = 0;
     for (int64_t t = 0; t < ntensors; t++) {
         double s = 0.0;
         for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) s = s + part[c++];

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore import _check
+
 
 class LanguageModel:
     _kind = "model"
@@ -29,17 +31,7 @@ class LanguageModel:
 
     def _token_ids(self, ids, name="ids") -> np.ndarray:
         """Integer (batch, L) ids in [0, vocab) (a 1-D sequence becomes one row)."""
-        vocab = self.config.vocab_size
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
-        if ids.ndim == 1:
-            ids = ids[None]
-        if ids.ndim != 2:
-            raise ValueError(f"{name}: expected (batch, L) token ids, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
-            raise ValueError(f"{name}: token ids must lie in [0, {vocab}), got [{ids.min()}, {ids.max()}]")
-        return ids.astype(np.int64)
+        return _check.token_ids(ids, name, self.config.vocab_size, ndim=2)
 
     def parameters(self) -> dict:
         """{name: array} — the live arrays (write-through)."""

@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.pipeline.arch import ArchSpec
 from lutcore.pipeline.shard import plan_from_splits, plan_stages
 from lutcore.pipeline.stage import Stage
@@ -152,19 +153,9 @@ class Pipeline:
 
     # ------------------------------------------------------------------ run
     def _ids(self, ids):
-        a = np.asarray(ids)
-        if a.size == 0:
+        if np.size(ids) == 0:
             raise ValueError("ids: need at least one token")
-        if a.dtype.kind not in "iu":
-            raise TypeError(f"ids: expected integer token ids, got dtype {a.dtype}")
-        if a.ndim == 2 and a.shape[0] == 1:
-            a = a[0]
-        if a.ndim != 1:
-            raise ValueError(f"ids: expected a 1-D sequence of token ids, got shape {a.shape}")
-        V = self.spec.vocab
-        if a.min() < 0 or a.max() >= V:
-            raise ValueError(f"ids: token ids must lie in [0, {V}), got [{a.min()}, {a.max()}]")
-        return a.astype(np.int64)
+        return _check.token_ids(ids, "ids", self.spec.vocab)
 
     def _ring_or_raise(self):
         if self._ring is None:

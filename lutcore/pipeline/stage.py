@@ -472,15 +472,7 @@ class Stage:
         ids = np.asarray(ids)
         if ids.size == 0 and ids.dtype.kind == "f":      # [] -> float64
             ids = ids.astype(np.int64)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"ids: expected integer token ids, got dtype {ids.dtype}")
-        if ids.ndim == 2 and ids.shape[0] == 1:
-            ids = ids[0]
-        if ids.ndim != 1:
-            raise ValueError(f"ids: expected a 1-D sequence of token ids, got shape {ids.shape}")
-        V = self.spec.vocab
-        if ids.size and (ids.min() < 0 or ids.max() >= V):
-            raise ValueError(f"ids: token ids must lie in [0, {V}), got [{ids.min()}, {ids.max()}]")
+        ids = _check.token_ids(ids, "ids", self.spec.vocab)
         start = int(start)
         if start < 0:
             raise ValueError(f"start: expected a position >= 0, got {start}")

@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from lutcore import _check
+
 __all__ = ["load_tokens", "make_windows", "epoch_batches", "builtin_corpus"]
 
 
@@ -43,9 +45,7 @@ def load_tokens(data, tokenizer) -> np.ndarray:
         ids = ids.reshape(-1).astype(np.int64)
     if ids.size == 0:
         raise ValueError("data: the corpus is empty")
-    if ids.min() < 0 or ids.max() >= tokenizer.vocab_size:
-        raise ValueError(f"data: token ids must lie in [0, {tokenizer.vocab_size}), got [{ids.min()}, {ids.max()}]")
-    return ids
+    return _check.token_ids(ids, "data", tokenizer.vocab_size)
 
 
 def make_windows(ids: np.ndarray, seq_len: int) -> list[np.ndarray]:

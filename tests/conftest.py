@@ -51,6 +51,15 @@ def simd(request):
         lutcore.set_simd(prev)
 
 
+@pytest.fixture
+def one_blas_thread():
+    """Tiny matmuls: one BLAS thread (BLAS/OpenMP spin-waits only cost time on a busy
+    2-core machine; no result depends on it)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1, user_api="blas"):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _restore_global_state():
     lc = sys.modules.get("lutcore")

@@ -28,32 +28,14 @@ POOR = "truncated:8"
 DAMAGE_MARGIN = 0.1      # the poor table's ratio exceeds exact's by at least this much
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """One BLAS thread: the default config's matmuls are tiny, and BLAS/OpenMP spin-waits
-    only cost time on a busy 2-core machine (results do not depend on it)."""
-    try:
-        from threadpoolctl import threadpool_limits
-        ctx = threadpool_limits(1, user_api="blas")
-    except ImportError:
-        ctx = None
-    yield
-    if ctx is not None:
-        ctx.restore_original_limits()
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 @pytest.fixture(scope="module")
 def default_run():
-    try:
-        from threadpoolctl import threadpool_limits
-        ctx = threadpool_limits(1, user_api="blas")
-    except ImportError:
-        ctx = None
-    try:
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1, user_api="blas"):                   # module scope: one_blas_thread is per test
         return compare(units=["exact", POOR], threads=1)        # every other argument at its default
-    finally:
-        if ctx is not None:
-            ctx.restore_original_limits()
 
 
 def test_default_config_recorded(default_run):

@@ -93,3 +93,21 @@ def assert_gradients(arrays, grads, loss_fn, picks, rng):
     ana, num, err, bound, ok = check_direction(arrays, grads, loss_fn, rng)
     print(f"directional: analytic {ana:.12e} fd {num:.12e} err {err:.2e} (bound {bound:.2e})")
     assert ok, (ana, num, err, bound)
+
+
+def assert_checks_catch(arrays, grads, loss_fn, picks, scaled, offset):
+    """The checks are not vacuous: the clean gradients pass; ``scaled`` made 1 % too large
+    fails both the per-element and the directional check (the clean ones still pass the
+    direction); one element of ``offset`` moved by 1e-6 fails there, and only there."""
+    assert not failures(check_elements(arrays, grads, loss_fn, picks))          # control: clean passes
+    bad_g = {k: v.copy() for k, v in grads.items()}
+    bad_g[scaled] *= 1.01
+    fails = failures(check_elements(arrays, bad_g, loss_fn, {scaled: picks[scaled]}))
+    assert fails and all(f[0] == scaled for f in fails), fails
+    assert not check_direction(arrays, bad_g, loss_fn, np.random.default_rng(1))[-1]
+    assert check_direction(arrays, grads, loss_fn, np.random.default_rng(1))[-1]
+    j = int(picks[offset][0])
+    bad_g = {k: v.copy() for k, v in grads.items()}
+    bad_g[offset].flat[j] += 1e-6
+    fails = failures(check_elements(arrays, bad_g, loss_fn, {offset: picks[offset]}))
+    assert [(f[0], f[1]) for f in fails] == [(offset, j)], fails

@@ -94,15 +94,6 @@ def _block_shapes(cfg: GPTConfig) -> dict:
 
 # ---------------------------------------------------------------- layer math
 
-def gelu_fwd(u):
-    """GELU, tanh approximation (as GPT-2 / torch ``approximate='tanh'``); returns (y, t)."""
-    return gelu_tanh(u)
-
-
-def gelu_bwd(dy, u, t):
-    return gelu_tanh_backward(dy, u, t)
-
-
 def attention_fwd(q, k, v):
     """Causal softmax attention per (batch, head).
 
@@ -229,7 +220,7 @@ class GPT(LanguageModel):
         x1 = x + nn.linear_fwd(y, P[pre + "attn.proj.weight"], P[pre + "attn.proj.bias"], mm)
         m, ln2 = nn.layernorm_fwd(x1, P[pre + "ln2.weight"], P[pre + "ln2.bias"], cfg.ln_eps)
         u = nn.linear_fwd(m, P[pre + "mlp.fc.weight"], P[pre + "mlp.fc.bias"], mm)           # (B, L, F)
-        g, t = gelu_fwd(u)
+        g, t = gelu_tanh(u)                     # GELU, tanh form (GPT-2); t kept for backward
         out = x1 + nn.linear_fwd(g, P[pre + "mlp.proj.weight"], P[pre + "mlp.proj.bias"], mm)
         return out, (ln1, a, q, k, v, att, y, ln2, m, u, t, g)
 
@@ -242,7 +233,7 @@ class GPT(LanguageModel):
         pre = f"h.{i}."
         G = lambda name: grads[pre + name]                    # noqa: E731
         dg = nn.linear_bwd(dout, g, P[pre + "mlp.proj.weight"], G("mlp.proj.weight"), G("mlp.proj.bias"), mm)
-        du = gelu_bwd(dg, u, t)
+        du = gelu_tanh_backward(dg, u, t)
         dm = nn.linear_bwd(du, m, P[pre + "mlp.fc.weight"], G("mlp.fc.weight"), G("mlp.fc.bias"), mm)
         dx1 = dout + nn.layernorm_bwd(dm, P[pre + "ln2.weight"], ln2, G("ln2.weight"), G("ln2.bias"))
         dy = nn.linear_bwd(dx1, y, P[pre + "attn.proj.weight"], G("attn.proj.weight"), G("attn.proj.bias"), mm)

@@ -12,11 +12,15 @@ from lutcore._threads import resolve_threads
 __all__ = ["exp", "softplus", "silu", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
 
 
-def _apply(x, fn: int, name: str, threads, out):
+def _float_array(x, name):
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"x: expected float32 or float64, got {x.dtype}")
-    x = np.ascontiguousarray(x)
+        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
+    return np.ascontiguousarray(x)
+
+
+def _apply(x, fn: int, name: str, threads, out):
+    x = _float_array(x, "x")
     if out is None:
         out = np.empty_like(x)
     elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
@@ -44,13 +48,6 @@ def sigmoid(x, threads=None, out=None):
 
 _GELU_C = 0.7978845608028654      # sqrt(2 / pi)
 _GELU_A = 0.044715
-
-
-def _float_array(x, name):
-    x = np.asarray(x)
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
-    return np.ascontiguousarray(x)
 
 
 def gelu_tanh(u, threads=None):

@@ -163,11 +163,16 @@ class Stage:
         self._ones: dict = {}
         self._cos = self._sin = None
         self._fused = None                 # (threads, context capacity, [DecodeLayer]) for one-token decode
+        self._fused_lin = None             # (threads, [(qkv, o, up, down) native linears]) for them
         if spec.family == "mamba":
             self._mcfg = spec.mamba_config()
         self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
         if self.plan.head:
             self._build_head(w)
+        # Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token in one
+        # native call per layer (see _decode_fused)
+        self._fusable = (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
+                         and all(L.n1b is None and L.n2b is None for L in self.layers))
 
     @classmethod
     def from_pretrained(cls, path, spec: ArchSpec | None, plan, units=None, threads=None) -> "Stage":
@@ -344,13 +349,6 @@ class Stage:
         return out
 
     # ------------------------------------------------------------------ one-token decode, fused
-    def _fusable(self):
-        """Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token in one native
-        call per layer; the audit (a Python-level check) keeps the step-by-step path."""
-        spec = self.spec
-        return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
-                and all(L.n1b is None and L.n2b is None for L in self.layers) and audit._rate == 0)
-
     def _linear(self, w, b, nt, fwork):
         if isinstance(w, PackedMatrix):
             K, N = w.shape
@@ -365,8 +363,19 @@ class Stage:
         return _dec.Linear(2, K, N, dict(common, qb=np.ascontiguousarray(w.q8.q), sb=w.q8.scale,
                                          T32=w.units._kernel_mul, twork=twork), w.block, 0)
 
+    def _fused_linears(self, nt):
+        """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
+        if self._fused_lin is None or self._fused_lin[0] != nt:
+            spec = self.spec
+            fwork = np.empty(6 * max(spec.hidden, spec.q_dim, spec.inter), np.float32)   # sgemm's one-row panel
+            self._fused_lin = (nt, [tuple(self._linear(w, b, nt, fwork) for w, b in
+                                          ((L.wqkv, L.bqkv), (L.wo, L.bo), (L.wup, L.bup), (L.wdown, L.bdown)))
+                                    for L in self.layers])
+        return self._fused_lin[1]
+
     def _fused_layers(self, nt, need):
-        """The DecodeLayers for nt threads with room for `need` positions (rebuilt when outgrown)."""
+        """The DecodeLayers for nt threads with room for `need` positions (the attention
+        scratch is rebuilt, at least doubled, when outgrown)."""
         f = self._fused
         if f is not None and f[0] == nt and f[1] >= need:
             return f[2]
@@ -374,18 +383,14 @@ class Stage:
         C, I, H, KV, hd = spec.hidden, spec.inter, spec.heads, spec.kv_heads, spec.head_dim
         g = H // KV
         cap = max(256, need, 2 * (f[1] if f is not None else 0))
-        kmax = max(C, spec.q_dim, I)
-        fwork = np.empty(6 * kmax, np.float32)
         swork = np.empty(max(_sg.work_size(g, cap, hd), _sg.work_size(g, hd, cap)) * KV + 1, np.float32)
         scratch = {"h": np.empty(C, np.float32), "qkv": np.empty(spec.q_dim + 2 * spec.kv_dim, np.float32),
                    "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
                    "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
                    "scores": np.empty(H * cap, np.float32), "swork": swork}
-        layers = [_dec.DecodeLayer(self._linear(L.wqkv, L.bqkv, nt, fwork), self._linear(L.wo, L.bo, nt, fwork),
-                                   self._linear(L.wup, L.bup, nt, fwork), self._linear(L.wdown, L.bdown, nt, fwork),
-                                   L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)), float(L.scale),
-                                   int(L.window or 0), scratch)
-                  for L in self.layers]
+        layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
+                                   float(L.scale), int(L.window or 0), scratch)
+                  for L, lin in zip(self.layers, self._fused_linears(nt))]
         self._fused = (nt, cap, layers)
         return layers
 
@@ -506,7 +511,8 @@ class Stage:
         if self.spec.max_pos is not None and pos + x.shape[0] > self.spec.max_pos:
             raise ValueError(f"x: positions up to {pos + x.shape[0] - 1} exceed the model's {self.spec.max_pos}")
         x = x.copy()
-        if cache is not None and x.shape[0] == 1 and self.layers and self._fusable():
+        # the audit is a Python-level check: with it on, decoding keeps the step-by-step path
+        if cache is not None and x.shape[0] == 1 and self.layers and self._fusable and audit._rate == 0:
             self._decode_fused(x, cache, pos)
         else:
             for L in self.layers:

@@ -142,14 +142,19 @@ def _validate(name, model, pipes, reference):
     return {"bits_equal_1stage": True}
 
 
+def _lutcore_case(group, name, model, pipes, reference, record, **fields):
+    """Validate implementation `name` against the reference, record its row; -> (ring, prompt ids)."""
+    extra = _validate(name, model, pipes, reference)
+    splits, units, transport = IMPLS[name]
+    record(group, SHAPE, f"lutcore {name}", stages=len(splits), units=units or "float32", transport=transport,
+           **fields, **extra)
+    return pipes(name)._ring, model[2]
+
+
 @PREFILL_GROUP
 @pytest.mark.parametrize("name", list(IMPLS))
 def test_prefill_lutcore(benchmark, record, model, pipes, reference, name):
-    extra = _validate(name, model, pipes, reference)
-    ring, ids = pipes(name)._ring, model[2]
-    splits, units, transport = IMPLS[name]
-    record("pipeline prefill", SHAPE, f"lutcore {name}", tokens=len(ids), stages=len(splits),
-           units=units or "float32", transport=transport, **extra)
+    ring, ids = _lutcore_case("pipeline prefill", name, model, pipes, reference, record, tokens=len(model[2]))
     benchmark.pedantic(_prefill, args=(ring, ids), **SLOW)
 
 
@@ -168,11 +173,8 @@ def test_prefill_transformers(benchmark, record, model):
 @DECODE_GROUP
 @pytest.mark.parametrize("name", list(IMPLS))
 def test_decode_lutcore(benchmark, record, model, pipes, reference, name):
-    extra = _validate(name, model, pipes, reference)
-    ring, ids = pipes(name)._ring, model[2]
-    splits, units, transport = IMPLS[name]
-    record("pipeline decode", SHAPE, f"lutcore {name}", tokens=DECODE, stages=len(splits),
-           units=units or "float32", transport=transport, prefill=len(ids), **extra)
+    ring, ids = _lutcore_case("pipeline decode", name, model, pipes, reference, record, tokens=DECODE,
+                              prefill=len(model[2]))
 
     def setup():
         return (ring, _prefill(ring, ids), len(ids), DECODE), {}

@@ -24,6 +24,7 @@ actor) back to a stage index and raises ``StageFailure`` naming it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import zlib
@@ -72,6 +73,17 @@ def _actor_hex(err):
     return found[-1] if found else None
 
 
+def _names_stage(method):
+    """A stage method whose ValueError / TypeError (bad input) says which stage raised it."""
+    @functools.wraps(method)
+    def wrapped(self, *args):
+        try:
+            return method(self, *args)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"stage {self.index}: {e}") from e
+    return wrapped
+
+
 class _StageWorker:
     """The body of one stage actor (wrapped with ``ray.remote`` by ``RayRing``)."""
 
@@ -99,41 +111,39 @@ class _StageWorker:
     def reset(self):
         self.cache = self.stage.new_cache()
 
+    # Bad input (ValueError / TypeError) is named here, where the stage is known: a compiled
+    # graph's errors do not carry the actor's id for the driver to map back.
+    @_names_stage
     def first(self, ids, start, cached):
         x = self.stage.embed(ids, start)
         return _hop(self.stage.run_layers(x, self.cache if cached else None), self.index)
 
+    @_names_stage
     def run(self, hop, cached):
         x = _arrive(hop, self.index, self.stage.spec.hidden)
         return _hop(self.stage.run_layers(x, self.cache if cached else None), self.index)
 
+    @_names_stage
     def last(self, hop, last_only):
         x = _arrive(hop, self.index, self.stage.spec.hidden)
         return self.stage.readout(x[-1:] if last_only else x)
 
-    # the compiled graph's steps: a message is ("reset",) or ("pass", payload, cached, last_only);
-    # a compiled graph's errors do not carry the actor's id, so bad input names the stage here
-    def _named(self, fn, *args):
-        try:
-            return fn(*args)
-        except (ValueError, TypeError) as e:
-            raise type(e)(f"stage {self.index}: {e}") from e
-
+    # the compiled graph's steps: a message is ("reset",) or ("pass", payload, cached, last_only)
     def graph_first(self, msg):
         if msg[0] == "reset":
             self.reset()
             return msg
         _, ids, start, cached, last_only = msg
-        return ("pass", self._named(self.first, ids, start, cached), cached, last_only)
+        return ("pass", self.first(ids, start, cached), cached, last_only)
 
     def graph_run(self, msg):
         if msg[0] == "reset":
             self.reset()
             return msg
-        return ("pass", self._named(self.run, msg[1], msg[2]), msg[2], msg[3])
+        return ("pass", self.run(msg[1], msg[2]), msg[2], msg[3])
 
     def graph_last(self, msg):
-        return None if msg[0] == "reset" else self._named(self.last, msg[1], msg[3])
+        return None if msg[0] == "reset" else self.last(msg[1], msg[3])
 
 
 class RayRing:
@@ -221,7 +231,7 @@ class RayRing:
     def _call(self, make_refs, what, compiled=False):
         """ray.get with the failures mapped: a dead actor -> StageFailure naming its stage;
         a bad hop -> HopChecksumError; a ValueError/TypeError raised by a stage (bad
-        input) -> the same type, prefixed with the stage; anything else -> StageFailure.
+        input) -> the same type, named by the stage that raised it; anything else -> StageFailure.
         ``compiled``: the refs come from the compiled graph (whose get would otherwise
         time out after Ray's default 10 s, and whose channels close when a stage dies)."""
         ray = self._ray
@@ -250,9 +260,8 @@ class RayRing:
             where = f"stage {k}" if k is not None else "a stage"
             if isinstance(cause, HopChecksumError):
                 raise HopChecksumError(str(cause)) from e
-            if isinstance(cause, (ValueError, TypeError)):
-                named = k is None and re.match(r"stage \d+: ", str(cause))
-                raise type(cause)(str(cause) if named else f"{where}: {cause}") from e
+            if isinstance(cause, (ValueError, TypeError)):               # named by the stage itself
+                raise type(cause)(str(cause)) from e
             raise StageFailure(f"pipeline {what}: {where} failed: {type(cause).__name__}: {cause}",
                                stage=k, plan=self.plans[k] if k is not None else None) from e
 

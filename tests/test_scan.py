@@ -320,6 +320,32 @@ def test_simd_paths_bit_identical_f32(rng, simd, shape, disc):
         assert_bits_equal(f"d{k} generic vs {simd}", g0[k], g1[k])
 
 
+@pytest.mark.parametrize("disc", DISCS)
+def test_exp_range_chosen_per_unit(rng, simd, disc):
+    """The forward proves |dt A| <= 87.3 per 16-channel unit and time block to
+    skip exp's range check.  One unit with a huge dt*A (exp underflows to 0),
+    one with a NaN, the rest ordinary: every path gives the generic bits, the
+    NaN stays in its channel, and the other channels match the reference."""
+    kw = make_inputs(rng, 2, 70, 150, 3, np.float32)   # 10 units: two spans, the last unit partial
+    kw["delta"][:, 5:9, 20] = 60.0                      # unit 1: softplus(60) * A ~ -60 .. -400
+    kw["A"][20] = -50.0
+    kw["delta"][1, 33, 100] = np.nan                    # unit 6, batch 1, from step 33 on
+    y = {}
+    for path in ("generic", simd):
+        lutcore.set_simd(path)
+        y[path] = ops.selective_scan(**kw, discretization=disc)
+    assert_bits_equal(f"y generic vs {simd}", y["generic"], y[simd])
+    got = y[simd]
+    assert np.all(np.isnan(got[1, 33:, 100])) and not np.any(np.isnan(got[0]))
+    keep = np.ones(150, bool)
+    keep[100] = False
+    want = selective_scan_ref(**{k: (v[..., keep] if k in ("u", "delta", "z") else
+                                     v[keep] if k in ("A", "D", "delta_bias") else
+                                     v[:, keep] if k == "initial_state" else v)
+                                 for k, v in kw.items()}, discretization=disc)
+    check_close("y (finite channels)", got[..., keep], want, np.float32)
+
+
 # ---------------------------------------------------------------- layout
 def test_non_contiguous_input_copied_or_refused(rng):
     kw = make_inputs(rng, 2, 9, 6, 3, np.float64)

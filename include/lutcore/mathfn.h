@@ -105,18 +105,19 @@ static inline float lc_logf(float x) {
     memcpy(&m, &u, 4);
     if (m > 1.41421356f) { m = m * 0.5f; e = e + 1.0f; }
     float xm = m - 1.0f, z = xm * xm;
+    /* Horner in fused multiply-adds (vfmadd in AVX2: the same roundings) */
     float q = 7.0376836292e-2f;
-    q = q * xm - 1.1514610310e-1f;
-    q = q * xm + 1.1676998740e-1f;
-    q = q * xm - 1.2420140846e-1f;
-    q = q * xm + 1.4249322787e-1f;
-    q = q * xm - 1.6668057665e-1f;
-    q = q * xm + 2.0000714765e-1f;
-    q = q * xm - 2.4999993993e-1f;
-    q = q * xm + 3.3333331174e-1f;
+    q = fmaf(q, xm, -1.1514610310e-1f);
+    q = fmaf(q, xm, 1.1676998740e-1f);
+    q = fmaf(q, xm, -1.2420140846e-1f);
+    q = fmaf(q, xm, 1.4249322787e-1f);
+    q = fmaf(q, xm, -1.6668057665e-1f);
+    q = fmaf(q, xm, 2.0000714765e-1f);
+    q = fmaf(q, xm, -2.4999993993e-1f);
+    q = fmaf(q, xm, 3.3333331174e-1f);
     float y = (xm * z) * q;
-    y = y + e * LC_LN2_LO;
-    y = y - 0.5f * z;
+    y = fmaf(e, LC_LN2_LO, y);
+    y = fmaf(-0.5f, z, y);
     float r = xm + y;
     return r + e * LC_LN2_HI;
 }
@@ -222,11 +223,9 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_slow_ps(__m256 x) {
 }
 
 
-LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
-    /* fast path on |x| <= LC_EXP_FAST_ABS; other lanes (and NaN) are redone by
-     * the careful path, so no clamp is needed here */
-    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    __m256 odd = _mm256_cmp_ps(ax, _mm256_set1_ps(LC_EXP_FAST_ABS), _CMP_NLE_UQ);
+/* exp for lanes known to satisfy |x| <= LC_EXP_FAST_ABS (the caller checked):
+ * lc_exp_ps without the check, the same bits on those lanes */
+LC_TARGET_AVX2 static inline __m256 lc_exp_fast_ps(__m256 x) {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LC_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_HI), x);
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_LO), r);
@@ -240,9 +239,24 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
     p = _mm256_fmadd_ps(p, r2, r);
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
     __m256 s2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    __m256 res = _mm256_mul_ps(p, s2n);
+    return _mm256_mul_ps(p, s2n);
+}
+
+LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
+    /* fast path on |x| <= LC_EXP_FAST_ABS; other lanes (and NaN) are redone by
+     * the careful path, so no clamp is needed here */
+    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    __m256 odd = _mm256_cmp_ps(ax, _mm256_set1_ps(LC_EXP_FAST_ABS), _CMP_NLE_UQ);
+    __m256 res = lc_exp_fast_ps(x);
     if (_mm256_movemask_ps(odd)) res = _mm256_blendv_ps(res, lc_exp_slow_ps(x), odd);
     return res;
+}
+
+/* lane-wise max(m, |a|) for m >= 0, NaN above everything and sticky: on
+ * sign-cleared floats the integer order is the float order, NaN highest */
+LC_TARGET_AVX2 static inline __m256 lc_maxabs_ps(__m256 m, __m256 a) {
+    __m256i aa = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(m), aa));
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, normal */
@@ -255,17 +269,17 @@ LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, nor
     e = _mm256_blendv_ps(e, _mm256_add_ps(e, _mm256_set1_ps(1.0f)), big);
     __m256 xm = _mm256_sub_ps(m, _mm256_set1_ps(1.0f)), z = _mm256_mul_ps(xm, xm);
     __m256 q = _mm256_set1_ps(7.0376836292e-2f);
-    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.1514610310e-1f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.1676998740e-1f));
-    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.2420140846e-1f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.4249322787e-1f));
-    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(1.6668057665e-1f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(2.0000714765e-1f));
-    q = _mm256_sub_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(2.4999993993e-1f));
-    q = _mm256_add_ps(_mm256_mul_ps(q, xm), _mm256_set1_ps(3.3333331174e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.1514610310e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(1.1676998740e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.2420140846e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(1.4249322787e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.6668057665e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(2.0000714765e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-2.4999993993e-1f));
+    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(3.3333331174e-1f));
     __m256 y = _mm256_mul_ps(_mm256_mul_ps(xm, z), q);
-    y = _mm256_add_ps(y, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_LO)));
-    y = _mm256_sub_ps(y, _mm256_mul_ps(_mm256_set1_ps(0.5f), z));
+    y = _mm256_fmadd_ps(e, _mm256_set1_ps(LC_LN2_LO), y);
+    y = _mm256_fmadd_ps(_mm256_set1_ps(-0.5f), z, y);
     __m256 r = _mm256_add_ps(xm, y);
     return _mm256_add_ps(r, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_HI)));
 }

@@ -22,8 +22,19 @@
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
+#define LC_SCAN_PF 4             /* forward: rows are prefetched this many steps ahead */
+#define LC_SCAN_SPAN 8           /* forward work item: 8 units of 16 channels, time blocks outer */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
+/* max(m, |a|) for m >= 0 with NaN above everything and sticky (as lc_maxabs_ps) */
+static inline float lc_maxabs_float(float m, float a) {
+    float aa = a < 0 ? -a : a;
+    return m != m ? m : ((aa != aa || aa > m) ? aa : m);
+}
+static inline double lc_maxabs_double(double m, double a) {
+    double aa = a < 0 ? -a : a;
+    return m != m ? m : ((aa != aa || aa > m) ? aa : m);
+}
 #define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
@@ -34,6 +45,10 @@
     static inline NAME NAME##_mul(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] * b.v[i]; return a; } \
     static inline NAME NAME##_fma(NAME a, NAME b, NAME c) { for (int i = 0; i < 8; i++) a.v[i] = FMAF(a.v[i], b.v[i], c.v[i]); return a; } \
     static inline NAME NAME##_exp(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXPF(a.v[i]); return a; } \
+    static inline NAME NAME##_maxabs(NAME m, NAME a) {   /* max(m, |a|), NaN sticky */                 \
+        for (int i = 0; i < 8; i++) m.v[i] = lc_maxabs_##T(m.v[i], a.v[i]);                           \
+        return m;                                                                                    \
+    }                                                                                                \
     static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
     static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
     static inline NAME NAME##_silu(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SILUF(a.v[i]); return a; } \
@@ -67,6 +82,9 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VMUL lc_v8f_mul
 #define LC_VFMA lc_v8f_fma
 #define LC_VEXP lc_v8f_exp
+#define LC_VEXP_FAST lc_v8f_exp
+#define LC_VMAXABS lc_v8f_maxabs
+#define LC_SMAXABS lc_maxabs_float
 #define LC_VSOFTPLUS lc_v8f_softplus
 #define LC_VSIGMOID lc_v8f_sigmoid
 #define LC_VSILU lc_v8f_silu
@@ -92,6 +110,9 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VMUL lc_v8d_mul
 #define LC_VFMA lc_v8d_fma
 #define LC_VEXP lc_v8d_exp
+#define LC_VEXP_FAST lc_v8d_exp
+#define LC_VMAXABS lc_v8d_maxabs
+#define LC_SMAXABS lc_maxabs_double
 #define LC_VSOFTPLUS lc_v8d_softplus
 #define LC_VSIGMOID lc_v8d_sigmoid
 #define LC_VSILU lc_v8d_silu
@@ -134,6 +155,9 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 #define LC_VMUL _mm256_mul_ps
 #define LC_VFMA _mm256_fmadd_ps
 #define LC_VEXP lc_exp_ps
+#define LC_VEXP_FAST lc_exp_fast_ps
+#define LC_VMAXABS lc_maxabs_ps
+#define LC_SMAXABS lc_maxabs_float
 #define LC_VSOFTPLUS lc_softplus_ps
 #define LC_VSIGMOID lc_sigmoid_ps
 #define LC_VSILU lc_silu_ps
@@ -148,7 +172,11 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 
 /* ------------------------------------------------------------- drivers */
 
-static inline size_t lc_scan_fwd_work(int64_t L, int64_t N) { (void)L; return (size_t)4 * LC_SCAN_TB * 16 + (size_t)2 * N * 16; }
+/* per-thread forward scratch, in elements: (span, TB, 16) dt, w, y; (span, N, 16) h, A;
+ * (span, 16) bias and D lanes; (span, N) max |A|; (span,) max |dt| */
+static inline size_t lc_scan_fwd_work(int64_t N) {
+    return (size_t)LC_SCAN_SPAN * (3 * LC_SCAN_TB * 16 + 2 * N * 16 + 2 * 16 + N + 1);
+}
 static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) { return (size_t)13 * T * 16 + (size_t)2 * T * 8 + (size_t)3 * N * 16; }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
@@ -156,19 +184,19 @@ static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, co
         const ST *A, const ST *Bm, const ST *Cm, const ST *Dv, const ST *z, const ST *dbias,          \
         const ST *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh, \
         int isa, int nthreads) {                                                                     \
-    int64_t nblk = (D + 15) / 16, units = Bsz * nblk;   /* forward units: 16 channels */               \
+    int64_t nblk = (D + 15) / 16, nsp = (nblk + LC_SCAN_SPAN - 1) / LC_SCAN_SPAN, units = Bsz * nsp; \
     int fail = 0;                                                                                    \
     (void)isa;                                                                                       \
     LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
     {                                                                                                \
-        ST *work = (ST *)malloc(lc_scan_fwd_work(L, N) * sizeof(ST));                                   \
+        ST *work = (ST *)malloc(lc_scan_fwd_work(N) * sizeof(ST));                                    \
         if (!work) fail = 1;                                                                         \
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t w = 0; w < units; w++) {                                                        \
             if (!work) continue;                                                                     \
-            int64_t b = w / nblk, d0 = (w % nblk) * 16;                                               \
-            int nl = (int)(D - d0 < 16 ? D - d0 : 16);                                               \
-            DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, d0, nl, L, D, \
+            int64_t b = w / nsp, k0 = (w % nsp) * LC_SCAN_SPAN;                                       \
+            int64_t k1 = k0 + LC_SCAN_SPAN < nblk ? k0 + LC_SCAN_SPAN : nblk;                        \
+            DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, k0, k1, L, D, \
                          N, T, softplus, zoh, work);                                                 \
         }                                                                                            \
         free(work);                                                                                  \
@@ -241,13 +269,13 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
 }
 
 #if LC_X86
-#define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_unit_avx2(__VA_ARGS__); else lc_scan_fwd_unit_gf(__VA_ARGS__); } while (0)
+#define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__); else lc_scan_fwd_span_gf(__VA_ARGS__); } while (0)
 #define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_unit_avx2(__VA_ARGS__); else lc_scan_bwd_unit_gf(__VA_ARGS__); } while (0)
 #else
-#define LC_SCAN_FWD_F32(...) lc_scan_fwd_unit_gf(__VA_ARGS__)
+#define LC_SCAN_FWD_F32(...) lc_scan_fwd_span_gf(__VA_ARGS__)
 #define LC_SCAN_BWD_F32(...) lc_scan_bwd_unit_gf(__VA_ARGS__)
 #endif
-#define LC_SCAN_FWD_F64(...) lc_scan_fwd_unit_gd(__VA_ARGS__)
+#define LC_SCAN_FWD_F64(...) lc_scan_fwd_span_gd(__VA_ARGS__)
 #define LC_SCAN_BWD_F64(...) lc_scan_bwd_unit_gd(__VA_ARGS__)
 
 LC_SCAN_DRIVERS(float, f32, LC_SCAN_FWD_F32, LC_SCAN_BWD_F32)

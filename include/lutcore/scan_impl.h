@@ -48,19 +48,29 @@ static inline void LC_V_NAME(fetch_rows)(const LC_ST *p, int64_t r0, int64_t r1,
     }
 }
 
+/* Ask for the lines of p[0 .. n): one row's run of channels, a few rows ahead
+ * of its use (rows are D apart, a page or more: the prefetchers do not follow). */
+static inline void LC_V_NAME(fetch_run)(const LC_ST *p, int64_t n) {
+    if (!p || n <= 0) return;
+    for (int64_t c = 0; c < n; c += 64 / (int64_t)sizeof(LC_ST)) __builtin_prefetch(p + c, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+
 /* One state n over nt time steps for both halves of a 16-lane unit: two
  * independent recurrences sharing the B/C broadcasts.  dtb/wb/yb are (nt, 16)
- * lane rows, wb = dt * u.  Inlined with a literal zoh so the branch goes. */
+ * lane rows, wb = dt * u.  Inlined with literal zoh and fast so the branches
+ * go; fast: the caller proved |dt A| <= LC_EXP_FAST_ABS on every lane, so exp
+ * needs no range check (the same bits as the checked one there). */
 LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd_run)(
     LC_VT *h0p, LC_VT *h1p, LC_VT A0, LC_VT A1, const LC_ST *dtb, const LC_ST *wb, LC_ST *yb,
-    const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh) {
+    const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh, const int fast) {
     LC_VT h0 = *h0p, h1 = *h1p;
     for (int64_t t = 0; t < nt; t++) {
         const LC_ST *dr = dtb + t * 16, *wr = wb + t * 16;
         LC_ST *yr = yb + t * 16;
         LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
         LC_VT x0 = LC_VMUL(LC_VLOAD(dr), A0), x1 = LC_VMUL(LC_VLOAD(dr + 8), A1);
-        LC_VT a0 = LC_VEXP(x0), a1 = LC_VEXP(x1);
+        LC_VT a0 = fast ? LC_VEXP_FAST(x0) : LC_VEXP(x0), a1 = fast ? LC_VEXP_FAST(x1) : LC_VEXP(x1);
         LC_VT w0 = LC_VLOAD(wr), w1 = LC_VLOAD(wr + 8);
         if (zoh) {                                        /* Bbar u = (phi1(x) dt u) B */
             w0 = LC_VMUL(LC_VPHI1(x0, a0), w0);
@@ -75,97 +85,153 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd
     *h1p = h1;
 }
 
-/* Forward of one unit: batch row b, channels d0 .. d0+nl-1 (nl <= 16; lanes
- * past nl are zero-padded and contribute exact zeros).  Time goes in blocks of
- * LC_SCAN_TB steps: gather the block's dt/u rows (16 lanes, L1-resident), run
- * every state n over the block (n outer, so y accumulates n = 0, 1, 2, ... in
- * order), then finish and store the block's y rows.  h is carried between
- * blocks in hst. */
-LC_V_TARGET static void LC_V_NAME(scan_fwd_unit)(
+/* Forward of a span of units [k0, k1) (16 channels each, the last one
+ * possibly partial: lanes past nl are zero-padded and contribute exact zeros)
+ * of batch row b.  Time goes in blocks of LC_SCAN_TB steps.  Per block:
+ *   gather  row by row, the span's channels of u and delta (contiguous runs of
+ *           up to 512 bytes, so the hardware streams them) into per-unit lane
+ *           rows dt, w = dt u, and zeroed y;
+ *   run     unit by unit, every state n over the block (n outer, so y
+ *           accumulates n = 0, 1, 2, ... in order) from its saved state;
+ *   finish  row by row, y + D u, the silu(z) gate, the stores.
+ * Every unit runs its own recurrence: the bits do not depend on the span. */
+LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
     LC_ST *y, LC_ST *ypre, LC_ST *hs, LC_ST *hlast,
     const LC_ST *u, const LC_ST *delta, const LC_ST *A, const LC_ST *Bm, const LC_ST *Cm,
     const LC_ST *Dv, const LC_ST *z, const LC_ST *dbias, const LC_ST *h0,
-    int64_t b, int64_t d0, int nl, int64_t L, int64_t D, int64_t N, int64_t T,
-    int softplus, int zoh, LC_ST *work /* lc_scan_fwd_work(L, N) */) {
-    LC_ST *dtb = work, *ub = dtb + LC_SCAN_TB * 16, *wb = ub + LC_SCAN_TB * 16, *yb = wb + LC_SCAN_TB * 16;
-    LC_ST *hst = yb + LC_SCAN_TB * 16;                             /* (N, 16): h between time blocks */
-    LC_ST *Ast = hst + N * 16;                                     /* (N, 16): A, lane rows */
+    int64_t b, int64_t k0, int64_t k1, int64_t L, int64_t D, int64_t N, int64_t T,
+    int softplus, int zoh, LC_ST *work /* lc_scan_fwd_work(N) */) {
+    const int64_t BS = LC_SCAN_TB * 16;                      /* one unit's block of lane rows */
+    LC_ST *dtb = work, *wb = dtb + LC_SCAN_SPAN * BS, *yb = wb + LC_SCAN_SPAN * BS;   /* (span, TB, 16) */
+    LC_ST *hst = yb + LC_SCAN_SPAN * BS;                     /* (span, N, 16): h between time blocks */
+    LC_ST *Ast = hst + LC_SCAN_SPAN * N * 16;                /* (span, N, 16): A, lane rows */
+    LC_ST *vb = Ast + LC_SCAN_SPAN * N * 16, *vd = vb + LC_SCAN_SPAN * 16;   /* (span, 16): bias, D (0 if none) */
+    LC_ST *amx = vd + LC_SCAN_SPAN * 16;                     /* (span, N): max |A| over the unit's lanes */
+    LC_ST *dmx = amx + LC_SCAN_SPAN * N;                     /* (span,): max |dt| over the block, NaN sticky */
     LC_ST tmp[16];
-    const int nh[2] = {LC_HALF(nl, 0), LC_HALF(nl, 1)};
-    LC_VT bias[2] = {LC_VZERO, LC_VZERO}, Dl[2] = {LC_VZERO, LC_VZERO};
-    for (int k = 0; k < 2; k++) {
-        if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0 + 8 * k, nh[k]); bias[k] = LC_VLOAD(tmp); }
-        if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0 + 8 * k, nh[k]); Dl[k] = LC_VLOAD(tmp); }
-    }
-    const int64_t nck = (L + T - 1) / T;
-    for (int64_t n = 0; n < N; n++)
-        for (int i = 0; i < 16; i++) {
-            hst[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
-            Ast[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
+    const int64_t nck = (L + T - 1) / T, ns = k1 - k0;
+    const int64_t d0s = k0 * 16, dw = (k1 * 16 < D ? k1 * 16 : D) - d0s;   /* the span's channels */
+    const int full = dw == ns * 16;                         /* no partial unit: plain vector loads */
+#define LC_NH(k, h) LC_HALF((int)(dw - (k) * 16 < 16 ? dw - (k) * 16 : 16), h)
+    for (int64_t k = 0; k < ns; k++) {
+        const int64_t d0 = d0s + k * 16;
+        const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+        LC_ST *hk = hst + k * N * 16, *ak = Ast + k * N * 16;
+        for (int64_t n = 0; n < N; n++) {
+            amx[k * N + n] = 0;
+            for (int i = 0; i < 16; i++) {
+                hk[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
+                ak[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
+                amx[k * N + n] = LC_SMAXABS(amx[k * N + n], ak[n * 16 + i]);
+            }
         }
-    const int64_t rb = b * L;                                      /* this batch row's first (.., D) row */
+        for (int i = 0; i < 16; i++) {
+            vb[k * 16 + i] = (dbias && i < nl) ? dbias[d0 + i] : 0;
+            vd[k * 16 + i] = (Dv && i < nl) ? Dv[d0 + i] : 0;
+        }
+    }
     for (int64_t tb = 0; tb < L; tb += LC_SCAN_TB) {
         const int64_t te = tb + LC_SCAN_TB < L ? tb + LC_SCAN_TB : L;
-        const int64_t nb = te + LC_SCAN_TB < L ? te + LC_SCAN_TB : L;   /* the next block ends here */
-        if (tb == 0) {
-            LC_V_NAME(fetch_rows)(u + d0, rb, rb + te, D, nl);
-            LC_V_NAME(fetch_rows)(delta + d0, rb, rb + te, D, nl);
-            LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, rb, rb + te, D, nl);
-        }
-        LC_V_NAME(fetch_rows)(u + d0, rb + te, rb + nb, D, nl);
-        LC_V_NAME(fetch_rows)(delta + d0, rb + te, rb + nb, D, nl);
-        LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, rb + te, rb + nb, D, nl);
+        LC_VT mx[LC_SCAN_SPAN];
+        for (int64_t k = 0; k < ns; k++) mx[k] = LC_VZERO;
         for (int64_t t = tb; t < te; t++) {
-            const int64_t row = (b * L + t) * D + d0, r = (t - tb) * 16;
-            for (int k = 0; k < 2; k++) {
-                LC_VT uu = LC_LANES(u + row + 8 * k, nh[k], tmp);
-                LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
-                if (dbias) v = LC_VADD(v, bias[k]);
+            const int64_t row = (b * L + t) * D + d0s, r = (t - tb) * 16;
+            if (t + LC_SCAN_PF < L) {
+                LC_V_NAME(fetch_run)(u + row + LC_SCAN_PF * D, dw);
+                LC_V_NAME(fetch_run)(delta + row + LC_SCAN_PF * D, dw);
+            }
+            for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
+                const int64_t k = j >> 1, o = k * BS + r + 8 * (j & 1), c = row + 8 * j;
+                LC_VT uu, v;
+                if (full) {
+                    uu = LC_VLOAD(u + c);
+                    v = LC_VLOAD(delta + c);
+                } else {
+                    const int nh = LC_NH(k, j & 1);
+                    uu = LC_LANES(u + c, nh, tmp);
+                    v = LC_LANES(delta + c, nh, tmp);
+                }
+                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
                 if (softplus) v = LC_VSOFTPLUS(v);
-                LC_VSTORE(ub + r + 8 * k, uu);
-                LC_VSTORE(dtb + r + 8 * k, v);
-                LC_VSTORE(wb + r + 8 * k, LC_VMUL(v, uu));
-                LC_VSTORE(yb + r + 8 * k, LC_VZERO);
+                mx[k] = LC_VMAXABS(mx[k], v);
+                LC_VSTORE(dtb + o, v);
+                LC_VSTORE(wb + o, LC_VMUL(v, uu));
+                LC_VSTORE(yb + o, LC_VZERO);
             }
         }
-        for (int64_t n = 0; n < N; n++) {
-            LC_VT A0 = LC_VLOAD(Ast + n * 16), A1 = LC_VLOAD(Ast + n * 16 + 8);
-            LC_VT h[2] = {LC_VLOAD(hst + n * 16), LC_VLOAD(hst + n * 16 + 8)};
-            const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
-            for (int64_t t = tb; t < te;) {
-                const int64_t se = (t / T + 1) * T < te ? (t / T + 1) * T : te;   /* chunk-aligned segment */
-                if (hs && t % T == 0) {
-                    LC_VSTORE(tmp, h[0]);
-                    LC_VSTORE(tmp + 8, h[1]);
-                    LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n;
-                    for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+        for (int64_t k = 0; k < ns; k++) {
+            LC_VSTORE(tmp, mx[k]);
+            dmx[k] = 0;
+            for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
+        }
+        for (int64_t k = 0; k < ns; k++) {
+            const int64_t d0 = d0s + k * 16;
+            const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+            LC_ST *hk = hst + k * N * 16;
+            const LC_ST *ak = Ast + k * N * 16;
+            for (int64_t n = 0; n < N; n++) {
+                LC_VT A0 = LC_VLOAD(ak + n * 16), A1 = LC_VLOAD(ak + n * 16 + 8);
+                LC_VT h[2] = {LC_VLOAD(hk + n * 16), LC_VLOAD(hk + n * 16 + 8)};
+                const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
+                /* |dt A| <= max|dt| max|A| (rounding is monotonic); NaN fails the test */
+                const int fast = dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS;
+                for (int64_t t = tb; t < te;) {
+                    const int64_t se = (t / T + 1) * T < te ? (t / T + 1) * T : te;   /* chunk-aligned segment */
+                    if (hs && t % T == 0) {
+                        LC_VSTORE(tmp, h[0]);
+                        LC_VSTORE(tmp + 8, h[1]);
+                        LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n;
+                        for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
+                    }
+                    const int64_t o = k * BS + (t - tb) * 16;
+                    const LC_ST *dr = dtb + o, *wr = wb + o, *Bt = Bn + t * N, *Ct = Cn + t * N;
+                    LC_ST *yr = yb + o;
+                    if (zoh) {
+                        if (fast) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 1, 1);
+                        else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 1, 0);
+                    } else {
+                        if (fast) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 0, 1);
+                        else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 0, 0);
+                    }
+                    t = se;
                 }
-                const LC_ST *dr = dtb + (t - tb) * 16, *wr = wb + (t - tb) * 16;
-                LC_ST *yr = yb + (t - tb) * 16;
-                if (zoh) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bn + t * N, Cn + t * N, N, se - t, 1);
-                else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bn + t * N, Cn + t * N, N, se - t, 0);
-                t = se;
+                LC_VSTORE(hk + n * 16, h[0]);
+                LC_VSTORE(hk + n * 16 + 8, h[1]);
             }
-            LC_VSTORE(hst + n * 16, h[0]);
-            LC_VSTORE(hst + n * 16 + 8, h[1]);
         }
         for (int64_t t = tb; t < te; t++) {
-            const int64_t row = (b * L + t) * D + d0, r = (t - tb) * 16;
-            for (int k = 0; k < 2; k++) {
-                if (!nh[k]) continue;
-                LC_VT yt = LC_VLOAD(yb + r + 8 * k);
-                if (Dv) yt = LC_VADD(yt, LC_VMUL(Dl[k], LC_VLOAD(ub + r + 8 * k)));
-                if (z) {
-                    if (ypre) LC_LANES_OUT(ypre + row + 8 * k, yt, nh[k], tmp);
-                    yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + row + 8 * k, nh[k], tmp)));
+            const int64_t row = (b * L + t) * D + d0s, r = (t - tb) * 16;
+            if (z && t + LC_SCAN_PF < L) LC_V_NAME(fetch_run)(z + row + LC_SCAN_PF * D, dw);
+            for (int64_t j = 0; j < 2 * ns; j++) {
+                const int64_t c = row + 8 * j;
+                LC_VT yt = LC_VLOAD(yb + (j >> 1) * BS + r + 8 * (j & 1));
+                if (full) {
+                    if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_VLOAD(u + c)));
+                    if (z) {
+                        if (ypre) LC_VSTORE(ypre + c, yt);
+                        yt = LC_VMUL(yt, LC_VSILU(LC_VLOAD(z + c)));
+                    }
+                    LC_VSTORE(y + c, yt);
+                } else {
+                    const int nh = LC_NH(j >> 1, j & 1);
+                    if (!nh) continue;
+                    if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_LANES(u + c, nh, tmp)));
+                    if (z) {
+                        if (ypre) LC_LANES_OUT(ypre + c, yt, nh, tmp);
+                        yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + c, nh, tmp)));
+                    }
+                    LC_LANES_OUT(y + c, yt, nh, tmp);
                 }
-                LC_LANES_OUT(y + row + 8 * k, yt, nh[k], tmp);
             }
         }
     }
     if (hlast)
-        for (int64_t n = 0; n < N; n++)
-            for (int i = 0; i < nl; i++) hlast[(b * D + d0 + i) * N + n] = hst[n * 16 + i];
+        for (int64_t k = 0; k < ns; k++) {
+            const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+            for (int64_t n = 0; n < N; n++)
+                for (int i = 0; i < nl; i++) hlast[(b * D + d0s + k * 16 + i) * N + n] = hst[(k * N + n) * 16 + i];
+        }
+#undef LC_NH
 }
 
 /* Reverse pass of one state n over one chunk, one half (8 lanes) of a unit.
@@ -396,6 +462,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
 #undef LC_VMUL
 #undef LC_VFMA
 #undef LC_VEXP
+#undef LC_VEXP_FAST
+#undef LC_VMAXABS
+#undef LC_SMAXABS
 #undef LC_VSOFTPLUS
 #undef LC_VSIGMOID
 #undef LC_VSILU

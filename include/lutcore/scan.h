@@ -177,7 +177,11 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 static inline size_t lc_scan_fwd_work(int64_t N) {
     return (size_t)LC_SCAN_SPAN * (3 * LC_SCAN_TB * 16 + 2 * N * 16 + 2 * 16 + N + 1);
 }
-static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) { return (size_t)13 * T * 16 + (size_t)2 * T * 8 + (size_t)3 * N * 16; }
+/* per-thread backward scratch, in elements: per unit of a group 10 (T, 16) row
+ * buffers, 3 (N, 16), 4 x 16 lanes, (N + 1) maxima; shared 3 (T, 16) + 2 (T, 8) */
+static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) {
+    return (size_t)LC_SCAN_GROUP_UNITS * (10 * T * 16 + 3 * N * 16 + 4 * 16 + N + 1) + (size_t)3 * T * 16 + (size_t)2 * T * 8;
+}
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
 static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \
@@ -225,13 +229,11 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
             ST *dBg = dBp + (b * ng + g) * L * N, *dCg = dCp + (b * ng + g) * L * N;                  \
             memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                            \
             memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                            \
-            for (int64_t k = g * LC_SCAN_GROUP_UNITS; k < (g + 1) * LC_SCAN_GROUP_UNITS && k < nun; k++) { \
-                int64_t d0 = k * 16;                                                                 \
-                int nl = (int)(D - d0 < 16 ? D - d0 : 16);                                           \
-                DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0, \
-                             dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, d0, nl, L, D, N, T, \
-                             softplus, zoh, work);                                                   \
-            }                                                                                        \
+            int64_t k0 = g * LC_SCAN_GROUP_UNITS;                                                     \
+            int64_t k1 = k0 + LC_SCAN_GROUP_UNITS < nun ? k0 + LC_SCAN_GROUP_UNITS : nun;             \
+            DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0,     \
+                         dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, k0, k1, L, D, N, T,     \
+                         softplus, zoh, work);                                                       \
         }                                                                                            \
         free(work);                                                                                  \
         /* fixed-order reductions */                                                                 \
@@ -270,13 +272,13 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
 
 #if LC_X86
 #define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__); else lc_scan_fwd_span_gf(__VA_ARGS__); } while (0)
-#define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_unit_avx2(__VA_ARGS__); else lc_scan_bwd_unit_gf(__VA_ARGS__); } while (0)
+#define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__); else lc_scan_bwd_group_gf(__VA_ARGS__); } while (0)
 #else
 #define LC_SCAN_FWD_F32(...) lc_scan_fwd_span_gf(__VA_ARGS__)
-#define LC_SCAN_BWD_F32(...) lc_scan_bwd_unit_gf(__VA_ARGS__)
+#define LC_SCAN_BWD_F32(...) lc_scan_bwd_group_gf(__VA_ARGS__)
 #endif
 #define LC_SCAN_FWD_F64(...) lc_scan_fwd_span_gd(__VA_ARGS__)
-#define LC_SCAN_BWD_F64(...) lc_scan_bwd_unit_gd(__VA_ARGS__)
+#define LC_SCAN_BWD_F64(...) lc_scan_bwd_group_gd(__VA_ARGS__)
 
 LC_SCAN_DRIVERS(float, f32, LC_SCAN_FWD_F32, LC_SCAN_BWD_F32)
 LC_SCAN_DRIVERS(double, f64, LC_SCAN_FWD_F64, LC_SCAN_BWD_F64)

@@ -278,175 +278,227 @@ LC_V_TARGET static inline __attribute__((always_inline)) LC_VT LC_V_NAME(scan_bw
     return carry;
 }
 
-/* Backward of one unit: batch row b, channels d0 .. d0+nl-1 (nl <= 16).
- * Chunks of T steps in reverse; inside a chunk, for every state n: recompute
- * the chunk's states from the saved chunk start (exactly as the forward), then
- * run the reverse pass.  All row buffers are per chunk (L1-resident).  dB/dC
- * (reduced over channels) are added into this unit's group partials dBp/dCp,
+/* Backward of a group of units [k0, k1) (16 channels each, the last one
+ * possibly partial) of batch row b.  Chunks of T steps in reverse, the outer
+ * loop; per chunk:
+ *   gather  row by row over the group's channels (contiguous runs): dt (and
+ *           softplus' from its exp), w = dt u, dy gated by silu(z), into
+ *           per-unit lane rows;
+ *   states  unit by unit, for every state n: recompute the chunk's states from
+ *           the saved chunk start (exactly as the forward), then the reverse
+ *           pass;
+ *   finish  row by row, du, ddelta, dz.
+ * dB/dC (reduced over channels) are added into the group partials dBp/dCp,
  * laid out (N, L); the per-step lane sums of 8 steps at a time go through
- * LC_VHSUM8.  dA/dD/ddelta_bias go to per-batch partials.  The caller reduces
- * partials in a fixed order. */
-LC_V_TARGET static void LC_V_NAME(scan_bwd_unit)(
+ * LC_VHSUM8, units in order.  dA/dD/ddelta_bias go to per-batch partials.  The
+ * caller reduces partials in a fixed order. */
+LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     LC_ST *du, LC_ST *ddelta, LC_ST *dAp, LC_ST *dBp, LC_ST *dCp, LC_ST *dDp, LC_ST *dz,
     LC_ST *ddbp, LC_ST *dh0,
     const LC_ST *dout, const LC_ST *u, const LC_ST *delta, const LC_ST *A, const LC_ST *Bm,
     const LC_ST *Cm, const LC_ST *Dv, const LC_ST *z, const LC_ST *dbias, const LC_ST *hs,
     const LC_ST *ypre,
-    int64_t b, int64_t d0, int nl, int64_t L, int64_t D, int64_t N, int64_t T,
+    int64_t b, int64_t k0, int64_t k1, int64_t L, int64_t D, int64_t N, int64_t T,
     int softplus, int zoh, LC_ST *work /* lc_scan_bwd_work(T, N) */) {
-    const int64_t T16 = T * 16;
-    LC_ST *dtb = work, *ub = dtb + T16, *wb = ub + T16, *dyb = wb + T16, *sdw = dyb + T16, *sdx = sdw + T16;
-    LC_ST *hb = sdx + T16, *ab = hb + T16, *pb = ab + T16;
-    LC_ST *dspb = pb + T16, *zb = dspb + T16, *sgb = zb + T16, *gob = sgb + T16;   /* softplus', z, sigmoid(z), dout */
-    LC_ST *pcv = gob + T16, *pbv = pcv + T * 8;                    /* (T, 8) per-step lane products */
-    LC_ST *carr = pbv + T * 8, *dAa = carr + N * 16, *Ast = dAa + N * 16;   /* (N, 16) each */
+    const int64_t T16 = T * 16, G = LC_SCAN_GROUP_UNITS, ns = k1 - k0;
+    /* per unit, (G, T, 16) each: filled by the gather, read by the states and the finish */
+    LC_ST *dtb = work, *ub = dtb + G * T16, *wb = ub + G * T16, *dyb = wb + G * T16;
+    LC_ST *sdw = dyb + G * T16, *sdx = sdw + G * T16, *dspb = sdx + G * T16;   /* softplus' */
+    LC_ST *zb = dspb + G * T16, *sgb = zb + G * T16, *gob = sgb + G * T16;     /* z, sigmoid(z), dout */
+    /* per state, shared: the chunk's states, Abar, phi1 (T, 16); per-step lane products (T, 8) */
+    LC_ST *hb = gob + G * T16, *ab = hb + T16, *pb = ab + T16, *pcv = pb + T16, *pbv = pcv + T * 8;
+    /* per unit, kept across chunks: carry, dA accumulators, A lane rows (G, N, 16) */
+    LC_ST *carr = pbv + T * 8, *dAa = carr + G * N * 16, *Ast = dAa + G * N * 16;
+    LC_ST *vb = Ast + G * N * 16, *vd = vb + G * 16;        /* (G, 16): bias, D lanes (0 if none) */
+    LC_ST *dDs = vd + G * 16, *dbs = dDs + G * 16;           /* (G, 16): dD, d delta_bias sums */
+    LC_ST *amx = dbs + G * 16, *dmx = amx + G * N;           /* (G, N) max |A|; (G,) max |dt| */
     LC_ST tmp[16], sums[8];
-    const int nh[2] = {LC_HALF(nl, 0), LC_HALF(nl, 1)};
-    LC_VT bias[2] = {LC_VZERO, LC_VZERO}, Dl[2] = {LC_VZERO, LC_VZERO};
-    LC_VT dDacc[2] = {LC_VZERO, LC_VZERO}, dbacc[2] = {LC_VZERO, LC_VZERO};
-    for (int k = 0; k < 2; k++) {
-        if (dbias) { LC_V_NAME(lanes_in)(tmp, dbias + d0 + 8 * k, nh[k]); bias[k] = LC_VLOAD(tmp); }
-        if (Dv) { LC_V_NAME(lanes_in)(tmp, Dv + d0 + 8 * k, nh[k]); Dl[k] = LC_VLOAD(tmp); }
+    const int64_t d0s = k0 * 16, dw = (k1 * 16 < D ? k1 * 16 : D) - d0s;   /* the group's channels */
+    const int full = dw == ns * 16;
+#define LC_UNL(k) ((int)(dw - (k) * 16 < 16 ? dw - (k) * 16 : 16))
+    for (int64_t k = 0; k < ns; k++) {
+        const int64_t d0 = d0s + k * 16;
+        const int nl = LC_UNL(k);
+        for (int64_t n = 0; n < N; n++) {
+            amx[k * N + n] = 0;
+            for (int i = 0; i < 16; i++) {
+                const int64_t q = (k * N + n) * 16 + i;
+                carr[q] = dAa[q] = 0;
+                Ast[q] = i < nl ? A[(d0 + i) * N + n] : 0;
+                amx[k * N + n] = LC_SMAXABS(amx[k * N + n], Ast[q]);
+            }
+        }
+        for (int i = 0; i < 16; i++) {
+            vb[k * 16 + i] = (dbias && i < nl) ? dbias[d0 + i] : 0;
+            vd[k * 16 + i] = (Dv && i < nl) ? Dv[d0 + i] : 0;
+            dDs[k * 16 + i] = dbs[k * 16 + i] = 0;
+        }
     }
-    for (int64_t i = 0; i < N * 16; i++) carr[i] = dAa[i] = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int i = 0; i < 16; i++) Ast[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
     const int64_t nck = (L + T - 1) / T;
     for (int64_t c = nck - 1; c >= 0; c--) {
         const int64_t t0 = c * T, nt = (t0 + T < L ? t0 + T : L) - t0;
-        /* this chunk's rows (first chunk only) and the next chunk's (c - 1), ahead of time */
-        for (int64_t cc = (c == nck - 1 ? c : c - 1); cc >= 0 && cc >= c - 1; cc--) {
-            const int64_t r0 = b * L + cc * T, r1 = b * L + (cc * T + T < L ? cc * T + T : L);
-            LC_V_NAME(fetch_rows)(u + d0, r0, r1, D, nl);
-            LC_V_NAME(fetch_rows)(delta + d0, r0, r1, D, nl);
-            LC_V_NAME(fetch_rows)(dout + d0, r0, r1, D, nl);
-            LC_V_NAME(fetch_rows)(z ? z + d0 : NULL, r0, r1, D, nl);
-            LC_V_NAME(fetch_rows)(ypre ? ypre + d0 : NULL, r0, r1, D, nl);
-        }
-        /* gather the chunk's rows */
+        LC_VT mx[LC_SCAN_GROUP_UNITS];
+        for (int64_t k = 0; k < ns; k++) mx[k] = LC_VZERO;
+        /* gather the chunk's rows; rows are prefetched LC_SCAN_PF steps ahead, in
+         * the direction the chunks go (the chunk before this one comes next) */
         for (int64_t t = 0; t < nt; t++) {
-            const int64_t row = (b * L + t0 + t) * D + d0, r = t * 16;
-            for (int k = 0; k < 2; k++) {
-                LC_VT uu = LC_LANES(u + row + 8 * k, nh[k], tmp);
-                LC_VT v = LC_LANES(delta + row + 8 * k, nh[k], tmp);
-                if (dbias) v = LC_VADD(v, bias[k]);
+            const int64_t row = (b * L + t0 + t) * D + d0s, r = t * 16;
+            const int64_t tp = t + LC_SCAN_PF < nt ? t + LC_SCAN_PF : t + LC_SCAN_PF - nt - T;
+            if (t0 + tp >= 0 && t0 + tp < L) {
+                const int64_t pr = (b * L + t0 + tp) * D + d0s;
+                LC_V_NAME(fetch_run)(u + pr, dw);
+                LC_V_NAME(fetch_run)(delta + pr, dw);
+                LC_V_NAME(fetch_run)(dout + pr, dw);
+                LC_V_NAME(fetch_run)(z ? z + pr : NULL, dw);
+            }
+            for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
+                const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
+                const int nh = full ? 8 : LC_HALF(LC_UNL(k), (int)(j & 1));
+                LC_VT uu = full ? LC_VLOAD(u + cc) : LC_LANES(u + cc, nh, tmp);
+                LC_VT v = full ? LC_VLOAD(delta + cc) : LC_LANES(delta + cc, nh, tmp);
+                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
                 if (softplus) {                     /* dt exactly as the forward; softplus' from its exp */
                     LC_VT e;
                     LC_VT sp = LC_VSOFTPLUS_E(v, &e);
-                    LC_VSTORE(dspb + r + 8 * k, LC_VDSOFTPLUS_E(v, e));
+                    LC_VSTORE(dspb + o, LC_VDSOFTPLUS_E(v, e));
                     v = sp;
                 }
-                LC_VT go = LC_LANES(dout + row + 8 * k, nh[k], tmp), g = go;
+                mx[k] = LC_VMAXABS(mx[k], v);
+                LC_VT go = full ? LC_VLOAD(dout + cc) : LC_LANES(dout + cc, nh, tmp), g = go;
                 if (z) {                            /* one sigmoid serves silu(z) here and silu'(z) below */
-                    LC_VT zz = LC_LANES(z + row + 8 * k, nh[k], tmp);
+                    LC_VT zz = full ? LC_VLOAD(z + cc) : LC_LANES(z + cc, nh, tmp);
                     LC_VT sg = LC_VSIGMOID(zz);
                     g = LC_VMUL(go, LC_VMUL(zz, sg));
-                    LC_VSTORE(zb + r + 8 * k, zz);
-                    LC_VSTORE(sgb + r + 8 * k, sg);
-                    LC_VSTORE(gob + r + 8 * k, go);
+                    LC_VSTORE(zb + o, zz);
+                    LC_VSTORE(sgb + o, sg);
+                    LC_VSTORE(gob + o, go);
                 }
-                LC_VSTORE(ub + r + 8 * k, uu);
-                LC_VSTORE(dtb + r + 8 * k, v);
-                LC_VSTORE(wb + r + 8 * k, LC_VMUL(v, uu));
-                LC_VSTORE(dyb + r + 8 * k, g);
-                LC_VSTORE(sdw + r + 8 * k, LC_VZERO);
-                LC_VSTORE(sdx + r + 8 * k, LC_VZERO);
+                LC_VSTORE(ub + o, uu);
+                LC_VSTORE(dtb + o, v);
+                LC_VSTORE(wb + o, LC_VMUL(v, uu));
+                LC_VSTORE(dyb + o, g);
+                LC_VSTORE(sdw + o, LC_VZERO);
+                LC_VSTORE(sdx + o, LC_VZERO);
             }
         }
-        for (int64_t n = 0; n < N; n++) {
-            const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
-            LC_VT An[2] = {LC_VLOAD(Ast + n * 16), LC_VLOAD(Ast + n * 16 + 8)};
-            const LC_ST *src = hs + ((b * nck + c) * D + d0) * N + n;
-            for (int i = 0; i < 16; i++) tmp[i] = i < nl ? src[i * N] : 0;
-            LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
-            /* recompute the chunk's states exactly as the forward does */
-            LC_VT h[2] = {hp0[0], hp0[1]};
-            for (int64_t t = 0; t < nt; t++) {
-                const int64_t r = t * 16;
-                LC_VT Bt = LC_VSET1(Bn[t * N]);
-                for (int k = 0; k < 2; k++) {
-                    LC_VT x = LC_VMUL(LC_VLOAD(dtb + r + 8 * k), An[k]);
-                    LC_VT a = LC_VEXP(x);
-                    LC_VT w = LC_VLOAD(wb + r + 8 * k);
-                    if (zoh) {
-                        LC_VT p = LC_VPHI1(x, a);
-                        LC_VSTORE(pb + r + 8 * k, p);
-                        w = LC_VMUL(p, w);
+        for (int64_t k = 0; k < ns; k++) {
+            LC_VSTORE(tmp, mx[k]);
+            dmx[k] = 0;
+            for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
+        }
+        for (int64_t k = 0; k < ns; k++) {
+            const int64_t d0 = d0s + k * 16, ko = k * T16;
+            const int nl = LC_UNL(k);
+            for (int64_t n = 0; n < N; n++) {
+                const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
+                const int64_t q = (k * N + n) * 16;
+                LC_VT An[2] = {LC_VLOAD(Ast + q), LC_VLOAD(Ast + q + 8)};
+                /* |dt A| <= max|dt| max|A|: exp needs no range check (NaN fails the test) */
+                const int fast = dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS;
+                const LC_ST *src = hs + ((b * nck + c) * D + d0) * N + n;
+                for (int i = 0; i < 16; i++) tmp[i] = i < nl ? src[i * N] : 0;
+                LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
+                /* recompute the chunk's states exactly as the forward does */
+                LC_VT h[2] = {hp0[0], hp0[1]};
+                for (int64_t t = 0; t < nt; t++) {
+                    const int64_t r = t * 16;
+                    LC_VT Bt = LC_VSET1(Bn[t * N]);
+                    for (int hh = 0; hh < 2; hh++) {
+                        LC_VT x = LC_VMUL(LC_VLOAD(dtb + ko + r + 8 * hh), An[hh]);
+                        LC_VT a = fast ? LC_VEXP_FAST(x) : LC_VEXP(x);
+                        LC_VT w = LC_VLOAD(wb + ko + r + 8 * hh);
+                        if (zoh) {
+                            LC_VT p = LC_VPHI1(x, a);
+                            LC_VSTORE(pb + r + 8 * hh, p);
+                            w = LC_VMUL(p, w);
+                        }
+                        h[hh] = LC_VFMA(a, h[hh], LC_VMUL(w, Bt));
+                        LC_VSTORE(hb + r + 8 * hh, h[hh]);
+                        LC_VSTORE(ab + r + 8 * hh, a);
                     }
-                    h[k] = LC_VFMA(a, h[k], LC_VMUL(w, Bt));
-                    LC_VSTORE(hb + r + 8 * k, h[k]);
-                    LC_VSTORE(ab + r + 8 * k, a);
                 }
-            }
-            for (int k = 0; k < 2; k++) {
-                LC_VT cr = LC_VLOAD(carr + n * 16 + 8 * k), dA = LC_VLOAD(dAa + n * 16 + 8 * k);
-                if (zoh)
-                    cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[k], hp0[k], hb + 8 * k, ab + 8 * k, pb + 8 * k,
-                                                 dtb + 8 * k, wb + 8 * k, dyb + 8 * k, sdw + 8 * k, sdx + 8 * k,
-                                                 pcv, pbv, Bn, Cn, N, nt, k == 0, 1);
-                else
-                    cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[k], hp0[k], hb + 8 * k, ab + 8 * k, pb + 8 * k,
-                                                 dtb + 8 * k, wb + 8 * k, dyb + 8 * k, sdw + 8 * k, sdx + 8 * k,
-                                                 pcv, pbv, Bn, Cn, N, nt, k == 0, 0);
-                LC_VSTORE(carr + n * 16 + 8 * k, cr);
-                LC_VSTORE(dAa + n * 16 + 8 * k, dA);
-            }
-            /* lane sums of the per-step products, 8 steps at a time, into the (N, L) partials */
-            LC_ST *dCr = dCp + n * L + t0, *dBr = dBp + n * L + t0;
-            int64_t t = 0;
-            for (; t + 8 <= nt; t += 8) {
-                LC_VHSUM8(sums, pcv + t * 8);
-                for (int i = 0; i < 8; i++) dCr[t + i] += sums[i];
-                LC_VHSUM8(sums, pbv + t * 8);
-                for (int i = 0; i < 8; i++) dBr[t + i] += sums[i];
-            }
-            for (; t < nt; t++) {
-                dCr[t] += LC_VHSUM(LC_VLOAD(pcv + t * 8));
-                dBr[t] += LC_VHSUM(LC_VLOAD(pbv + t * 8));
+                for (int hh = 0; hh < 2; hh++) {
+                    const int64_t o = ko + 8 * hh;
+                    LC_VT cr = LC_VLOAD(carr + q + 8 * hh), dA = LC_VLOAD(dAa + q + 8 * hh);
+                    if (zoh)
+                        cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[hh], hp0[hh], hb + 8 * hh, ab + 8 * hh, pb + 8 * hh,
+                                                     dtb + o, wb + o, dyb + o, sdw + o, sdx + o,
+                                                     pcv, pbv, Bn, Cn, N, nt, hh == 0, 1);
+                    else
+                        cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[hh], hp0[hh], hb + 8 * hh, ab + 8 * hh, pb + 8 * hh,
+                                                     dtb + o, wb + o, dyb + o, sdw + o, sdx + o,
+                                                     pcv, pbv, Bn, Cn, N, nt, hh == 0, 0);
+                    LC_VSTORE(carr + q + 8 * hh, cr);
+                    LC_VSTORE(dAa + q + 8 * hh, dA);
+                }
+                /* lane sums of the per-step products, 8 steps at a time, into the (N, L) partials */
+                LC_ST *dCr = dCp + n * L + t0, *dBr = dBp + n * L + t0;
+                int64_t t = 0;
+                for (; t + 8 <= nt; t += 8) {
+                    LC_VHSUM8(sums, pcv + t * 8);
+                    for (int i = 0; i < 8; i++) dCr[t + i] += sums[i];
+                    LC_VHSUM8(sums, pbv + t * 8);
+                    for (int i = 0; i < 8; i++) dBr[t + i] += sums[i];
+                }
+                for (; t < nt; t++) {
+                    dCr[t] += LC_VHSUM(LC_VLOAD(pcv + t * 8));
+                    dBr[t] += LC_VHSUM(LC_VLOAD(pbv + t * 8));
+                }
             }
         }
         /* the chunk's per-step outputs */
         for (int64_t t = 0; t < nt; t++) {
-            const int64_t row = (b * L + t0 + t) * D + d0, r = t * 16;
-            for (int k = 0; k < 2; k++) {
-                if (!nh[k]) continue;
-                const int64_t o = r + 8 * k;
+            const int64_t row = (b * L + t0 + t) * D + d0s, r = t * 16;
+            const int64_t tp = t + LC_SCAN_PF < nt ? t + LC_SCAN_PF : t + LC_SCAN_PF - nt - T;
+            if (ypre && t0 + tp >= 0 && t0 + tp < L) LC_V_NAME(fetch_run)(ypre + (b * L + t0 + tp) * D + d0s, dw);
+            for (int64_t j = 0; j < 2 * ns; j++) {
+                const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
+                const int nh = full ? 8 : LC_HALF(LC_UNL(k), (int)(j & 1));
+                if (!nh) continue;
                 LC_VT dyy = LC_VLOAD(dyb + o), uu = LC_VLOAD(ub + o), sw = LC_VLOAD(sdw + o);
                 LC_VT duv = LC_VMUL(LC_VLOAD(dtb + o), sw);                       /* d(dt u)/du = dt */
                 if (Dv) {
-                    duv = LC_VFMA(dyy, Dl[k], duv);
-                    dDacc[k] = LC_VFMA(dyy, uu, dDacc[k]);
+                    duv = LC_VFMA(dyy, LC_VLOAD(vd + 8 * j), duv);
+                    LC_VSTORE(dDs + 8 * j, LC_VFMA(dyy, uu, LC_VLOAD(dDs + 8 * j)));
                 }
-                LC_LANES_OUT(du + row + 8 * k, duv, nh[k], tmp);
                 LC_VT gd = LC_VFMA(uu, sw, LC_VLOAD(sdx + o));                   /* d/d dt */
                 if (softplus) gd = LC_VMUL(gd, LC_VLOAD(dspb + o));
-                dbacc[k] = LC_VADD(dbacc[k], gd);
-                LC_LANES_OUT(ddelta + row + 8 * k, gd, nh[k], tmp);
+                LC_VSTORE(dbs + 8 * j, LC_VADD(LC_VLOAD(dbs + 8 * j), gd));
+                LC_VT dzv = LC_VZERO;
                 if (z) {
                     /* dz = dout * ypre * silu'(z),  silu'(z) = s (1 + z (1 - s)) */
-                    LC_VT zz = LC_VLOAD(zb + o), go = LC_VLOAD(gob + o), s = LC_VLOAD(sgb + o);
-                    LC_VT yp = LC_LANES(ypre + row + 8 * k, nh[k], tmp);
+                    LC_VT zz = LC_VLOAD(zb + o), go = LC_VLOAD(gob + o), sg = LC_VLOAD(sgb + o);
+                    LC_VT yp = full ? LC_VLOAD(ypre + cc) : LC_LANES(ypre + cc, nh, tmp);
                     LC_VT one = LC_VSET1((LC_ST)1);
-                    LC_VT ds = LC_VMUL(s, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, s))));
-                    LC_LANES_OUT(dz + row + 8 * k, LC_VMUL(LC_VMUL(go, yp), ds), nh[k], tmp);
+                    LC_VT ds = LC_VMUL(sg, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, sg))));
+                    dzv = LC_VMUL(LC_VMUL(go, yp), ds);
+                }
+                if (full) {
+                    LC_VSTORE(du + cc, duv);
+                    LC_VSTORE(ddelta + cc, gd);
+                    if (z) LC_VSTORE(dz + cc, dzv);
+                } else {
+                    LC_LANES_OUT(du + cc, duv, nh, tmp);
+                    LC_LANES_OUT(ddelta + cc, gd, nh, tmp);
+                    if (z) LC_LANES_OUT(dz + cc, dzv, nh, tmp);
                 }
             }
         }
     }
-    for (int64_t n = 0; n < N; n++)
+    for (int64_t k = 0; k < ns; k++) {
+        const int64_t d0 = d0s + k * 16;
+        const int nl = LC_UNL(k);
+        for (int64_t n = 0; n < N; n++)
+            for (int i = 0; i < nl; i++) {
+                dAp[(b * D + d0 + i) * N + n] = dAa[(k * N + n) * 16 + i];
+                if (dh0) dh0[(b * D + d0 + i) * N + n] = carr[(k * N + n) * 16 + i];
+            }
         for (int i = 0; i < nl; i++) {
-            dAp[(b * D + d0 + i) * N + n] = dAa[n * 16 + i];
-            if (dh0) dh0[(b * D + d0 + i) * N + n] = carr[n * 16 + i];
-        }
-    for (int k = 0; k < 2; k++) {
-        LC_ST t1[8], t2[8];
-        LC_VSTORE(t1, dDacc[k]);
-        LC_VSTORE(t2, dbacc[k]);
-        for (int i = 0; i < nh[k]; i++) {
-            if (dDp) dDp[b * D + d0 + 8 * k + i] = t1[i];
-            if (ddbp) ddbp[b * D + d0 + 8 * k + i] = t2[i];
+            if (dDp) dDp[b * D + d0 + i] = dDs[k * 16 + i];
+            if (ddbp) ddbp[b * D + d0 + i] = dbs[k * 16 + i];
         }
     }
+#undef LC_UNL
 }
 
 /* the vocabulary belongs to one instantiation */

@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from lutcore import _simd
+from lutcore import _simd, _workspace
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
@@ -168,11 +168,13 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
         g["delta_bias"] = np.zeros(Dm, dt)
     if ctx.initial_state is not None:
         g["initial_state"] = np.zeros((bsz, Dm, N), dt)
-    dAp = np.empty((bsz, Dm, N), dt)
-    dBp = np.empty((bsz, ng, N, L), dt)
-    dCp = np.empty((bsz, ng, N, L), dt)
-    dDp = np.empty((bsz, Dm), dt) if ctx.D is not None else None
-    ddbp = np.empty((bsz, Dm), dt) if ctx.delta_bias is not None else None
+    # per-(batch, channel-group) partials, reduced in the kernel: scratch, not fresh pages
+    dAp = _workspace.scratch("scan_dA", bsz * Dm * N, dt).reshape(bsz, Dm, N)
+    dBp = _workspace.scratch("scan_dB", bsz * ng * N * L, dt).reshape(bsz, ng, N, L)
+    dCp = _workspace.scratch("scan_dC", bsz * ng * N * L, dt).reshape(bsz, ng, N, L)
+    dDp = _workspace.scratch("scan_dD", bsz * Dm, dt).reshape(bsz, Dm) if ctx.D is not None else None
+    ddbp = (_workspace.scratch("scan_ddb", bsz * Dm, dt).reshape(bsz, Dm)
+            if ctx.delta_bias is not None else None)
     _m.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),
                 g.get("initial_state"), dAp, dBp, dCp, dDp, ddbp,
                 dy, ctx.u, ctx.delta, ctx.A, ctx.B, ctx.C, ctx.D, ctx.z, ctx.delta_bias, ctx.chunk_states,

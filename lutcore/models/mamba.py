@@ -31,6 +31,7 @@ from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops import scan as _scan
 from lutcore.ops.mathfn import sigmoid, silu
+from lutcore.ops.matmul import matmul
 
 __all__ = ["MambaConfig", "Mamba1Block", "MambaLM"]
 
@@ -190,14 +191,47 @@ class Mamba1Block:
         al = self.p("mixer.A_log")
         return -np.exp(np.clip(al, A_LOG_LO, A_LOG_HI))
 
+    def _in_proj(self, xn):
+        """in_proj split into its x and z halves: (xi, z), each C-contiguous.
+
+        In float the halves are two matmuls into their own arrays (no copy out
+        of a (.., 2E) product); through units, one product then copies."""
+        E, W = self.cfg.d_inner, self.p("mixer.in_proj.weight")
+        bias = self.params.get(self.prefix + "mixer.in_proj.bias")
+        mm = self._mm.get("in_proj")
+        if mm is not None:
+            proj = nn.linear_fwd(xn, W, bias, mm)
+            return np.ascontiguousarray(proj[..., :E]), np.ascontiguousarray(proj[..., E:])
+        lead, x2 = xn.shape[:-1], xn.reshape(-1, xn.shape[-1])
+        xi, z = matmul(x2, W[:E].T), matmul(x2, W[E:].T)
+        if bias is not None:
+            xi += bias[:E]
+            z += bias[E:]
+        return xi.reshape(*lead, E), z.reshape(*lead, E)
+
+    def _in_proj_bwd(self, dxi, dz, xn, grads):
+        """Backward of ``_in_proj``: accumulates in_proj's gradients, returns dxn."""
+        E, W, pre = self.cfg.d_inner, self.p("mixer.in_proj.weight"), self.prefix
+        gw, gbias = grads[pre + "mixer.in_proj.weight"], grads.get(pre + "mixer.in_proj.bias")
+        mm = self._mm.get("in_proj")
+        if mm is not None:
+            return nn.linear_bwd(np.concatenate([dxi, dz], axis=-1), xn, W, gw, gbias, mm)
+        x2 = xn.reshape(-1, xn.shape[-1])
+        dxi2, dz2 = dxi.reshape(-1, E), dz.reshape(-1, E)
+        matmul(dxi2.T, x2, out=gw[:E], accumulate=True)       # the rows of each half: dW = dY^T X
+        matmul(dz2.T, x2, out=gw[E:], accumulate=True)
+        dxn = matmul(dxi2, W[:E])                             # dX = dXi W_x + dZ W_z
+        matmul(dz2, W[E:], out=dxn, accumulate=True)
+        if gbias is not None:
+            gbias[:E] += dxi2.sum(axis=0)
+            gbias[E:] += dz2.sum(axis=0)
+        return dxn.reshape(xn.shape)
+
     def forward(self, x, save=True):
         cfg, P = self.cfg, self.p
         E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
         xn, rstd = nn.rmsnorm_fwd(x, P("norm.weight"), cfg.rms_eps)
-        proj = nn.linear_fwd(xn, P("mixer.in_proj.weight"), self.params.get(self.prefix + "mixer.in_proj.bias"),
-                             self._mm.get("in_proj"))
-        xi = np.ascontiguousarray(proj[..., :E])
-        z = np.ascontiguousarray(proj[..., E:])
+        xi, z = self._in_proj(xn)
         cw = P("mixer.conv1d.weight").reshape(E, -1)
         xc = _scan.causal_conv1d(xi, cw, self.params.get(self.prefix + "mixer.conv1d.bias"), threads=self.threads)
         xa = silu(xc, threads=self.threads)
@@ -237,17 +271,20 @@ class Mamba1Block:
         ddbc = np.concatenate([dts, sg["B"], sg["C"]], axis=-1)
         dxa = nn.linear_bwd(ddbc, xa, P("mixer.x_proj.weight"), g("mixer.x_proj.weight"),
                             gb("mixer.x_proj.bias"), self._mm.get("x_proj"))
-        dxa = dxa + sg["u"]
+        dxa += sg["u"]
+        # dxc = dxa * silu'(xc), silu' = s (1 + xc (1 - s)), in one buffer
         s = sigmoid(xc, threads=self.threads)
-        dxc = dxa * (s * (1 + xc * (1 - s)))
+        dxc = 1 - s
+        dxc *= xc
+        dxc += 1
+        dxc *= s
+        dxc *= dxa
         cw = P("mixer.conv1d.weight").reshape(E, -1)
-        dxi, dcw, dcb = _scan.causal_conv1d_backward(np.ascontiguousarray(dxc), xi, cw, threads=self.threads)
+        dxi, dcw, dcb = _scan.causal_conv1d_backward(dxc, xi, cw, threads=self.threads)
         g("mixer.conv1d.weight")[...] += dcw.reshape(E, 1, -1)
         if cfg.conv_bias:
             g("mixer.conv1d.bias")[...] += dcb
-        dproj = np.concatenate([dxi, sg["z"]], axis=-1)
-        dxn = nn.linear_bwd(dproj, xn, P("mixer.in_proj.weight"), g("mixer.in_proj.weight"),
-                            gb("mixer.in_proj.bias"), self._mm.get("in_proj"))
+        dxn = self._in_proj_bwd(dxi, sg["z"], xn, grads)
         dx = nn.rmsnorm_bwd(dxn, x, P("norm.weight"), rstd, g("norm.weight"))
         return dres + dx
 
@@ -258,10 +295,7 @@ class Mamba1Block:
         E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
         conv_state, h = state
         xn, _ = nn.rmsnorm_fwd(x, P("norm.weight"), cfg.rms_eps)
-        proj = nn.linear_fwd(xn, P("mixer.in_proj.weight"), self.params.get(self.prefix + "mixer.in_proj.bias"),
-                             self._mm.get("in_proj"))
-        xi = np.ascontiguousarray(proj[:, :E])
-        z = np.ascontiguousarray(proj[:, E:])
+        xi, z = self._in_proj(xn)
         cw = P("mixer.conv1d.weight").reshape(E, -1)
         xc = _scan.causal_conv1d_step(xi, conv_state, cw, self.params.get(self.prefix + "mixer.conv1d.bias"))
         xa = silu(xc)

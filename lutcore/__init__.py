@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from lutcore._alloc import cache_info, empty_cache, set_cache_limit
 from lutcore._simd import available_simd, get_simd, set_simd
 from lutcore._threads import get_num_threads, set_num_threads
 from lutcore.audit import AuditError, get_audit, set_audit
@@ -20,13 +21,13 @@ __all__ = [
     "Units", "lut_gemm", "pack_b", "PackedB", "quantize", "Q8", "qmatmul", "requant", "relu8",
     "fp16_round", "fp16_encode", "fp16_decode", "set_audit", "get_audit", "AuditError",
     "set_num_threads", "get_num_threads", "set_simd", "get_simd", "available_simd",
-    "show_config", "config",
+    "show_config", "config", "cache_info", "empty_cache", "set_cache_limit",
 ]
 
 
 def config() -> dict:
     """Build and runtime facts as a dict (what ``show_config`` prints)."""
-    from lutcore import _simd
+    from lutcore import _alloc, _simd
     from lutcore._native import _cpu
     return {
         "version": __version__,
@@ -38,6 +39,7 @@ def config() -> dict:
         "kernel_bodies": {"lut_gemm/qmatmul": ["generic", "avx2"],
                           "requant/fp16": ["generic", "avx2"]},
         "audit_rate": get_audit(),
+        "memory_reuse": _alloc.ENABLED,
     }
 
 
@@ -52,3 +54,4 @@ def show_config() -> None:
     for fam, bodies in c["kernel_bodies"].items():
         print(f"  bodies {fam}: {', '.join(bodies)} (a higher path runs the best lower body)")
     print(f"  audit rate:      {c['audit_rate']}")
+    print(f"  memory reuse:    {'on' if c['memory_reuse'] else 'off (LUTCORE_REUSE_MEMORY=0)'}")

@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from lutcore._alloc import reusing
+
 from lutcore import _check
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
@@ -256,6 +258,7 @@ class GPT(LanguageModel):
         logits = nn.linear_fwd(hf, P["wte"], None, self._mm)                                 # (B, L, V)
         return logits, (caches, hf, lnf)
 
+    @reusing
     def forward(self, ids):
         """ids (batch, L) or (L,), L <= context -> logits (batch, L, vocab)."""
         return self._forward(self._ids(ids), save=False)[0]
@@ -269,6 +272,7 @@ class GPT(LanguageModel):
             raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
         return nn.cross_entropy(self.forward(ids), targets)[0]
 
+    @reusing
     def loss_and_grads(self, ids, targets, grads: dict | None = None):
         """Mean cross-entropy over all positions and {name: gradient}.
 

@@ -26,6 +26,8 @@ import os
 
 import numpy as np
 
+from lutcore._alloc import reusing
+
 from lutcore import _check
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
@@ -227,6 +229,7 @@ class Mamba1Block:
             gbias[E:] += dz2.sum(axis=0)
         return dxn.reshape(xn.shape)
 
+    @reusing
     def forward(self, x, save=True):
         cfg, P = self.cfg, self.p
         E, N, R = cfg.d_inner, cfg.d_state, cfg.rank
@@ -251,6 +254,7 @@ class Mamba1Block:
         cache = (x, xn, rstd, xi, xc, xa, ts, sctx, y) if save else None
         return res, cache
 
+    @reusing
     def backward(self, dres, cache, grads):
         cfg, P, pre = self.cfg, self.p, self.prefix
         E = cfg.d_inner
@@ -409,6 +413,7 @@ class MambaLM(LanguageModel):
         logits = nn.linear_fwd(hf, self.head_weight, None, self._head_mm)
         return logits, (ids, caches, h, hf, rstd)
 
+    @reusing
     def forward(self, ids):
         """ids (batch, L) or (L,) -> logits (batch, L, vocab)."""
         return self._forward(self._ids(ids), save=False)[0]
@@ -419,6 +424,7 @@ class MambaLM(LanguageModel):
         logits = self.forward(ids)
         return nn.cross_entropy(logits, self._ids(targets, "targets"))[0]
 
+    @reusing
     def loss_and_grads(self, ids, targets, grads: dict | None = None):
         """Mean cross-entropy over all positions and {name: gradient}.
 

@@ -21,6 +21,7 @@ import dataclasses
 import numpy as np
 
 from lutcore import _simd, _workspace
+from lutcore._alloc import reusing
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
@@ -93,6 +94,7 @@ def _validate(u, delta, A, B, C, D, z, delta_bias, initial_state, discretization
             _arr(initial_state, "initial_state", dt, (bsz, Dm, N)))
 
 
+@reusing
 def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True,
                            discretization="zoh", initial_state=None, return_last_state=False,
                            threads=None, save_for_backward=True, chunk=CHUNK, out=None):
@@ -138,6 +140,7 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     return (y, last) if return_last_state else y
 
 
+@reusing
 def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=None, z=None,
                             delta_bias=None, delta_softplus=True, discretization="zoh",
                             initial_state=None, threads=None, ctx: ScanContext | None = None):

@@ -22,7 +22,12 @@
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
+#ifndef LC_SCAN_PF
 #define LC_SCAN_PF 4             /* forward: rows are prefetched this many steps ahead */
+#endif
+#ifndef LC_SCAN_PFH
+#define LC_SCAN_PFH 3
+#endif
 #define LC_SCAN_SPAN 8           /* forward work item: 8 units of 16 channels, time blocks outer */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */

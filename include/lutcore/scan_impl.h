@@ -52,8 +52,8 @@ static inline void LC_V_NAME(fetch_rows)(const LC_ST *p, int64_t r0, int64_t r1,
  * of its use (rows are D apart, a page or more: the prefetchers do not follow). */
 static inline void LC_V_NAME(fetch_run)(const LC_ST *p, int64_t n) {
     if (!p || n <= 0) return;
-    for (int64_t c = 0; c < n; c += 64 / (int64_t)sizeof(LC_ST)) __builtin_prefetch(p + c, 0, 3);
-    __builtin_prefetch(p + n - 1, 0, 3);
+    for (int64_t c = 0; c < n; c += 64 / (int64_t)sizeof(LC_ST)) __builtin_prefetch(p + c, 0, LC_SCAN_PFH);
+    __builtin_prefetch(p + n - 1, 0, LC_SCAN_PFH);
 }
 
 /* One state n over nt time steps for both halves of a 16-lane unit: two
@@ -234,48 +234,54 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
 #undef LC_NH
 }
 
-/* Reverse pass of one state n over one chunk, one half (8 lanes) of a unit.
- * hb/ab/pb: the chunk's recomputed states, Abar and (zoh) phi1 rows; hp0 is the
- * state before the chunk.  Accumulates sdw (sum over n of d(dt u)), sdx (sum
- * over n of dx A), dA (dx dt over t); writes the per-step dC/dB products
- * (this half's, to be added to the other half's) into pcv/pbv. */
-LC_V_TARGET static inline __attribute__((always_inline)) LC_VT LC_V_NAME(scan_bwd_rev)(
-    LC_VT carry, LC_VT *dAacc, LC_VT An, LC_VT hp0, const LC_ST *hb, const LC_ST *ab, const LC_ST *pb,
-    const LC_ST *dtb, const LC_ST *wb, const LC_ST *dyb, LC_ST *sdw, LC_ST *sdx, LC_ST *pcv, LC_ST *pbv,
-    const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, int first, const int zoh) {
-    LC_VT dA = *dAacc;
+/* Reverse pass of one state n over one chunk, both halves (8 lanes each) of a
+ * unit at once: two independent carry chains share the B/C broadcasts and
+ * overlap their latencies.  hb/ab/pb: the chunk's recomputed states, Abar and
+ * (zoh) phi1 rows, (nt, 16); hp0: the state before the chunk.  Accumulates sdw
+ * (sum over n of d(dt u)), sdx (sum over n of dx A), dA (dx dt over t); writes
+ * the per-step dC/dB products, half 0 + half 1, into pcv/pbv (nt, 8).  An
+ * inlined literal zoh removes the branch. */
+LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_bwd_rev)(
+    LC_VT *carry, LC_VT *dAacc, const LC_VT *An, const LC_VT *hp0, const LC_ST *hb, const LC_ST *ab,
+    const LC_ST *pb, const LC_ST *dtb, const LC_ST *wb, const LC_ST *dyb, LC_ST *sdw, LC_ST *sdx,
+    LC_ST *pcv, LC_ST *pbv, const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh) {
+    LC_VT c0 = carry[0], c1 = carry[1], dA0 = dAacc[0], dA1 = dAacc[1];
     for (int64_t t = nt - 1; t >= 0; t--) {
         const int64_t r = t * 16;
-        LC_VT dyy = LC_VLOAD(dyb + r), a = LC_VLOAD(ab + r), w = LC_VLOAD(wb + r);
-        LC_VT hp = t > 0 ? LC_VLOAD(hb + r - 16) : hp0;
-        LC_VT Bt = LC_VSET1(Bn[t * N]);
-        LC_VT g = LC_VFMA(dyy, LC_VSET1(Cn[t * N]), carry);          /* dL/dh_t */
-        LC_VT cprod = LC_VMUL(dyy, LC_VLOAD(hb + r));
-        LC_VT dq = LC_VMUL(g, Bt);                                    /* d(Bbar u) / dB = q */
-        LC_VT dx = LC_VMUL(LC_VMUL(g, hp), a);                        /* through Abar = exp(x) */
-        LC_VT q = w, dw = dq;
-        if (zoh) {
-            LC_VT p = LC_VLOAD(pb + r), dt = LC_VLOAD(dtb + r);
-            LC_VT x = LC_VMUL(dt, An);
-            q = LC_VMUL(p, w);
-            dw = LC_VMUL(dq, p);
-            dx = LC_VFMA(LC_VMUL(dq, w), LC_VDPHI1(x, a, p), dx);
+        LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
+        LC_VT cprod[2], bprod[2];
+#define LC_REV_HALF(k, cr, dA)                                                                    \
+        {                                                                                         \
+            const int64_t o = r + 8 * (k);                                                        \
+            LC_VT dyy = LC_VLOAD(dyb + o), a = LC_VLOAD(ab + o), w = LC_VLOAD(wb + o);            \
+            LC_VT hp = t > 0 ? LC_VLOAD(hb + o - 16) : hp0[k];                                    \
+            LC_VT g = LC_VFMA(dyy, Ct, cr);                              /* dL/dh_t */            \
+            cprod[k] = LC_VMUL(dyy, LC_VLOAD(hb + o));                                            \
+            LC_VT dq = LC_VMUL(g, Bt);                                   /* d(Bbar u) / dB = q */ \
+            LC_VT dx = LC_VMUL(LC_VMUL(g, hp), a);                       /* through Abar = exp(x) */ \
+            LC_VT q = w, dw = dq;                                                                 \
+            if (zoh) {                                                                            \
+                LC_VT p = LC_VLOAD(pb + o), x = LC_VMUL(LC_VLOAD(dtb + o), An[k]);                \
+                q = LC_VMUL(p, w);                                                                \
+                dw = LC_VMUL(dq, p);                                                              \
+                dx = LC_VFMA(LC_VMUL(dq, w), LC_VDPHI1(x, a, p), dx);                             \
+            }                                                                                     \
+            bprod[k] = LC_VMUL(g, q);                                                             \
+            LC_VSTORE(sdw + o, LC_VADD(LC_VLOAD(sdw + o), dw));                                   \
+            LC_VSTORE(sdx + o, LC_VFMA(dx, An[k], LC_VLOAD(sdx + o)));                            \
+            dA = LC_VFMA(dx, LC_VLOAD(dtb + o), dA);                                              \
+            cr = LC_VMUL(a, g);                                                                   \
         }
-        LC_VT bprod = LC_VMUL(g, q);
-        if (first) {
-            LC_VSTORE(pcv + t * 8, cprod);
-            LC_VSTORE(pbv + t * 8, bprod);
-        } else {
-            LC_VSTORE(pcv + t * 8, LC_VADD(LC_VLOAD(pcv + t * 8), cprod));
-            LC_VSTORE(pbv + t * 8, LC_VADD(LC_VLOAD(pbv + t * 8), bprod));
-        }
-        LC_VSTORE(sdw + r, LC_VADD(LC_VLOAD(sdw + r), dw));
-        LC_VSTORE(sdx + r, LC_VFMA(dx, An, LC_VLOAD(sdx + r)));
-        dA = LC_VFMA(dx, LC_VLOAD(dtb + r), dA);
-        carry = LC_VMUL(a, g);
+        LC_REV_HALF(0, c0, dA0)
+        LC_REV_HALF(1, c1, dA1)
+#undef LC_REV_HALF
+        LC_VSTORE(pcv + t * 8, LC_VADD(cprod[0], cprod[1]));
+        LC_VSTORE(pbv + t * 8, LC_VADD(bprod[0], bprod[1]));
     }
-    *dAacc = dA;
-    return carry;
+    carry[0] = c0;
+    carry[1] = c1;
+    dAacc[0] = dA0;
+    dAacc[1] = dA1;
 }
 
 /* Backward of a group of units [k0, k1) (16 channels each, the last one
@@ -417,19 +423,19 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                         LC_VSTORE(ab + r + 8 * hh, a);
                     }
                 }
-                for (int hh = 0; hh < 2; hh++) {
-                    const int64_t o = ko + 8 * hh;
-                    LC_VT cr = LC_VLOAD(carr + q + 8 * hh), dA = LC_VLOAD(dAa + q + 8 * hh);
+                {
+                    LC_VT cr[2] = {LC_VLOAD(carr + q), LC_VLOAD(carr + q + 8)};
+                    LC_VT dA[2] = {LC_VLOAD(dAa + q), LC_VLOAD(dAa + q + 8)};
                     if (zoh)
-                        cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[hh], hp0[hh], hb + 8 * hh, ab + 8 * hh, pb + 8 * hh,
-                                                     dtb + o, wb + o, dyb + o, sdw + o, sdx + o,
-                                                     pcv, pbv, Bn, Cn, N, nt, hh == 0, 1);
+                        LC_V_NAME(scan_bwd_rev)(cr, dA, An, hp0, hb, ab, pb, dtb + ko, wb + ko, dyb + ko,
+                                                sdw + ko, sdx + ko, pcv, pbv, Bn, Cn, N, nt, 1);
                     else
-                        cr = LC_V_NAME(scan_bwd_rev)(cr, &dA, An[hh], hp0[hh], hb + 8 * hh, ab + 8 * hh, pb + 8 * hh,
-                                                     dtb + o, wb + o, dyb + o, sdw + o, sdx + o,
-                                                     pcv, pbv, Bn, Cn, N, nt, hh == 0, 0);
-                    LC_VSTORE(carr + q + 8 * hh, cr);
-                    LC_VSTORE(dAa + q + 8 * hh, dA);
+                        LC_V_NAME(scan_bwd_rev)(cr, dA, An, hp0, hb, ab, pb, dtb + ko, wb + ko, dyb + ko,
+                                                sdw + ko, sdx + ko, pcv, pbv, Bn, Cn, N, nt, 0);
+                    LC_VSTORE(carr + q, cr[0]);
+                    LC_VSTORE(carr + q + 8, cr[1]);
+                    LC_VSTORE(dAa + q, dA[0]);
+                    LC_VSTORE(dAa + q + 8, dA[1]);
                 }
                 /* lane sums of the per-step products, 8 steps at a time, into the (N, L) partials */
                 LC_ST *dCr = dCp + n * L + t0, *dBr = dBp + n * L + t0;

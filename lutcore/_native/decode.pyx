@@ -29,6 +29,12 @@ cdef extern from "lutcore/gemm.h" nogil:
                              int64_t bk, int64_t nblk, int isa, int nthreads)
     int LC_MR
 
+cdef extern from "lutcore/attn.h" nogil:
+    void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
+                        int64_t S, int64_t hd, float *kt, int isa)
+    void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
+                        int64_t S, int64_t hd, int isa)
+
 cdef extern from "lutcore/mathfn.h" nogil:
     void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
     int LC_FN_EXP, LC_FN_SILU
@@ -217,10 +223,12 @@ cdef class DecodeLayer:
             for i in range(hd):
                 Kc[(kv * cap + pos) * hd + i] = self.rq[Q + kv * hd + i]
                 Vc[(kv * cap + pos) * hd + i] = self.qkvb[Q + KVd + kv * hd + i]
-        # scores (KV, g, S) = q (KV, g, hd) @ K^T: the stage's batched product, same kernel and strides
-        # (one thread: a few thousand products, less than waking a team; bits do not depend on it)
-        lc_sgemm(self.sc, g * S, S, q, g * hd, hd, 1, Kc, cap * hd, 1, hd, KV, g, S, hd, 0, self.swork, NULL,
-                 isa, 1)
+        # scores (KV, g, S) = q (KV, g, hd) @ K^T: the stage's batched sgemm product, element by element
+        # the same fma chains (lutcore/attn.h) without packing the cache; one thread (a few thousand
+        # products, less than waking a team)
+        for kv in range(KV):
+            lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
+                           self.swork, isa)
         for r in range(H):
             s = self.sc + r * S
             if self.window > 0:
@@ -237,9 +245,9 @@ cdef class DecodeLayer:
             _rowsum_into(&tot, s, S)
             for j in range(S):
                 s[j] = s[j] / tot
-        # att (KV, g, hd) = p (KV, g, S) @ V (KV, S, hd); (KV, g) row order is head order
-        lc_sgemm(self.att, g * hd, hd, self.sc, g * S, S, 1, Vc, cap * hd, hd, 1, KV, g, hd, S, 0, self.swork, NULL,
-                 isa, 1)
+        # att (KV, g, hd) = p (KV, g, S) @ V (KV, S, hd), the sgemm's chains; (KV, g) row order is head order
+        for kv in range(KV):
+            lc_attn_values(self.att + kv * g * hd, hd, self.sc + kv * g * S, S, g, Vc + kv * cap * hd, S, hd, isa)
         if self.o.run(self.ob, self.att, isa, nt):
             return -1
         for i in range(C):
@@ -255,3 +263,31 @@ cdef class DecodeLayer:
         for i in range(C):
             x[i] = x[i] + self.ob[i]
         return 0
+
+
+def attn_scores(const float[:, ::1] q, const float[:, ::1] K, int isa):
+    """(R, S) = q (R, hd) @ K (S, hd)^T through lutcore/attn.h (tests: equal to the sgemm's bits)."""
+    cdef int64_t R = q.shape[0], hd = q.shape[1], S = K.shape[0]
+    if K.shape[1] != hd:
+        raise ValueError(f"K: expected (S, {hd}), got ({K.shape[0]}, {K.shape[1]})")
+    out = cnp.PyArray_EMPTY(2, [R, S], cnp.NPY_FLOAT32, 0)
+    kt = cnp.PyArray_EMPTY(1, [hd * 8 + 1], cnp.NPY_FLOAT32, 0)
+    cdef float *po = _f(out)
+    cdef float *pk = _f(kt)
+    if R and S:
+        with nogil:
+            lc_attn_scores(po, S, &q[0, 0], hd, R, &K[0, 0], S, hd, pk, isa)
+    return out
+
+
+def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
+    """(R, hd) = p (R, S) @ V (S, hd) through lutcore/attn.h (tests: equal to the sgemm's bits)."""
+    cdef int64_t R = p.shape[0], S = p.shape[1], hd = V.shape[1]
+    if V.shape[0] != S:
+        raise ValueError(f"V: expected ({S}, hd), got ({V.shape[0]}, {V.shape[1]})")
+    out = cnp.PyArray_EMPTY(2, [R, hd], cnp.NPY_FLOAT32, 0)
+    cdef float *po = _f(out)
+    if R and hd:
+        with nogil:
+            lc_attn_values(po, hd, &p[0, 0], S, R, &V[0, 0], S, hd, isa)
+    return out

@@ -75,3 +75,20 @@ def test_bad_input():
         matmul(a, np.zeros((4, 2), np.float32), out=np.zeros((3, 3), np.float32))
     with pytest.raises(ValueError, match="do not multiply"):
         matmul(a, pack_matrix(np.zeros((5, 2), np.float32)))
+
+
+@pytest.mark.parametrize("K, N", [(1, 1), (300, 200), (70, 64), (513, 37)])
+def test_packed_row_gemv_equals_tiles_bitwise(simd, K, N):
+    """One row against packed panels takes the GEMV path (four panels at a time): the
+    same bits as that row inside a tiled product, with and without accumulate."""
+    rng = np.random.default_rng(K + N)
+    a = rng.standard_normal((7, K)).astype(np.float32)
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    lutcore.set_simd(simd)
+    full = matmul(a, w.T)
+    pw = pack_matrix(w.T)
+    for r in (0, 6):
+        assert np.array_equal(matmul(a[r:r + 1], pw).view(np.uint32), full[r:r + 1].view(np.uint32))
+        acc = np.full((1, N), 0.5, np.float32)
+        matmul(a[r:r + 1], pw, out=acc, accumulate=True)
+        assert np.array_equal(acc.view(np.uint32), (np.float32(0.5) + full[r:r + 1]).view(np.uint32))

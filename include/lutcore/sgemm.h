@@ -68,6 +68,13 @@ static void lc_smk_generic(float *tile, const float *ap, int64_t aks, int64_t ar
     memcpy(tile, acc, sizeof(acc));
 }
 
+/* one row of the generic kernel: t[c] = chain over k of a[k] b[k][c] */
+static void lc_smk_generic_1row(float *t, const float *a, const float *bp, int64_t K) {
+    for (int c = 0; c < LC_SNR; c++) t[c] = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        for (int c = 0; c < LC_SNR; c++) t[c] = fmaf(a[k], bp[k * LC_SNR + c], t[c]);
+}
+
 #if LC_X86
 LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
@@ -133,6 +140,58 @@ LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, int64_t ks, i
 LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 5, init); }
 #endif
 
+/* One row against prepacked panels (decoding's GEMV): four panels at a time,
+ * eight independent chains, so a thread keeps four weight streams in flight.
+ * Each output element is still one fma chain over k in order from zero: the
+ * bits of the tiled kernels. */
+static void lc_sgemv_panels_generic(float *y, const float *x, const float *Bp, int64_t K, int64_t N,
+                                    int64_t q0, int64_t q1, int accumulate) {
+    for (int64_t q = q0; q < q1; q++) {
+        float t[LC_SNR];
+        lc_smk_generic_1row(t, x, Bp + q * K * LC_SNR, K);
+        int64_t c0 = q * LC_SNR, nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
+        for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+    }
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const float *Bp, int64_t K, int64_t N,
+                                                int64_t q0, int64_t q1, int accumulate) {
+    for (int64_t q = q0; q < q1; q += 4) {
+        const int np = (int)(q1 - q < 4 ? q1 - q : 4);
+        __m256 a[4][2];
+        const float *b[4];
+        for (int p = 0; p < 4; p++) {
+            a[p][0] = a[p][1] = _mm256_setzero_ps();
+            b[p] = Bp + (q + (p < np ? p : 0)) * K * LC_SNR;
+        }
+        if (np == 4) {
+            for (int64_t k = 0; k < K; k++) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                for (int p = 0; p < 4; p++) {
+                    a[p][0] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR), a[p][0]);
+                    a[p][1] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR + 8), a[p][1]);
+                }
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                for (int p = 0; p < np; p++) {
+                    a[p][0] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR), a[p][0]);
+                    a[p][1] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR + 8), a[p][1]);
+                }
+            }
+        }
+        for (int p = 0; p < np; p++) {
+            float t[LC_SNR];
+            _mm256_storeu_ps(t, a[p][0]);
+            _mm256_storeu_ps(t + 8, a[p][1]);
+            int64_t c0 = (q + p) * LC_SNR, nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
+            for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+        }
+    }
+}
+#endif
+
 /* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
  * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
 static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
@@ -143,6 +202,19 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
                      const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                      int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
+    if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
+        const int64_t np = (N + LC_SNR - 1) / LC_SNR, ng = (np + 3) / 4;
+        LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
+        for (int64_t gi = 0; gi < ng; gi++) {
+            const int64_t q0 = gi * 4, q1 = q0 + 4 < np ? q0 + 4 : np;
+#if LC_X86
+            if (isa >= LC_ISA_AVX2) lc_sgemv_panels_avx2(C, A, Bpre, K, N, q0, q1, accumulate);
+            else
+#endif
+            lc_sgemv_panels_generic(C, A, Bpre, K, N, q0, q1, accumulate);
+        }
+        return;
+    }
     int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
     size_t per = lc_sgemm_work(M, N, K);
     int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;

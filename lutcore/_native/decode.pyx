@@ -9,6 +9,7 @@ sgemm, the Q8 quantizer and block-scaled GEMMs, lutcore's exp/silu), so cached
 decoding keeps giving the bits of a full recompute.  Python validates; here we
 only take pointers, release the GIL and compute.
 """
+from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
 from libc.math cimport sqrtf, INFINITY
 cimport numpy as cnp
@@ -191,16 +192,45 @@ cdef class DecodeLayer:
             rc = self._run(px, pk, pv, cap, pos, pc, ps, isa, nthreads)
         return rc
 
+    cdef void _attend(self, int64_t kv, const float *q, const float *Kc, const float *Vc, int64_t cap,
+                      int64_t pos, int isa) noexcept nogil:
+        """KV head kv: scores of its g query heads, softmax, weighted values into att."""
+        cdef int64_t H = self.H, KV = self.KV, hd = self.hd, g = H // KV, S = pos + 1
+        cdef int64_t r, j
+        cdef float m, tot
+        cdef float *s
+        # scores (g, S) = q (g, hd) @ K^T: the stage's batched sgemm product, element by element the
+        # same fma chains (lutcore/attn.h), without packing the cache
+        lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
+                       self.swork + kv * (hd * 8 + 16), isa)
+        for r in range(kv * g, (kv + 1) * g):
+            s = self.sc + r * S
+            if self.window > 0:
+                for j in range(S):
+                    if pos - j >= self.window:
+                        s[j] = -INFINITY
+            m = s[0]
+            for j in range(1, S):
+                if s[j] > m:
+                    m = s[j]
+            for j in range(S):
+                s[j] = s[j] - m
+            lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
+            _rowsum_into(&tot, s, S)
+            for j in range(S):
+                s[j] = s[j] / tot
+        # att (g, hd) = p (g, S) @ V (S, hd), the sgemm's chains; (KV, g) row order is head order
+        lc_attn_values(self.att + kv * g * hd, hd, self.sc + kv * g * S, S, g, Vc + kv * cap * hd, S, hd, isa)
+
     cdef int _run(self, float *x, float *Kc, float *Vc, int64_t cap, int64_t pos, const float *cs,
                   const float *sn, int isa, int nt) noexcept nogil:
         cdef int64_t C = self.C, H = self.H, KV = self.KV, hd = self.hd, half = hd // 2
-        cdef int64_t g = H // KV, Q = H * hd, KVd = KV * hd, S = pos + 1, I = self.inter
-        cdef int64_t i, j, hh, kv, r
-        cdef float a, b, m, tot
+        cdef int64_t Q = H * hd, KVd = KV * hd, I = self.inter
+        cdef int64_t i, hh, kv
+        cdef float a, b
         cdef float *q
         cdef float *src
         cdef float *dst
-        cdef float *s
         _rmsnorm(self.h, x, self.n1w, C, self.eps)
         if self.qkv.run(self.qkvb, self.h, isa, nt):
             return -1
@@ -223,31 +253,13 @@ cdef class DecodeLayer:
             for i in range(hd):
                 Kc[(kv * cap + pos) * hd + i] = self.rq[Q + kv * hd + i]
                 Vc[(kv * cap + pos) * hd + i] = self.qkvb[Q + KVd + kv * hd + i]
-        # scores (KV, g, S) = q (KV, g, hd) @ K^T: the stage's batched sgemm product, element by element
-        # the same fma chains (lutcore/attn.h) without packing the cache; one thread (a few thousand
-        # products, less than waking a team)
-        for kv in range(KV):
-            lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
-                           self.swork, isa)
-        for r in range(H):
-            s = self.sc + r * S
-            if self.window > 0:
-                for j in range(S):
-                    if pos - j >= self.window:
-                        s[j] = -INFINITY
-            m = s[0]
-            for j in range(1, S):
-                if s[j] > m:
-                    m = s[j]
-            for j in range(S):
-                s[j] = s[j] - m
-            lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
-            _rowsum_into(&tot, s, S)
-            for j in range(S):
-                s[j] = s[j] / tot
-        # att (KV, g, hd) = p (KV, g, S) @ V (KV, S, hd), the sgemm's chains; (KV, g) row order is head order
-        for kv in range(KV):
-            lc_attn_values(self.att + kv * g * hd, hd, self.sc + kv * g * S, S, g, Vc + kv * cap * hd, S, hd, isa)
+        # per KV head, on its own thread when there are several (heads are independent; same bits)
+        if KV > 1 and nt > 1:
+            for kv in prange(KV, nogil=True, num_threads=nt, schedule="static"):
+                self._attend(kv, q, Kc, Vc, cap, pos, isa)
+        else:
+            for kv in range(KV):
+                self._attend(kv, q, Kc, Vc, cap, pos, isa)
         if self.o.run(self.ob, self.att, isa, nt):
             return -1
         for i in range(C):
@@ -291,3 +303,13 @@ def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
         with nogil:
             lc_attn_values(po, hd, &p[0, 0], S, R, &V[0, 0], S, hd, isa)
     return out
+
+
+def rmsnorm_row(float[::1] out, const float[::1] x, const float[::1] w, double eps):
+    """One row of the stage's RMSNorm (Stage._norm without bias), the same float32 steps."""
+    cdef int64_t C = x.shape[0]
+    if out.shape[0] != C or w.shape[0] != C:
+        raise ValueError(f"out, w: expected ({C},), got ({out.shape[0]},) and ({w.shape[0]},)")
+    if C:
+        with nogil:
+            _rmsnorm(&out[0], &x[0], &w[0], C, <float>eps)

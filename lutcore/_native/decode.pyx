@@ -305,11 +305,13 @@ def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
     return out
 
 
-def rmsnorm_row(float[::1] out, const float[::1] x, const float[::1] w, double eps):
-    """One row of the stage's RMSNorm (Stage._norm without bias), the same float32 steps."""
-    cdef int64_t C = x.shape[0]
-    if out.shape[0] != C or w.shape[0] != C:
-        raise ValueError(f"out, w: expected ({C},), got ({out.shape[0]},) and ({w.shape[0]},)")
-    if C:
+def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps):
+    """Rows of the stage's RMSNorm (Stage._norm without bias), the same float32 steps per row."""
+    cdef int64_t R = x.shape[0], C = x.shape[1], r
+    if out.shape[0] != R or out.shape[1] != C or w.shape[0] != C:
+        raise ValueError(f"out, w: expected ({R}, {C}) and ({C},), got ({out.shape[0]}, {out.shape[1]}) "
+                         f"and ({w.shape[0]},)")
+    if R and C:
         with nogil:
-            _rmsnorm(&out[0], &x[0], &w[0], C, <float>eps)
+            for r in range(R):
+                _rmsnorm(&out[r, 0], &x[r, 0], &w[0], C, <float>eps)

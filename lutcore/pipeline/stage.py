@@ -271,8 +271,8 @@ class Stage:
         """RMSNorm (b None) or LayerNorm (with bias) over the last axis, eps from the spec."""
         eps = np.float32(self.spec.norm_eps)
         C = np.float32(x.shape[-1])
-        if b is None and x.shape[0] == 1 and x.flags.c_contiguous and out.flags.c_contiguous:
-            _dec.rmsnorm_row(out[0], x[0], w, float(eps))        # one native call, the same steps
+        if b is None and x.ndim == 2 and x.flags.c_contiguous and out.flags.c_contiguous:
+            _dec.rmsnorm_rows(out, x, w, float(eps))              # one native call, the same steps
             return out
         if b is None:
             np.square(x, out=out)

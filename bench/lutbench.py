@@ -118,8 +118,12 @@ def _reset_hwm() -> bool:
 
 
 def _trim() -> None:
-    """Return freed heap memory to the OS (glibc), so it is not counted as held."""
+    """Return freed memory to the OS — lutcore's block cache and glibc's heap — so
+    it is not counted as held: the measured call allocates its working memory
+    afresh, and its peak is what the call needs, not what a cache kept."""
     gc.collect()
+    import lutcore
+    lutcore.empty_cache()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -78,13 +78,11 @@ static inline float lc_expf(float x) {
     float n = nearbyintf(x * LC_LOG2E);
     float r = fmaf(n, -LC_LN2_HI, x);
     r = fmaf(n, -LC_LN2_LO, r);
+    /* the polynomial in Estrin's form (pairs, then r^2): a short dependency chain */
     float r2 = r * r;
-    float p = LC_P0;
-    p = fmaf(p, r, LC_P1);
-    p = fmaf(p, r, LC_P2);
-    p = fmaf(p, r, LC_P3);
-    p = fmaf(p, r, LC_P4);
-    p = fmaf(p, r, LC_P5);
+    float p01 = fmaf(LC_P0, r, LC_P1), p23 = fmaf(LC_P2, r, LC_P3), p45 = fmaf(LC_P4, r, LC_P5);
+    float p = fmaf(p01, r2, p23);
+    p = fmaf(p, r2, p45);
     p = fmaf(p, r2, r);
     p = p + 1.0f;
     return p * lc_pow2if((int)n);
@@ -106,15 +104,12 @@ static inline float lc_logf(float x) {
     if (m > 1.41421356f) { m = m * 0.5f; e = e + 1.0f; }
     float xm = m - 1.0f, z = xm * xm;
     /* Horner in fused multiply-adds (vfmadd in AVX2: the same roundings) */
-    float q = 7.0376836292e-2f;
-    q = fmaf(q, xm, -1.1514610310e-1f);
-    q = fmaf(q, xm, 1.1676998740e-1f);
-    q = fmaf(q, xm, -1.2420140846e-1f);
-    q = fmaf(q, xm, 1.4249322787e-1f);
-    q = fmaf(q, xm, -1.6668057665e-1f);
-    q = fmaf(q, xm, 2.0000714765e-1f);
-    q = fmaf(q, xm, -2.4999993993e-1f);
-    q = fmaf(q, xm, 3.3333331174e-1f);
+    /* degree 8 in Estrin's form: pairs, quads (z = xm^2, z2 = z^2), then the top */
+    float z2 = z * z;
+    float q01 = fmaf(7.0376836292e-2f, xm, -1.1514610310e-1f), q23 = fmaf(1.1676998740e-1f, xm, -1.2420140846e-1f);
+    float q45 = fmaf(1.4249322787e-1f, xm, -1.6668057665e-1f), q67 = fmaf(2.0000714765e-1f, xm, -2.4999993993e-1f);
+    float q03 = fmaf(q01, z, q23), q47 = fmaf(q45, z, q67);
+    float q = fmaf(fmaf(q03, z2, q47), xm, 3.3333331174e-1f);
     float y = (xm * z) * q;
     y = fmaf(e, LC_LN2_LO, y);
     y = fmaf(-0.5f, z, y);
@@ -230,12 +225,11 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_fast_ps(__m256 x) {
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_HI), x);
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_LO), r);
     __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 p = _mm256_set1_ps(LC_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LC_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LC_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LC_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LC_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LC_P5));
+    __m256 p01 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P0), r, _mm256_set1_ps(LC_P1));
+    __m256 p23 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P2), r, _mm256_set1_ps(LC_P3));
+    __m256 p45 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P4), r, _mm256_set1_ps(LC_P5));
+    __m256 p = _mm256_fmadd_ps(p01, r2, p23);
+    p = _mm256_fmadd_ps(p, r2, p45);
     p = _mm256_fmadd_ps(p, r2, r);
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
     __m256 s2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
@@ -268,15 +262,13 @@ LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, nor
     m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
     e = _mm256_blendv_ps(e, _mm256_add_ps(e, _mm256_set1_ps(1.0f)), big);
     __m256 xm = _mm256_sub_ps(m, _mm256_set1_ps(1.0f)), z = _mm256_mul_ps(xm, xm);
-    __m256 q = _mm256_set1_ps(7.0376836292e-2f);
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.1514610310e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(1.1676998740e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.2420140846e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(1.4249322787e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-1.6668057665e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(2.0000714765e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(-2.4999993993e-1f));
-    q = _mm256_fmadd_ps(q, xm, _mm256_set1_ps(3.3333331174e-1f));
+    __m256 z2 = _mm256_mul_ps(z, z);
+    __m256 q01 = _mm256_fmadd_ps(_mm256_set1_ps(7.0376836292e-2f), xm, _mm256_set1_ps(-1.1514610310e-1f));
+    __m256 q23 = _mm256_fmadd_ps(_mm256_set1_ps(1.1676998740e-1f), xm, _mm256_set1_ps(-1.2420140846e-1f));
+    __m256 q45 = _mm256_fmadd_ps(_mm256_set1_ps(1.4249322787e-1f), xm, _mm256_set1_ps(-1.6668057665e-1f));
+    __m256 q67 = _mm256_fmadd_ps(_mm256_set1_ps(2.0000714765e-1f), xm, _mm256_set1_ps(-2.4999993993e-1f));
+    __m256 q03 = _mm256_fmadd_ps(q01, z, q23), q47 = _mm256_fmadd_ps(q45, z, q67);
+    __m256 q = _mm256_fmadd_ps(_mm256_fmadd_ps(q03, z2, q47), xm, _mm256_set1_ps(3.3333331174e-1f));
     __m256 y = _mm256_mul_ps(_mm256_mul_ps(xm, z), q);
     y = _mm256_fmadd_ps(e, _mm256_set1_ps(LC_LN2_LO), y);
     y = _mm256_fmadd_ps(_mm256_set1_ps(-0.5f), z, y);

@@ -30,3 +30,18 @@ def test_qlinear_bad_input():
         ql(np.full((1, 8), np.nan, np.float32))
     with pytest.raises(ValueError):
         QLinear(lutcore.quantize(np.ones((8, 3), np.float32), 32, axis=-1))
+
+
+@pytest.mark.parametrize("block", [32, 7, 2])
+@pytest.mark.parametrize("K, N", [(70, 45), (512, 40), (33, 17)])
+def test_one_row_equals_its_row_in_a_batch(simd, block, K, N):
+    """Decoding's one-row product (its own GEMV body) gives the bits of that row
+    inside a batched product (the tiled kernels), on every SIMD path."""
+    rng = np.random.default_rng(K * N + block)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    x = rng.standard_normal((13, K)).astype(np.float32)
+    lutcore.set_simd(simd)
+    ql = QLinear(w, None, block)
+    full = ql(x).copy()
+    for r in (0, 5, 12):
+        assert np.array_equal(ql(x[r:r + 1]).view(np.uint32), full[r:r + 1].view(np.uint32))

@@ -13,7 +13,7 @@
  *                    (8 dims per vector, value rows read in place)
  *
  * Layouts: q (R, ldq), sc/p (R, lds), K/V rows hd apart (S, hd), out (R, ldo).
- * The generic bodies are the scalar chains (fmaf), the reference.
+ * The generic body is the scalar chain (fmaf), the reference, for both.
  */
 #ifndef LUTCORE_ATTN_H
 #define LUTCORE_ATTN_H
@@ -21,23 +21,14 @@
 #include <math.h>
 #include "common.h"
 
-static void lc_attn_scores_generic(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R,
-                                   const float *K, int64_t S, int64_t hd) {
+/* out[r][c] = the fma chain over k < nk of a[r][k] * b[k * sbk + c * sbc], from zero */
+static void lc_attn_chain_generic(float *out, int64_t ldo, const float *a, int64_t lda, int64_t R,
+                                  const float *b, int64_t sbk, int64_t sbc, int64_t nk, int64_t nc) {
     for (int64_t r = 0; r < R; r++)
-        for (int64_t j = 0; j < S; j++) {
+        for (int64_t c = 0; c < nc; c++) {
             float s = 0.0f;
-            for (int64_t i = 0; i < hd; i++) s = fmaf(q[r * ldq + i], K[j * hd + i], s);
-            sc[r * lds + j] = s;
-        }
-}
-
-static void lc_attn_values_generic(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R,
-                                   const float *V, int64_t S, int64_t hd) {
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t d = 0; d < hd; d++) {
-            float s = 0.0f;
-            for (int64_t j = 0; j < S; j++) s = fmaf(p[r * ldp + j], V[j * hd + d], s);
-            out[r * ldo + d] = s;
+            for (int64_t k = 0; k < nk; k++) s = fmaf(a[r * lda + k], b[k * sbk + c * sbc], s);
+            out[r * ldo + c] = s;
         }
 }
 
@@ -130,7 +121,7 @@ static void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, 
     if (isa >= LC_ISA_AVX2) { lc_attn_scores_avx2(sc, lds, q, ldq, R, K, S, hd, kt); return; }
 #endif
     (void)kt; (void)isa;
-    lc_attn_scores_generic(sc, lds, q, ldq, R, K, S, hd);
+    lc_attn_chain_generic(sc, lds, q, ldq, R, K, 1, hd, hd, S);         /* K[j][i]: k = i, c = j */
 }
 
 static void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
@@ -139,7 +130,7 @@ static void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp,
     if (isa >= LC_ISA_AVX2) { lc_attn_values_avx2(out, ldo, p, ldp, R, V, S, hd); return; }
 #endif
     (void)isa;
-    lc_attn_values_generic(out, ldo, p, ldp, R, V, S, hd);
+    lc_attn_chain_generic(out, ldo, p, ldp, R, V, hd, 1, S, hd);        /* V[j][d]: k = j, c = d */
 }
 
 #endif /* LUTCORE_ATTN_H */

@@ -85,6 +85,27 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd
     *h1p = h1;
 }
 
+/* A's rows for one unit as (N, 16) lane rows (zero past nl) and, per state, max |A| over them */
+static inline void LC_V_NAME(a_lanes)(LC_ST *ak, LC_ST *amx, const LC_ST *A, int64_t d0, int nl, int64_t N) {
+    for (int64_t n = 0; n < N; n++) {
+        amx[n] = 0;
+        for (int i = 0; i < 16; i++) {
+            ak[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
+            amx[n] = LC_SMAXABS(amx[n], ak[n * 16 + i]);
+        }
+    }
+}
+
+/* per unit, max |dt| over its lane maxima (NaN sticky) */
+LC_V_TARGET static inline void LC_V_NAME(unit_max)(LC_ST *dmx, const LC_VT *mx, int64_t ns) {
+    LC_ST tmp[8];
+    for (int64_t k = 0; k < ns; k++) {
+        LC_VSTORE(tmp, mx[k]);
+        dmx[k] = 0;
+        for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
+    }
+}
+
 /* Forward of a span of units [k0, k1) (16 channels each, the last one
  * possibly partial: lanes past nl are zero-padded and contribute exact zeros)
  * of batch row b.  Time goes in blocks of LC_SCAN_TB steps.  Per block:
@@ -117,14 +138,9 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
         const int64_t d0 = d0s + k * 16;
         const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
         LC_ST *hk = hst + k * N * 16, *ak = Ast + k * N * 16;
-        for (int64_t n = 0; n < N; n++) {
-            amx[k * N + n] = 0;
-            for (int i = 0; i < 16; i++) {
-                hk[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
-                ak[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
-                amx[k * N + n] = LC_SMAXABS(amx[k * N + n], ak[n * 16 + i]);
-            }
-        }
+        LC_V_NAME(a_lanes)(ak, amx + k * N, A, d0, nl, N);
+        for (int64_t n = 0; n < N; n++)
+            for (int i = 0; i < 16; i++) hk[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
         for (int i = 0; i < 16; i++) {
             vb[k * 16 + i] = (dbias && i < nl) ? dbias[d0 + i] : 0;
             vd[k * 16 + i] = (Dv && i < nl) ? Dv[d0 + i] : 0;
@@ -159,11 +175,7 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
                 LC_VSTORE(yb + o, LC_VZERO);
             }
         }
-        for (int64_t k = 0; k < ns; k++) {
-            LC_VSTORE(tmp, mx[k]);
-            dmx[k] = 0;
-            for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
-        }
+        LC_V_NAME(unit_max)(dmx, mx, ns);
         for (int64_t k = 0; k < ns; k++) {
             const int64_t d0 = d0s + k * 16;
             const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
@@ -325,15 +337,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     for (int64_t k = 0; k < ns; k++) {
         const int64_t d0 = d0s + k * 16;
         const int nl = LC_UNL(k);
-        for (int64_t n = 0; n < N; n++) {
-            amx[k * N + n] = 0;
-            for (int i = 0; i < 16; i++) {
-                const int64_t q = (k * N + n) * 16 + i;
-                carr[q] = dAa[q] = 0;
-                Ast[q] = i < nl ? A[(d0 + i) * N + n] : 0;
-                amx[k * N + n] = LC_SMAXABS(amx[k * N + n], Ast[q]);
-            }
-        }
+        LC_V_NAME(a_lanes)(Ast + k * N * 16, amx + k * N, A, d0, nl, N);
+        for (int64_t q = k * N * 16; q < (k + 1) * N * 16; q++) carr[q] = dAa[q] = 0;
         for (int i = 0; i < 16; i++) {
             vb[k * 16 + i] = (dbias && i < nl) ? dbias[d0 + i] : 0;
             vd[k * 16 + i] = (Dv && i < nl) ? Dv[d0 + i] : 0;
@@ -387,11 +392,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 LC_VSTORE(sdx + o, LC_VZERO);
             }
         }
-        for (int64_t k = 0; k < ns; k++) {
-            LC_VSTORE(tmp, mx[k]);
-            dmx[k] = 0;
-            for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
-        }
+        LC_V_NAME(unit_max)(dmx, mx, ns);
         for (int64_t k = 0; k < ns; k++) {
             const int64_t d0 = d0s + k * 16, ko = k * T16;
             const int nl = LC_UNL(k);

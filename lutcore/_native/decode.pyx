@@ -141,6 +141,27 @@ cdef void _rmsnorm(float *out, const float *x, const float *w, int64_t C, float 
         out[i] = (x[i] * r) * w[i]
 
 
+cdef void _softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) noexcept nogil:
+    """The stage's attention softmax of one query row at position qpos over keys 0..S-1, the
+    same float32 steps: keys after qpos (or window or more before it) -> -inf, minus the row
+    max, exp, divided by the in-order row sum."""
+    cdef int64_t j
+    cdef float m, tot
+    for j in range(S):
+        if j > qpos or (window > 0 and qpos - j >= window):
+            s[j] = -INFINITY
+    m = s[0]
+    for j in range(1, S):
+        if s[j] > m:
+            m = s[j]
+    for j in range(S):
+        s[j] = s[j] - m
+    lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
+    _rowsum_into(&tot, s, S)
+    for j in range(S):
+        s[j] = s[j] / tot
+
+
 cdef class DecodeLayer:
     """One llama-family layer (RMSNorm, RoPE, GQA attention, SwiGLU with SiLU) for one token."""
     cdef Linear qkv, o, up, down
@@ -196,29 +217,13 @@ cdef class DecodeLayer:
                       int64_t pos, int isa) noexcept nogil:
         """KV head kv: scores of its g query heads, softmax, weighted values into att."""
         cdef int64_t H = self.H, KV = self.KV, hd = self.hd, g = H // KV, S = pos + 1
-        cdef int64_t r, j
-        cdef float m, tot
-        cdef float *s
+        cdef int64_t r
         # scores (g, S) = q (g, hd) @ K^T: the stage's batched sgemm product, element by element the
         # same fma chains (lutcore/attn.h), without packing the cache
         lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
                        self.swork + kv * (hd * 8 + 16), isa)
         for r in range(kv * g, (kv + 1) * g):
-            s = self.sc + r * S
-            if self.window > 0:
-                for j in range(S):
-                    if pos - j >= self.window:
-                        s[j] = -INFINITY
-            m = s[0]
-            for j in range(1, S):
-                if s[j] > m:
-                    m = s[j]
-            for j in range(S):
-                s[j] = s[j] - m
-            lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
-            _rowsum_into(&tot, s, S)
-            for j in range(S):
-                s[j] = s[j] / tot
+            _softmax_row(self.sc + r * S, S, pos, self.window, isa)
         # att (g, hd) = p (g, S) @ V (S, hd), the sgemm's chains; (KV, g) row order is head order
         lc_attn_values(self.att + kv * g * hd, hd, self.sc + kv * g * S, S, g, Vc + kv * cap * hd, S, hd, isa)
 
@@ -315,3 +320,37 @@ def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, d
         with nogil:
             for r in range(R):
                 _rmsnorm(&out[r, 0], &x[r, 0], &w[0], C, <float>eps)
+
+
+def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):
+    """In place on scores s (KV, g*T, S), rows (g, t): the query at row r sits at position
+    pos + r % T; causal (and sliding-window) masking, then the stage's softmax steps."""
+    cdef int64_t KV = s.shape[0], R = s.shape[1], S = s.shape[2], i
+    if T <= 0 or R % T:
+        raise ValueError(f"T: expected a positive divisor of the {R} score rows, got {T}")
+    if KV == 0 or R == 0 or S == 0:
+        return
+    for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
+        _softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
+
+
+def rope_rows(float[:, :, ::1] out, const float[:, :, :] x, const float[:, ::1] cos, const float[:, ::1] sin,
+              int64_t pos):
+    """out (T, nh, hd) = x rotated (rotate-half) at positions pos.., the stage's float32 steps:
+    x1 c - x2 s | x2 c + x1 s, each product rounded before the sum."""
+    cdef int64_t T = x.shape[0], nh = x.shape[1], hd = x.shape[2], half = hd // 2, t, h, i
+    cdef float a, b
+    if out.shape[0] != T or out.shape[1] != nh or out.shape[2] != hd:
+        raise ValueError(f"out: expected ({T}, {nh}, {hd}), got ({out.shape[0]}, {out.shape[1]}, {out.shape[2]})")
+    if cos.shape[0] < pos + T or sin.shape[0] < pos + T or cos.shape[1] != half or sin.shape[1] != half:
+        raise ValueError(f"cos, sin: expected at least ({pos + T}, {half}) tables")
+    with nogil:
+        for t in range(T):
+            for h in range(nh):
+                for i in range(half):
+                    a = x[t, h, i] * cos[pos + t, i]
+                    b = x[t, h, half + i] * sin[pos + t, i]
+                    out[t, h, i] = a - b
+                    a = x[t, h, half + i] * cos[pos + t, i]
+                    b = x[t, h, i] * sin[pos + t, i]
+                    out[t, h, half + i] = a + b

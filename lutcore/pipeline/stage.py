@@ -42,7 +42,7 @@ from lutcore._native import decode as _dec
 from lutcore._native import gemm as _g
 from lutcore._native import sgemm as _sg
 from lutcore._threads import resolve_threads
-from lutcore.ops.mathfn import exp as _exp, sigmoid as _sigmoid, silu as _silu
+from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
@@ -341,6 +341,10 @@ class Stage:
         T, _, hd = x.shape
         half = hd // 2
         cos, sin = self._rope_tables(pos + T)
+        if hd % 2 == 0 and x.strides[-1] == 4:
+            out = np.empty(x.shape, np.float32)
+            _dec.rope_rows(out, x, cos, sin, pos)             # one native pass, the same steps
+            return out
         c = cos[pos:pos + T, None, :]
         s = sin[pos:pos + T, None, :]
         x1, x2 = x[..., :half], x[..., half:]
@@ -431,18 +435,9 @@ class Stage:
             Kc, Vc = kv.append(k, v, pos)                                              # (KV, S, hd)
         else:
             Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
-        S = Kc.shape[1]
         s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
-        if T > 1 or L.window:
-            qpos = pos + np.tile(np.arange(T), g)
-            kpos = np.arange(S)
-            masked = kpos[None, :] > qpos[:, None]
-            if L.window:
-                masked |= (qpos[:, None] - kpos[None, :]) >= L.window
-            np.copyto(s, np.float32(-np.inf), where=masked[None])        # (KV, gT, S) <- (1, gT, S)
-        s -= s.max(axis=-1, keepdims=True)
-        _exp(s, threads=self._ew(s.size), out=s)
-        s /= self._rowsum(s.reshape(KV * g * T, S)).reshape(KV, g * T, 1)    # masked zeros add exactly 0
+        # causal / window mask, minus the row max, exp, over the in-order row sum: one native pass
+        _dec.softmax_causal(s, T, pos, int(L.window or 0), _simd.isa(), self._ew(s.size))
         o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
         o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
         x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))

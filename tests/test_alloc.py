@@ -79,6 +79,13 @@ def test_limit_evicts_and_zero_limit_caches_nothing():
         del xs
     info = lutcore.cache_info()
     assert info["cached_bytes"] <= 6 << 20 and info["cached_blocks"] == 1
+    _alloc.set_cache_limit(12 << 20)
+    with _alloc.reuse():
+        xs = [np.empty(BIG, np.float32) for _ in range(3)]
+        del xs
+    assert lutcore.cache_info()["cached_blocks"] == 3
+    _alloc.set_cache_limit(9 << 20)                       # lowering it frees the oldest only
+    assert lutcore.cache_info()["cached_blocks"] == 2
     _alloc.set_cache_limit(0)
     assert lutcore.cache_info()["cached_blocks"] == 0
     with _alloc.reuse():

@@ -14,15 +14,33 @@
  * need no lookup and the data is 64-byte aligned.  A request takes the
  * smallest cached block that holds it and wastes at most half of it; the
  * cache never holds more than its byte limit (oldest blocks go first).  A
- * spin lock guards the cache (numpy may free from any thread).
+ * spin lock guards the cache (numpy may free from any thread); it is held
+ * only for a scan of at most LC_ALLOC_SLOTS entries, never across a malloc.
  */
 #ifndef LUTCORE_ALLOC_H
 #define LUTCORE_ALLOC_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* 64-byte aligned allocation and the lock, per platform */
+#if defined(_WIN32)
+#include <malloc.h>
+#include <windows.h>
+static inline void *lc_aligned_alloc(size_t n) { return _aligned_malloc(n, 64); }
+static inline void lc_aligned_free(void *p) { _aligned_free(p); }
+static volatile LONG lc_cache_flag = 0;
+static inline void lc_cache_lock(void) { while (InterlockedExchange(&lc_cache_flag, 1)) {} }
+static inline void lc_cache_unlock(void) { InterlockedExchange(&lc_cache_flag, 0); }
+#else
+#include <stdatomic.h>
+static inline void *lc_aligned_alloc(size_t n) { void *p = NULL; return posix_memalign(&p, 64, n) == 0 ? p : NULL; }
+static inline void lc_aligned_free(void *p) { free(p); }
+static atomic_flag lc_cache_flag = ATOMIC_FLAG_INIT;
+static inline void lc_cache_lock(void) { while (atomic_flag_test_and_set_explicit(&lc_cache_flag, memory_order_acquire)) {} }
+static inline void lc_cache_unlock(void) { atomic_flag_clear_explicit(&lc_cache_flag, memory_order_release); }
+#endif
 
 #define LC_ALLOC_MIN ((size_t)256 << 10)   /* smaller blocks are not cached */
 #define LC_ALLOC_SLOTS 512
@@ -32,7 +50,6 @@
 typedef struct { size_t cap; size_t len; uint64_t tag; } lc_blk_hdr;   /* cap 0: not cached; len: bytes asked */
 
 typedef struct {
-    atomic_flag lock;
     size_t limit;                  /* bytes the cache may hold */
     size_t held;                   /* bytes it holds */
     int n;                         /* cached blocks, oldest first */
@@ -40,17 +57,14 @@ typedef struct {
     size_t hits, misses;
 } lc_alloc_cache;
 
-static lc_alloc_cache lc_cache = {ATOMIC_FLAG_INIT, (size_t)2 << 30, 0, 0, {0}, 0, 0};
-
-static inline void lc_cache_lock(void) { while (atomic_flag_test_and_set_explicit(&lc_cache.lock, memory_order_acquire)) {} }
-static inline void lc_cache_unlock(void) { atomic_flag_clear_explicit(&lc_cache.lock, memory_order_release); }
+static lc_alloc_cache lc_cache = {(size_t)2 << 30, 0, 0, {0}, 0, 0};
 
 static inline size_t lc_alloc_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
 /* a fresh block of capacity cap (header included in the mapping), or NULL */
 static void *lc_blk_new(size_t cap) {
-    void *h = NULL;
-    if (posix_memalign(&h, 64, LC_ALLOC_HDR + cap) != 0) return NULL;
+    void *h = lc_aligned_alloc(LC_ALLOC_HDR + cap);
+    if (!h) return NULL;
     lc_blk_hdr *hd = (lc_blk_hdr *)h;
     hd->cap = cap;
     hd->tag = LC_ALLOC_TAG;
@@ -109,15 +123,15 @@ static void lc_blk_put(void *data) {
         lc_cache.held += cap;
     }
     lc_cache_unlock();
-    for (int i = 0; i < ne; i++) free(evict[i]);
+    for (int i = 0; i < ne; i++) lc_aligned_free(evict[i]);
 }
 
 /* every allocation carries the header: small ones too, so free/realloc can tell */
 static void *lc_am_malloc(void *ctx, size_t n) {
     (void)ctx;
     if (n < LC_ALLOC_MIN) {
-        void *h = NULL;
-        if (posix_memalign(&h, 64, LC_ALLOC_HDR + (n ? n : 1)) != 0) return NULL;
+        void *h = lc_aligned_alloc(LC_ALLOC_HDR + (n ? n : 1));
+        if (!h) return NULL;
         ((lc_blk_hdr *)h)->cap = 0;                 /* 0: not cached */
         ((lc_blk_hdr *)h)->len = n;
         ((lc_blk_hdr *)h)->tag = LC_ALLOC_TAG;
@@ -146,7 +160,7 @@ static void lc_am_free(void *ctx, void *p, size_t size) {
     (void)size;
     if (!p) return;
     void *h = (char *)p - LC_ALLOC_HDR;
-    if (((lc_blk_hdr *)h)->cap == 0) free(h);
+    if (((lc_blk_hdr *)h)->cap == 0) lc_aligned_free(h);
     else lc_blk_put(p);
 }
 
@@ -162,6 +176,23 @@ static void *lc_am_realloc(void *ctx, void *p, size_t n) {
     return q;
 }
 
+/* set the byte limit, freeing the oldest cached blocks until the cache fits it */
+static void lc_alloc_set_limit(size_t limit) {
+    void *evict[LC_ALLOC_SLOTS];
+    int ne = 0;
+    lc_cache_lock();
+    lc_cache.limit = limit;
+    while (lc_cache.n > 0 && lc_cache.held > limit) {
+        void *o = lc_cache.blk[0];
+        lc_cache.held -= ((lc_blk_hdr *)o)->cap;
+        memmove(lc_cache.blk, lc_cache.blk + 1, (size_t)(lc_cache.n - 1) * sizeof(void *));
+        lc_cache.n--;
+        evict[ne++] = o;
+    }
+    lc_cache_unlock();
+    for (int i = 0; i < ne; i++) lc_aligned_free(evict[i]);
+}
+
 static void lc_alloc_trim(void) {          /* free every cached block */
     void *all[LC_ALLOC_SLOTS];
     int n;
@@ -171,7 +202,7 @@ static void lc_alloc_trim(void) {          /* free every cached block */
     lc_cache.n = 0;
     lc_cache.held = 0;
     lc_cache_unlock();
-    for (int i = 0; i < n; i++) free(all[i]);
+    for (int i = 0; i < n; i++) lc_aligned_free(all[i]);
 }
 
 #endif /* LUTCORE_ALLOC_H */

@@ -35,6 +35,7 @@ cdef extern from "lutcore/alloc.h" nogil:
     void lc_cache_lock()
     void lc_cache_unlock()
     void lc_alloc_trim()
+    void lc_alloc_set_limit(size_t limit)
 
 cdef PyDataMem_Handler _handler
 from libc.string cimport memset, strcpy
@@ -58,11 +59,8 @@ def set_handler(handler):
 
 
 def set_limit(size_t nbytes):
-    lc_cache_lock()
-    lc_cache.limit = nbytes
-    lc_cache_unlock()
-    if lc_cache.held > nbytes:
-        lc_alloc_trim()
+    """The cache's byte limit; the oldest cached blocks are freed until it fits."""
+    lc_alloc_set_limit(nbytes)
 
 
 def info():

@@ -153,7 +153,8 @@ def cmd_train(args) -> int:
 
     def on_step(rec):
         tok_s.append(rec["tokens"] / max(rec["seconds"], 1e-9))
-        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{np.mean(tok_s[-20:]):,.0f}")
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{np.mean(tok_s[-20:]):,.0f}",
+                        refresh=False)          # printed by update(), at its interval
         bar.update(1)
 
     trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,

@@ -42,13 +42,8 @@ def reusing(fn):
     """Decorator: run ``fn`` inside ``reuse()``."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not ENABLED:
+        with reuse():
             return fn(*args, **kwargs)
-        old = _a.set_handler(_a.HANDLER)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _a.set_handler(old)
     return wrapper
 
 

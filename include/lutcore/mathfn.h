@@ -103,8 +103,8 @@ static inline float lc_logf(float x) {
     memcpy(&m, &u, 4);
     if (m > 1.41421356f) { m = m * 0.5f; e = e + 1.0f; }
     float xm = m - 1.0f, z = xm * xm;
-    /* Horner in fused multiply-adds (vfmadd in AVX2: the same roundings) */
-    /* degree 8 in Estrin's form: pairs, quads (z = xm^2, z2 = z^2), then the top */
+    /* degree 8 in Estrin's form, fused multiply-adds (vfmadd in AVX2: the same roundings):
+     * pairs, quads (z = xm^2, z2 = z^2), then the top */
     float z2 = z * z;
     float q01 = fmaf(7.0376836292e-2f, xm, -1.1514610310e-1f), q23 = fmaf(1.1676998740e-1f, xm, -1.2420140846e-1f);
     float q45 = fmaf(1.4249322787e-1f, xm, -1.6668057665e-1f), q67 = fmaf(2.0000714765e-1f, xm, -2.4999993993e-1f);
@@ -426,6 +426,7 @@ static inline float lc_gelu_tf(float u) {
     float z = LC_GELU_C * (u + ((LC_GELU_A * u) * u) * u);
     return 1.0f - 2.0f / (lc_expf(z + z) + 1.0f);
 }
+static inline float lc_gelu_yf(float u, float t) { return (0.5f * u) * (1.0f + t); }
 static inline float lc_gelu_dxf(float dy, float u, float t) {
     float w = ((3.0f * LC_GELU_A) * u) * u + 1.0f;
     float v = (((0.5f * u) * (1.0f - t * t)) * LC_GELU_C) * w;
@@ -443,7 +444,7 @@ LC_TARGET_AVX2 static void lc_gelu_avx2(float *y, float *t, const float *u, int6
         _mm256_storeu_ps(t + i, tt);
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(half, uu), _mm256_add_ps(one, tt)));
     }
-    for (; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = (0.5f * u[i]) * (1.0f + t[i]); }
+    for (; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
 }
 LC_TARGET_AVX2 static void lc_gelu_bwd_avx2(float *dx, const float *dy, const float *u, const float *t, int64_t n) {
     const __m256 c = _mm256_set1_ps(LC_GELU_C), a3 = _mm256_set1_ps(3.0f * LC_GELU_A);
@@ -469,7 +470,7 @@ static void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, 
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_gelu_avx2(y + i0, t + i0, u + i0, len); continue; }
 #endif
-        for (int64_t i = i0; i < i0 + len; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = (0.5f * u[i]) * (1.0f + t[i]); }
+        for (int64_t i = i0; i < i0 + len; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
     }
     (void)isa;
 }

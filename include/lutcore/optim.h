@@ -127,9 +127,6 @@ static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int
 }
 
 
-/* Many tensors in one parallel region: chunk c of the flattened chunk list
- * belongs to tensor tix[c] at element offset off[c].  Elementwise, so the bits
- * equal one call per tensor. */
 /* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element
  * off[k] = tix[*total + k].  Returns tix (the caller frees it), NULL when out of memory. */
 static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk, int64_t *total) {
@@ -143,6 +140,8 @@ static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk,
     return tix;
 }
 
+/* Many tensors in one parallel region over their chunk list.  Elementwise, so the
+ * bits equal one call per tensor. */
 static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                            const lc_adamw_hp *h, int isa, int nthreads) {
     int64_t total = 0;

@@ -22,24 +22,18 @@
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
-#ifndef LC_SCAN_PF
-#define LC_SCAN_PF 4             /* forward: rows are prefetched this many steps ahead */
-#endif
-#ifndef LC_SCAN_PFH
-#define LC_SCAN_PFH 3
-#endif
+#define LC_SCAN_PF 4             /* rows are prefetched this many steps ahead (forward and backward) */
 #define LC_SCAN_SPAN 8           /* forward work item: 8 units of 16 channels, time blocks outer */
 
 /* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
 /* max(m, |a|) for m >= 0 with NaN above everything and sticky (as lc_maxabs_ps) */
-static inline float lc_maxabs_float(float m, float a) {
-    float aa = a < 0 ? -a : a;
-    return m != m ? m : ((aa != aa || aa > m) ? aa : m);
-}
-static inline double lc_maxabs_double(double m, double a) {
-    double aa = a < 0 ? -a : a;
-    return m != m ? m : ((aa != aa || aa > m) ? aa : m);
-}
+#define LC_DEF_MAXABS(T)                                                                             \
+    static inline T lc_maxabs_##T(T m, T a) {                                                        \
+        T aa = a < 0 ? -a : a;                                                                       \
+        return m != m ? m : ((aa != aa || aa > m) ? aa : m);                                         \
+    }
+LC_DEF_MAXABS(float)
+LC_DEF_MAXABS(double)
 #define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \

@@ -35,25 +35,15 @@ LC_V_TARGET static inline void LC_V_NAME(lanes_in)(LC_ST *dst, const LC_ST *src,
     } while (0)
 /* the lanes of half k (0: lanes 0..7, 1: lanes 8..15) of a 16-lane unit holding nl lanes */
 #define LC_HALF(nl, k) ((nl) - 8 * (k) >= 8 ? 8 : ((nl) - 8 * (k) > 0 ? (nl) - 8 * (k) : 0))
-
-/* Ask for rows [r0, r1) (D apart) of a (.., D) array, 16 lanes from d0: the
- * rows are a page apart, so the hardware prefetchers do not see them coming.
- * Issued one block ahead, while the current block computes. */
-static inline void LC_V_NAME(fetch_rows)(const LC_ST *p, int64_t r0, int64_t r1, int64_t D, int nl) {
-    if (!p) return;
-    for (int64_t r = r0; r < r1; r++) {
-        const char *q = (const char *)(p + r * D);
-        __builtin_prefetch(q, 0, 2);
-        __builtin_prefetch(q + (size_t)nl * sizeof(LC_ST) - 1, 0, 2);   /* the row may straddle a line */
-    }
-}
+/* the lanes of unit k (16 channels each) in a run of dw channels */
+#define LC_UNIT_NL(dw, k) ((int)((dw) - (k) * 16 < 16 ? (dw) - (k) * 16 : 16))
 
 /* Ask for the lines of p[0 .. n): one row's run of channels, a few rows ahead
  * of its use (rows are D apart, a page or more: the prefetchers do not follow). */
 static inline void LC_V_NAME(fetch_run)(const LC_ST *p, int64_t n) {
     if (!p || n <= 0) return;
-    for (int64_t c = 0; c < n; c += 64 / (int64_t)sizeof(LC_ST)) __builtin_prefetch(p + c, 0, LC_SCAN_PFH);
-    __builtin_prefetch(p + n - 1, 0, LC_SCAN_PFH);
+    for (int64_t c = 0; c < n; c += 64 / (int64_t)sizeof(LC_ST)) __builtin_prefetch(p + c, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
 }
 
 /* One state n over nt time steps for both halves of a 16-lane unit: two
@@ -132,11 +122,9 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
     LC_ST tmp[16];
     const int64_t nck = (L + T - 1) / T, ns = k1 - k0;
     const int64_t d0s = k0 * 16, dw = (k1 * 16 < D ? k1 * 16 : D) - d0s;   /* the span's channels */
-    const int full = dw == ns * 16;                         /* no partial unit: plain vector loads */
-#define LC_NH(k, h) LC_HALF((int)(dw - (k) * 16 < 16 ? dw - (k) * 16 : 16), h)
     for (int64_t k = 0; k < ns; k++) {
         const int64_t d0 = d0s + k * 16;
-        const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+        const int nl = LC_UNIT_NL(dw, k);
         LC_ST *hk = hst + k * N * 16, *ak = Ast + k * N * 16;
         LC_V_NAME(a_lanes)(ak, amx + k * N, A, d0, nl, N);
         for (int64_t n = 0; n < N; n++)
@@ -158,15 +146,8 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
             }
             for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
                 const int64_t k = j >> 1, o = k * BS + r + 8 * (j & 1), c = row + 8 * j;
-                LC_VT uu, v;
-                if (full) {
-                    uu = LC_VLOAD(u + c);
-                    v = LC_VLOAD(delta + c);
-                } else {
-                    const int nh = LC_NH(k, j & 1);
-                    uu = LC_LANES(u + c, nh, tmp);
-                    v = LC_LANES(delta + c, nh, tmp);
-                }
+                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
+                LC_VT uu = LC_LANES(u + c, nh, tmp), v = LC_LANES(delta + c, nh, tmp);
                 if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
                 if (softplus) v = LC_VSOFTPLUS(v);
                 mx[k] = LC_VMAXABS(mx[k], v);
@@ -178,7 +159,7 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
         LC_V_NAME(unit_max)(dmx, mx, ns);
         for (int64_t k = 0; k < ns; k++) {
             const int64_t d0 = d0s + k * 16;
-            const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+            const int nl = LC_UNIT_NL(dw, k);
             LC_ST *hk = hst + k * N * 16;
             const LC_ST *ak = Ast + k * N * 16;
             for (int64_t n = 0; n < N; n++) {
@@ -198,13 +179,11 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
                     const int64_t o = k * BS + (t - tb) * 16;
                     const LC_ST *dr = dtb + o, *wr = wb + o, *Bt = Bn + t * N, *Ct = Cn + t * N;
                     LC_ST *yr = yb + o;
-                    if (zoh) {
-                        if (fast) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 1, 1);
-                        else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 1, 0);
-                    } else {
-                        if (fast) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 0, 1);
-                        else LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, 0, 0);
-                    }
+                    /* literal flags, so each inlined copy loses its branches */
+#define LC_RUN(Z, F) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, Z, F)
+                    if (zoh) { if (fast) LC_RUN(1, 1); else LC_RUN(1, 0); }
+                    else { if (fast) LC_RUN(0, 1); else LC_RUN(0, 0); }
+#undef LC_RUN
                     t = se;
                 }
                 LC_VSTORE(hk + n * 16, h[0]);
@@ -216,34 +195,24 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
             if (z && t + LC_SCAN_PF < L) LC_V_NAME(fetch_run)(z + row + LC_SCAN_PF * D, dw);
             for (int64_t j = 0; j < 2 * ns; j++) {
                 const int64_t c = row + 8 * j;
+                const int nh = LC_HALF(LC_UNIT_NL(dw, j >> 1), (int)(j & 1));
+                if (!nh) continue;
                 LC_VT yt = LC_VLOAD(yb + (j >> 1) * BS + r + 8 * (j & 1));
-                if (full) {
-                    if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_VLOAD(u + c)));
-                    if (z) {
-                        if (ypre) LC_VSTORE(ypre + c, yt);
-                        yt = LC_VMUL(yt, LC_VSILU(LC_VLOAD(z + c)));
-                    }
-                    LC_VSTORE(y + c, yt);
-                } else {
-                    const int nh = LC_NH(j >> 1, j & 1);
-                    if (!nh) continue;
-                    if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_LANES(u + c, nh, tmp)));
-                    if (z) {
-                        if (ypre) LC_LANES_OUT(ypre + c, yt, nh, tmp);
-                        yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + c, nh, tmp)));
-                    }
-                    LC_LANES_OUT(y + c, yt, nh, tmp);
+                if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_LANES(u + c, nh, tmp)));
+                if (z) {
+                    if (ypre) LC_LANES_OUT(ypre + c, yt, nh, tmp);
+                    yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + c, nh, tmp)));
                 }
+                LC_LANES_OUT(y + c, yt, nh, tmp);
             }
         }
     }
     if (hlast)
         for (int64_t k = 0; k < ns; k++) {
-            const int nl = (int)(dw - k * 16 < 16 ? dw - k * 16 : 16);
+            const int nl = LC_UNIT_NL(dw, k);
             for (int64_t n = 0; n < N; n++)
                 for (int i = 0; i < nl; i++) hlast[(b * D + d0s + k * 16 + i) * N + n] = hst[(k * N + n) * 16 + i];
         }
-#undef LC_NH
 }
 
 /* Reverse pass of one state n over one chunk, both halves (8 lanes each) of a
@@ -332,11 +301,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     LC_ST *amx = dbs + G * 16, *dmx = amx + G * N;           /* (G, N) max |A|; (G,) max |dt| */
     LC_ST tmp[16], sums[8];
     const int64_t d0s = k0 * 16, dw = (k1 * 16 < D ? k1 * 16 : D) - d0s;   /* the group's channels */
-    const int full = dw == ns * 16;
-#define LC_UNL(k) ((int)(dw - (k) * 16 < 16 ? dw - (k) * 16 : 16))
     for (int64_t k = 0; k < ns; k++) {
         const int64_t d0 = d0s + k * 16;
-        const int nl = LC_UNL(k);
+        const int nl = LC_UNIT_NL(dw, k);
         LC_V_NAME(a_lanes)(Ast + k * N * 16, amx + k * N, A, d0, nl, N);
         for (int64_t q = k * N * 16; q < (k + 1) * N * 16; q++) carr[q] = dAa[q] = 0;
         for (int i = 0; i < 16; i++) {
@@ -364,9 +331,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             }
             for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
                 const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
-                const int nh = full ? 8 : LC_HALF(LC_UNL(k), (int)(j & 1));
-                LC_VT uu = full ? LC_VLOAD(u + cc) : LC_LANES(u + cc, nh, tmp);
-                LC_VT v = full ? LC_VLOAD(delta + cc) : LC_LANES(delta + cc, nh, tmp);
+                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
+                LC_VT uu = LC_LANES(u + cc, nh, tmp);
+                LC_VT v = LC_LANES(delta + cc, nh, tmp);
                 if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
                 if (softplus) {                     /* dt exactly as the forward; softplus' from its exp */
                     LC_VT e;
@@ -375,9 +342,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                     v = sp;
                 }
                 mx[k] = LC_VMAXABS(mx[k], v);
-                LC_VT go = full ? LC_VLOAD(dout + cc) : LC_LANES(dout + cc, nh, tmp), g = go;
+                LC_VT go = LC_LANES(dout + cc, nh, tmp), g = go;
                 if (z) {                            /* one sigmoid serves silu(z) here and silu'(z) below */
-                    LC_VT zz = full ? LC_VLOAD(z + cc) : LC_LANES(z + cc, nh, tmp);
+                    LC_VT zz = LC_LANES(z + cc, nh, tmp);
                     LC_VT sg = LC_VSIGMOID(zz);
                     g = LC_VMUL(go, LC_VMUL(zz, sg));
                     LC_VSTORE(zb + o, zz);
@@ -395,7 +362,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
         LC_V_NAME(unit_max)(dmx, mx, ns);
         for (int64_t k = 0; k < ns; k++) {
             const int64_t d0 = d0s + k * 16, ko = k * T16;
-            const int nl = LC_UNL(k);
+            const int nl = LC_UNIT_NL(dw, k);
             for (int64_t n = 0; n < N; n++) {
                 const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
                 const int64_t q = (k * N + n) * 16;
@@ -460,7 +427,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             if (ypre && t0 + tp >= 0 && t0 + tp < L) LC_V_NAME(fetch_run)(ypre + (b * L + t0 + tp) * D + d0s, dw);
             for (int64_t j = 0; j < 2 * ns; j++) {
                 const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
-                const int nh = full ? 8 : LC_HALF(LC_UNL(k), (int)(j & 1));
+                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
                 if (!nh) continue;
                 LC_VT dyy = LC_VLOAD(dyb + o), uu = LC_VLOAD(ub + o), sw = LC_VLOAD(sdw + o);
                 LC_VT duv = LC_VMUL(LC_VLOAD(dtb + o), sw);                       /* d(dt u)/du = dt */
@@ -471,30 +438,22 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 LC_VT gd = LC_VFMA(uu, sw, LC_VLOAD(sdx + o));                   /* d/d dt */
                 if (softplus) gd = LC_VMUL(gd, LC_VLOAD(dspb + o));
                 LC_VSTORE(dbs + 8 * j, LC_VADD(LC_VLOAD(dbs + 8 * j), gd));
-                LC_VT dzv = LC_VZERO;
+                LC_LANES_OUT(du + cc, duv, nh, tmp);
+                LC_LANES_OUT(ddelta + cc, gd, nh, tmp);
                 if (z) {
                     /* dz = dout * ypre * silu'(z),  silu'(z) = s (1 + z (1 - s)) */
                     LC_VT zz = LC_VLOAD(zb + o), go = LC_VLOAD(gob + o), sg = LC_VLOAD(sgb + o);
-                    LC_VT yp = full ? LC_VLOAD(ypre + cc) : LC_LANES(ypre + cc, nh, tmp);
+                    LC_VT yp = LC_LANES(ypre + cc, nh, tmp);
                     LC_VT one = LC_VSET1((LC_ST)1);
                     LC_VT ds = LC_VMUL(sg, LC_VADD(one, LC_VMUL(zz, LC_VSUB(one, sg))));
-                    dzv = LC_VMUL(LC_VMUL(go, yp), ds);
-                }
-                if (full) {
-                    LC_VSTORE(du + cc, duv);
-                    LC_VSTORE(ddelta + cc, gd);
-                    if (z) LC_VSTORE(dz + cc, dzv);
-                } else {
-                    LC_LANES_OUT(du + cc, duv, nh, tmp);
-                    LC_LANES_OUT(ddelta + cc, gd, nh, tmp);
-                    if (z) LC_LANES_OUT(dz + cc, dzv, nh, tmp);
+                    LC_LANES_OUT(dz + cc, LC_VMUL(LC_VMUL(go, yp), ds), nh, tmp);
                 }
             }
         }
     }
     for (int64_t k = 0; k < ns; k++) {
         const int64_t d0 = d0s + k * 16;
-        const int nl = LC_UNL(k);
+        const int nl = LC_UNIT_NL(dw, k);
         for (int64_t n = 0; n < N; n++)
             for (int i = 0; i < nl; i++) {
                 dAp[(b * D + d0 + i) * N + n] = dAa[(k * N + n) * 16 + i];
@@ -505,7 +464,6 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             if (ddbp) ddbp[b * D + d0 + i] = dbs[k * 16 + i];
         }
     }
-#undef LC_UNL
 }
 
 /* the vocabulary belongs to one instantiation */

@@ -141,6 +141,12 @@ LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, int64_t ks, i
 LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 5, init); }
 #endif
 
+/* columns c0 .. c0+15 (those below N) of a one-row result t into y, or added to y */
+static inline void lc_panel_out(float *y, const float *t, int64_t c0, int64_t N, int accumulate) {
+    int64_t nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
+    for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+}
+
 /* One row against prepacked panels (decoding's GEMV): four panels at a time,
  * eight independent chains, so a thread keeps four weight streams in flight.
  * Each output element is still one fma chain over k in order from zero: the
@@ -150,8 +156,7 @@ static void lc_sgemv_panels_generic(float *y, const float *x, const float *Bp, i
     for (int64_t q = q0; q < q1; q++) {
         float t[LC_SNR];
         lc_smk_generic_1row(t, x, Bp + q * K * LC_SNR, K);
-        int64_t c0 = q * LC_SNR, nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
-        for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+        lc_panel_out(y, t, q * LC_SNR, N, accumulate);
     }
 }
 #if LC_X86
@@ -165,7 +170,7 @@ LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const 
             a[p][0] = a[p][1] = _mm256_setzero_ps();
             b[p] = Bp + (q + (p < np ? p : 0)) * K * LC_SNR;
         }
-        if (np == 4) {
+        if (np == 4) {              /* a literal trip count keeps the eight chains in registers */
             for (int64_t k = 0; k < K; k++) {
                 __m256 xv = _mm256_broadcast_ss(x + k);
                 for (int p = 0; p < 4; p++) {
@@ -186,8 +191,7 @@ LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const 
             float t[LC_SNR];
             _mm256_storeu_ps(t, a[p][0]);
             _mm256_storeu_ps(t + 8, a[p][1]);
-            int64_t c0 = (q + p) * LC_SNR, nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
-            for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+            lc_panel_out(y, t, (q + p) * LC_SNR, N, accumulate);
         }
     }
 }

@@ -58,7 +58,6 @@ cdef class Linear:
     cdef int64_t K, N, nblk, bk, bkp, Kp
     cdef object keep
     cdef const float *panels
-    cdef float *work
     cdef const int8_t *bp
     cdef const float *sbp
     cdef int16_t *ap
@@ -71,7 +70,7 @@ cdef class Linear:
     cdef const float *bias
 
     def __init__(self, int kind, int64_t K, int64_t N, dict arrays, int64_t bk=0, int64_t bkp=0):
-        """arrays: float: panels, work; exact: bp, sbp, ap, qa, sa; table: qb, sb, T32, twork, qa, sa;
+        """arrays: float: panels; exact: bp, sbp, ap, qa, sa; table: qb, sb, T32, twork, qa, sa;
         all: bias (or None).  The caller sizes every buffer."""
         self.kind, self.K, self.N, self.bk, self.bkp = kind, K, N, bk, bkp
         self.keep = dict(arrays)
@@ -79,7 +78,6 @@ cdef class Linear:
         self.bias = _f(g("bias"))
         if kind == KIND_FLOAT:
             self.panels = _f(g("panels"))
-            self.work = _f(g("work"))
         else:
             self.nblk = (K + bk - 1) // bk
             self.Kp = self.nblk * bkp
@@ -100,7 +98,7 @@ cdef class Linear:
         cdef int64_t n
         if self.kind == KIND_FLOAT:
             lc_sgemm(y, self.N, self.N, x, 0, self.K, 1, self.panels, 0, 0, 0, 1, 1, self.N, self.K, 0,
-                     self.work, self.panels, isa, nt)
+                     NULL, self.panels, isa, nt)      # one row against panels: needs no work
         else:
             # one row: quantizing and packing it on one thread beats waking a team (same bits)
             if lc_quantize_rows(self.qa, self.sa, x, 1, self.K, self.K, self.bk, self.nblk, isa, 1):
@@ -141,6 +139,21 @@ cdef void _rmsnorm(float *out, const float *x, const float *w, int64_t C, float 
         out[i] = (x[i] * r) * w[i]
 
 
+cdef inline void _rope_head(float *dst, const float *src, const float *cs, const float *sn,
+                            int64_t half) noexcept nogil:
+    """One head rotated (rotate-half), the stage's float32 steps: x1 c - x2 s | x2 c + x1 s,
+    each product rounded before the sum."""
+    cdef int64_t i
+    cdef float a, b
+    for i in range(half):
+        a = src[i] * cs[i]
+        b = src[half + i] * sn[i]
+        dst[i] = a - b
+        a = src[half + i] * cs[i]
+        b = src[i] * sn[i]
+        dst[half + i] = a + b
+
+
 cdef void _softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) noexcept nogil:
     """The stage's attention softmax of one query row at position qpos over keys 0..S-1, the
     same float32 steps: keys after qpos (or window or more before it) -> -inf, minus the row
@@ -175,14 +188,15 @@ cdef class DecodeLayer:
     cdef float *ob
     cdef float *upb
     cdef float *sc
-    cdef float *swork
+    cdef float *kt
     cdef int64_t C, H, KV, hd, inter, window, smax
     cdef float eps, scale
 
     def __init__(self, Linear qkv, Linear o, Linear up, Linear down, n1w, n2w, int64_t heads, int64_t kv_heads,
                  int64_t head_dim, int64_t inter, double eps, double scale, int64_t window, dict scratch):
         """scratch: h (C), qkv (Q + 2 KVd), rq (Q + KVd), att (Q), o (C), up (2 I), scores (H * smax),
-        swork (sgemm work for the attention products, sized for smax); smax: the longest context."""
+        kt (KV * (8 hd + 16): each KV head's transposed key block, lutcore/attn.h); smax: the
+        longest context."""
         self.qkv, self.o, self.up, self.down = qkv, o, up, down
         self.keep = (n1w, n2w, dict(scratch))
         self.n1w, self.n2w = _f(n1w), _f(n2w)
@@ -190,7 +204,7 @@ cdef class DecodeLayer:
         self.eps, self.scale, self.window = <float>eps, <float>scale, window
         self.h, self.qkvb, self.rq = _f(scratch["h"]), _f(scratch["qkv"]), _f(scratch["rq"])
         self.att, self.ob, self.upb = _f(scratch["att"]), _f(scratch["o"]), _f(scratch["up"])
-        self.sc, self.swork = _f(scratch["scores"]), _f(scratch["swork"])
+        self.sc, self.kt = _f(scratch["scores"]), _f(scratch["kt"])
         self.smax = scratch["scores"].shape[0] // heads
 
     @property
@@ -221,7 +235,7 @@ cdef class DecodeLayer:
         # scores (g, S) = q (g, hd) @ K^T: the stage's batched sgemm product, element by element the
         # same fma chains (lutcore/attn.h), without packing the cache
         lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
-                       self.swork + kv * (hd * 8 + 16), isa)
+                       self.kt + kv * (hd * 8 + 16), isa)
         for r in range(kv * g, (kv + 1) * g):
             _softmax_row(self.sc + r * S, S, pos, self.window, isa)
         # att (g, hd) = p (g, S) @ V (S, hd), the sgemm's chains; (KV, g) row order is head order
@@ -232,24 +246,12 @@ cdef class DecodeLayer:
         cdef int64_t C = self.C, H = self.H, KV = self.KV, hd = self.hd, half = hd // 2
         cdef int64_t Q = H * hd, KVd = KV * hd, I = self.inter
         cdef int64_t i, hh, kv
-        cdef float a, b
         cdef float *q
-        cdef float *src
-        cdef float *dst
         _rmsnorm(self.h, x, self.n1w, C, self.eps)
         if self.qkv.run(self.qkvb, self.h, isa, nt):
             return -1
-        # RoPE (rotate-half) of q's H heads and k's KV heads: x1 c - x2 s | x2 c + x1 s
-        for hh in range(H + KV):
-            src = self.qkvb + hh * hd
-            dst = self.rq + hh * hd
-            for i in range(half):
-                a = src[i] * cs[i]
-                b = src[half + i] * sn[i]
-                dst[i] = a - b
-                a = src[half + i] * cs[i]
-                b = src[i] * sn[i]
-                dst[half + i] = a + b
+        for hh in range(H + KV):                      # RoPE of q's H heads and k's KV heads
+            _rope_head(self.rq + hh * hd, self.qkvb + hh * hd, cs, sn, half)
         q = self.rq
         if self.scale != 1.0:
             for i in range(Q):
@@ -336,21 +338,18 @@ def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, i
 
 def rope_rows(float[:, :, ::1] out, const float[:, :, :] x, const float[:, ::1] cos, const float[:, ::1] sin,
               int64_t pos):
-    """out (T, nh, hd) = x rotated (rotate-half) at positions pos.., the stage's float32 steps:
-    x1 c - x2 s | x2 c + x1 s, each product rounded before the sum."""
-    cdef int64_t T = x.shape[0], nh = x.shape[1], hd = x.shape[2], half = hd // 2, t, h, i
-    cdef float a, b
+    """out (T, nh, hd) = x rotated (rotate-half) at positions pos.. (x's heads contiguous)."""
+    cdef int64_t T = x.shape[0], nh = x.shape[1], hd = x.shape[2], half = hd // 2, t, h
     if out.shape[0] != T or out.shape[1] != nh or out.shape[2] != hd:
         raise ValueError(f"out: expected ({T}, {nh}, {hd}), got ({out.shape[0]}, {out.shape[1]}, {out.shape[2]})")
+    if hd % 2 or (hd and x.strides[2] != sizeof(float)):
+        raise ValueError(f"x: expected heads of an even size laid out contiguously, got hd {hd}, "
+                         f"strides ({x.strides[0]}, {x.strides[1]}, {x.strides[2]})")
     if cos.shape[0] < pos + T or sin.shape[0] < pos + T or cos.shape[1] != half or sin.shape[1] != half:
         raise ValueError(f"cos, sin: expected at least ({pos + T}, {half}) tables")
+    if hd == 0:
+        return
     with nogil:
         for t in range(T):
             for h in range(nh):
-                for i in range(half):
-                    a = x[t, h, i] * cos[pos + t, i]
-                    b = x[t, h, half + i] * sin[pos + t, i]
-                    out[t, h, i] = a - b
-                    a = x[t, h, half + i] * cos[pos + t, i]
-                    b = x[t, h, i] * sin[pos + t, i]
-                    out[t, h, half + i] = a + b
+                _rope_head(&out[t, h, 0], &x[t, h, 0], &cos[pos + t, 0], &sin[pos + t, 0], half)

@@ -36,15 +36,13 @@ import math
 
 import numpy as np
 
-from lutcore._alloc import reusing
-
 from lutcore import _check
+from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops.mathfn import gelu_tanh, gelu_tanh_backward
 
 __all__ = ["GPTConfig", "GPT"]
-
 
 
 @dataclasses.dataclass
@@ -119,12 +117,10 @@ def attention_bwd(dy, q, k, v, att):
     """dy (B, H, L, hd), saved q, k, v, att -> (dq, dk, dv), each (B, H, L, hd)."""
     scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
     dv = nn.bmm(att.swapaxes(-1, -2), dy)                          # (B, H, L, hd)
-    datt = nn.bmm(dy, v.swapaxes(-1, -2))                          # (B, H, L, L)
-    # softmax backward: ds = att * (datt - <datt, att>_row); masked entries have att = 0
-    r = np.sum(datt * att, axis=-1, keepdims=True)
-    datt -= r
-    datt *= att
-    ds = datt
+    # softmax backward, in place: ds = att * (datt - <datt, att>_row) * scale; masked entries have att = 0
+    ds = nn.bmm(dy, v.swapaxes(-1, -2))                            # datt (B, H, L, L)
+    ds -= np.sum(ds * att, axis=-1, keepdims=True)
+    ds *= att
     ds *= scale
     dq = nn.bmm(ds, k)                                             # (B, H, L, hd)
     dk = nn.bmm(ds.swapaxes(-1, -2), q)                            # (B, H, L, hd)

@@ -26,9 +26,8 @@ import os
 
 import numpy as np
 
-from lutcore._alloc import reusing
-
 from lutcore import _check
+from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops import scan as _scan

@@ -40,7 +40,6 @@ import numpy as np
 from lutcore import _check, _simd, audit
 from lutcore._native import decode as _dec
 from lutcore._native import gemm as _g
-from lutcore._native import sgemm as _sg
 from lutcore._threads import resolve_threads
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
@@ -268,24 +267,19 @@ class Stage:
         return _fmm(x, ones, threads=1)
 
     def _norm(self, x, w, b, out):
-        """RMSNorm (b None) or LayerNorm (with bias) over the last axis, eps from the spec."""
+        """RMSNorm (b None: one native call, the decode layer's steps) or LayerNorm (with
+        bias) over the last axis of x (T, C), eps from the spec."""
         eps = np.float32(self.spec.norm_eps)
-        C = np.float32(x.shape[-1])
-        if b is None and x.ndim == 2 and x.flags.c_contiguous and out.flags.c_contiguous:
-            _dec.rmsnorm_rows(out, x, w, float(eps))              # one native call, the same steps
-            return out
         if b is None:
-            np.square(x, out=out)
-            ms = self._rowsum(out) / C
-            np.multiply(x, 1.0 / np.sqrt(ms + eps), out=out)
-        else:
-            mu = self._rowsum(x) / C
-            np.subtract(x, mu, out=out)
-            var = self._rowsum(np.square(out)) / C
-            out /= np.sqrt(var + eps)
+            _dec.rmsnorm_rows(out, np.ascontiguousarray(x), w, float(eps))
+            return out
+        C = np.float32(x.shape[-1])
+        mu = self._rowsum(x) / C
+        np.subtract(x, mu, out=out)
+        var = self._rowsum(np.square(out)) / C
+        out /= np.sqrt(var + eps)
         out *= w
-        if b is not None:
-            out += b
+        out += b
         return out
 
     def _ew(self, n):
@@ -337,29 +331,17 @@ class Stage:
         return self._cos, self._sin
 
     def _rope(self, x, pos):
-        """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face)."""
-        T, _, hd = x.shape
-        half = hd // 2
-        cos, sin = self._rope_tables(pos + T)
-        if hd % 2 == 0 and x.strides[-1] == 4:
-            out = np.empty(x.shape, np.float32)
-            _dec.rope_rows(out, x, cos, sin, pos)             # one native pass, the same steps
-            return out
-        c = cos[pos:pos + T, None, :]
-        s = sin[pos:pos + T, None, :]
-        x1, x2 = x[..., :half], x[..., half:]
+        """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face), one native pass."""
+        cos, sin = self._rope_tables(pos + x.shape[0])
         out = np.empty(x.shape, np.float32)
-        np.multiply(x1, c, out=out[..., :half])
-        out[..., :half] -= x2 * s
-        np.multiply(x2, c, out=out[..., half:])
-        out[..., half:] += x1 * s
+        _dec.rope_rows(out, x, cos, sin, pos)
         return out
 
     # ------------------------------------------------------------------ one-token decode, fused
-    def _linear(self, w, b, nt, fwork):
+    def _linear(self, w, b, nt):
         if isinstance(w, PackedMatrix):
             K, N = w.shape
-            return _dec.Linear(0, K, N, {"panels": w.panels, "work": fwork, "bias": b})
+            return _dec.Linear(0, K, N, {"panels": w.panels, "bias": b})
         K, N = w.shape
         w._buffers(1)
         common = {"qa": w._qa[:1], "sa": w._sa[:1], "bias": b}
@@ -373,9 +355,7 @@ class Stage:
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
         if self._fused_lin is None or self._fused_lin[0] != nt:
-            spec = self.spec
-            fwork = np.empty(6 * max(spec.hidden, spec.q_dim, spec.inter), np.float32)   # sgemm's one-row panel
-            self._fused_lin = (nt, [tuple(self._linear(w, b, nt, fwork) for w, b in
+            self._fused_lin = (nt, [tuple(self._linear(w, b, nt) for w, b in
                                           ((L.wqkv, L.bqkv), (L.wo, L.bo), (L.wup, L.bup), (L.wdown, L.bdown)))
                                     for L in self.layers])
         return self._fused_lin[1]
@@ -388,13 +368,12 @@ class Stage:
             return f[2]
         spec = self.spec
         C, I, H, KV, hd = spec.hidden, spec.inter, spec.heads, spec.kv_heads, spec.head_dim
-        g = H // KV
         cap = max(256, need, 2 * (f[1] if f is not None else 0))
-        swork = np.empty(max(_sg.work_size(g, cap, hd), _sg.work_size(g, hd, cap)) * KV + 1, np.float32)
         scratch = {"h": np.empty(C, np.float32), "qkv": np.empty(spec.q_dim + 2 * spec.kv_dim, np.float32),
                    "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
                    "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
-                   "scores": np.empty(H * cap, np.float32), "swork": swork}
+                   "scores": np.empty(H * cap, np.float32),
+                   "kt": np.empty(KV * (8 * hd + 16), np.float32)}
         layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
                                    float(L.scale), int(L.window or 0), scratch)
                   for L, lin in zip(self.layers, self._fused_linears(nt))]

@@ -393,7 +393,7 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
             int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
             for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
                 int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
-                for (int i = 0; i < LC_MR * LC_NR; i++) ytile[i] = 0.0f;
+                memset(ytile, 0, (size_t)R * LC_NR * sizeof(float));   /* the rows in use */
 #if LC_X86
                 if (isa >= LC_ISA_AVX2) {
                     lc_qmk_exact_avx2(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, nblk, pb, R);

@@ -54,21 +54,23 @@ static inline int64_t lc_src_k(int64_t kp, int64_t bk, int64_t bkp, int64_t K) {
 }
 
 /* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
+static inline void lc_pack_a16_row(int16_t *dst, const int8_t *src, int64_t K, int64_t bk, int64_t bkp,
+                                   int64_t Kp) {
+    if (bk == bkp && bk * (Kp / bkp) == K) {
+        for (int64_t k = 0; k < K; k++) dst[k] = src[k];
+    } else {
+        for (int64_t kp = 0; kp < Kp; kp++) {
+            int64_t k = lc_src_k(kp, bk, bkp, K);
+            dst[kp] = k < 0 ? 0 : src[k];
+        }
+    }
+}
 static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
                         int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t m = 0; m < Mp; m++) {
-        int16_t *dst = Ap + m * Kp;
-        if (m >= M) { memset(dst, 0, (size_t)Kp * sizeof(int16_t)); continue; }
-        const int8_t *src = A + m * lda;
-        if (bk == bkp && bk * (Kp / bkp) == K) {
-            for (int64_t k = 0; k < K; k++) dst[k] = src[k];
-        } else {
-            for (int64_t kp = 0; kp < Kp; kp++) {
-                int64_t k = lc_src_k(kp, bk, bkp, K);
-                dst[kp] = k < 0 ? 0 : src[k];
-            }
-        }
+        if (m >= M) memset(Ap + m * Kp, 0, (size_t)Kp * sizeof(int16_t));
+        else lc_pack_a16_row(Ap + m * Kp, A + m * lda, K, bk, bkp, Kp);
     }
 }
 
@@ -372,6 +374,24 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     }
 }
 
+/* One register tile of the block-scaled product: R <= LC_MR packed rows (sa's
+ * rows lds apart) against one packed panel, y (R x LC_NR) from zero, blocks in order. */
+static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan, const float *sa,
+                                  int64_t nblk, const float *sbpan, int64_t pb, int R, int isa) {
+    memset(y, 0, (size_t)R * LC_NR * sizeof(float));           /* the rows in use */
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) {
+        lc_qmk_exact_avx2(y, Ap, Kp, Bpan, sa, nblk, sbpan, nblk, pb, R);
+        return;
+    }
+#endif
+    int32_t tile[LC_MR * LC_NR];
+    for (int64_t b = 0; b < nblk; b++) {
+        lc_mk_exact(isa, tile, Ap, Kp, Bpan, b * pb, (b + 1) * pb, R);
+        lc_fold(isa, y, tile, sa + b, nblk, sbpan + b * LC_NR, R);
+    }
+}
+
 /* Y (M,N) float32 = block-scaled matmul on packed operands (exact table).
  * sa (M, nblk) row-major; sbp (Np/16, nblk, 16) packed column scales. */
 static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
@@ -383,7 +403,6 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
-        int32_t tile[LC_MR * LC_NR];
         float ytile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
@@ -393,16 +412,7 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
             int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
             for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
                 int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
-                memset(ytile, 0, (size_t)R * LC_NR * sizeof(float));   /* the rows in use */
-#if LC_X86
-                if (isa >= LC_ISA_AVX2) {
-                    lc_qmk_exact_avx2(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, nblk, pb, R);
-                } else
-#endif
-                for (int64_t b = 0; b < nblk; b++) {
-                    lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, b * pb, (b + 1) * pb, R);
-                    lc_fold(isa, ytile, tile, sa + m0 * nblk + b, nblk, sbpan + b * LC_NR, R);
-                }
+                lc_qexact_tile(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, pb, R, isa);
                 for (int r = 0; r < R; r++)
                     memcpy(Y + (m0 + r) * ldy + n0, ytile + r * LC_NR, (size_t)nc * sizeof(float));
             }
@@ -707,22 +717,25 @@ LC_TARGET_AVX2 static int64_t lc_q8_block_avx2(int8_t *q, float *s, const float 
 
 /* Q8 along contiguous rows: x (R, K) -> q (R, nblk*bk), s (R, nblk).
  * Returns the number of non-finite inputs seen (0 = ok). */
+static int64_t lc_quantize_row(int8_t *qr, float *sr, const float *xr, int64_t K, int64_t bk, int64_t nblk,
+                               int isa) {
+    int64_t bad = 0;
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t k0 = b * bk, len = K - k0 < bk ? (K - k0 > 0 ? K - k0 : 0) : bk;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { bad += lc_q8_block_avx2(qr + k0, sr + b, xr + k0, len, bk); continue; }
+#endif
+        bad += lc_q8_block_generic(qr + k0, sr + b, xr + k0, len, bk);
+    }
+    (void)isa;
+    return bad;
+}
 static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
                                 int64_t bk, int64_t nblk, int isa, int nthreads) {
     int64_t bad = 0;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
-    for (int64_t r = 0; r < R; r++) {
-        const float *xr = x + r * ldx;
-        int8_t *qr = q + r * nblk * bk;
-        for (int64_t b = 0; b < nblk; b++) {
-            int64_t k0 = b * bk, len = K - k0 < bk ? (K - k0 > 0 ? K - k0 : 0) : bk;
-#if LC_X86
-            if (isa >= LC_ISA_AVX2) { bad += lc_q8_block_avx2(qr + k0, s + r * nblk + b, xr + k0, len, bk); continue; }
-#endif
-            bad += lc_q8_block_generic(qr + k0, s + r * nblk + b, xr + k0, len, bk);
-        }
-    }
-    (void)isa;
+    for (int64_t r = 0; r < R; r++)
+        bad += lc_quantize_row(q + r * nblk * bk, s + r * nblk, x + r * ldx, K, bk, nblk, isa);
     return bad;
 }
 

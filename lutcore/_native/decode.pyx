@@ -1,33 +1,23 @@
 # cython: language_level=3
-"""One-token decode of a llama-family layer in one native call.
+"""One-token decode of llama-family layers in one native call (lutcore/decode.h).
 
-Design: ``lutcore.pipeline.stage`` builds a ``DecodeLayer`` per layer (kernel-
-ready weights, scratch rows) and calls ``run`` once per layer and token.  Every
-step performs the same float32 operations, in the same order, as the stage's
-numpy path (``Stage._attn_mlp`` with T = 1) and calls the same kernels (the
-sgemm, the Q8 quantizer and block-scaled GEMMs, lutcore's exp/silu), so cached
-decoding keeps giving the bits of a full recompute.  Python validates; here we
-only take pointers, release the GIL and compute.
+Design: ``lutcore.pipeline.stage`` builds a ``Linear`` per weight and a
+``DecodeLayer`` per layer (kernel-ready weights, scratch rows shared by the
+stage's layers) once, then calls ``run_layers`` once per token: every layer of
+the stage runs inside one native call (one thread team).  Every step performs
+the same float32 operations, in the same order, as the stage's numpy path
+(``Stage._attn_mlp`` with T = 1) and calls the same kernels, so cached decoding
+keeps giving the bits of a full recompute.  Python validates; the C side only
+takes pointers, releases the GIL and computes.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
-from libc.math cimport sqrtf, INFINITY
+from libc.stdlib cimport malloc, free
+import numpy as np
 cimport numpy as cnp
 cnp.import_array()
 
-from lutcore._native.csgemm cimport lc_sgemm
-
 cdef extern from "lutcore/gemm.h" nogil:
-    void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,
-                     int64_t bk, int64_t bkp, int64_t Kp, int nthreads)
-    void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
-                                 const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
-                                 int64_t nblk, int64_t bkp, int isa, int nthreads)
-    void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
-                          const float *sb, const int32_t *T32, int64_t M, int64_t N, int64_t nblk,
-                          int64_t bk, int32_t *work, int isa, int nthreads)
-    int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
-                             int64_t bk, int64_t nblk, int isa, int nthreads)
     int LC_MR
 
 cdef extern from "lutcore/attn.h" nogil:
@@ -36,252 +26,163 @@ cdef extern from "lutcore/attn.h" nogil:
     void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
                         int64_t S, int64_t hd, int isa)
 
-cdef extern from "lutcore/mathfn.h" nogil:
-    void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
-    int LC_FN_EXP, LC_FN_SILU
+cdef extern from "lutcore/decode.h" nogil:
+    int LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE
+    ctypedef struct lc_dlin:
+        int kind
+        int64_t K, N, nblk, bk, bkp
+        const float *panels
+        const int8_t *bp
+        const float *sbp
+        int16_t *ap
+        int8_t *qa
+        float *sa
+        const int8_t *qb
+        const float *sb
+        const int32_t *T32
+        int32_t *twork
+        const float *bias
+    ctypedef struct lc_dlayer:
+        lc_dlin qkv, o, up, down
+        const float *n1w
+        const float *n2w
+        float *Kc
+        float *Vc
+        int64_t cap, window
+        float scale
+    ctypedef struct lc_dctx:
+        int64_t C, H, KV, hd, inter, smax
+        float eps
+        float *h
+        float *qkvb
+        float *rq
+        float *att
+        float *ob
+        float *upb
+        float *sc
+        float *kt
+        int bad
+    void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps)
+    void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half)
+    void lc_dec_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
+    int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
+                      const float *sn, int isa, int nt, int team)
 
 MR = LC_MR
-
-cdef enum:
-    KIND_FLOAT = 0
-    KIND_EXACT = 1
-    KIND_TABLE = 2
 
 
 cdef inline float* _f(object a):
     return <float *>cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
 
 
+cdef inline void* _p(object a):
+    return cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
+
+
 cdef class Linear:
-    """y (1, N) = x (1, K) @ W (+ b), W float32 panels or Q8 through the units."""
-    cdef int kind
-    cdef int64_t K, N, nblk, bk, bkp, Kp
+    """y (1, N) = x (1, K) @ W (+ b), W float32 panels or Q8 through the units (lutcore/decode.h)."""
+    cdef lc_dlin d
     cdef object keep
-    cdef const float *panels
-    cdef const int8_t *bp
-    cdef const float *sbp
-    cdef int16_t *ap
-    cdef int8_t *qa
-    cdef float *sa
-    cdef const int8_t *qb
-    cdef const float *sb
-    cdef const int32_t *T32
-    cdef int32_t *twork
-    cdef const float *bias
 
     def __init__(self, int kind, int64_t K, int64_t N, dict arrays, int64_t bk=0, int64_t bkp=0):
-        """arrays: float: panels; exact: bp, sbp, ap, qa, sa; table: qb, sb, T32, twork, qa, sa;
+        """kind 0 float: panels; 1 exact: bp, sbp, ap, qa, sa; 2 table: qb, sb, T32, twork, qa, sa;
         all: bias (or None).  The caller sizes every buffer."""
-        self.kind, self.K, self.N, self.bk, self.bkp = kind, K, N, bk, bkp
+        if kind not in (LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE):
+            raise ValueError(f"kind: expected 0 (float), 1 (exact) or 2 (table), got {kind}")
         self.keep = dict(arrays)
         g = self.keep.get
-        self.bias = _f(g("bias"))
-        if kind == KIND_FLOAT:
-            self.panels = _f(g("panels"))
-        else:
-            self.nblk = (K + bk - 1) // bk
-            self.Kp = self.nblk * bkp
-            self.qa = <int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("qa"))
-            self.sa = _f(g("sa"))
-            if kind == KIND_EXACT:
-                self.bp = <const int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("bp"))
-                self.sbp = _f(g("sbp"))
-                self.ap = <int16_t *>cnp.PyArray_DATA(<cnp.ndarray>g("ap"))
-            else:
-                self.qb = <const int8_t *>cnp.PyArray_DATA(<cnp.ndarray>g("qb"))
-                self.sb = _f(g("sb"))
-                self.T32 = <const int32_t *>cnp.PyArray_DATA(<cnp.ndarray>g("T32"))
-                self.twork = <int32_t *>cnp.PyArray_DATA(<cnp.ndarray>g("twork"))
+        self.d.kind, self.d.K, self.d.N, self.d.bk, self.d.bkp = kind, K, N, bk, bkp
+        self.d.nblk = (K + bk - 1) // bk if bk > 0 else 0
+        self.d.bias = _f(g("bias"))
+        self.d.panels = _f(g("panels"))
+        self.d.bp, self.d.sbp, self.d.ap = <const int8_t *>_p(g("bp")), _f(g("sbp")), <int16_t *>_p(g("ap"))
+        self.d.qa, self.d.sa = <int8_t *>_p(g("qa")), _f(g("sa"))
+        self.d.qb, self.d.sb = <const int8_t *>_p(g("qb")), _f(g("sb"))
+        self.d.T32, self.d.twork = <const int32_t *>_p(g("T32")), <int32_t *>_p(g("twork"))
 
-    cdef int run(self, float *y, const float *x, int isa, int nt) noexcept nogil:
-        """0, or -1 when x holds a non-finite value (it cannot be quantized)."""
-        cdef int64_t n
-        if self.kind == KIND_FLOAT:
-            lc_sgemm(y, self.N, self.N, x, 0, self.K, 1, self.panels, 0, 0, 0, 1, 1, self.N, self.K, 0,
-                     NULL, self.panels, isa, nt)      # one row against panels: needs no work
-        else:
-            # one row: quantizing and packing it on one thread beats waking a team (same bits)
-            if lc_quantize_rows(self.qa, self.sa, x, 1, self.K, self.K, self.bk, self.nblk, isa, 1):
-                return -1
-            if self.kind == KIND_EXACT:
-                lc_pack_a16(self.ap, self.qa, 1, LC_MR, self.nblk * self.bk, self.nblk * self.bk, self.bk, self.bkp,
-                            self.Kp, 1)
-                lc_qmatmul_exact_packed(y, self.N, self.ap, self.sa, self.bp, self.sbp, 1, self.N, self.nblk,
-                                        self.bkp, isa, nt)
-            else:
-                lc_qmatmul_table(y, self.N, self.qa, self.sa, self.qb, self.sb, self.T32, 1, self.N, self.nblk,
-                                 self.bk, self.twork, isa, nt)
-        if self.bias != NULL:
-            for n in range(self.N):
-                y[n] = y[n] + self.bias[n]
-        return 0
-
-
-cdef inline void _rowsum_into(float *acc, const float *x, int64_t n) noexcept nogil:
-    """The stage's rowsum: one in-order chain from 0 (fma(x, 1, s) == s + x, rounded once)."""
-    cdef float s = 0.0
-    cdef int64_t i
-    for i in range(n):
-        s = s + x[i]
-    acc[0] = s
-
-
-cdef void _rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps) noexcept nogil:
-    """As Stage._norm without bias: out = x * (1 / sqrt(sum(x*x)/C + eps)) * w, float32 steps."""
-    cdef int64_t i
-    cdef float ms, r
-    for i in range(C):
-        out[i] = x[i] * x[i]
-    _rowsum_into(&ms, out, C)
-    ms = ms / <float>C
-    r = <float>1.0 / sqrtf(ms + eps)
-    for i in range(C):
-        out[i] = (x[i] * r) * w[i]
-
-
-cdef inline void _rope_head(float *dst, const float *src, const float *cs, const float *sn,
-                            int64_t half) noexcept nogil:
-    """One head rotated (rotate-half), the stage's float32 steps: x1 c - x2 s | x2 c + x1 s,
-    each product rounded before the sum."""
-    cdef int64_t i
-    cdef float a, b
-    for i in range(half):
-        a = src[i] * cs[i]
-        b = src[half + i] * sn[i]
-        dst[i] = a - b
-        a = src[half + i] * cs[i]
-        b = src[i] * sn[i]
-        dst[half + i] = a + b
-
-
-cdef void _softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) noexcept nogil:
-    """The stage's attention softmax of one query row at position qpos over keys 0..S-1, the
-    same float32 steps: keys after qpos (or window or more before it) -> -inf, minus the row
-    max, exp, divided by the in-order row sum."""
-    cdef int64_t j
-    cdef float m, tot
-    for j in range(S):
-        if j > qpos or (window > 0 and qpos - j >= window):
-            s[j] = -INFINITY
-    m = s[0]
-    for j in range(1, S):
-        if s[j] > m:
-            m = s[j]
-    for j in range(S):
-        s[j] = s[j] - m
-    lc_mathfn_f32(s, s, S, LC_FN_EXP, isa, 1)
-    _rowsum_into(&tot, s, S)
-    for j in range(S):
-        s[j] = s[j] / tot
+    @property
+    def kind(self):
+        return self.d.kind
 
 
 cdef class DecodeLayer:
     """One llama-family layer (RMSNorm, RoPE, GQA attention, SwiGLU with SiLU) for one token."""
-    cdef Linear qkv, o, up, down
+    cdef lc_dlayer d
+    cdef lc_dctx c
     cdef object keep
-    cdef const float *n1w
-    cdef const float *n2w
-    cdef float *h
-    cdef float *qkvb
-    cdef float *rq
-    cdef float *att
-    cdef float *ob
-    cdef float *upb
-    cdef float *sc
-    cdef float *kt
-    cdef int64_t C, H, KV, hd, inter, window, smax
-    cdef float eps, scale
+    cdef readonly bint teamable
 
     def __init__(self, Linear qkv, Linear o, Linear up, Linear down, n1w, n2w, int64_t heads, int64_t kv_heads,
                  int64_t head_dim, int64_t inter, double eps, double scale, int64_t window, dict scratch):
         """scratch: h (C), qkv (Q + 2 KVd), rq (Q + KVd), att (Q), o (C), up (2 I), scores (H * smax),
         kt (KV * (8 hd + 16): each KV head's transposed key block, lutcore/attn.h); smax: the
-        longest context."""
-        self.qkv, self.o, self.up, self.down = qkv, o, up, down
-        self.keep = (n1w, n2w, dict(scratch))
-        self.n1w, self.n2w = _f(n1w), _f(n2w)
-        self.C, self.H, self.KV, self.hd, self.inter = n1w.shape[0], heads, kv_heads, head_dim, inter
-        self.eps, self.scale, self.window = <float>eps, <float>scale, window
-        self.h, self.qkvb, self.rq = _f(scratch["h"]), _f(scratch["qkv"]), _f(scratch["rq"])
-        self.att, self.ob, self.upb = _f(scratch["att"]), _f(scratch["o"]), _f(scratch["up"])
-        self.sc, self.kt = _f(scratch["scores"]), _f(scratch["kt"])
-        self.smax = scratch["scores"].shape[0] // heads
+        longest context.  Layers of a stage share one scratch."""
+        self.keep = (qkv, o, up, down, n1w, n2w, dict(scratch))
+        self.d.qkv, self.d.o, self.d.up, self.d.down = qkv.d, o.d, up.d, down.d
+        self.d.n1w, self.d.n2w = _f(n1w), _f(n2w)
+        self.d.scale, self.d.window = <float>scale, window
+        self.c.C, self.c.H, self.c.KV, self.c.hd, self.c.inter = n1w.shape[0], heads, kv_heads, head_dim, inter
+        self.c.eps = <float>eps
+        self.c.h, self.c.qkvb, self.c.rq = _f(scratch["h"]), _f(scratch["qkv"]), _f(scratch["rq"])
+        self.c.att, self.c.ob, self.c.upb = _f(scratch["att"]), _f(scratch["o"]), _f(scratch["up"])
+        self.c.sc, self.c.kt = _f(scratch["scores"]), _f(scratch["kt"])
+        self.c.smax = scratch["scores"].shape[0] // heads
+        self.teamable = all(L.d.kind != LC_DLIN_TABLE for L in (qkv, o, up, down))
 
     @property
     def capacity(self):
-        return self.smax
+        return self.c.smax
 
-    def run(self, cnp.ndarray x, cnp.ndarray Kc, cnp.ndarray Vc, int64_t pos, cnp.ndarray cos, cnp.ndarray sin,
-            int isa, int nthreads):
-        """x (1, C) updated in place; Kc, Vc (KV, cap, hd) with cap > pos (row pos is written);
-        cos, sin: the rope table rows of position pos (hd/2,).  Returns 0, or -1 on a non-finite
-        activation in the units path."""
-        cdef float *px = _f(x)
-        cdef float *pk = _f(Kc)
-        cdef float *pv = _f(Vc)
-        cdef const float *pc = _f(cos)
-        cdef const float *ps = _f(sin)
-        cdef int64_t cap = Kc.shape[1]
-        cdef int rc
-        with nogil:
-            rc = self._run(px, pk, pv, cap, pos, pc, ps, isa, nthreads)
-        return rc
 
-    cdef void _attend(self, int64_t kv, const float *q, const float *Kc, const float *Vc, int64_t cap,
-                      int64_t pos, int isa) noexcept nogil:
-        """KV head kv: scores of its g query heads, softmax, weighted values into att."""
-        cdef int64_t H = self.H, KV = self.KV, hd = self.hd, g = H // KV, S = pos + 1
-        cdef int64_t r
-        # scores (g, S) = q (g, hd) @ K^T: the stage's batched sgemm product, element by element the
-        # same fma chains (lutcore/attn.h), without packing the cache
-        lc_attn_scores(self.sc + kv * g * S, S, q + kv * g * hd, hd, g, Kc + kv * cap * hd, S, hd,
-                       self.kt + kv * (hd * 8 + 16), isa)
-        for r in range(kv * g, (kv + 1) * g):
-            _softmax_row(self.sc + r * S, S, pos, self.window, isa)
-        # att (g, hd) = p (g, S) @ V (S, hd), the sgemm's chains; (KV, g) row order is head order
-        lc_attn_values(self.att + kv * g * hd, hd, self.sc + kv * g * S, S, g, Vc + kv * cap * hd, S, hd, isa)
-
-    cdef int _run(self, float *x, float *Kc, float *Vc, int64_t cap, int64_t pos, const float *cs,
-                  const float *sn, int isa, int nt) noexcept nogil:
-        cdef int64_t C = self.C, H = self.H, KV = self.KV, hd = self.hd, half = hd // 2
-        cdef int64_t Q = H * hd, KVd = KV * hd, I = self.inter
-        cdef int64_t i, hh, kv
-        cdef float *q
-        _rmsnorm(self.h, x, self.n1w, C, self.eps)
-        if self.qkv.run(self.qkvb, self.h, isa, nt):
-            return -1
-        for hh in range(H + KV):                      # RoPE of q's H heads and k's KV heads
-            _rope_head(self.rq + hh * hd, self.qkvb + hh * hd, cs, sn, half)
-        q = self.rq
-        if self.scale != 1.0:
-            for i in range(Q):
-                q[i] = q[i] * self.scale
-        for kv in range(KV):                          # the cache rows of this position
-            for i in range(hd):
-                Kc[(kv * cap + pos) * hd + i] = self.rq[Q + kv * hd + i]
-                Vc[(kv * cap + pos) * hd + i] = self.qkvb[Q + KVd + kv * hd + i]
-        # per KV head, on its own thread when there are several (heads are independent; same bits)
-        if KV > 1 and nt > 1:
-            for kv in prange(KV, nogil=True, num_threads=nt, schedule="static"):
-                self._attend(kv, q, Kc, Vc, cap, pos, isa)
-        else:
-            for kv in range(KV):
-                self._attend(kv, q, Kc, Vc, cap, pos, isa)
-        if self.o.run(self.ob, self.att, isa, nt):
-            return -1
-        for i in range(C):
-            x[i] = x[i] + self.ob[i]
-        _rmsnorm(self.h, x, self.n2w, C, self.eps)
-        if self.up.run(self.upb, self.h, isa, nt):
-            return -1
-        lc_mathfn_f32(self.upb, self.upb, I, LC_FN_SILU, isa, 1)
-        for i in range(I):
-            self.upb[i] = self.upb[i] * self.upb[I + i]
-        if self.down.run(self.ob, self.upb, isa, nt):
-            return -1
-        for i in range(C):
-            x[i] = x[i] + self.ob[i]
+def run_layers(list layers, cnp.ndarray x, list Ks, list Vs, int64_t pos, cnp.ndarray cos, cnp.ndarray sin,
+               int isa, int nthreads):
+    """One token through DecodeLayers sharing one scratch: x (1, C) float32, updated in
+    place; Ks[i], Vs[i] layer i's caches (KV, cap, hd) float32 with cap > pos (row pos is
+    written); cos, sin: the rope rows of position pos (hd/2,).  Returns 0, or -1 on a
+    non-finite activation in the units path."""
+    cdef int64_t nl = len(layers), i
+    if len(Ks) != nl or len(Vs) != nl:
+        raise ValueError(f"Ks, Vs: expected {nl} caches each, got {len(Ks)} and {len(Vs)}")
+    if nl == 0:
         return 0
+    cdef DecodeLayer first = layers[0], D
+    cdef lc_dctx c = first.c
+    cdef int64_t KV = c.KV, hd = c.hd
+    if x.dtype != np.float32 or not x.flags.c_contiguous or x.ndim != 2 or x.shape[0] != 1 or x.shape[1] != c.C:
+        raise ValueError(f"x: expected a C-contiguous float32 (1, {c.C}), got {x.dtype} {np.shape(x)}")
+    for a, name in ((cos, "cos"), (sin, "sin")):
+        if a.dtype != np.float32 or not a.flags.c_contiguous or a.ndim != 1 or a.shape[0] < hd // 2:
+            raise ValueError(f"{name}: expected a C-contiguous float32 ({hd // 2},), got {a.dtype} {np.shape(a)}")
+    if pos < 0 or pos + 1 > c.smax:
+        raise ValueError(f"pos: expected 0 <= pos < {c.smax} (the attention scratch), got {pos}")
+    cdef lc_dlayer *Ls = <lc_dlayer *>malloc(nl * sizeof(lc_dlayer))
+    if Ls == NULL:
+        raise MemoryError()
+    cdef bint team = True
+    cdef int rc
+    cdef float *px = _f(x)
+    cdef const float *pc = _f(cos)
+    cdef const float *ps = _f(sin)
+    try:
+        for i in range(nl):
+            D = layers[i]
+            if D.c.h != c.h or D.c.sc != c.sc or D.c.C != c.C:
+                raise ValueError(f"layers[{i}]: expected layers sharing one scratch and shape")
+            for a, name in ((Ks[i], "Ks"), (Vs[i], "Vs")):
+                if not isinstance(a, np.ndarray) or a.dtype != np.float32 or not a.flags.c_contiguous \
+                        or a.ndim != 3 or a.shape[0] != KV or a.shape[2] != hd or a.shape[1] <= pos:
+                    raise ValueError(f"{name}[{i}]: expected a C-contiguous float32 ({KV}, > {pos}, {hd}), "
+                                     f"got {getattr(a, 'dtype', type(a).__name__)} {tuple(np.shape(a))}")
+            if Ks[i].shape[1] != Vs[i].shape[1]:
+                raise ValueError(f"Ks[{i}], Vs[{i}]: expected equal capacities, got {Ks[i].shape[1]} and {Vs[i].shape[1]}")
+            Ls[i] = D.d
+            Ls[i].Kc, Ls[i].Vc, Ls[i].cap = _f(Ks[i]), _f(Vs[i]), Ks[i].shape[1]
+            team = team and D.teamable
+        with nogil:
+            rc = lc_dec_layers(Ls, nl, &c, px, pos, pc, ps, isa, nthreads, team)
+    finally:
+        free(Ls)
+    return rc
 
 
 def attn_scores(const float[:, ::1] q, const float[:, ::1] K, int isa):
@@ -321,7 +222,7 @@ def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, d
     if R and C:
         with nogil:
             for r in range(R):
-                _rmsnorm(&out[r, 0], &x[r, 0], &w[0], C, <float>eps)
+                lc_dec_rmsnorm(&out[r, 0], &x[r, 0], &w[0], C, <float>eps)
 
 
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):
@@ -333,7 +234,7 @@ def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, i
     if KV == 0 or R == 0 or S == 0:
         return
     for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
-        _softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
+        lc_dec_softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
 
 
 def rope_rows(float[:, :, ::1] out, const float[:, :, :] x, const float[:, ::1] cos, const float[:, ::1] sin,
@@ -352,4 +253,4 @@ def rope_rows(float[:, :, ::1] out, const float[:, :, :] x, const float[:, ::1] 
     with nogil:
         for t in range(T):
             for h in range(nh):
-                _rope_head(&out[t, h, 0], &x[t, h, 0], &cos[pos + t, 0], &sin[pos + t, 0], half)
+                lc_dec_rope_head(&out[t, h, 0], &x[t, h, 0], &cos[pos + t, 0], &sin[pos + t, 0], half)

@@ -161,8 +161,8 @@ class Stage:
         self._ws: dict = {}
         self._ones: dict = {}
         self._cos = self._sin = None
-        self._fused = None                 # (threads, context capacity, [DecodeLayer]) for one-token decode
-        self._fused_lin = None             # (threads, [(qkv, o, up, down) native linears]) for them
+        self._fused = None                 # (its linears, context capacity, [DecodeLayer]) for one-token decode
+        self._fused_lin = None             # ((threads, layer ids), [(qkv, o, up, down) native linears])
         if spec.family == "mamba":
             self._mcfg = spec.mamba_config()
         self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
@@ -354,17 +354,19 @@ class Stage:
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
-        if self._fused_lin is None or self._fused_lin[0] != nt:
-            self._fused_lin = (nt, [tuple(self._linear(w, b, nt) for w, b in
-                                          ((L.wqkv, L.bqkv), (L.wo, L.bo), (L.wup, L.bup), (L.wdown, L.bdown)))
-                                    for L in self.layers])
+        key = (nt, tuple(map(id, self.layers)))          # rebuilt if the layer list was edited
+        if self._fused_lin is None or self._fused_lin[0] != key:
+            self._fused_lin = (key, [tuple(self._linear(w, b, nt) for w, b in
+                                           ((L.wqkv, L.bqkv), (L.wo, L.bo), (L.wup, L.bup), (L.wdown, L.bdown)))
+                                     for L in self.layers])
         return self._fused_lin[1]
 
     def _fused_layers(self, nt, need):
         """The DecodeLayers for nt threads with room for `need` positions (the attention
         scratch is rebuilt, at least doubled, when outgrown)."""
         f = self._fused
-        if f is not None and f[0] == nt and f[1] >= need:
+        lins = self._fused_linears(nt)
+        if f is not None and f[0] is lins and f[1] >= need:
             return f[2]
         spec = self.spec
         C, I, H, KV, hd = spec.hidden, spec.inter, spec.heads, spec.kv_heads, spec.head_dim
@@ -376,21 +378,21 @@ class Stage:
                    "kt": np.empty(KV * (8 * hd + 16), np.float32)}
         layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
                                    float(L.scale), int(L.window or 0), scratch)
-                  for L, lin in zip(self.layers, self._fused_linears(nt))]
-        self._fused = (nt, cap, layers)
+                  for L, lin in zip(self.layers, lins)]
+        self._fused = (lins, cap, layers)
         return layers
 
     def _decode_fused(self, x, cache, pos):
-        """One token (x (1, C), updated in place) through every layer: one native call per layer."""
+        """One token (x (1, C), updated in place) through every layer: one native call."""
         nt = resolve_threads(self.threads)
         layers = self._fused_layers(nt, pos + 1)
         cos, sin = self._rope_tables(pos + 1)
-        isa = _simd.isa()
-        for L, D in zip(self.layers, layers):
-            kv = cache.layers[L.index]
+        kvs = [cache.layers[L.index] for L in self.layers]
+        for kv in kvs:
             kv.reserve(pos + 1, pos)
-            if D.run(x, kv.k, kv.v, pos, cos[pos], sin[pos], isa, nt):
-                raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
+        if _dec.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
+                           _simd.isa(), nt):
+            raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
         return x
 
     # ------------------------------------------------------------------ layers

@@ -1,0 +1,273 @@
+/* lutcore/decode.h — one token through llama-family layers (decoding).
+ *
+ * A layer is RMSNorm -> qkv linear -> RoPE -> GQA attention against the KV
+ * cache -> o linear -> residual -> RMSNorm -> gate|up linear -> SiLU(gate) * up
+ * -> down linear -> residual.  Every step performs the float32 operations of
+ * the stage's numpy path (lutcore/pipeline/stage.py, T = 1) in the same order
+ * and calls the same kernels (the sgemm's GEMV chains, the Q8 quantizer and the
+ * block-scaled tiles, lutcore's exp/silu), so decoding keeps the bits of a full
+ * recompute.
+ *
+ * Threads: a token is a chain of small steps (a 512-wide GEMV is tens of
+ * microseconds), so forking a thread team per step costs as much as the step's
+ * parallel part saves.  `lc_dec_layers` runs all layers of a stage inside one
+ * team: each linear's output panels are split between the threads (every
+ * output element is computed whole by one thread, so the split does not show
+ * in the bits), the KV heads are dealt round-robin, the short serial steps
+ * (norms, activation quantization) run on thread 0, and barriers separate the
+ * steps.  With one thread, or for linears through an arbitrary table (whose
+ * kernel keeps per-thread scratch), the same steps run on the caller's thread
+ * with each kernel using its own threads.
+ */
+#ifndef LUTCORE_DECODE_H
+#define LUTCORE_DECODE_H
+
+#include <math.h>
+#include "common.h"
+#include "mathfn.h"
+#include "attn.h"
+#include "gemm.h"
+#include "sgemm.h"
+
+enum { LC_DLIN_FLOAT = 0, LC_DLIN_EXACT = 1, LC_DLIN_TABLE = 2 };
+
+/* y (1, N) = x (1, K) @ W (+ bias): W float32 panels (kind FLOAT), exact Q8
+ * panels (EXACT: bp, sbp; ap the packed-row buffer), or Q8 through a table
+ * (TABLE: qb, sb, T32, twork).  qa, sa: the quantized row (Q8 kinds). */
+typedef struct {
+    int kind;
+    int64_t K, N, nblk, bk, bkp;
+    const float *panels;
+    const int8_t *bp;
+    const float *sbp;
+    int16_t *ap;
+    int8_t *qa;
+    float *sa;
+    const int8_t *qb;
+    const float *sb;
+    const int32_t *T32;
+    int32_t *twork;
+    const float *bias;
+} lc_dlin;
+
+typedef struct {
+    lc_dlin qkv, o, up, down;
+    const float *n1w, *n2w;
+    float *Kc, *Vc;            /* (KV, cap, hd) each; row pos is written */
+    int64_t cap, window;
+    float scale;
+} lc_dlayer;
+
+/* shapes and scratch rows shared by a stage's layers */
+typedef struct {
+    int64_t C, H, KV, hd, inter, smax;
+    float eps;
+    float *h, *qkvb, *rq, *att, *ob, *upb, *sc, *kt;
+    int bad;                   /* set by thread 0: a non-finite activation met the quantizer */
+} lc_dctx;
+
+/* ------------------------------------------------------------ row steps */
+
+/* The stage's rowsum: one in-order chain from 0. */
+static inline float lc_dec_rowsum(const float *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s = s + x[i];
+    return s;
+}
+
+/* As Stage._norm without bias: out = x * (1 / sqrt(sum(x*x)/C + eps)) * w, float32 steps. */
+static void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps) {
+    for (int64_t i = 0; i < C; i++) out[i] = x[i] * x[i];
+    float ms = lc_dec_rowsum(out, C) / (float)C;
+    float r = 1.0f / sqrtf(ms + eps);
+    for (int64_t i = 0; i < C; i++) out[i] = (x[i] * r) * w[i];
+}
+
+/* One head rotated (rotate-half): x1 c - x2 s | x2 c + x1 s, each product rounded before the sum. */
+static inline void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        float a = src[i] * cs[i], b = src[half + i] * sn[i];
+        float c = src[half + i] * cs[i], d = src[i] * sn[i];
+        dst[i] = a - b;
+        dst[half + i] = c + d;
+    }
+}
+
+/* lc_mathfn_f32 on the calling thread (its chunks are multiples of 8: the same bits) */
+static inline void lc_dec_mathfn(float *out, const float *x, int64_t n, int fn, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
+}
+
+/* The stage's attention softmax of one query row at position qpos over keys 0..S-1:
+ * keys after qpos (or window or more before it) -> -inf, minus the row max, exp,
+ * divided by the in-order row sum. */
+static void lc_dec_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {
+    for (int64_t j = 0; j < S; j++)
+        if (j > qpos || (window > 0 && qpos - j >= window)) s[j] = -INFINITY;
+    float m = s[0];
+    for (int64_t j = 1; j < S; j++)
+        if (s[j] > m) m = s[j];
+    for (int64_t j = 0; j < S; j++) s[j] = s[j] - m;
+    lc_dec_mathfn(s, s, S, LC_FN_EXP, isa);
+    float tot = lc_dec_rowsum(s, S);
+    for (int64_t j = 0; j < S; j++) s[j] = s[j] / tot;
+}
+
+/* ------------------------------------------------------------ linears */
+
+/* Quantize (and for the exact kernel pack) the input row: 0, or -1 on a non-finite value. */
+static int lc_dlin_prep(const lc_dlin *L, const float *x, int isa) {
+    if (L->kind == LC_DLIN_FLOAT) return 0;
+    if (lc_quantize_row(L->qa, L->sa, x, L->K, L->bk, L->nblk, isa)) return -1;
+    if (L->kind == LC_DLIN_EXACT)
+        lc_pack_a16_row(L->ap, L->qa, L->nblk * L->bk, L->bk, L->bkp, L->nblk * L->bkp);
+    return 0;
+}
+
+/* Output panels of thread t of T (a prepared row); float panels go in groups of
+ * four (the GEMV body's streams). */
+static void lc_dlin_part(const lc_dlin *L, float *y, const float *x, int t, int T, int isa) {
+    const int64_t N = L->N, np = (N + LC_NR - 1) / LC_NR;
+    int64_t q0, q1;
+    if (L->kind == LC_DLIN_FLOAT) {
+        const int64_t ng = (np + 3) / 4;
+        q0 = ng * t / T * 4;
+        q1 = ng * (t + 1) / T * 4;
+        if (q1 > np) q1 = np;
+        if (q0 < q1) {
+#if LC_X86
+            if (isa >= LC_ISA_AVX2) lc_sgemv_panels_avx2(y, x, L->panels, L->K, N, q0, q1, 0);
+            else
+#endif
+            lc_sgemv_panels_generic(y, x, L->panels, L->K, N, q0, q1, 0);
+        }
+    } else {
+        const int64_t Kp = L->nblk * L->bkp, P = Kp / 2, pb = L->bkp / 2;
+        q0 = np * t / T;
+        q1 = np * (t + 1) / T;
+        for (int64_t q = q0; q < q1; q++) {
+            float ytile[LC_NR];
+            lc_qexact_tile(ytile, L->ap, Kp, L->bp + q * P * 2 * LC_NR, L->sa, L->nblk,
+                           L->sbp + q * L->nblk * LC_NR, pb, 1, isa);
+            int64_t nc = N - q * LC_NR < LC_NR ? N - q * LC_NR : LC_NR;
+            memcpy(y + q * LC_NR, ytile, (size_t)nc * sizeof(float));
+        }
+    }
+    if (L->bias) {
+        int64_t c1 = q1 * LC_NR < N ? q1 * LC_NR : N;
+        for (int64_t c = q0 * LC_NR; c < c1; c++) y[c] = y[c] + L->bias[c];
+    }
+}
+
+/* The whole product on the caller's thread, each kernel with nt threads of its own. */
+static void lc_dlin_whole(const lc_dlin *L, float *y, const float *x, int isa, int nt) {
+    if (L->kind == LC_DLIN_FLOAT) {
+        lc_sgemm(y, L->N, L->N, x, 0, L->K, 1, L->panels, 0, 0, 0, 1, 1, L->N, L->K, 0, NULL, L->panels, isa, nt);
+    } else if (L->kind == LC_DLIN_EXACT) {
+        lc_qmatmul_exact_packed(y, L->N, L->ap, L->sa, L->bp, L->sbp, 1, L->N, L->nblk, L->bkp, isa, nt);
+    } else {
+        lc_qmatmul_table(y, L->N, L->qa, L->sa, L->qb, L->sb, L->T32, 1, L->N, L->nblk, L->bk, L->twork, isa, nt);
+    }
+    if (L->bias)
+        for (int64_t c = 0; c < L->N; c++) y[c] = y[c] + L->bias[c];
+}
+
+/* ------------------------------------------------------------ a layer */
+
+#define LC_DEC_BARRIER(T) do { if ((T) > 1) { LC_PRAGMA(omp barrier) } } while (0)
+
+/* KV head kv: RoPE of its query heads (scaled) and of its key head, the cache row,
+ * the scores, softmax, and the weighted values into att. */
+static void lc_dec_head(const lc_dlayer *L, lc_dctx *c, int64_t kv, int64_t pos, const float *cs,
+                        const float *sn, int isa) {
+    const int64_t H = c->H, KV = c->KV, hd = c->hd, g = H / KV, S = pos + 1, half = hd / 2;
+    const int64_t Q = H * hd, KVd = KV * hd;
+    float *q = c->rq;
+    for (int64_t hh = kv * g; hh < (kv + 1) * g; hh++) {
+        lc_dec_rope_head(q + hh * hd, c->qkvb + hh * hd, cs, sn, half);
+        if (L->scale != 1.0f)
+            for (int64_t i = hh * hd; i < (hh + 1) * hd; i++) q[i] = q[i] * L->scale;
+    }
+    lc_dec_rope_head(c->rq + Q + kv * hd, c->qkvb + Q + kv * hd, cs, sn, half);
+    memcpy(L->Kc + (kv * L->cap + pos) * hd, c->rq + Q + kv * hd, (size_t)hd * sizeof(float));
+    memcpy(L->Vc + (kv * L->cap + pos) * hd, c->qkvb + Q + KVd + kv * hd, (size_t)hd * sizeof(float));
+    /* scores (g, S) = q (g, hd) @ K^T: the sgemm's chains (lutcore/attn.h) */
+    lc_attn_scores(c->sc + kv * g * S, S, q + kv * g * hd, hd, g, L->Kc + kv * L->cap * hd, S, hd,
+                   c->kt + kv * (hd * 8 + 16), isa);
+    for (int64_t r = kv * g; r < (kv + 1) * g; r++) lc_dec_softmax_row(c->sc + r * S, S, pos, L->window, isa);
+    /* att (g, hd) = p (g, S) @ V (S, hd); (KV, g) row order is head order */
+    lc_attn_values(c->att + kv * g * hd, hd, c->sc + kv * g * S, S, g, L->Vc + kv * L->cap * hd, S, hd, isa);
+}
+
+/* A linear step: thread 0 prepares the row, then every thread computes its part
+ * (or, alone, the caller's thread runs the whole kernel with nt threads).
+ * Returns -1 (on every thread) when the row could not be quantized. */
+static int lc_dec_linear(const lc_dlin *L, lc_dctx *c, float *y, const float *x, int t, int T, int nt, int isa) {
+    if (t == 0) c->bad = lc_dlin_prep(L, x, isa);
+    LC_DEC_BARRIER(T);
+    if (c->bad) return -1;
+    if (T > 1) lc_dlin_part(L, y, x, t, T, isa);
+    else lc_dlin_whole(L, y, x, isa, nt);
+    LC_DEC_BARRIER(T);
+    return 0;
+}
+
+/* One layer on x (1, C), updated in place, by thread t of a team of T (T = 1: the
+ * caller alone, kernels with nt threads).  Returns 0, or -1 on a non-finite
+ * activation (every thread returns at the same step). */
+static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, const float *cs, const float *sn,
+                        int t, int T, int nt, int isa) {
+    const int64_t C = c->C, KV = c->KV, NI = c->inter;
+    if (t == 0) lc_dec_rmsnorm(c->h, x, L->n1w, C, c->eps);
+    if (lc_dec_linear(&L->qkv, c, c->qkvb, c->h, t, T, nt, isa)) return -1;
+    if (T == 1 && nt > 1 && KV > 1) {
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nt))
+        for (int64_t kv = 0; kv < KV; kv++) lc_dec_head(L, c, kv, pos, cs, sn, isa);
+    } else {
+        for (int64_t kv = t; kv < KV; kv += T) lc_dec_head(L, c, kv, pos, cs, sn, isa);
+    }
+    LC_DEC_BARRIER(T);
+    if (lc_dec_linear(&L->o, c, c->ob, c->att, t, T, nt, isa)) return -1;
+    if (t == 0) {
+        for (int64_t i = 0; i < C; i++) x[i] = x[i] + c->ob[i];
+        lc_dec_rmsnorm(c->h, x, L->n2w, C, c->eps);
+    }
+    if (lc_dec_linear(&L->up, c, c->upb, c->h, t, T, nt, isa)) return -1;
+    if (t == 0) {
+        lc_dec_mathfn(c->upb, c->upb, NI, LC_FN_SILU, isa);
+        for (int64_t i = 0; i < NI; i++) c->upb[i] = c->upb[i] * c->upb[NI + i];
+    }
+    if (lc_dec_linear(&L->down, c, c->ob, c->upb, t, T, nt, isa)) return -1;
+    if (t == 0)
+        for (int64_t i = 0; i < C; i++) x[i] = x[i] + c->ob[i];
+    return 0;
+}
+
+/* Layers Ls[0..nl) on x (1, C) at position pos.  team: one thread team for all of
+ * them (no linear may be of kind TABLE); else layer by layer on this thread.
+ * Returns 0, or -1 on a non-finite activation. */
+static int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
+                         const float *sn, int isa, int nt, int team) {
+    if (!team || nt <= 1) {
+        for (int64_t l = 0; l < nl; l++)
+            if (lc_dec_layer(&Ls[l], c, x, pos, cs, sn, 0, 1, nt, isa)) return -1;
+        return 0;
+    }
+    int rc = 0;
+    LC_PRAGMA(omp parallel num_threads(nt))
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        for (int64_t l = 0; l < nl; l++)
+            if (lc_dec_layer(&Ls[l], c, x, pos, cs, sn, t, T, 1, isa)) {
+                if (t == 0) rc = -1;
+                break;
+            }
+    }
+    return rc;
+}
+
+#endif /* LUTCORE_DECODE_H */

@@ -195,6 +195,24 @@ def test_thread_count_changes_no_bit(ckpt, reference, arch):
             assert bits_equal(p.logits(tokens), want)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_non_finite_activation_in_units_decode_is_an_error_not_a_hang(ckpt, threads):
+    """The one-token path quantizes every layer's input: a NaN there (here from a poisoned
+    norm weight) must raise on every thread of the decode team, and the stage stays usable."""
+    lutcore.set_num_threads(threads)
+    st, = stages_for(ckpt("llama"), [6], units="exact")
+    cache = st.new_cache()
+    st.run_layers(st.embed(np.array(PROMPT), 0), cache)
+    w = st.layers[3].n2w
+    keep = w.copy()
+    w[0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        st.run_layers(st.embed(np.array([1]), len(PROMPT)), cache)
+    w[:] = keep
+    ok = st.run_layers(st.embed(np.array([1]), len(PROMPT)), cache)
+    assert np.isfinite(ok).all()
+
+
 # ============================================================================ units
 
 def test_units_weights_are_quantized_once(ckpt, monkeypatch):

@@ -66,17 +66,19 @@ def test_logits_and_greedy_tokens_match_transformers(tmp_path, kind, dtype):
                HF_LOGIT_TOL)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("units", [None, "exact", "mitchell"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_cached_decode_equals_full_recompute(tmp_path, kind, units):
-    """One-token steps (llama-family layers decode in one fused native call each) give the
-    bits of the full recompute: float32, exact units and an approximate table."""
+def test_cached_decode_equals_full_recompute(tmp_path, kind, units, threads):
+    """One-token steps (a stage's llama-family layers decode in one native call: at two
+    threads one team splits every step) give the bits of the full recompute at one thread:
+    float32, exact units and an approximate table."""
     model = hf_model(kind, seed=10 + KINDS.index(kind))
     save(model, tmp_path)
     with Pipeline.from_pretrained(tmp_path, splits=None, units=units) as whole:
         seq = whole.generate(PROMPT, N_NEW)
         full = whole.logits(seq)                                      # (T, V) one pass, no cache
-    with Pipeline.from_pretrained(tmp_path, splits=_split(model), units=units) as p:
+    with Pipeline.from_pretrained(tmp_path, splits=_split(model), units=units, threads=threads) as p:
         stages = p.stages
         head = stages[0]
         caches = [s.new_cache() for s in stages]

@@ -181,8 +181,13 @@ class RayRing:
             # Stages take turns on the same cores, and the compiled graph's idle readers
             # poll: an OpenMP team that spins between regions (libgomp's default) would
             # fight them for the cores.  Passive waiting (futex sleeps) costs far less here.
+            # Ray gives an actor without CPUs OMP_NUM_THREADS=1, and libgomp started that way
+            # barely runs a two-thread team in parallel: ask for the stage's thread count.
             env = dict(o.get("runtime_env") or {})
-            env["env_vars"] = {"OMP_WAIT_POLICY": "PASSIVE", **dict(env.get("env_vars") or {})}
+            omp = {"OMP_WAIT_POLICY": "PASSIVE"}
+            if threads is not None:
+                omp["OMP_NUM_THREADS"] = str(threads)
+            env["env_vars"] = {**omp, **dict(env.get("env_vars") or {})}
             o["runtime_env"] = env
             self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))
         self._ids = {a._actor_id.hex(): k for k, a in enumerate(self.actors)}

@@ -20,23 +20,16 @@
 #ifndef LUTCORE_ALLOC_H
 #define LUTCORE_ALLOC_H
 
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "common.h"
 
-/* 64-byte aligned allocation and the lock, per platform */
+/* the lock, per platform (64-byte aligned allocation: common.h) */
 #if defined(_WIN32)
-#include <malloc.h>
 #include <windows.h>
-static inline void *lc_aligned_alloc(size_t n) { return _aligned_malloc(n, 64); }
-static inline void lc_aligned_free(void *p) { _aligned_free(p); }
 static volatile LONG lc_cache_flag = 0;
 static inline void lc_cache_lock(void) { while (InterlockedExchange(&lc_cache_flag, 1)) {} }
 static inline void lc_cache_unlock(void) { InterlockedExchange(&lc_cache_flag, 0); }
 #else
 #include <stdatomic.h>
-static inline void *lc_aligned_alloc(size_t n) { void *p = NULL; return posix_memalign(&p, 64, n) == 0 ? p : NULL; }
-static inline void lc_aligned_free(void *p) { free(p); }
 static atomic_flag lc_cache_flag = ATOMIC_FLAG_INIT;
 static inline void lc_cache_lock(void) { while (atomic_flag_test_and_set_explicit(&lc_cache_flag, memory_order_acquire)) {} }
 static inline void lc_cache_unlock(void) { atomic_flag_clear_explicit(&lc_cache_flag, memory_order_release); }

@@ -68,4 +68,14 @@ static int lc_cpu_features(void) {
 
 static inline size_t lc_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* 64-byte aligned allocation (NULL on failure), per platform */
+#if defined(_WIN32)
+#include <malloc.h>
+static inline void *lc_aligned_alloc(size_t n) { return _aligned_malloc(n, 64); }
+static inline void lc_aligned_free(void *p) { _aligned_free(p); }
+#else
+static inline void *lc_aligned_alloc(size_t n) { void *p = NULL; return posix_memalign(&p, 64, n) == 0 ? p : NULL; }
+static inline void lc_aligned_free(void *p) { free(p); }
+#endif
+
 #endif /* LUTCORE_COMMON_H */

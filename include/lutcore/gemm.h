@@ -136,14 +136,70 @@ static inline int32_t lc_ld32(const int16_t *p) { int32_t v; memcpy(&v, p, 4); r
     __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));                  \
     __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
 
-LC_TARGET_AVX2 static void lc_mk_exact_avx2_6(int32_t *out, const int16_t *Ap, int64_t Kp,
+/* The 6-row tile in assembly: 12 accumulators (ymm0-11), two widened B vectors,
+ * a broadcast and a product fill the 16 registers exactly, which compilers do not
+ * manage from intrinsics (they hoist the six broadcasts and spill accumulators to
+ * the stack).  Integer sums: the order of the adds does not show. */
+LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_mk_exact_avx2_6(int32_t *out, const int16_t *Ap, int64_t Kp,
                                               const int8_t *Bpan, int64_t p0, int64_t p1) {
-    LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3) LC_MK_DECL(4) LC_MK_DECL(5)
-    for (int64_t p = p0; p < p1; p++) {
-        LC_MK_LOADB
-        LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3); LC_MK_ROW(4); LC_MK_ROW(5);
+    int64_t n = p1 - p0;
+    if (n <= 0) {
+        memset(out, 0, 6 * LC_NR * sizeof(int32_t));
+        return;
     }
-    LC_MK_STORE(0) LC_MK_STORE(1) LC_MK_STORE(2) LC_MK_STORE(3) LC_MK_STORE(4) LC_MK_STORE(5)
+    const int8_t *b = Bpan + p0 * 2 * LC_NR;
+    const int16_t *a = Ap + 2 * p0, *a3 = Ap + 3 * Kp + 2 * p0;
+    const int64_t ks = Kp * (int64_t)sizeof(int16_t);
+#define LC_ASM_ROW(addr, c0, c1)                                   \
+        "vpbroadcastd " addr ", %%ymm14\n\t"                      \
+        "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                   \
+        "vpaddd %%ymm15, %%" c0 ", %%" c0 "\n\t"                   \
+        "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                   \
+        "vpaddd %%ymm14, %%" c1 ", %%" c1 "\n\t"
+    __asm__ volatile(
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+        "vpxor %%ymm1, %%ymm1, %%ymm1\n\t"
+        "vpxor %%ymm2, %%ymm2, %%ymm2\n\t"
+        "vpxor %%ymm3, %%ymm3, %%ymm3\n\t"
+        "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"
+        "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"
+        "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
+        "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"
+        "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"
+        "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"
+        "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+        "1:\n\t"
+        "vpmovsxbw (%[b]), %%ymm12\n\t"
+        "vpmovsxbw 16(%[b]), %%ymm13\n\t"
+        LC_ASM_ROW("(%[a])", "ymm0", "ymm1")
+        LC_ASM_ROW("(%[a],%[ks],1)", "ymm2", "ymm3")
+        LC_ASM_ROW("(%[a],%[ks],2)", "ymm4", "ymm5")
+        LC_ASM_ROW("(%[a3])", "ymm6", "ymm7")
+        LC_ASM_ROW("(%[a3],%[ks],1)", "ymm8", "ymm9")
+        LC_ASM_ROW("(%[a3],%[ks],2)", "ymm10", "ymm11")
+        "add $4, %[a]\n\t"
+        "add $4, %[a3]\n\t"
+        "add $32, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        "vmovdqu %%ymm0, (%[out])\n\t"
+        "vmovdqu %%ymm1, 32(%[out])\n\t"
+        "vmovdqu %%ymm2, 64(%[out])\n\t"
+        "vmovdqu %%ymm3, 96(%[out])\n\t"
+        "vmovdqu %%ymm4, 128(%[out])\n\t"
+        "vmovdqu %%ymm5, 160(%[out])\n\t"
+        "vmovdqu %%ymm6, 192(%[out])\n\t"
+        "vmovdqu %%ymm7, 224(%[out])\n\t"
+        "vmovdqu %%ymm8, 256(%[out])\n\t"
+        "vmovdqu %%ymm9, 288(%[out])\n\t"
+        "vmovdqu %%ymm10, 320(%[out])\n\t"
+        "vmovdqu %%ymm11, 352(%[out])\n\t"
+        : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n] "+r"(n)
+        : [ks] "r"(ks), [out] "r"(out)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+#undef LC_ASM_ROW
 }
 LC_TARGET_AVX2 static void lc_mk_exact_avx2_4(int32_t *out, const int16_t *Ap, int64_t Kp,
                                               const int8_t *Bpan, int64_t p0, int64_t p1) {
@@ -219,10 +275,6 @@ LC_TARGET_AVX2 static void lc_mk_exact_avx2_1(int32_t *out, const int16_t *Ap, i
             FOLDS                                                                            \
         }                                                                                    \
     }
-LC_QMK_DEF(6, LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3) LC_MK_DECL(4) LC_MK_DECL(5),
-           LC_MK_ZERO(0) LC_MK_ZERO(1) LC_MK_ZERO(2) LC_MK_ZERO(3) LC_MK_ZERO(4) LC_MK_ZERO(5),
-           LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3); LC_MK_ROW(4); LC_MK_ROW(5);,
-           LC_QMK_FOLD(0); LC_QMK_FOLD(1); LC_QMK_FOLD(2); LC_QMK_FOLD(3); LC_QMK_FOLD(4); LC_QMK_FOLD(5);)
 LC_QMK_DEF(4, LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3),
            LC_MK_ZERO(0) LC_MK_ZERO(1) LC_MK_ZERO(2) LC_MK_ZERO(3),
            LC_MK_ROW(0); LC_MK_ROW(1); LC_MK_ROW(2); LC_MK_ROW(3);,
@@ -269,6 +321,8 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2_1(float *y, const int16_t *Ap, int6
     }
 }
 
+LC_TARGET_AVX2 static void lc_fold_avx2(float *y, const int32_t *acc, const float *sa, int64_t lds,
+                                        const float *sb, int R);
 LC_TARGET_AVX2 static void lc_qmk_exact_avx2(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan,
                                              const float *sa, int64_t lds, const float *sbpan,
                                              int64_t nblk, int64_t pb, int R) {
@@ -278,7 +332,14 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2(float *y, const int16_t *Ap, int64_
         float *yr = y + r * LC_NR;
         const int16_t *ar = Ap + r * Kp;
         const float *sr = sa + r * lds;
-        if (left >= 6) { lc_qmk_exact_avx2_6(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 6; }
+        if (left >= 6) {
+            int32_t acc[6 * LC_NR];
+            for (int64_t blk = 0; blk < nblk; blk++) {
+                lc_mk_exact_avx2_6(acc, ar, Kp, Bpan, blk * pb, (blk + 1) * pb);
+                lc_fold_avx2(yr, acc, sr + blk, lds, sbpan + blk * LC_NR, 6);
+            }
+            r += 6;
+        }
         else if (left >= 4) { lc_qmk_exact_avx2_4(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 4; }
         else if (left >= 2) { lc_qmk_exact_avx2_2(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 2; }
         else { lc_qmk_exact_avx2_1(yr, ar, Kp, Bpan, sr, lds, sbpan, nblk, pb); r += 1; }

@@ -168,8 +168,8 @@ class Stage:
         self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
         if self.plan.head:
             self._build_head(w)
-        # Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token in one
-        # native call per layer (see _decode_fused)
+        # Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token: all of the
+        # stage's layers in one native call (see _decode_fused)
         self._fusable = (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
                          and all(L.n1b is None and L.n2b is None for L in self.layers))
 

@@ -219,14 +219,19 @@ LC_TARGET_AVX2 static void lc_mk_exact_avx2_2(int32_t *out, const int16_t *Ap, i
     }
     LC_MK_STORE(0) LC_MK_STORE(1)
 }
-LC_TARGET_AVX2 static void lc_mk_exact_avx2_1(int32_t *out, const int16_t *Ap, int64_t Kp,
-                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
-    LC_MK_DECL(0)
-    /* GEMV: two independent accumulator pairs hide the add latency */
+/* One row over k-pairs [p0, p1) (decoding's GEMV): two chains per half hide the
+ * add latency, and the panel is prefetched 1 KiB ahead (it streams from memory). */
+#ifndef LC_GEMV_PF
+#define LC_GEMV_PF 1024
+#endif
+LC_TARGET_AVX2 static inline __attribute__((always_inline)) void
+lc_row_pairs_avx2(__m256i *lo, __m256i *hi, const int16_t *a0, const int8_t *Bpan, int64_t p0, int64_t p1) {
+    __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
     __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
     int64_t p = p0;
     for (; p + 2 <= p1; p += 2) {
         const int8_t *b = Bpan + p * 2 * LC_NR;
+        _mm_prefetch((const char *)(b + LC_GEMV_PF), _MM_HINT_T0);
         __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
         __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
         __m256i b2 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 32)));
@@ -242,8 +247,14 @@ LC_TARGET_AVX2 static void lc_mk_exact_avx2_1(int32_t *out, const int16_t *Ap, i
         LC_MK_LOADB
         LC_MK_ROW(0);
     }
-    c00 = _mm256_add_epi32(c00, d0);
-    c01 = _mm256_add_epi32(c01, d1);
+    *lo = _mm256_add_epi32(c00, d0);
+    *hi = _mm256_add_epi32(c01, d1);
+}
+LC_TARGET_AVX2 static void lc_mk_exact_avx2_1(int32_t *out, const int16_t *Ap, int64_t Kp,
+                                              const int8_t *Bpan, int64_t p0, int64_t p1) {
+    (void)Kp;
+    __m256i c00, c01;
+    lc_row_pairs_avx2(&c00, &c01, Ap, Bpan, p0, p1);
     LC_MK_STORE(0)
 }
 
@@ -281,40 +292,14 @@ LC_QMK_DEF(4, LC_MK_DECL(0) LC_MK_DECL(1) LC_MK_DECL(2) LC_MK_DECL(3),
            LC_QMK_FOLD(0); LC_QMK_FOLD(1); LC_QMK_FOLD(2); LC_QMK_FOLD(3);)
 LC_QMK_DEF(2, LC_MK_DECL(0) LC_MK_DECL(1), LC_MK_ZERO(0) LC_MK_ZERO(1),
            LC_MK_ROW(0); LC_MK_ROW(1);, LC_QMK_FOLD(0); LC_QMK_FOLD(1);)
-/* One row (decoding's GEMV): two chains per half hide the add latency, and the
- * panel is prefetched a few hundred bytes ahead (it streams from memory). */
-#ifndef LC_GEMV_PF
-#define LC_GEMV_PF 1024
-#endif
+/* One row (decoding's GEMV), block by block. */
 LC_TARGET_AVX2 static void lc_qmk_exact_avx2_1(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan,
                                                const float *sa, int64_t lds, const float *sbpan,
                                                int64_t nblk, int64_t pb) {
     (void)Kp;
-    const int16_t *a0 = Ap;
     for (int64_t blk = 0; blk < nblk; blk++) {
-        __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
-        __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
-        int64_t p = blk * pb, pe = (blk + 1) * pb;
-        for (; p + 2 <= pe; p += 2) {
-            const int8_t *b = Bpan + p * 2 * LC_NR;
-            _mm_prefetch((const char *)(b + LC_GEMV_PF), _MM_HINT_T0);
-            __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-            __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-            __m256i b2 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 32)));
-            __m256i b3 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 48)));
-            __m256i av = _mm256_set1_epi32(lc_ld32(a0 + 2 * p));
-            __m256i aw = _mm256_set1_epi32(lc_ld32(a0 + 2 * p + 2));
-            c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(av, b0));
-            c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(av, b1));
-            d0 = _mm256_add_epi32(d0, _mm256_madd_epi16(aw, b2));
-            d1 = _mm256_add_epi32(d1, _mm256_madd_epi16(aw, b3));
-        }
-        for (; p < pe; p++) {
-            LC_MK_LOADB
-            LC_MK_ROW(0);
-        }
-        c00 = _mm256_add_epi32(c00, d0);
-        c01 = _mm256_add_epi32(c01, d1);
+        __m256i c00, c01;
+        lc_row_pairs_avx2(&c00, &c01, Ap, Bpan, blk * pb, (blk + 1) * pb);
         __m256 sb0 = _mm256_loadu_ps(sbpan + blk * LC_NR);
         __m256 sb1 = _mm256_loadu_ps(sbpan + blk * LC_NR + 8);
         LC_QMK_FOLD(0);

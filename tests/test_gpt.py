@@ -233,6 +233,51 @@ def test_attention_block_fd():
     assert direction[-1], direction
 
 
+def _softmax_bwd_reference(ds, att, scale):
+    """float64 numpy: the scores' gradient of a row-softmax, from DESIGN's formula."""
+    return (ds - np.sum(ds * att, axis=-1, keepdims=True)) * att * scale
+
+
+@pytest.mark.parametrize("L", [1, 7, 33])
+def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
+    """float32 attention runs its softmax rows natively (lutcore/softmax.h): close to the
+    float64 numpy path, causal, and the same bits at 1 and 2 threads and on every SIMD path."""
+    rng = np.random.default_rng(L)
+    q, k, v, dy = (rng.standard_normal((2, 3, L, 8)) for _ in range(4))
+    y64, att64 = gpt_mod.attention_fwd(q, k, v)
+    g64 = gpt_mod.attention_bwd(dy, q, k, v, att64)
+    f = [a.astype(np.float32) for a in (q, k, v, dy)]
+    runs = []
+    prev = lutcore.get_simd()
+    try:
+        for isa in lutcore.available_simd():
+            lutcore.set_simd(isa)
+            for threads in (1, 2):
+                lutcore.set_num_threads(threads)
+                y, att = gpt_mod.attention_fwd(*f[:3])
+                runs.append((y, att) + tuple(gpt_mod.attention_bwd(f[3], *f[:3], att)))
+    finally:
+        lutcore.set_simd(prev)
+    for r in runs[1:]:
+        for a, b in zip(r, runs[0]):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), "bits depend on threads or SIMD path"
+    y, att, dq, dk, dv = runs[0]
+    assert not np.any(np.triu(np.ones((L, L), bool), 1) & (att != 0)), "attention to future positions"
+    np.testing.assert_allclose(att, att64, rtol=0, atol=2e-6)
+    np.testing.assert_allclose(y, y64, rtol=1e-5, atol=1e-5)
+    for got, want in zip((dq, dk, dv), g64):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # the native backward row against the formula, on the float32 forward's att
+    ds = rng.standard_normal((2 * 3, L, L)).astype(np.float32)
+    want = _softmax_bwd_reference(ds.astype(np.float64), att.reshape(-1, L, L).astype(np.float64), 0.25)
+    got = ds.copy()
+    from lutcore._native import decode as rows
+    rows.softmax_causal_backward(got, np.ascontiguousarray(att.reshape(-1, L, L)), L, 0, 0.25, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="att"):
+        rows.softmax_causal_backward(got, np.zeros((1, L, L), np.float32), L, 0, 0.25, 1)
+
+
 # ============================================================================ 3. the checks catch wrong gradients
 
 def test_checker_detects_corrupted_gradient():

@@ -25,6 +25,7 @@
 #include <math.h>
 #include "common.h"
 #include "mathfn.h"
+#include "softmax.h"
 #include "attn.h"
 #include "gemm.h"
 #include "sgemm.h"
@@ -68,17 +69,10 @@ typedef struct {
 
 /* ------------------------------------------------------------ row steps */
 
-/* The stage's rowsum: one in-order chain from 0. */
-static inline float lc_dec_rowsum(const float *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s = s + x[i];
-    return s;
-}
-
 /* As Stage._norm without bias: out = x * (1 / sqrt(sum(x*x)/C + eps)) * w, float32 steps. */
 static void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps) {
     for (int64_t i = 0; i < C; i++) out[i] = x[i] * x[i];
-    float ms = lc_dec_rowsum(out, C) / (float)C;
+    float ms = lc_rowsum_f(out, C) / (float)C;
     float r = 1.0f / sqrtf(ms + eps);
     for (int64_t i = 0; i < C; i++) out[i] = (x[i] * r) * w[i];
 }
@@ -91,30 +85,6 @@ static inline void lc_dec_rope_head(float *dst, const float *src, const float *c
         dst[i] = a - b;
         dst[half + i] = c + d;
     }
-}
-
-/* lc_mathfn_f32 on the calling thread (its chunks are multiples of 8: the same bits) */
-static inline void lc_dec_mathfn(float *out, const float *x, int64_t n, int fn, int isa) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
-#endif
-    (void)isa;
-    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
-}
-
-/* The stage's attention softmax of one query row at position qpos over keys 0..S-1:
- * keys after qpos (or window or more before it) -> -inf, minus the row max, exp,
- * divided by the in-order row sum. */
-static void lc_dec_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {
-    for (int64_t j = 0; j < S; j++)
-        if (j > qpos || (window > 0 && qpos - j >= window)) s[j] = -INFINITY;
-    float m = s[0];
-    for (int64_t j = 1; j < S; j++)
-        if (s[j] > m) m = s[j];
-    for (int64_t j = 0; j < S; j++) s[j] = s[j] - m;
-    lc_dec_mathfn(s, s, S, LC_FN_EXP, isa);
-    float tot = lc_dec_rowsum(s, S);
-    for (int64_t j = 0; j < S; j++) s[j] = s[j] / tot;
 }
 
 /* ------------------------------------------------------------ linears */
@@ -198,7 +168,7 @@ static void lc_dec_head(const lc_dlayer *L, lc_dctx *c, int64_t kv, int64_t pos,
     /* scores (g, S) = q (g, hd) @ K^T: the sgemm's chains (lutcore/attn.h) */
     lc_attn_scores(c->sc + kv * g * S, S, q + kv * g * hd, hd, g, L->Kc + kv * L->cap * hd, S, hd,
                    c->kt + kv * (hd * 8 + 16), isa);
-    for (int64_t r = kv * g; r < (kv + 1) * g; r++) lc_dec_softmax_row(c->sc + r * S, S, pos, L->window, isa);
+    for (int64_t r = kv * g; r < (kv + 1) * g; r++) lc_softmax_row(c->sc + r * S, S, pos, L->window, isa);
     /* att (g, hd) = p (g, S) @ V (S, hd); (KV, g) row order is head order */
     lc_attn_values(c->att + kv * g * hd, hd, c->sc + kv * g * S, S, g, L->Vc + kv * L->cap * hd, S, hd, isa);
 }
@@ -238,7 +208,7 @@ static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, c
     }
     if (lc_dec_linear(&L->up, c, c->upb, c->h, t, T, nt, isa)) return -1;
     if (t == 0) {
-        lc_dec_mathfn(c->upb, c->upb, NI, LC_FN_SILU, isa);
+        lc_mathfn_row(c->upb, c->upb, NI, LC_FN_SILU, isa);
         for (int64_t i = 0; i < NI; i++) c->upb[i] = c->upb[i] * c->upb[NI + i];
     }
     if (lc_dec_linear(&L->down, c, c->ob, c->upb, t, T, nt, isa)) return -1;

@@ -26,6 +26,10 @@ cdef extern from "lutcore/attn.h" nogil:
     void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
                         int64_t S, int64_t hd, int isa)
 
+cdef extern from "lutcore/softmax.h" nogil:
+    void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
+    void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale)
+
 cdef extern from "lutcore/decode.h" nogil:
     int LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE
     ctypedef struct lc_dlin:
@@ -64,7 +68,6 @@ cdef extern from "lutcore/decode.h" nogil:
         int bad
     void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps)
     void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half)
-    void lc_dec_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
     int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
                       const float *sn, int isa, int nt, int team)
 
@@ -234,7 +237,24 @@ def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, i
     if KV == 0 or R == 0 or S == 0:
         return
     for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
-        lc_dec_softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
+        lc_softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
+
+
+def softmax_causal_backward(float[:, :, ::1] ds, const float[:, :, ::1] att, int64_t T, int64_t pos, double scale,
+                            int nthreads):
+    """In place on ds = dL/d(att) (KV, g*T, S), rows laid out as in softmax_causal, given its
+    output att: the scores' gradient ((ds - <ds, att>_row) * att) * scale, zero past each
+    query's position (lutcore/softmax.h)."""
+    cdef int64_t KV = ds.shape[0], R = ds.shape[1], S = ds.shape[2], i
+    if att.shape[0] != KV or att.shape[1] != R or att.shape[2] != S:
+        raise ValueError(f"att: expected the shape of ds ({KV}, {R}, {S}), got ({att.shape[0]}, {att.shape[1]}, "
+                         f"{att.shape[2]})")
+    if T <= 0 or R % T:
+        raise ValueError(f"T: expected a positive divisor of the {R} rows, got {T}")
+    if KV == 0 or R == 0 or S == 0:
+        return
+    for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
+        lc_softmax_bwd_row(&ds[i // R, i % R, 0], &att[i // R, i % R, 0], S, pos + (i % R) % T, <float>scale)
 
 
 def rope_rows(float[:, :, ::1] out, const float[:, :, :] x, const float[:, ::1] cos, const float[:, ::1] sin,

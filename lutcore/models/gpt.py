@@ -36,8 +36,10 @@ import math
 
 import numpy as np
 
-from lutcore import _check
+from lutcore import _check, _simd
 from lutcore._alloc import reusing
+from lutcore._native import decode as _rows
+from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops.mathfn import gelu_tanh, gelu_tanh_backward
@@ -105,6 +107,11 @@ def attention_fwd(q, k, v):
     scale = q.dtype.type(1.0 / math.sqrt(hd))
     s = nn.bmm(q, k.swapaxes(-1, -2))                              # (B, H, L, L)
     s *= scale
+    if _native_rows(s):
+        # mask, minus the row max, lutcore's exp, over the in-order row sum: one parallel
+        # pass (lutcore/softmax.h; the same bits on every SIMD path and thread count)
+        _rows.softmax_causal(s.reshape(-1, L, L), L, 0, 0, _simd.isa(), resolve_threads(None))
+        return nn.bmm(s, v), s
     future = np.triu(np.ones((L, L), dtype=bool), 1)
     np.copyto(s, s.dtype.type(-np.inf), where=future)             # broadcast over (B, H)
     s -= s.max(axis=-1, keepdims=True)                                # the diagonal is always finite
@@ -113,15 +120,26 @@ def attention_fwd(q, k, v):
     return nn.bmm(att, v), att                                     # (B, H, L, hd)
 
 
+def _native_rows(s):
+    """float32 scores take the native softmax rows; float64 (the gradient-check
+    reference) keeps numpy's."""
+    return s.dtype == np.float32 and s.flags.c_contiguous
+
+
 def attention_bwd(dy, q, k, v, att):
     """dy (B, H, L, hd), saved q, k, v, att -> (dq, dk, dv), each (B, H, L, hd)."""
     scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
     dv = nn.bmm(att.swapaxes(-1, -2), dy)                          # (B, H, L, hd)
     # softmax backward, in place: ds = att * (datt - <datt, att>_row) * scale; masked entries have att = 0
     ds = nn.bmm(dy, v.swapaxes(-1, -2))                            # datt (B, H, L, L)
-    ds -= np.sum(ds * att, axis=-1, keepdims=True)
-    ds *= att
-    ds *= scale
+    if _native_rows(ds) and att.dtype == np.float32 and att.flags.c_contiguous:
+        L = ds.shape[-1]
+        _rows.softmax_causal_backward(ds.reshape(-1, L, L), att.reshape(-1, L, L), L, 0, float(scale),
+                                      resolve_threads(None))
+    else:
+        ds -= np.sum(ds * att, axis=-1, keepdims=True)
+        ds *= att
+        ds *= scale
     dq = nn.bmm(ds, k)                                             # (B, H, L, hd)
     dk = nn.bmm(ds.swapaxes(-1, -2), q)                            # (B, H, L, hd)
     return dq, dk, dv

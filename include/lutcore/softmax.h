@@ -1,0 +1,59 @@
+/* lutcore/softmax.h — causal softmax rows, forward and backward (float32).
+ *
+ * Forward, one query row at position qpos over keys 0..S-1, in place: keys after
+ * qpos (or `window` or more before it) -> -inf, minus the row max, exp (lutcore's,
+ * the same bits on every SIMD path), divided by the in-order row sum.  Used by the
+ * pipeline's prefill and decode and by the GPT model's attention.
+ *
+ * Backward, in place on ds = dL/d(att) of that row, given att:
+ *   dot = in-order sum over j <= qpos of ds[j] * att[j] (each product rounded)
+ *   ds[j] = ((ds[j] - dot) * att[j]) * scale for j <= qpos, 0 beyond
+ * (the scores' gradient, with the 1/sqrt(hd) scale the forward applied).
+ */
+#ifndef LUTCORE_SOFTMAX_H
+#define LUTCORE_SOFTMAX_H
+
+#include <math.h>
+#include "common.h"
+#include "mathfn.h"
+
+/* One in-order chain from 0 (the stage's rowsum). */
+static inline float lc_rowsum_f(const float *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s = s + x[i];
+    return s;
+}
+
+/* lc_mathfn_f32 on the calling thread (its chunks are multiples of 8: the same bits) */
+static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
+}
+
+static void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {
+    for (int64_t j = 0; j < S; j++)
+        if (j > qpos || (window > 0 && qpos - j >= window)) s[j] = -INFINITY;
+    float m = s[0];
+    for (int64_t j = 1; j < S; j++)
+        if (s[j] > m) m = s[j];
+    for (int64_t j = 0; j < S; j++) s[j] = s[j] - m;
+    lc_mathfn_row(s, s, S, LC_FN_EXP, isa);
+    float tot = lc_rowsum_f(s, S);
+    for (int64_t j = 0; j < S; j++) s[j] = s[j] / tot;
+}
+
+static void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale) {
+    const int64_t n = qpos + 1 < S ? qpos + 1 : S;
+    float dot = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float t = ds[j] * att[j];
+        dot = dot + t;
+    }
+    for (int64_t j = 0; j < n; j++) ds[j] = ((ds[j] - dot) * att[j]) * scale;
+    for (int64_t j = n; j < S; j++) ds[j] = 0.0f;
+}
+
+#endif /* LUTCORE_SOFTMAX_H */

@@ -7,6 +7,9 @@
  *   fp16 "nearest": IEEE binary16 round-to-nearest-even, subnormals kept,
  *            overflow to inf, NaN bits as numpy's astype(float16);
  *   fp16 "truncate": round toward zero (finite overflow -> 65504).
+ *   scatter-add rows (an embedding's gradient): grad[ids[t]] += dy[t] for t in
+ *            order, float32 adds per element in np.add.at's sequence; threads
+ *            split the columns, so every element keeps that order.
  * The rounding add is done in 64-bit so acc near INT32_MAX does not wrap.
  *
  * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
@@ -265,6 +268,21 @@ static void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int i
         if (isa >= LC_ISA_AVX2) { lc_fp16_round_avx2(out + i0, x + i0, len, mode); continue; }
 #endif
         lc_fp16_round_generic(out + i0, x + i0, len, mode);
+    }
+}
+
+/* grad (V, C) rows ids[t] += dy (n, C) rows t, t in order; ids already checked < V. */
+static void lc_scatter_add_rows(float *grad, int64_t C, const int64_t *ids, int64_t n, const float *dy,
+                                int nthreads) {
+    const int64_t CB = 64, ncb = (C + CB - 1) / CB;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t cb = 0; cb < ncb; cb++) {
+        const int64_t c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
+        for (int64_t t = 0; t < n; t++) {
+            float *g = grad + ids[t] * C;
+            const float *d = dy + t * C;
+            for (int64_t c = c0; c < c1; c++) g[c] = g[c] + d[c];
+        }
     }
 }
 

@@ -9,6 +9,7 @@ cdef extern from "lutcore/elementwise.h" nogil:
     void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads)
     void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads)
     void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads)
+    void lc_scatter_add_rows(float *grad, int64_t C, const int64_t *ids, int64_t n, const float *dy, int nthreads)
 
 
 def requant(int8_t[::1] out, const int32_t[::1] acc, int shift, const int8_t[::1] lut,
@@ -50,3 +51,17 @@ def fp16_round(float[::1] out, const float[::1] x, int mode, int isa, int nthrea
         return
     with nogil:
         lc_fp16_round(&out[0], &x[0], n, mode, isa, nthreads)
+
+
+def scatter_add_rows(float[:, ::1] grad, const int64_t[::1] ids, const float[:, ::1] dy, int nthreads):
+    """grad[ids[t]] += dy[t] for t in order (np.add.at's bits)."""
+    cdef int64_t V = grad.shape[0], C = grad.shape[1], n = ids.shape[0], t
+    if dy.shape[0] != n or dy.shape[1] != C:
+        raise ValueError(f"dy: expected ({n}, {C}), got ({dy.shape[0]}, {dy.shape[1]})")
+    for t in range(n):
+        if ids[t] < 0 or ids[t] >= V:
+            raise ValueError(f"ids: expected row indices in [0, {V}), got {ids[t]} at {t}")
+    if n == 0 or C == 0:
+        return
+    with nogil:
+        lc_scatter_add_rows(&grad[0, 0], C, &ids[0], n, &dy[0, 0], nthreads)

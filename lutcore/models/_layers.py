@@ -13,7 +13,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore._native import elementwise as _ew
+from lutcore._threads import resolve_threads
 from lutcore.ops.matmul import matmul
+
+
+def embedding_bwd(grad, ids, dy):
+    """grad[ids[t]] += dy[t] for every token t, in token order (np.add.at's result, bit for
+    bit); float32 natively with the columns split between threads."""
+    ids = ids.reshape(-1)
+    dy = dy.reshape(ids.size, grad.shape[1])
+    if grad.dtype == np.float32 and dy.dtype == np.float32 and grad.flags.c_contiguous:
+        _ew.scatter_add_rows(grad, np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(dy),
+                             resolve_threads(None))
+    else:
+        np.add.at(grad, ids, dy)
 
 
 def linear_fwd(x, w, b=None, mm=None):

@@ -307,7 +307,7 @@ class GPT(LanguageModel):
             dh = self._block_bwd(i, dh, caches[i], grads)
         L = ids.shape[1]
         grads["wpe"][:L] += dh.sum(axis=0)
-        np.add.at(grads["wte"], ids.reshape(-1), dh.reshape(-1, cfg.dim))
+        nn.embedding_bwd(grads["wte"], ids, dh)
         return loss, grads
 
     # ---------------------------------------------------------------- decoding

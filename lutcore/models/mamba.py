@@ -444,7 +444,7 @@ class MambaLM(LanguageModel):
             if self.checkpoint_activations:
                 _, c = blk.forward(c, save=True)
             dh = blk.backward(dh, c, grads)
-        np.add.at(grads["backbone.embeddings.weight"], ids.reshape(-1), dh.reshape(-1, self.config.d_model))
+        nn.embedding_bwd(grads["backbone.embeddings.weight"], ids, dh)
         return loss, grads
 
     # ---------------------------------------------------------------- decoding

@@ -261,6 +261,37 @@ def test_embedding_gradient_is_np_add_at_bit_for_bit(threads):
         nn.embedding_bwd(np.zeros((3, 2), np.float32), np.array([0, 3]), np.zeros((2, 2), np.float32))
 
 
+@pytest.mark.parametrize("R, C", [(1, 1), (7, 33), (130, 64)])
+def test_float32_rmsnorm_rows_match_float64_and_keep_their_bits(R, C):
+    """RMSNorm in float32 runs natively (lutcore/norm.h): forward, dx and the accumulated dw
+    close to the float64 formula, and the same bits at 1 and 2 threads."""
+    from lutcore.models import _layers as nn
+    rng = np.random.default_rng(R * 100 + C)
+    x, dy = (rng.standard_normal((R, C)) * 3 for _ in range(2))
+    w = rng.standard_normal(C)
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    r = 1 / np.sqrt(ms + 1e-5)
+    y64 = x * r * w
+    g = dy * w
+    dx64 = r * g - x * r ** 3 * np.sum(g * x, axis=-1, keepdims=True) / C
+    dw64 = 0.5 + (dy * x * r).sum(axis=0)
+    outs = []
+    for threads in (1, 2):
+        lutcore.set_num_threads(threads)
+        f = lambda a: a.astype(np.float32)          # noqa: E731
+        y, rstd = nn.rmsnorm_fwd(f(x).reshape(1, R, C), f(w), 1e-5)
+        dw = np.full(C, 0.5, np.float32)
+        dx = nn.rmsnorm_bwd(f(dy).reshape(1, R, C), f(x).reshape(1, R, C), f(w), rstd, dw)
+        outs.append((y, rstd, dx, dw))
+    for a, b in zip(*outs):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), "bits depend on the thread count"
+    y, rstd, dx, dw = outs[0]
+    assert y.shape == (1, R, C) and rstd.shape == (1, R, 1) and dx.shape == (1, R, C)
+    np.testing.assert_allclose(y[0], y64, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(dx[0], dx64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, dw64, rtol=1e-4, atol=1e-4 * max(1, R ** 0.5))
+
+
 def test_checkpoint_activations_bit_identical():
     m = _f32_model(tied=False)
     mc = MambaLM(m.config, dtype=np.float32, params={k: v.copy() for k, v in m.parameters().items()},

@@ -26,6 +26,7 @@
 #include "common.h"
 #include "mathfn.h"
 #include "softmax.h"
+#include "norm.h"
 #include "attn.h"
 #include "gemm.h"
 #include "sgemm.h"
@@ -68,14 +69,6 @@ typedef struct {
 } lc_dctx;
 
 /* ------------------------------------------------------------ row steps */
-
-/* As Stage._norm without bias: out = x * (1 / sqrt(sum(x*x)/C + eps)) * w, float32 steps. */
-static void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps) {
-    for (int64_t i = 0; i < C; i++) out[i] = x[i] * x[i];
-    float ms = lc_rowsum_f(out, C) / (float)C;
-    float r = 1.0f / sqrtf(ms + eps);
-    for (int64_t i = 0; i < C; i++) out[i] = (x[i] * r) * w[i];
-}
 
 /* One head rotated (rotate-half): x1 c - x2 s | x2 c + x1 s, each product rounded before the sum. */
 static inline void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half) {
@@ -192,7 +185,7 @@ static int lc_dec_linear(const lc_dlin *L, lc_dctx *c, float *y, const float *x,
 static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, const float *cs, const float *sn,
                         int t, int T, int nt, int isa) {
     const int64_t C = c->C, KV = c->KV, NI = c->inter;
-    if (t == 0) lc_dec_rmsnorm(c->h, x, L->n1w, C, c->eps);
+    if (t == 0) lc_rmsnorm_row(c->h, x, L->n1w, C, c->eps);
     if (lc_dec_linear(&L->qkv, c, c->qkvb, c->h, t, T, nt, isa)) return -1;
     if (T == 1 && nt > 1 && KV > 1) {
         LC_PRAGMA(omp parallel for schedule(static) num_threads(nt))
@@ -204,7 +197,7 @@ static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, c
     if (lc_dec_linear(&L->o, c, c->ob, c->att, t, T, nt, isa)) return -1;
     if (t == 0) {
         for (int64_t i = 0; i < C; i++) x[i] = x[i] + c->ob[i];
-        lc_dec_rmsnorm(c->h, x, L->n2w, C, c->eps);
+        lc_rmsnorm_row(c->h, x, L->n2w, C, c->eps);
     }
     if (lc_dec_linear(&L->up, c, c->upb, c->h, t, T, nt, isa)) return -1;
     if (t == 0) {

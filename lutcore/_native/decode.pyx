@@ -30,6 +30,13 @@ cdef extern from "lutcore/softmax.h" nogil:
     void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
     void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale)
 
+cdef extern from "lutcore/norm.h" nogil:
+    void lc_rmsnorm_rows(float *y, float *rstd, const float *x, const float *w, int64_t R, int64_t C, float eps,
+                         int nthreads)
+    void lc_rmsnorm_rows_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                             const float *rstd, int64_t R, int64_t C, float *work, int nthreads)
+    int LC_NORM_ROWS
+
 cdef extern from "lutcore/decode.h" nogil:
     int LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE
     ctypedef struct lc_dlin:
@@ -66,7 +73,6 @@ cdef extern from "lutcore/decode.h" nogil:
         float *sc
         float *kt
         int bad
-    void lc_dec_rmsnorm(float *out, const float *x, const float *w, int64_t C, float eps)
     void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half)
     int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
                       const float *sn, int isa, int nt, int team)
@@ -216,16 +222,43 @@ def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
     return out
 
 
-def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps):
-    """Rows of the stage's RMSNorm (Stage._norm without bias), the same float32 steps per row."""
-    cdef int64_t R = x.shape[0], C = x.shape[1], r
+def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps, rstd=None,
+                 int nthreads=1):
+    """Rows of RMSNorm (lutcore/norm.h): out = (x * r) * w, r = 1/sqrt(in-order mean(x*x) + eps);
+    r per row into rstd (R,) float32 when given."""
+    cdef int64_t R = x.shape[0], C = x.shape[1]
+    cdef float[::1] rs
+    cdef float *pr = NULL
     if out.shape[0] != R or out.shape[1] != C or w.shape[0] != C:
         raise ValueError(f"out, w: expected ({R}, {C}) and ({C},), got ({out.shape[0]}, {out.shape[1]}) "
                          f"and ({w.shape[0]},)")
+    if rstd is not None:
+        rs = rstd
+        if rs.shape[0] != R:
+            raise ValueError(f"rstd: expected ({R},), got ({rs.shape[0]},)")
+        if R:
+            pr = &rs[0]
     if R and C:
         with nogil:
-            for r in range(R):
-                lc_dec_rmsnorm(&out[r, 0], &x[r, 0], &w[0], C, <float>eps)
+            lc_rmsnorm_rows(&out[0, 0], pr, &x[0, 0], &w[0], R, C, <float>eps, nthreads)
+
+
+def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] dy, const float[:, ::1] x,
+                          const float[::1] w, const float[::1] rstd, int nthreads):
+    """dx of RMSNorm rows, and dw += the weight's gradient (lutcore/norm.h; the same bits at
+    any thread count)."""
+    cdef int64_t R = x.shape[0], C = x.shape[1]
+    if dx.shape[0] != R or dx.shape[1] != C or dy.shape[0] != R or dy.shape[1] != C:
+        raise ValueError(f"dx, dy: expected ({R}, {C}), got ({dx.shape[0]}, {dx.shape[1]}) and "
+                         f"({dy.shape[0]}, {dy.shape[1]})")
+    if w.shape[0] != C or dw.shape[0] != C or rstd.shape[0] != R:
+        raise ValueError(f"w, dw, rstd: expected ({C},), ({C},), ({R},), got ({w.shape[0]},), ({dw.shape[0]},), "
+                         f"({rstd.shape[0]},)")
+    if R == 0 or C == 0:
+        return
+    cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * C, np.float32)
+    with nogil:
+        lc_rmsnorm_rows_bwd(&dx[0, 0], &dw[0], &dy[0, 0], &x[0, 0], &w[0], &rstd[0], R, C, &work[0], nthreads)
 
 
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore._native import decode as _rows
 from lutcore._native import elementwise as _ew
 from lutcore._threads import resolve_threads
 from lutcore.ops.matmul import matmul
@@ -54,14 +55,33 @@ def linear_bwd(dy, x, w, dw, db=None, mm=None, need_dx=True):
     return None if dx is None else dx.reshape(*dy.shape[:-1], w.shape[1])
 
 
+def _f32_rows(*arrays):
+    return all(a.dtype == np.float32 for a in arrays)
+
+
 def rmsnorm_fwd(x, w, eps):
-    """y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); returns (y, rstd)."""
+    """y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); returns (y, rstd).  float32: native
+    rows (lutcore/norm.h: in-order sums, parallel over rows); float64: numpy."""
+    if _f32_rows(x, w):
+        C = x.shape[-1]
+        x2 = np.ascontiguousarray(x).reshape(-1, C)
+        y = np.empty(x2.shape, np.float32)
+        rstd = np.empty(x2.shape[0], np.float32)
+        _rows.rmsnorm_rows(y, x2, np.ascontiguousarray(w), float(eps), rstd, resolve_threads(None))
+        return y.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1)
     ms = np.mean(x * x, axis=-1, keepdims=True)
     rstd = 1.0 / np.sqrt(ms + x.dtype.type(eps))
     return x * rstd * w, rstd
 
 
 def rmsnorm_bwd(dy, x, w, rstd, dw):
+    if _f32_rows(dy, x, w, rstd, dw) and dw.flags.c_contiguous:
+        C = x.shape[-1]
+        x2 = np.ascontiguousarray(x).reshape(-1, C)
+        dx = np.empty(x2.shape, np.float32)
+        _rows.rmsnorm_rows_backward(dx, dw, np.ascontiguousarray(dy).reshape(-1, C), x2, np.ascontiguousarray(w),
+                                    np.ascontiguousarray(rstd).reshape(-1), resolve_threads(None))
+        return dx.reshape(x.shape)
     g = dy * w
     dw += (dy * x * rstd).reshape(-1, x.shape[-1]).sum(axis=0)
     d = x.shape[-1]

@@ -96,3 +96,15 @@ def test_cached_decode_equals_full_recompute(tmp_path, kind, units, threads):
     got = np.concatenate(steps)
     print(f"\n{kind} units={units}: cached decode vs full recompute, max |diff| {np.abs(got - full).max():.3e}")
     assert np.array_equal(got.view(np.uint32), full.view(np.uint32)), "cached decode changed bits"
+
+
+def test_default_threads_on_a_long_prompt(tmp_path):
+    """threads=None (the default) resolves at call time everywhere, also in the prefill's
+    elementwise kernels that only go parallel past 65536 values (here 2 x 280 x 140 scores)."""
+    save(hf_model("llama", seed=4, num_hidden_layers=2, max_position_embeddings=160), tmp_path)
+    prompt = np.random.default_rng(5).integers(1, V, 140)
+    with Pipeline.from_pretrained(tmp_path) as p:
+        got = p.logits(prompt)
+    with Pipeline.from_pretrained(tmp_path, threads=1) as p:
+        want = p.logits(prompt)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

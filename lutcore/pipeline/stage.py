@@ -271,7 +271,7 @@ class Stage:
         bias) over the last axis of x (T, C), eps from the spec."""
         eps = np.float32(self.spec.norm_eps)
         if b is None:
-            _dec.rmsnorm_rows(out, np.ascontiguousarray(x), w, float(eps))
+            _dec.rmsnorm_rows(out, np.ascontiguousarray(x), w, float(eps), None, self._ew(x.size))
             return out
         C = np.float32(x.shape[-1])
         mu = self._rowsum(x) / C
@@ -284,7 +284,7 @@ class Stage:
 
     def _ew(self, n):
         """Threads for an elementwise kernel over n values."""
-        return 1 if n < _EW_SERIAL else self.threads
+        return 1 if n < _EW_SERIAL else resolve_threads(self.threads)
 
     def _act(self, x):
         """The MLP activation, in place on x (contiguous)."""

@@ -278,6 +278,36 @@ def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
         rows.softmax_causal_backward(got, np.zeros((1, L, L), np.float32), L, 0, 0.25, 1)
 
 
+@pytest.mark.parametrize("R, C", [(1, 1), (7, 33), (130, 64)])
+def test_float32_layernorm_rows_match_float64_and_keep_their_bits(R, C):
+    """LayerNorm in float32 runs natively (lutcore/norm.h): y, dx, dw, db close to the float64
+    numpy path, and the same bits at 1 and 2 threads."""
+    from lutcore.models import _layers as nn
+    rng = np.random.default_rng(R * 100 + C)
+    x, dy = (rng.standard_normal((R, C)) * 3 + 1 for _ in range(2))
+    w, b = rng.standard_normal(C), rng.standard_normal(C)
+    y64, cache64 = nn.layernorm_fwd(x, w, b, 1e-5)
+    dw64, db64 = np.full(C, 0.5), np.full(C, -0.5)
+    dx64 = nn.layernorm_bwd(dy, w, cache64, dw64, db64)
+    outs = []
+    for threads in (1, 2):
+        lutcore.set_num_threads(threads)
+        f = lambda a: a.astype(np.float32)          # noqa: E731
+        y, cache = nn.layernorm_fwd(f(x).reshape(1, R, C), f(w), f(b), 1e-5)
+        dw, db = np.full(C, 0.5, np.float32), np.full(C, -0.5, np.float32)
+        dx = nn.layernorm_bwd(f(dy).reshape(1, R, C), f(w), cache, dw, db)
+        outs.append((y, cache[0], cache[1], dx, dw, db))
+    for a, b_ in zip(*outs):
+        assert np.array_equal(a.view(np.uint32), b_.view(np.uint32)), "bits depend on the thread count"
+    y, xhat, rstd, dx, dw, db = outs[0]
+    assert y.shape == xhat.shape == dx.shape == (1, R, C) and rstd.shape == (1, R, 1)
+    tol = 1e-4 * max(1, R ** 0.5)
+    np.testing.assert_allclose(y[0], y64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx[0], dx64, rtol=1e-3, atol=1e-3 if C > 1 else 1e-5)
+    np.testing.assert_allclose(dw, dw64, rtol=1e-4, atol=tol)
+    np.testing.assert_allclose(db, db64, rtol=1e-4, atol=tol)
+
+
 # ============================================================================ 3. the checks catch wrong gradients
 
 def test_checker_detects_corrupted_gradient():

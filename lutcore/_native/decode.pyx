@@ -35,6 +35,10 @@ cdef extern from "lutcore/norm.h" nogil:
                          int nthreads)
     void lc_rmsnorm_rows_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                              const float *rstd, int64_t R, int64_t C, float *work, int nthreads)
+    void lc_layernorm_rows(float *y, float *xhat, float *rstd, const float *x, const float *w, const float *b,
+                           int64_t R, int64_t C, float eps, int nthreads)
+    void lc_layernorm_rows_bwd(float *dx, float *dw, float *db, const float *dy, const float *xhat,
+                               const float *w, const float *rstd, int64_t R, int64_t C, float *work, int nthreads)
     int LC_NORM_ROWS
 
 cdef extern from "lutcore/decode.h" nogil:
@@ -259,6 +263,35 @@ def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] d
     cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * C, np.float32)
     with nogil:
         lc_rmsnorm_rows_bwd(&dx[0, 0], &dw[0], &dy[0, 0], &x[0, 0], &w[0], &rstd[0], R, C, &work[0], nthreads)
+
+
+def layernorm_rows(float[:, ::1] y, float[:, ::1] xhat, float[::1] rstd, const float[:, ::1] x,
+                   const float[::1] w, const float[::1] b, double eps, int nthreads):
+    """Rows of LayerNorm (lutcore/norm.h): y, and xhat and rstd for the backward."""
+    cdef int64_t R = x.shape[0], C = x.shape[1]
+    if y.shape[0] != R or y.shape[1] != C or xhat.shape[0] != R or xhat.shape[1] != C or rstd.shape[0] != R:
+        raise ValueError(f"y, xhat, rstd: expected ({R}, {C}), ({R}, {C}), ({R},)")
+    if w.shape[0] != C or b.shape[0] != C:
+        raise ValueError(f"w, b: expected ({C},), got ({w.shape[0]},) and ({b.shape[0]},)")
+    if R and C:
+        with nogil:
+            lc_layernorm_rows(&y[0, 0], &xhat[0, 0], &rstd[0], &x[0, 0], &w[0], &b[0], R, C, <float>eps, nthreads)
+
+
+def layernorm_rows_backward(float[:, ::1] dx, float[::1] dw, float[::1] db, const float[:, ::1] dy,
+                            const float[:, ::1] xhat, const float[::1] w, const float[::1] rstd, int nthreads):
+    """dx of LayerNorm rows; dw, db += their gradients (the same bits at any thread count)."""
+    cdef int64_t R = xhat.shape[0], C = xhat.shape[1]
+    if dx.shape[0] != R or dx.shape[1] != C or dy.shape[0] != R or dy.shape[1] != C:
+        raise ValueError(f"dx, dy: expected ({R}, {C})")
+    if w.shape[0] != C or dw.shape[0] != C or db.shape[0] != C or rstd.shape[0] != R:
+        raise ValueError(f"w, dw, db, rstd: expected ({C},) x3 and ({R},)")
+    if R == 0 or C == 0:
+        return
+    cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * 2 * C, np.float32)
+    with nogil:
+        lc_layernorm_rows_bwd(&dx[0, 0], &dw[0], &db[0], &dy[0, 0], &xhat[0, 0], &w[0], &rstd[0], R, C, &work[0],
+                              nthreads)
 
 
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):

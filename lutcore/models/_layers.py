@@ -90,6 +90,16 @@ def rmsnorm_bwd(dy, x, w, rstd, dw):
 
 
 def layernorm_fwd(x, w, b, eps):
+    """LayerNorm over the last axis; returns (y, (xhat, rstd)).  float32: native rows
+    (lutcore/norm.h); float64: numpy."""
+    if _f32_rows(x, w, b):
+        C = x.shape[-1]
+        x2 = np.ascontiguousarray(x).reshape(-1, C)
+        y, xhat = np.empty(x2.shape, np.float32), np.empty(x2.shape, np.float32)
+        rstd = np.empty(x2.shape[0], np.float32)
+        _rows.layernorm_rows(y, xhat, rstd, x2, np.ascontiguousarray(w), np.ascontiguousarray(b), float(eps),
+                             resolve_threads(None))
+        return y.reshape(x.shape), (xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1))
     mu = np.mean(x, axis=-1, keepdims=True)
     xc = x - mu
     var = np.mean(xc * xc, axis=-1, keepdims=True)
@@ -100,6 +110,13 @@ def layernorm_fwd(x, w, b, eps):
 
 def layernorm_bwd(dy, w, cache, dw, db):
     xhat, rstd = cache
+    if _f32_rows(dy, w, xhat, rstd, dw, db) and dw.flags.c_contiguous and db.flags.c_contiguous:
+        C = xhat.shape[-1]
+        dx = np.empty((xhat.size // max(C, 1), C), np.float32)
+        _rows.layernorm_rows_backward(dx, dw, db, np.ascontiguousarray(dy).reshape(-1, C),
+                                      np.ascontiguousarray(xhat).reshape(-1, C), np.ascontiguousarray(w),
+                                      np.ascontiguousarray(rstd).reshape(-1), resolve_threads(None))
+        return dx.reshape(xhat.shape)
     dw += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
     db += dy.reshape(-1, dy.shape[-1]).sum(axis=0)
     g = dy * w

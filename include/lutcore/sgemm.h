@@ -244,7 +244,9 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
         /* per-unit partial tiles: the k loop runs in blocks of LC_SKC (operands
            L1-resident); a tile's chains continue exactly across blocks */
         float *part = (float *)malloc((size_t)LC_SMC * LC_SNC * sizeof(float));
-        LC_PRAGMA(omp for schedule(static))
+        /* units go to threads dynamically (ragged edges make them unequal); each output
+           tile is computed whole by one thread, so the bits do not depend on who takes it */
+        LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
             int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
             const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;

@@ -244,8 +244,15 @@ def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
     float64 numpy path, causal, and the same bits at 1 and 2 threads and on every SIMD path."""
     rng = np.random.default_rng(L)
     q, k, v, dy = (rng.standard_normal((2, 3, L, 8)) for _ in range(4))
-    y64, att64 = gpt_mod.attention_fwd(q, k, v)
-    g64 = gpt_mod.attention_bwd(dy, q, k, v, att64)
+    # float64 reference from the formulas (not the package's numpy path)
+    s64 = q @ k.swapaxes(-1, -2) / np.sqrt(8)
+    s64 = np.where(np.triu(np.ones((L, L), bool), 1), -np.inf, s64)
+    e = np.exp(s64 - s64.max(-1, keepdims=True))
+    att64 = e / e.sum(-1, keepdims=True)
+    y64 = att64 @ v
+    datt = dy @ v.swapaxes(-1, -2)
+    ds64 = att64 * (datt - (datt * att64).sum(-1, keepdims=True)) / np.sqrt(8)
+    g64 = (ds64 @ k, ds64.swapaxes(-1, -2) @ q, att64.swapaxes(-1, -2) @ dy)
     f = [a.astype(np.float32) for a in (q, k, v, dy)]
     runs = []
     prev = lutcore.get_simd()
@@ -286,9 +293,14 @@ def test_float32_layernorm_rows_match_float64_and_keep_their_bits(R, C):
     rng = np.random.default_rng(R * 100 + C)
     x, dy = (rng.standard_normal((R, C)) * 3 + 1 for _ in range(2))
     w, b = rng.standard_normal(C), rng.standard_normal(C)
-    y64, cache64 = nn.layernorm_fwd(x, w, b, 1e-5)
-    dw64, db64 = np.full(C, 0.5), np.full(C, -0.5)
-    dx64 = nn.layernorm_bwd(dy, w, cache64, dw64, db64)
+    # float64 reference, written from the formula (not the package's numpy path)
+    xc = x - x.mean(-1, keepdims=True)
+    r = 1 / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5)
+    xh = xc * r
+    y64 = xh * w + b
+    g = dy * w
+    dx64 = r * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
+    dw64, db64 = 0.5 + (dy * xh).sum(0), -0.5 + dy.sum(0)
     outs = []
     for threads in (1, 2):
         lutcore.set_num_threads(threads)

@@ -101,13 +101,7 @@ static void lc_dlin_part(const lc_dlin *L, float *y, const float *x, int t, int 
         q0 = ng * t / T * 4;
         q1 = ng * (t + 1) / T * 4;
         if (q1 > np) q1 = np;
-        if (q0 < q1) {
-#if LC_X86
-            if (isa >= LC_ISA_AVX2) lc_sgemv_panels_avx2(y, x, L->panels, L->K, N, q0, q1, 0);
-            else
-#endif
-            lc_sgemv_panels_generic(y, x, L->panels, L->K, N, q0, q1, 0);
-        }
+        if (q0 < q1) lc_sgemv_panels(y, x, L->panels, L->K, N, q0, q1, 0, isa);
     } else {
         const int64_t Kp = L->nblk * L->bkp, P = Kp / 2, pb = L->bkp / 2;
         q0 = np * t / T;

@@ -53,7 +53,7 @@ static inline int64_t lc_src_k(int64_t kp, int64_t bk, int64_t bkp, int64_t K) {
     return k < K ? k : -1;
 }
 
-/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
+/* One packed row: dst[kp] = src[src_k(kp)] widened to int16, padding zero. */
 static inline void lc_pack_a16_row(int16_t *dst, const int8_t *src, int64_t K, int64_t bk, int64_t bkp,
                                    int64_t Kp) {
     if (bk == bkp && bk * (Kp / bkp) == K) {
@@ -65,6 +65,7 @@ static inline void lc_pack_a16_row(int16_t *dst, const int8_t *src, int64_t K, i
         }
     }
 }
+/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
 static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
                         int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))

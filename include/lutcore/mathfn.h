@@ -398,17 +398,29 @@ LC_TARGET_AVX2 static void lc_mathfn_avx2(float *out, const float *x, int64_t n,
     for (; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
 }
 #endif
+/* fn over n values on the calling thread (a row of a caller's own loop) */
+static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
+}
+/* chunks of 16384 (a multiple of 8: the same bits as one lc_mathfn_row over all n) */
 static void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads) {
     int64_t nch = (n + 16383) / 16384;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out + i0, x + i0, len, fn); continue; }
-#endif
-        for (int64_t i = i0; i < i0 + len; i++) out[i] = lc_apply_f(fn, x[i]);
+        lc_mathfn_row(out + i0, x + i0, len, fn, isa);
     }
-    (void)isa;
+}
+
+/* One in-order chain from 0 (the stage's rowsum, the norms' and softmax's sums). */
+static inline float lc_rowsum_f(const float *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s = s + x[i];
+    return s;
 }
 static void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads) {
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))

@@ -20,7 +20,7 @@
 
 #include <math.h>
 #include "common.h"
-#include "softmax.h"   /* lc_rowsum_f */
+#include "mathfn.h"   /* lc_rowsum_f */
 
 #define LC_NORM_ROWS 64
 

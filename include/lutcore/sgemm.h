@@ -197,6 +197,16 @@ LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const 
 }
 #endif
 
+/* panels [q0, q1) of the one-row product, by isa */
+static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0,
+                                   int64_t q1, int accumulate, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_sgemv_panels_avx2(y, x, Bp, K, N, q0, q1, accumulate); return; }
+#endif
+    (void)isa;
+    lc_sgemv_panels_generic(y, x, Bp, K, N, q0, q1, accumulate);
+}
+
 /* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
  * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
 static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
@@ -212,11 +222,7 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
         LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
         for (int64_t gi = 0; gi < ng; gi++) {
             const int64_t q0 = gi * 4, q1 = q0 + 4 < np ? q0 + 4 : np;
-#if LC_X86
-            if (isa >= LC_ISA_AVX2) lc_sgemv_panels_avx2(C, A, Bpre, K, N, q0, q1, accumulate);
-            else
-#endif
-            lc_sgemv_panels_generic(C, A, Bpre, K, N, q0, q1, accumulate);
+            lc_sgemv_panels(C, A, Bpre, K, N, q0, q1, accumulate, isa);
         }
         return;
     }

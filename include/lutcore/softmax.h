@@ -17,22 +17,6 @@
 #include "common.h"
 #include "mathfn.h"
 
-/* One in-order chain from 0 (the stage's rowsum). */
-static inline float lc_rowsum_f(const float *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s = s + x[i];
-    return s;
-}
-
-/* lc_mathfn_f32 on the calling thread (its chunks are multiples of 8: the same bits) */
-static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
-#endif
-    (void)isa;
-    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
-}
-
 static void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {
     for (int64_t j = 0; j < S; j++)
         if (j > qpos || (window > 0 && qpos - j >= window)) s[j] = -INFINITY;

@@ -113,10 +113,6 @@ cdef class Linear:
         self.d.qb, self.d.sb = <const int8_t *>_p(g("qb")), _f(g("sb"))
         self.d.T32, self.d.twork = <const int32_t *>_p(g("T32")), <int32_t *>_p(g("twork"))
 
-    @property
-    def kind(self):
-        return self.d.kind
-
 
 cdef class DecodeLayer:
     """One llama-family layer (RMSNorm, RoPE, GQA attention, SwiGLU with SiLU) for one token."""
@@ -270,7 +266,8 @@ def layernorm_rows(float[:, ::1] y, float[:, ::1] xhat, float[::1] rstd, const f
     """Rows of LayerNorm (lutcore/norm.h): y, and xhat and rstd for the backward."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     if y.shape[0] != R or y.shape[1] != C or xhat.shape[0] != R or xhat.shape[1] != C or rstd.shape[0] != R:
-        raise ValueError(f"y, xhat, rstd: expected ({R}, {C}), ({R}, {C}), ({R},)")
+        raise ValueError(f"y, xhat, rstd: expected ({R}, {C}), ({R}, {C}), ({R},), got ({y.shape[0]}, {y.shape[1]}), "
+                         f"({xhat.shape[0]}, {xhat.shape[1]}), ({rstd.shape[0]},)")
     if w.shape[0] != C or b.shape[0] != C:
         raise ValueError(f"w, b: expected ({C},), got ({w.shape[0]},) and ({b.shape[0]},)")
     if R and C:
@@ -283,9 +280,11 @@ def layernorm_rows_backward(float[:, ::1] dx, float[::1] dw, float[::1] db, cons
     """dx of LayerNorm rows; dw, db += their gradients (the same bits at any thread count)."""
     cdef int64_t R = xhat.shape[0], C = xhat.shape[1]
     if dx.shape[0] != R or dx.shape[1] != C or dy.shape[0] != R or dy.shape[1] != C:
-        raise ValueError(f"dx, dy: expected ({R}, {C})")
+        raise ValueError(f"dx, dy: expected ({R}, {C}), got ({dx.shape[0]}, {dx.shape[1]}) and "
+                         f"({dy.shape[0]}, {dy.shape[1]})")
     if w.shape[0] != C or dw.shape[0] != C or db.shape[0] != C or rstd.shape[0] != R:
-        raise ValueError(f"w, dw, db, rstd: expected ({C},) x3 and ({R},)")
+        raise ValueError(f"w, dw, db, rstd: expected ({C},) x3 and ({R},), got ({w.shape[0]},), ({dw.shape[0]},), "
+                         f"({db.shape[0]},), ({rstd.shape[0]},)")
     if R == 0 or C == 0:
         return
     cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * 2 * C, np.float32)

@@ -16,8 +16,8 @@ stage holds it — no work is batched across layers or stages, and every
 function below depends only on (its layer's weights, x, the cache, the
 position).  Hence any split gives the bits of the unsplit model.  No BLAS:
 every float product (weights, q.k, p.v, the head) is ``lutcore.ops.matmul``
-and every reduction (norm means, softmax sums) an in-order FMA chain through
-it, and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
+and every reduction (norm means, softmax sums) an in-order sum per row
+(lutcore/norm.h, lutcore/softmax.h), and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
 count and on every SIMD path, so in every process and on every machine.  The
 chains also make each row independent of the others (a masked score adds an
 exact 0), so for the attention families a token decoded with the KV cache has
@@ -159,7 +159,6 @@ class Stage:
                 ([f"missing tensors: {missing}"] if missing else []) + ([f"misshaped tensors: {bad}"] if bad else [])))
         w = {n: np.ascontiguousarray(weights[n], np.float32) for n in want}
         self._ws: dict = {}
-        self._ones: dict = {}
         self._cos = self._sin = None
         self._fused = None                 # (its linears, context capacity, [DecodeLayer]) for one-token decode
         self._fused_lin = None             # ((threads, layer ids), [(qkv, o, up, down) native linears])
@@ -257,29 +256,15 @@ class Stage:
             out += b
         return out
 
-    def _rowsum(self, x):
-        """Sum over the last axis of a 2-D x as one in-order FMA chain per row (x @ ones):
-        a row's bits do not depend on the other rows or on trailing zeros."""
-        n = x.shape[-1]
-        ones = self._ones.get(n)
-        if ones is None:
-            ones = self._ones[n] = np.ones((n, 1), np.float32)
-        return _fmm(x, ones, threads=1)
-
     def _norm(self, x, w, b, out):
-        """RMSNorm (b None: one native call, the decode layer's steps) or LayerNorm (with
-        bias) over the last axis of x (T, C), eps from the spec."""
-        eps = np.float32(self.spec.norm_eps)
+        """RMSNorm (b None) or LayerNorm (with bias) over the last axis of x (T, C), eps from
+        the spec: one native pass over the rows (lutcore/norm.h, the decode layer's steps)."""
+        eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
         if b is None:
-            _dec.rmsnorm_rows(out, np.ascontiguousarray(x), w, float(eps), None, self._ew(x.size))
-            return out
-        C = np.float32(x.shape[-1])
-        mu = self._rowsum(x) / C
-        np.subtract(x, mu, out=out)
-        var = self._rowsum(np.square(out)) / C
-        out /= np.sqrt(var + eps)
-        out *= w
-        out += b
+            _dec.rmsnorm_rows(out, x, w, eps, None, nt)
+        else:
+            T, C = x.shape
+            _dec.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, nt)
         return out
 
     def _ew(self, n):

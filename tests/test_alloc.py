@@ -142,3 +142,15 @@ def test_env_switch_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, LUTCORE_REUSE_MEMORY="0"))
     assert out.stdout.split() == ["default_allocator", "False"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages are Linux's")
+def test_large_blocks_start_on_a_huge_page_boundary():
+    """Blocks of 4 MiB and more are mapped 2 MiB aligned (and advised for huge pages):
+    the data follows the 64-byte header.  Smaller ones are only 64-byte aligned."""
+    with _alloc.reuse():
+        big = np.ones((2, 512, 1536), np.float32)          # 6 MiB: a scan's activation
+        small = np.ones(BIG // 2, np.float32)               # 2 MiB
+    assert big.ctypes.data % (2 << 20) == 64
+    assert small.ctypes.data % 64 == 0
+    assert float(big.sum()) == big.size                     # the memory is ordinary memory

@@ -54,6 +54,7 @@ def test_ray_bits_equal_local(cluster, ckpt, arch, splits, units):
         assert len({i["pid"] for i in info}) == len(splits)                 # one process per stage
         for plan, i in zip(p.plans, info):
             assert i["tensors"] == sorted(stage_tensor_names(p.spec, plan)), f"stage {plan.index} holds others"
+            assert i["nice"] == 0 or not i["reniced"], "a stage that may run at nice 0 does not"
 
 
 def test_ray_hop_checksum_is_checked_on_arrival(cluster, ckpt):

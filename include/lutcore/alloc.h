@@ -21,6 +21,9 @@
 #define LUTCORE_ALLOC_H
 
 #include "common.h"
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* the lock, per platform (64-byte aligned allocation: common.h) */
 #if defined(_WIN32)
@@ -54,9 +57,27 @@ static lc_alloc_cache lc_cache = {(size_t)2 << 30, 0, 0, {0}, 0, 0};
 
 static inline size_t lc_alloc_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
+/* Blocks of 4 MiB and more start on a 2 MiB boundary and ask for transparent
+ * huge pages, as numpy's own allocator does for its large arrays: the kernels
+ * walk rows a page or more apart (a scan row is 6 KiB), and with 4 KiB pages
+ * every row is a TLB miss.  Elsewhere (or if the advice is refused) the block
+ * is an ordinary one. */
+#define LC_ALLOC_HUGE ((size_t)4 << 20)
+static void *lc_blk_map(size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (n >= LC_ALLOC_HUGE) {
+        void *p = NULL;
+        if (posix_memalign(&p, (size_t)2 << 20, n) != 0) return NULL;
+        (void)madvise(p, n & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
+        return p;
+    }
+#endif
+    return lc_aligned_alloc(n);
+}
+
 /* a fresh block of capacity cap (header included in the mapping), or NULL */
 static void *lc_blk_new(size_t cap) {
-    void *h = lc_aligned_alloc(LC_ALLOC_HDR + cap);
+    void *h = lc_blk_map(LC_ALLOC_HDR + cap);
     if (!h) return NULL;
     lc_blk_hdr *hd = (lc_blk_hdr *)h;
     hd->cap = cap;

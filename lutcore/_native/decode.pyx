@@ -76,7 +76,6 @@ cdef extern from "lutcore/decode.h" nogil:
         float *upb
         float *sc
         float *kt
-        int bad
     void lc_dec_rope_head(float *dst, const float *src, const float *cs, const float *sn, int64_t half)
     int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
                       const float *sn, int isa, int nt, int team)
@@ -191,6 +190,8 @@ def run_layers(list layers, cnp.ndarray x, list Ks, list Vs, int64_t pos, cnp.nd
             rc = lc_dec_layers(Ls, nl, &c, px, pos, pc, ps, isa, nthreads, team)
     finally:
         free(Ls)
+    if rc == -2:
+        raise MemoryError("run_layers: the team's private rows could not be allocated")
     return rc
 
 

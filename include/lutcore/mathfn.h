@@ -500,4 +500,41 @@ static void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const fl
     (void)isa;
 }
 
+/* SiLU's backward: dx = (dy + dy2) * s (1 + x (1 - s)), s = sigmoid(x), dy2 optional
+ * (NULL); each step rounded as the numpy sequence 1 - s, * x, + 1, * s, * dy. */
+static inline float lc_silu_dxf(float dy, float x) {
+    float s = lc_sigmoidf(x), d = 1.0f - s;
+    d = d * x;
+    d = d + 1.0f;
+    d = d * s;
+    return d * dy;
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_silu_bwd_avx2(float *dx, const float *dy, const float *dy2, const float *x, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xx = _mm256_loadu_ps(x + i), s = lc_sigmoid_ps(xx), g = _mm256_loadu_ps(dy + i);
+        if (dy2) g = _mm256_add_ps(g, _mm256_loadu_ps(dy2 + i));
+        __m256 d = _mm256_mul_ps(_mm256_sub_ps(one, s), xx);
+        d = _mm256_mul_ps(_mm256_add_ps(d, one), s);
+        _mm256_storeu_ps(dx + i, _mm256_mul_ps(d, g));
+    }
+    for (; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
+}
+#endif
+static void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
+                            int nthreads) {
+    int64_t nch = (n + 16383) / 16384;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_silu_bwd_avx2(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len); continue; }
+#endif
+        for (int64_t i = i0; i < i0 + len; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
+    }
+    (void)isa;
+}
+
 #endif /* LUTCORE_MATHFN_H */

@@ -12,6 +12,8 @@ cdef extern from "lutcore/mathfn.h" nogil:
     void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads)
     void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
                          int nthreads)
+    void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
+                         int nthreads)
 
 cdef extern from "lutcore/scan.h" nogil:
     int LC_SCAN_GROUP_UNITS
@@ -199,6 +201,17 @@ def gelu(cnp.ndarray y, cnp.ndarray t, cnp.ndarray u, int isa, int nthreads):
     cdef int64_t n = u.size
     with nogil:
         lc_gelu_f32(py, pt, pu, n, isa, nthreads)
+
+
+def silu_bwd(cnp.ndarray dx, cnp.ndarray dy, object dy2, cnp.ndarray x, int isa, int nthreads):
+    """dx = (dy + dy2) * silu'(x), float32, C-contiguous, same shapes (the caller checks)."""
+    cdef float *pdx = <float *>cnp.PyArray_DATA(dx)
+    cdef const float *pdy = <const float *>cnp.PyArray_DATA(dy)
+    cdef const float *pdy2 = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy2) if dy2 is not None else NULL
+    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
+    cdef int64_t n = x.size
+    with nogil:
+        lc_silu_bwd_f32(pdx, pdy, pdy2, px, n, isa, nthreads)
 
 
 def gelu_bwd(cnp.ndarray dx, cnp.ndarray dy, cnp.ndarray u, cnp.ndarray t, int isa, int nthreads):

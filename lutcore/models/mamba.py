@@ -31,7 +31,7 @@ from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
 from lutcore.ops import scan as _scan
-from lutcore.ops.mathfn import sigmoid, silu
+from lutcore.ops.mathfn import silu, silu_backward
 from lutcore.ops.matmul import matmul
 
 __all__ = ["MambaConfig", "Mamba1Block", "MambaLM"]
@@ -274,14 +274,7 @@ class Mamba1Block:
         ddbc = np.concatenate([dts, sg["B"], sg["C"]], axis=-1)
         dxa = nn.linear_bwd(ddbc, xa, P("mixer.x_proj.weight"), g("mixer.x_proj.weight"),
                             gb("mixer.x_proj.bias"), self._mm.get("x_proj"))
-        dxa += sg["u"]
-        # dxc = dxa * silu'(xc), silu' = s (1 + xc (1 - s)), in one buffer
-        s = sigmoid(xc, threads=self.threads)
-        dxc = 1 - s
-        dxc *= xc
-        dxc += 1
-        dxc *= s
-        dxc *= dxa
+        dxc = silu_backward(dxa, xc, dy2=sg["u"], threads=self.threads)   # (dxa + du) silu'(xc)
         cw = P("mixer.conv1d.weight").reshape(E, -1)
         dxi, dcw, dcb = _scan.causal_conv1d_backward(dxc, xi, cw, threads=self.threads)
         g("mixer.conv1d.weight")[...] += dcw.reshape(E, 1, -1)

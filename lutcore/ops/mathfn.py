@@ -9,7 +9,7 @@ from lutcore import _simd
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
-__all__ = ["exp", "softplus", "silu", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
+__all__ = ["exp", "softplus", "silu", "silu_backward", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
 
 
 def _float_array(x, name):
@@ -40,6 +40,34 @@ def softplus(x, threads=None, out=None):
 
 def silu(x, threads=None, out=None):
     return _apply(x, 2, "silu", threads, out)
+
+
+def silu_backward(dy, x, dy2=None, threads=None, out=None):
+    """dL/dx of ``silu(x)`` given dL/dy (plus a second gradient ``dy2`` of the same
+    output, summed first): ``(dy + dy2) * s * (1 + x * (1 - s))``, s = sigmoid(x).
+    float32: one native pass with the rounding of that numpy sequence; float64: numpy."""
+    x = _float_array(x, "x")
+    grads = [("dy", dy)] + ([("dy2", dy2)] if dy2 is not None else [])
+    arrs = []
+    for name, g in grads:
+        g = np.asarray(g)
+        if g.shape != x.shape or g.dtype != x.dtype:
+            raise ValueError(f"{name}: expected {x.dtype} {x.shape} like x, got {g.dtype} {g.shape}")
+        arrs.append(np.ascontiguousarray(g))
+    if out is None:
+        out = np.empty_like(x)
+    elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}")
+    if x.dtype == np.float64:
+        g = arrs[0] + arrs[1] if len(arrs) > 1 else arrs[0]
+        s = sigmoid(x)
+        out[...] = (1 - s) * x
+        out += 1
+        out *= s
+        out *= g
+        return out
+    _m.silu_bwd(out, arrs[0], arrs[1] if len(arrs) > 1 else None, x, _simd.isa(), resolve_threads(threads))
+    return out
 
 
 def sigmoid(x, threads=None, out=None):

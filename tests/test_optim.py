@@ -278,6 +278,33 @@ def test_global_grad_norm_is_float64(rng):
     assert global_grad_norm({}) == 0.0
 
 
+def _sumsq_in_documented_order(x):
+    """include/lutcore/optim.h's order, written out: chunks of 16384 elements, each
+    summed in 4 interleaved float64 lanes then ((l0 + l1) + (l2 + l3)), the chunk
+    sums added in order."""
+    x = np.asarray(x, F64).ravel()
+    total = 0.0
+    for c0 in range(0, x.size, 16384):
+        ch = x[c0:c0 + 16384]
+        lanes = [0.0, 0.0, 0.0, 0.0]
+        for i, d in enumerate(ch):
+            lanes[i % 4] = lanes[i % 4] + d * d
+        total = total + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+    return total
+
+
+def test_global_grad_norm_has_the_documented_bits(rng, simd):
+    """Whole chunks go four at a time (their add chains overlap), ragged ones singly: the
+    sums are the documented order's, bit for bit, on every path and thread count."""
+    sizes = [1, 7, 33, 16384, 16385, 4 * 16384, 5 * 16384 + 3, 9 * 16384]
+    grads = {f"g{i}": rng.normal(0, 1, n).astype(F32) for i, n in enumerate(sizes)}
+    want = math.sqrt(sum(_sumsq_in_documented_order(g) for g in grads.values()))
+    for threads in (1, 2):
+        assert global_grad_norm(grads, threads=threads) == want
+        for k, g in grads.items():
+            assert global_grad_norm({k: g}, threads=threads) == math.sqrt(_sumsq_in_documented_order(g))
+
+
 def test_clip_grad_norm_scales_in_place(rng):
     grads = {"a": rng.normal(0, 1, (40, 40)).astype(F32), "b": rng.normal(0, 1, 77).astype(F32)}
     orig = {k: v.copy() for k, v in grads.items()}

@@ -14,7 +14,8 @@
  *
  * Sum of squares: float64 over fixed chunks of LC_SS_CHUNK elements, each
  * chunk summed in 4 interleaved lanes then ((l0+l1)+(l2+l3)); chunk partials
- * are added serially in order — independent of the thread count.
+ * are added serially in order — independent of the thread count.  Threads take
+ * groups of four chunks, whose add chains run side by side.
  */
 #ifndef LUTCORE_OPTIM_H
 #define LUTCORE_OPTIM_H
@@ -107,19 +108,61 @@ LC_TARGET_AVX2 static double lc_sumsq_chunk_avx2(const float *x, int64_t n) {
     for (int j = 0; i < n; i++, j++) { double d = (double)x[i]; l[j] = l[j] + d * d; }
     return (l[0] + l[1]) + (l[2] + l[3]);
 }
+/* Four whole chunks at once: each keeps its own accumulator (so its own bits), and
+ * the four add chains overlap (one chain waits on the adder's latency: half the
+ * memory bandwidth). */
+LC_TARGET_AVX2 static void lc_sumsq_chunk4_avx2(double *out, const float *const *x) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+    for (int64_t i = 0; i < LC_SS_CHUNK; i += 4) {
+        __m256d d0 = _mm256_cvtps_pd(_mm_loadu_ps(x[0] + i)), d1 = _mm256_cvtps_pd(_mm_loadu_ps(x[1] + i));
+        __m256d d2 = _mm256_cvtps_pd(_mm_loadu_ps(x[2] + i)), d3 = _mm256_cvtps_pd(_mm_loadu_ps(x[3] + i));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(d0, d0));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(d1, d1));
+        a2 = _mm256_add_pd(a2, _mm256_mul_pd(d2, d2));
+        a3 = _mm256_add_pd(a3, _mm256_mul_pd(d3, d3));
+    }
+    __m256d acc[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < 4; q++) {
+        double l[4];
+        _mm256_storeu_pd(l, acc[q]);
+        out[q] = (l[0] + l[1]) + (l[2] + l[3]);
+    }
+}
 #endif
+
+/* cnt <= 4 chunks (xs[q], ls[q]) into part[0 .. cnt): four whole ones together,
+ * else one by one; the same sums either way. */
+static inline void lc_sumsq_group(double *part, const float *const *xs, const int64_t *ls, int cnt, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2 && cnt == 4 && ls[0] == LC_SS_CHUNK && ls[1] == LC_SS_CHUNK && ls[2] == LC_SS_CHUNK &&
+        ls[3] == LC_SS_CHUNK) {
+        lc_sumsq_chunk4_avx2(part, xs);
+        return;
+    }
+#endif
+    for (int q = 0; q < cnt; q++) {
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { part[q] = lc_sumsq_chunk_avx2(xs[q], ls[q]); continue; }
+#endif
+        part[q] = lc_sumsq_chunk_generic(xs[q], ls[q]);
+    }
+    (void)isa;
+}
 
 /* partials: (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK doubles of scratch */
 static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int nthreads) {
-    int64_t nch = (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK;
-    (void)isa;
+    int64_t nch = (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK, ngr = (nch + 3) / 4;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_SS_CHUNK, len = n - i0 < LC_SS_CHUNK ? n - i0 : LC_SS_CHUNK;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { partials[c] = lc_sumsq_chunk_avx2(x + i0, len); continue; }
-#endif
-        partials[c] = lc_sumsq_chunk_generic(x + i0, len);
+    for (int64_t w = 0; w < ngr; w++) {
+        const float *xs[4];
+        int64_t ls[4];
+        int cnt = 0;
+        for (int64_t c = 4 * w; c < nch && cnt < 4; c++, cnt++) {
+            int64_t i0 = c * LC_SS_CHUNK;
+            xs[cnt] = x + i0;
+            ls[cnt] = n - i0 < LC_SS_CHUNK ? n - i0 : LC_SS_CHUNK;
+        }
+        lc_sumsq_group(partials + 4 * w, xs, ls, cnt, isa);
     }
     double s = 0.0;
     for (int64_t c = 0; c < nch; c++) s = s + partials[c];
@@ -166,15 +209,18 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
     int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
     double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     if (!tix || !part) { free(tix); free(part); return 1; }
-    const int64_t *off = tix + total;
-    (void)isa;
+    const int64_t *off = tix + total, ngr = (total + 3) / 4;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t k = 0; k < total; k++) {
-        int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { part[k] = lc_sumsq_chunk_avx2(x[t] + i0, len); continue; }
-#endif
-        part[k] = lc_sumsq_chunk_generic(x[t] + i0, len);
+    for (int64_t w = 0; w < ngr; w++) {
+        const float *xs[4];
+        int64_t ls[4];
+        int cnt = 0;
+        for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
+            int64_t t = tix[k], i0 = off[k];
+            xs[cnt] = x[t] + i0;
+            ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+        }
+        lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
     }
     int64_t c = 0;
     for (int64_t t = 0; t < ntensors; t++) {

@@ -1,9 +1,9 @@
-"""lutcore.ops.exp / softplus / silu: measured error on a dense grid against
+"""lutcore.ops.exp / exp2 / softplus / silu: measured error on a dense grid against
 float64 numpy, special values, SIMD-path and tail determinism.
 
 Error budgets (named, STYLE habit 10), float32 against float64 numpy:
-    EXP_ULP         exp: relative, in float32 ulps of the true result, for results
-                    >= FLT_MIN (x >= -87.3)
+    EXP_ULP         exp, exp2: relative, in float32 ulps of the true result, for results
+                    >= FLT_MIN (x >= -87.3; exp2: x >= -126)
     EXP_FLUSH_ABS   exp: below FLT_MIN the result may flush: absolute error bound
     ACT_ULP         softplus, silu: relative, in float32 ulps ...
     ACT_TINY_ABS    ... or absolute error <= this for tiny results
@@ -32,7 +32,12 @@ def _exp_ref(x):
         return np.exp(np.asarray(x, np.float64))
 
 
-REF = {"exp": _exp_ref, "softplus": softplus_ref, "silu": silu_ref}   # float64 numpy
+def _exp2_ref(x):
+    with np.errstate(over="ignore"):
+        return np.exp2(np.asarray(x, np.float64))
+
+
+REF = {"exp": _exp_ref, "exp2": _exp2_ref, "softplus": softplus_ref, "silu": silu_ref}   # float64 numpy
 FNS = list(REF)
 
 
@@ -64,7 +69,7 @@ def _measure(name, x, got):
     g = got.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(g - ref)
-        if name == "exp":
+        if name in ("exp", "exp2"):
             rel_region = (ref >= FLT_MIN) & (ref <= FLT_MAX)
             tiny_region = ref < FLT_MIN
             den = np.where(rel_region, _ulp32(np.minimum(ref, FLT_MAX)), 1.0)
@@ -96,7 +101,7 @@ def test_float32_error_budget(name):
     assert got.dtype == np.float32 and got.shape == x.shape
     np.testing.assert_array_equal(x, GRID)                       # input untouched
     max_ulp, tiny_abs, bad = _measure(name, x, got)
-    budget = EXP_ULP if name == "exp" else ACT_ULP
+    budget = EXP_ULP if name in ("exp", "exp2") else ACT_ULP
     print(f"{name} float32: max ulp = {max_ulp:.3f} (budget {budget}),"
           f" max abs err in tiny region = {tiny_abs:.3e}")
     if np.any(bad):
@@ -133,6 +138,15 @@ def test_special_values(dtype):
         assert np.all(np.isposinf(big)), big
         small = ops.exp(np.array([-104.0, -1000.0, -3e38], dtype))
         assert np.all((small >= 0) & (small <= EXP_FLUSH_ABS)), small
+    e2 = ops.exp2(x)
+    assert np.isnan(e2[0]) and np.isnan(e2[1])
+    assert e2[2] == inf and e2[3] == 0.0 and e2[4] == 1.0
+    if dtype == np.float32:
+        assert np.all(np.isposinf(ops.exp2(np.array([128.0, 200.0, 3e38], dtype))))
+        edge = ops.exp2(np.array([127.0, 127.5, -126.0, -126.5, -149.0, -150.5, -1000.0], dtype))
+        assert edge[0] == 2.0 ** 127 and edge[2] == 2.0 ** -126 and edge[4] == 2.0 ** -149
+        assert 0 < edge[3] < 2.0 ** -126 and edge[5] == 0.0 and edge[6] == 0.0
+        assert abs(float(edge[1]) - 2.0 ** 127.5) <= 2 * float(np.spacing(np.float32(2.0 ** 127.5)))
     sp = ops.softplus(x)
     assert np.isnan(sp[0]) and np.isnan(sp[1])
     assert sp[2] == inf and sp[3] == 0.0

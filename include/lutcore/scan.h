@@ -34,7 +34,7 @@
     }
 LC_DEF_MAXABS(float)
 LC_DEF_MAXABS(double)
-#define LC_DEF_V8(T, NAME, EXPF, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
+#define LC_DEF_V8(T, NAME, EXPF, EXP2F, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
     typedef struct { T v[8]; } NAME;                                                                 \
     static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
     static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
@@ -44,6 +44,7 @@ LC_DEF_MAXABS(double)
     static inline NAME NAME##_mul(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] * b.v[i]; return a; } \
     static inline NAME NAME##_fma(NAME a, NAME b, NAME c) { for (int i = 0; i < 8; i++) a.v[i] = FMAF(a.v[i], b.v[i], c.v[i]); return a; } \
     static inline NAME NAME##_exp(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXPF(a.v[i]); return a; } \
+    static inline NAME NAME##_exp2(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXP2F(a.v[i]); return a; } \
     static inline NAME NAME##_maxabs(NAME m, NAME a) {   /* max(m, |a|), NaN sticky */                 \
         for (int i = 0; i < 8; i++) m.v[i] = lc_maxabs_##T(m.v[i], a.v[i]);                           \
         return m;                                                                                    \
@@ -62,9 +63,9 @@ LC_DEF_MAXABS(double)
         for (int j = 0; j < 8; j++) out[j] = NAME##_hsum(NAME##_load(rows + 8 * j));                  \
     }
 
-LC_DEF_V8(float, lc_v8f, lc_expf, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_softplus_ef,
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_exp2f, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_softplus_ef,
           lc_dsoftplus_ef, fmaf)
-LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_softplus_e_d,
+LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_softplus_e_d,
           lc_dsoftplus_e_d, fma)
 
 /* instantiate: generic float */
@@ -82,6 +83,9 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VFMA lc_v8f_fma
 #define LC_VEXP lc_v8f_exp
 #define LC_VEXP_FAST lc_v8f_exp
+#define LC_VEXP2 lc_v8f_exp2
+#define LC_VEXP2_FAST lc_v8f_exp2
+#define LC_LOG2E_ST LC_LOG2E
 #define LC_VMAXABS lc_v8f_maxabs
 #define LC_SMAXABS lc_maxabs_float
 #define LC_VSOFTPLUS lc_v8f_softplus
@@ -110,6 +114,9 @@ LC_DEF_V8(double, lc_v8d, exp, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d
 #define LC_VFMA lc_v8d_fma
 #define LC_VEXP lc_v8d_exp
 #define LC_VEXP_FAST lc_v8d_exp
+#define LC_VEXP2 lc_v8d_exp2
+#define LC_VEXP2_FAST lc_v8d_exp2
+#define LC_LOG2E_ST 1.4426950408889634
 #define LC_VMAXABS lc_v8d_maxabs
 #define LC_SMAXABS lc_maxabs_double
 #define LC_VSOFTPLUS lc_v8d_softplus
@@ -155,6 +162,9 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 #define LC_VFMA _mm256_fmadd_ps
 #define LC_VEXP lc_exp_ps
 #define LC_VEXP_FAST lc_exp_fast_ps
+#define LC_VEXP2 lc_exp2_ps
+#define LC_VEXP2_FAST lc_exp2_fast_ps
+#define LC_LOG2E_ST LC_LOG2E
 #define LC_VMAXABS lc_maxabs_ps
 #define LC_SMAXABS lc_maxabs_float
 #define LC_VSOFTPLUS lc_softplus_ps
@@ -177,9 +187,10 @@ static inline size_t lc_scan_fwd_work(int64_t N) {
     return (size_t)LC_SCAN_SPAN * (3 * LC_SCAN_TB * 16 + 2 * N * 16 + 2 * 16 + N + 1);
 }
 /* per-thread backward scratch, in elements: per unit of a group 10 (T, 16) row
- * buffers, 3 (N, 16), 4 x 16 lanes, (N + 1) maxima; shared 3 (T, 16) + 2 (T, 8) */
+ * buffers, 4 (N, 16), 4 x 16 lanes, (2 N + 1) maxima; shared 3 (T, 16) + 2 (T, 8) */
 static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) {
-    return (size_t)LC_SCAN_GROUP_UNITS * (10 * T * 16 + 3 * N * 16 + 4 * 16 + N + 1) + (size_t)3 * T * 16 + (size_t)2 * T * 8;
+    return (size_t)LC_SCAN_GROUP_UNITS * (10 * T * 16 + 4 * N * 16 + 4 * 16 + 2 * N + 1) + (size_t)3 * T * 16 +
+           (size_t)2 * T * 8;
 }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \

@@ -60,7 +60,14 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd
         LC_ST *yr = yb + t * 16;
         LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
         LC_VT x0 = LC_VMUL(LC_VLOAD(dr), A0), x1 = LC_VMUL(LC_VLOAD(dr + 8), A1);
-        LC_VT a0 = fast ? LC_VEXP_FAST(x0) : LC_VEXP(x0), a1 = fast ? LC_VEXP_FAST(x1) : LC_VEXP(x1);
+        LC_VT a0, a1;
+        if (zoh) {                                        /* A0, A1: A */
+            a0 = fast ? LC_VEXP_FAST(x0) : LC_VEXP(x0);
+            a1 = fast ? LC_VEXP_FAST(x1) : LC_VEXP(x1);
+        } else {                                          /* A0, A1: A log2 e */
+            a0 = fast ? LC_VEXP2_FAST(x0) : LC_VEXP2(x0);
+            a1 = fast ? LC_VEXP2_FAST(x1) : LC_VEXP2(x1);
+        }
         LC_VT w0 = LC_VLOAD(wr), w1 = LC_VLOAD(wr + 8);
         if (zoh) {                                        /* Bbar u = (phi1(x) dt u) B */
             w0 = LC_VMUL(LC_VPHI1(x0, a0), w0);
@@ -75,12 +82,14 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd
     *h1p = h1;
 }
 
-/* A's rows for one unit as (N, 16) lane rows (zero past nl) and, per state, max |A| over them */
-static inline void LC_V_NAME(a_lanes)(LC_ST *ak, LC_ST *amx, const LC_ST *A, int64_t d0, int nl, int64_t N) {
+/* A's rows for one unit, times scale (1, or log2 e for the decays as powers of 2),
+ * as (N, 16) lane rows (zero past nl) and, per state, max |scale A| over them */
+static inline void LC_V_NAME(a_lanes)(LC_ST *ak, LC_ST *amx, const LC_ST *A, int64_t d0, int nl, int64_t N,
+                                      LC_ST scale) {
     for (int64_t n = 0; n < N; n++) {
         amx[n] = 0;
         for (int i = 0; i < 16; i++) {
-            ak[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] : 0;
+            ak[n * 16 + i] = i < nl ? A[(d0 + i) * N + n] * scale : 0;
             amx[n] = LC_SMAXABS(amx[n], ak[n * 16 + i]);
         }
     }
@@ -126,7 +135,7 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
         const int64_t d0 = d0s + k * 16;
         const int nl = LC_UNIT_NL(dw, k);
         LC_ST *hk = hst + k * N * 16, *ak = Ast + k * N * 16;
-        LC_V_NAME(a_lanes)(ak, amx + k * N, A, d0, nl, N);
+        LC_V_NAME(a_lanes)(ak, amx + k * N, A, d0, nl, N, zoh ? (LC_ST)1 : (LC_ST)LC_LOG2E_ST);
         for (int64_t n = 0; n < N; n++)
             for (int i = 0; i < 16; i++) hk[n * 16 + i] = (h0 && i < nl) ? h0[(b * D + d0 + i) * N + n] : 0;
         for (int i = 0; i < 16; i++) {
@@ -167,7 +176,7 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
                 LC_VT h[2] = {LC_VLOAD(hk + n * 16), LC_VLOAD(hk + n * 16 + 8)};
                 const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
                 /* |dt A| <= max|dt| max|A| (rounding is monotonic); NaN fails the test */
-                const int fast = dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS;
+                const int fast = dmx[k] * amx[k * N + n] <= (zoh ? (LC_ST)LC_EXP_FAST_ABS : (LC_ST)LC_EXP2_FAST_ABS);
                 for (int64_t t = tb; t < te;) {
                     const int64_t se = (t / T + 1) * T < te ? (t / T + 1) * T : te;   /* chunk-aligned segment */
                     if (hs && t % T == 0) {
@@ -299,12 +308,14 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     LC_ST *vb = Ast + G * N * 16, *vd = vb + G * 16;        /* (G, 16): bias, D lanes (0 if none) */
     LC_ST *dDs = vd + G * 16, *dbs = dDs + G * 16;           /* (G, 16): dD, d delta_bias sums */
     LC_ST *amx = dbs + G * 16, *dmx = amx + G * N;           /* (G, N) max |A|; (G,) max |dt| */
+    LC_ST *A2st = dmx + G, *amx2 = A2st + G * N * 16;        /* "simplified": A log2 e rows, their max */
     LC_ST tmp[16], sums[8];
     const int64_t d0s = k0 * 16, dw = (k1 * 16 < D ? k1 * 16 : D) - d0s;   /* the group's channels */
     for (int64_t k = 0; k < ns; k++) {
         const int64_t d0 = d0s + k * 16;
         const int nl = LC_UNIT_NL(dw, k);
-        LC_V_NAME(a_lanes)(Ast + k * N * 16, amx + k * N, A, d0, nl, N);
+        LC_V_NAME(a_lanes)(Ast + k * N * 16, amx + k * N, A, d0, nl, N, (LC_ST)1);
+        if (!zoh) LC_V_NAME(a_lanes)(A2st + k * N * 16, amx2 + k * N, A, d0, nl, N, (LC_ST)LC_LOG2E_ST);
         for (int64_t q = k * N * 16; q < (k + 1) * N * 16; q++) carr[q] = dAa[q] = 0;
         for (int i = 0; i < 16; i++) {
             vb[k * 16 + i] = (dbias && i < nl) ? dbias[d0 + i] : 0;
@@ -367,8 +378,11 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
                 const int64_t q = (k * N + n) * 16;
                 LC_VT An[2] = {LC_VLOAD(Ast + q), LC_VLOAD(Ast + q + 8)};
+                /* the forward's decay factors: exp(dt A) ("zoh"), 2^(dt (A log2 e)) ("simplified") */
+                const LC_VT Ae[2] = {zoh ? An[0] : LC_VLOAD(A2st + q), zoh ? An[1] : LC_VLOAD(A2st + q + 8)};
                 /* |dt A| <= max|dt| max|A|: exp needs no range check (NaN fails the test) */
-                const int fast = dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS;
+                const int fast = zoh ? dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS
+                                     : dmx[k] * amx2[k * N + n] <= (LC_ST)LC_EXP2_FAST_ABS;
                 const LC_ST *src = hs + ((b * nck + c) * D + d0) * N + n;
                 for (int i = 0; i < 16; i++) tmp[i] = i < nl ? src[i * N] : 0;
                 LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
@@ -378,8 +392,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                     const int64_t r = t * 16;
                     LC_VT Bt = LC_VSET1(Bn[t * N]);
                     for (int hh = 0; hh < 2; hh++) {
-                        LC_VT x = LC_VMUL(LC_VLOAD(dtb + ko + r + 8 * hh), An[hh]);
-                        LC_VT a = fast ? LC_VEXP_FAST(x) : LC_VEXP(x);
+                        LC_VT x = LC_VMUL(LC_VLOAD(dtb + ko + r + 8 * hh), Ae[hh]);
+                        LC_VT a = zoh ? (fast ? LC_VEXP_FAST(x) : LC_VEXP(x)) : (fast ? LC_VEXP2_FAST(x) : LC_VEXP2(x));
                         LC_VT w = LC_VLOAD(wb + ko + r + 8 * hh);
                         if (zoh) {
                             LC_VT p = LC_VPHI1(x, a);
@@ -480,6 +494,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
 #undef LC_VFMA
 #undef LC_VEXP
 #undef LC_VEXP_FAST
+#undef LC_VEXP2
+#undef LC_VEXP2_FAST
+#undef LC_LOG2E_ST
 #undef LC_VMAXABS
 #undef LC_SMAXABS
 #undef LC_VSOFTPLUS

@@ -1,4 +1,4 @@
-"""Vectorised exp / softplus / silu / sigmoid (float32: lutcore's own polynomial,
+"""Vectorised exp / exp2 / softplus / silu / sigmoid (float32: lutcore's own polynomial,
 the same bits on every SIMD path; float64: libm).  Error budgets are measured
 in tests/test_mathfns.py."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from lutcore import _simd
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
-__all__ = ["exp", "softplus", "silu", "silu_backward", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
+__all__ = ["exp", "exp2", "softplus", "silu", "silu_backward", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]
 
 
 def _float_array(x, name):
@@ -31,6 +31,11 @@ def _apply(x, fn: int, name: str, threads, out):
 
 def exp(x, threads=None, out=None):
     return _apply(x, 0, "exp", threads, out)
+
+
+def exp2(x, threads=None, out=None):
+    """2^x.  float32: the scan's decay factors use it (exp(dt A) = 2^(dt (A log2 e)))."""
+    return _apply(x, 4, "exp2", threads, out)
 
 
 def softplus(x, threads=None, out=None):

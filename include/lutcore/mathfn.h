@@ -252,6 +252,16 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_slow_ps(__m256 x) {
 }
 
 
+/* 2^n for integral n in [-126, 127] (float lanes) */
+LC_TARGET_AVX2 static inline __m256 lc_pow2n_ps(__m256 n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+/* lanes with |x| > bound, or NaN */
+LC_TARGET_AVX2 static inline __m256 lc_outside_ps(__m256 x, float bound) {
+    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    return _mm256_cmp_ps(ax, _mm256_set1_ps(bound), _CMP_NLE_UQ);
+}
+
 /* exp for lanes known to satisfy |x| <= LC_EXP_FAST_ABS (the caller checked):
  * lc_exp_ps without the check, the same bits on those lanes */
 LC_TARGET_AVX2 static inline __m256 lc_exp_fast_ps(__m256 x) {
@@ -266,15 +276,13 @@ LC_TARGET_AVX2 static inline __m256 lc_exp_fast_ps(__m256 x) {
     p = _mm256_fmadd_ps(p, r2, p45);
     p = _mm256_fmadd_ps(p, r2, r);
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    __m256 s2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(p, s2n);
+    return _mm256_mul_ps(p, lc_pow2n_ps(n));
 }
 
 LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
     /* fast path on |x| <= LC_EXP_FAST_ABS; other lanes (and NaN) are redone by
      * the careful path, so no clamp is needed here */
-    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    __m256 odd = _mm256_cmp_ps(ax, _mm256_set1_ps(LC_EXP_FAST_ABS), _CMP_NLE_UQ);
+    __m256 odd = lc_outside_ps(x, LC_EXP_FAST_ABS);
     __m256 res = lc_exp_fast_ps(x);
     if (_mm256_movemask_ps(odd)) res = _mm256_blendv_ps(res, lc_exp_slow_ps(x), odd);
     return res;
@@ -290,12 +298,10 @@ LC_TARGET_AVX2 static inline __m256 lc_exp2_fast_ps(__m256 x) {
     __m256 e45 = _mm256_fmadd_ps(_mm256_set1_ps(LC_E2_C5), f, _mm256_set1_ps(LC_E2_C4));
     __m256 t = _mm256_fmadd_ps(e45, f2, e23);
     __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(t, f2, e01), f, _mm256_set1_ps(1.0f));
-    __m256 s2n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(p, s2n);
+    return _mm256_mul_ps(p, lc_pow2n_ps(n));
 }
 LC_TARGET_AVX2 static inline __m256 lc_exp2_ps(__m256 x) {
-    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    __m256 odd = _mm256_cmp_ps(ax, _mm256_set1_ps(LC_EXP2_FAST_ABS), _CMP_NLE_UQ);
+    __m256 odd = lc_outside_ps(x, LC_EXP2_FAST_ABS);
     __m256 res = lc_exp2_fast_ps(x);
     int mask = _mm256_movemask_ps(odd);
     if (mask) {
@@ -472,14 +478,24 @@ static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, 
     (void)isa;
     for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
 }
-/* chunks of 16384 (a multiple of 8: the same bits as one lc_mathfn_row over all n) */
+/* An elementwise pass over n values in chunks of LC_EW_CHUNK (a multiple of 8, so
+ * every chunk's SIMD body and tail split as one pass over all n would), the chunks
+ * dealt to nthreads threads: the body (the trailing arguments) sees i0 and len;
+ * `continue` ends a chunk. */
+#define LC_EW_CHUNK 16384
+#define LC_FOR_EW_CHUNKS(n, nthreads, ...)                                                    \
+    do {                                                                                      \
+        const int64_t nch_ = ((n) + LC_EW_CHUNK - 1) / LC_EW_CHUNK;                           \
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                    \
+        for (int64_t ch_ = 0; ch_ < nch_; ch_++) {                                            \
+            const int64_t i0 = ch_ * LC_EW_CHUNK, len = (n) - i0 < LC_EW_CHUNK ? (n) - i0 : LC_EW_CHUNK; \
+            __VA_ARGS__                                                                       \
+        }                                                                                     \
+    } while (0)
+
+/* in chunks (the same bits as one lc_mathfn_row over all n) */
 static void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads) {
-    int64_t nch = (n + 16383) / 16384;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
-        lc_mathfn_row(out + i0, x + i0, len, fn, isa);
-    }
+    LC_FOR_EW_CHUNKS(n, nthreads, lc_mathfn_row(out + i0, x + i0, len, fn, isa););
 }
 
 /* One in-order chain from 0 (the stage's rowsum, the norms' and softmax's sums). */
@@ -539,31 +555,28 @@ LC_TARGET_AVX2 static void lc_gelu_bwd_avx2(float *dx, const float *dy, const fl
     for (; i < n; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
 }
 #endif
+/* one run of each elementwise kernel below, by isa */
+static inline void lc_gelu_run(float *y, float *t, const float *u, int64_t n, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_gelu_avx2(y, t, u, n); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
+}
+static inline void lc_gelu_bwd_run(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_gelu_bwd_avx2(dx, dy, u, t, n); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
+}
 /* y, t (n) <- GELU of u;  dx (n) <- its backward.  Chunks of 16384 over threads. */
 static void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads) {
-    int64_t nch = (n + 16383) / 16384;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_gelu_avx2(y + i0, t + i0, u + i0, len); continue; }
-#endif
-        for (int64_t i = i0; i < i0 + len; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
-    }
-    (void)isa;
+    LC_FOR_EW_CHUNKS(n, nthreads, lc_gelu_run(y + i0, t + i0, u + i0, len, isa););
 }
 static void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
                             int nthreads) {
-    int64_t nch = (n + 16383) / 16384;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_gelu_bwd_avx2(dx + i0, dy + i0, u + i0, t + i0, len); continue; }
-#endif
-        for (int64_t i = i0; i < i0 + len; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
-    }
-    (void)isa;
+    LC_FOR_EW_CHUNKS(n, nthreads, lc_gelu_bwd_run(dx + i0, dy + i0, u + i0, t + i0, len, isa););
 }
 
 /* SiLU's backward: dx = (dy + dy2) * s (1 + x (1 - s)), s = sigmoid(x), dy2 optional
@@ -589,18 +602,16 @@ LC_TARGET_AVX2 static void lc_silu_bwd_avx2(float *dx, const float *dy, const fl
     for (; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
 }
 #endif
+static inline void lc_silu_bwd_run(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_silu_bwd_avx2(dx, dy, dy2, x, n); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
+}
 static void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
                             int nthreads) {
-    int64_t nch = (n + 16383) / 16384;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * 16384, len = n - i0 < 16384 ? n - i0 : 16384;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_silu_bwd_avx2(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len); continue; }
-#endif
-        for (int64_t i = i0; i < i0 + len; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
-    }
-    (void)isa;
+    LC_FOR_EW_CHUNKS(n, nthreads, lc_silu_bwd_run(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len, isa););
 }
 
 #endif /* LUTCORE_MATHFN_H */

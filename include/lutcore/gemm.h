@@ -39,8 +39,8 @@
 
 #define LC_MR 6
 #define LC_NR 16
-#define LC_TABLE_NB 32      /* output columns per row-table block */
-#define LC_TABLE_KB 8       /* k values per row-table batch */
+#define LC_TABLE_NB 32      /* output columns per row-table block (a multiple of 16: the AVX2 int16 rows) */
+#define LC_TABLE_KB 4       /* k values per row-table batch */
 #define LC_TABLE_DIRECT_M 48
 
 /* ------------------------------------------------------------------ packing */
@@ -550,24 +550,31 @@ LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, cons
         lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
         return;
     }
+    /* The row tables as int16 (a mul8 product is an int16, DESIGN.md): half the bytes
+     * of int32 rows, so twice as many stay close; each row is widened as it is added. */
     const int32_t *Tt = T32 + 65536;
+    int16_t *P16 = (int16_t *)Pbuf;
     for (int64_t kb = k0; kb < k1; kb += LC_TABLE_KB) {
         int kn = (int)(k1 - kb < LC_TABLE_KB ? k1 - kb : LC_TABLE_KB);
         for (int j = 0; j < kn; j++) {
             const uint8_t *bk = (const uint8_t *)(B + (kb + j) * ldb + n0);
-            int32_t *P = Pbuf + (int64_t)j * 256 * LC_TABLE_NB;
+            int16_t *P = P16 + (int64_t)j * 256 * LC_TABLE_NB;
             const int32_t *src[LC_TABLE_NB];
             for (int c = 0; c < LC_TABLE_NB; c++) src[c] = Tt + (int64_t)(c < nc ? bk[c] : 0) * 256;
             for (int a0 = 0; a0 < 256; a0 += 8) {
-                for (int cg = 0; cg < LC_TABLE_NB; cg += 8) {
-                    __m256i r[8];
+                for (int cg = 0; cg < LC_TABLE_NB; cg += 16) {     /* two groups of 8 columns */
+                    __m256i r[8], q[8];
                     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(src[cg + i] + a0));
+                    for (int i = 0; i < 8; i++) q[i] = _mm256_loadu_si256((const __m256i *)(src[cg + 8 + i] + a0));
                     lc_transpose8_epi32(r);
-                    for (int i = 0; i < 8; i++)
-                        _mm256_storeu_si256((__m256i *)(P + (a0 + i) * LC_TABLE_NB + cg), r[i]);
+                    lc_transpose8_epi32(q);
+                    for (int i = 0; i < 8; i++)   /* columns cg..cg+15 of row a0+i, in order */
+                        _mm256_storeu_si256((__m256i *)(P + (a0 + i) * LC_TABLE_NB + cg),
+                                            _mm256_permute4x64_epi64(_mm256_packs_epi32(r[i], q[i]), 0xD8));
                 }
             }
         }
+#define LC_ROW16(p, o) _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((p) + (o))))
         int64_t m = 0;
         for (; m + 2 <= M; m += 2) {
             int32_t *a0p = acc + m * LC_TABLE_NB, *a1p = a0p + LC_TABLE_NB;
@@ -581,17 +588,16 @@ LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, cons
             __m256i y3 = _mm256_loadu_si256((const __m256i *)(a1p + 24));
             const uint8_t *ar0 = (const uint8_t *)(A + m * lda + kb), *ar1 = ar0 + lda;
             for (int j = 0; j < kn; j++) {
-                const int32_t *Pj = Pbuf + (int64_t)j * 256 * LC_TABLE_NB;
-                const __m256i *p = (const __m256i *)(Pj + (int64_t)ar0[j] * LC_TABLE_NB);
-                const __m256i *q = (const __m256i *)(Pj + (int64_t)ar1[j] * LC_TABLE_NB);
-                x0 = _mm256_add_epi32(x0, _mm256_loadu_si256(p + 0));
-                x1 = _mm256_add_epi32(x1, _mm256_loadu_si256(p + 1));
-                x2 = _mm256_add_epi32(x2, _mm256_loadu_si256(p + 2));
-                x3 = _mm256_add_epi32(x3, _mm256_loadu_si256(p + 3));
-                y0 = _mm256_add_epi32(y0, _mm256_loadu_si256(q + 0));
-                y1 = _mm256_add_epi32(y1, _mm256_loadu_si256(q + 1));
-                y2 = _mm256_add_epi32(y2, _mm256_loadu_si256(q + 2));
-                y3 = _mm256_add_epi32(y3, _mm256_loadu_si256(q + 3));
+                const int16_t *Pj = P16 + (int64_t)j * 256 * LC_TABLE_NB;
+                const int16_t *p = Pj + (int64_t)ar0[j] * LC_TABLE_NB, *q = Pj + (int64_t)ar1[j] * LC_TABLE_NB;
+                x0 = _mm256_add_epi32(x0, LC_ROW16(p, 0));
+                x1 = _mm256_add_epi32(x1, LC_ROW16(p, 8));
+                x2 = _mm256_add_epi32(x2, LC_ROW16(p, 16));
+                x3 = _mm256_add_epi32(x3, LC_ROW16(p, 24));
+                y0 = _mm256_add_epi32(y0, LC_ROW16(q, 0));
+                y1 = _mm256_add_epi32(y1, LC_ROW16(q, 8));
+                y2 = _mm256_add_epi32(y2, LC_ROW16(q, 16));
+                y3 = _mm256_add_epi32(y3, LC_ROW16(q, 24));
             }
             _mm256_storeu_si256((__m256i *)(a0p + 0), x0);
             _mm256_storeu_si256((__m256i *)(a0p + 8), x1);
@@ -606,10 +612,13 @@ LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, cons
             int32_t *am = acc + m * LC_TABLE_NB;
             const uint8_t *ar = (const uint8_t *)(A + m * lda + kb);
             for (int j = 0; j < kn; j++) {
-                const int32_t *prow = Pbuf + (int64_t)j * 256 * LC_TABLE_NB + (int64_t)ar[j] * LC_TABLE_NB;
-                for (int c = 0; c < LC_TABLE_NB; c++) am[c] += prow[c];
+                const int16_t *prow = P16 + (int64_t)j * 256 * LC_TABLE_NB + (int64_t)ar[j] * LC_TABLE_NB;
+                for (int c = 0; c < LC_TABLE_NB; c += 8)
+                    _mm256_storeu_si256((__m256i *)(am + c),
+                                        _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(am + c)), LC_ROW16(prow, c)));
             }
         }
+#undef LC_ROW16
     }
 }
 #endif

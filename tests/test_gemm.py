@@ -12,6 +12,7 @@ SHAPES = [(1, 1, 1), (7, 33, 5), (33, 100, 65), (2, 64, 3), (64, 256, 48), (5, 1
           (3, 37, 11),            # K not a multiple of 2, 8 or 32
           (4, 130, 17), (1, 300, 1),
           (1, 512, 70), (70, 512, 1),   # GEMV both ways
+          (50, 37, 129),                # N > M >= 48: the table kernels run it transposed
           (0, 5, 3), (3, 0, 4), (3, 5, 0)]
 TABLES = ["exact", "truncated-2", "mitchell", "reduced_operands-4", "random"]
 
@@ -185,3 +186,17 @@ def test_audit_off_does_not_check(rng):
     km += 1                                        # in place
     got = lutcore.lut_gemm(a, b, units=u)          # no audit: the corrupt table is used
     assert np.array_equal(got.astype(np.int64), lut_gemm_ref(a, b, u.mul).astype(np.int64) + 16)
+
+
+def test_table_products_run_transposed_where_rows_are_fewer():
+    """The table kernels build row tables from the right operand's columns and reuse
+    them for every left row, so an (M, N) product with N > M >= TABLE_DIRECT_M runs as
+    B^T A^T through the swapped table (the grid's 50x37x129 checks its bits)."""
+    from lutcore.ops.gemm import table_transposed
+    from lutcore._native import gemm as _g
+    assert table_transposed(50, 129) and not table_transposed(129, 50)
+    assert not table_transposed(_g.TABLE_DIRECT_M - 1, 1000)       # few rows: direct lookups
+    u = make_units("random")
+    assert np.array_equal(u._kernel_mul_t[0], u._kernel_mul[1])
+    assert np.array_equal(u._kernel_mul_t[1], u._kernel_mul[0])
+

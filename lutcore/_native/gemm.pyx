@@ -29,12 +29,13 @@ cdef extern from "lutcore/gemm.h" nogil:
                              int64_t bk, int64_t nblk, int isa, int nthreads)
     int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
                              int64_t bk, int64_t nblk, int nthreads)
-    int LC_MR, LC_NR, LC_TABLE_NB
+    int LC_MR, LC_NR, LC_TABLE_NB, LC_TABLE_DIRECT_M
 
 
 MR = LC_MR
 NR = LC_NR
 TABLE_NB = LC_TABLE_NB
+TABLE_DIRECT_M = LC_TABLE_DIRECT_M
 
 
 def pack_a16(int16_t[:, ::1] Ap, const int8_t[:, ::1] A, int64_t bk, int64_t bkp, int nthreads):

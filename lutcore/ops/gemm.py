@@ -119,9 +119,23 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
         ap = pack_a16(a, bk, bkp, nt)
         _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt)
+    elif table_transposed(M, N):
+        ct = _workspace.scratch("table_ct", N * M, np.int32).reshape(N, M)
+        work = _workspace.scratch("table", _g.table_work_size(N, M, nt, False), np.int32)
+        _g.gemm_table(ct, np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), units._kernel_mul_t, work, isa, nt)
+        c[...] = ct.T
     else:
         work = _workspace.scratch("table", _g.table_work_size(M, N, nt, False), np.int32)
         _g.gemm_table(c, a, b, units._kernel_mul, work, isa, nt)
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return c
+
+
+def table_transposed(M: int, N: int) -> bool:
+    """Whether the table kernels run an (M, N) product as its transpose (B^T A^T with
+    the table's operands swapped: the same integers, so the same bits).  They build a
+    row table per k and column block of the right operand and reuse it for every
+    row of the left one, so the longer side should be the rows — unless it is short
+    enough for direct lookups."""
+    return N > M >= _g.TABLE_DIRECT_M

@@ -72,11 +72,18 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
     int8 code).  Non-contiguous input is copied.
     """
     block = _block(block)
-    x = _check.array(x, "x", np.float32, 2, kind="f")
     if axis not in (-1, 0, 1):
         raise ValueError(f"axis: expected 0, 1 or -1 for a 2-D array, got {axis!r}")
     ax = 1 if axis in (-1, 1) else 0
     nt = resolve_threads(threads)
+    if (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float32 and not x.flags.c_contiguous
+            and x.T.flags.c_contiguous):
+        # a transposed view (a gradient's dY^T): quantize its contiguous transpose along the
+        # other axis — the same blocks, so the same codes — and transpose the int8 result,
+        # a quarter of the bytes of a float copy
+        t = quantize(x.T, block, axis=1 - ax, threads=nt)
+        return Q8(np.ascontiguousarray(t.q.T), np.ascontiguousarray(t.scale.T), block, ax, x.shape)
+    x = _check.array(x, "x", np.float32, 2, kind="f")
     L = x.shape[ax]
     nblk = -(-L // block)
     if ax == 1:
@@ -88,7 +95,7 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         N = x.shape[1]
         q = np.empty((nblk * block, N), np.int8)
         s = np.empty((nblk, N), np.float32)
-        bad = _g.quantize_cols(q, s, x, block, nt)
+        bad = _g.quantize_cols(q, s, x, block, _simd.isa(), nt)
     if bad:
         raise ValueError(f"x: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
     return Q8(q, s, block, ax, x.shape)

@@ -66,13 +66,14 @@ def test_quantize_last_axis(simd, rng, K, block):
 
 @pytest.mark.parametrize("block", BLOCKS)
 @pytest.mark.parametrize("K", [1, 31, 32, 45, 100])
-def test_quantize_axis0(simd, rng, K, block):
-    x = _rand(rng, (K, 5))
+@pytest.mark.parametrize("N", [5, 8, 13, 33, 270])        # the SIMD body takes 8 columns, chunks 256
+def test_quantize_axis0(simd, rng, K, N, block):
+    x = _rand(rng, (K, N))
     x[:, 3] = 0                                 # an all-zero column
     qx = lutcore.quantize(x, block=block, axis=0)
     q, s = _quant_b_ref(x, block)
     Kp = -(-K // block) * block
-    assert qx.q.shape == (Kp, 5) and qx.scale.shape == (Kp // block, 5)
+    assert qx.q.shape == (Kp, N) and qx.scale.shape == (Kp // block, N)
     _eq(qx.q, q, np.int8)
     _eq(qx.scale, s, np.float32)
     assert qx.block == block and qx.axis % 2 == 0
@@ -137,6 +138,12 @@ def test_quantize_rounding_ties_half_even(simd, amax, scale):
     assert qx.q[0, 0] == 127
     assert qx.q[0, 1:1 + len(ks)].tolist() == want
     _eq(qx.q, quantize_ref(x, 16)[0], np.int8)
+    cols = np.repeat(x.T, 9, axis=1)           # the same values down 9 columns (axis 0)
+    qc = lutcore.quantize(cols, block=16, axis=0)
+    assert np.all(qc.scale == s) and np.all(qc.q[0] == 127)
+    assert np.all(qc.q[1:1 + len(ks)] == np.array(want)[:, None])
+    qt = lutcore.quantize(cols.T, block=16)     # a transposed view, along its rows
+    assert np.array_equal(qt.q, qc.q.T) and np.array_equal(qt.scale, qc.scale.T)
 
 
 def test_quantize_padding(simd, rng):

@@ -28,7 +28,7 @@ cdef extern from "lutcore/gemm.h" nogil:
     int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
                              int64_t bk, int64_t nblk, int isa, int nthreads)
     int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
-                             int64_t bk, int64_t nblk, int nthreads)
+                             int64_t bk, int64_t nblk, int isa, int nthreads)
     int LC_MR, LC_NR, LC_TABLE_NB, LC_TABLE_DIRECT_M
 
 
@@ -117,10 +117,10 @@ def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int6
     return bad
 
 
-def quantize_cols(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int nthreads):
+def quantize_cols(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int isa, int nthreads):
     cdef int64_t K = x.shape[0], N = x.shape[1], nblk = s.shape[0], bad = 0
     if N == 0 or nblk == 0:
         return 0
     with nogil:
-        bad = lc_quantize_cols(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, K, N, N, bk, nblk, nthreads)
+        bad = lc_quantize_cols(&q[0, 0], &s[0, 0], &x[0, 0] if K > 0 else NULL, K, N, N, bk, nblk, isa, nthreads)
     return bad

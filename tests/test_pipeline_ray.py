@@ -10,6 +10,10 @@ Few and cheap (Ray start-up is slow): one module-scoped ``ray.init(num_cpus=2)``
 * an actor killed mid-generation raises StageFailure naming the stage; a
   rebuilt pipeline resumes from the tokens so far with identical output.
 """
+import os
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -151,3 +155,27 @@ def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):
         p.close()
     with pytest.raises(ValueError, match="compile_after"):
         Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", compile_after=-1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_driver_waits_on_a_low_priority_thread_and_gets_its_errors():
+    """The driver's compiled-graph reads run on a helper thread at nice 19 (Ray's reader
+    polls while the stages compute); the caller blocks, and errors reach it unchanged."""
+    from lutcore.pipeline._ray import _Waiter
+
+    class FakeRay:
+        def get(self, refs, timeout=None):
+            if refs == "boom":
+                raise ValueError("boom")
+            return refs, timeout, threading.get_native_id()
+
+    w = _Waiter(FakeRay())
+    try:
+        refs, timeout, tid = w.get("x", 5)
+        assert (refs, timeout) == ("x", 5) and tid != threading.get_native_id()
+        assert os.getpriority(os.PRIO_PROCESS, tid) == 19
+        with pytest.raises(ValueError, match="boom"):
+            w.get("boom", None)
+        assert w.get("y", None)[0] == "y"                                   # still serving
+    finally:
+        w.close()

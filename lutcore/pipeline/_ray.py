@@ -21,7 +21,9 @@ compiling fails, the ring keeps to plain calls.
 Priorities: Ray starts workers at nice 15, and a compiled graph's idle readers
 poll.  A stage actor puts its threads back at nice 0 where the system allows it,
 and its graph steps leave the reading thread at nice 19 between steps (see
-``_at_work``), so a stage's OpenMP team gets the cores while the others wait.
+``_at_work``), so a stage's OpenMP team gets the cores while the others wait.  The
+driver reads the graph's results on a helper thread at nice 19 (``_Waiter``) while
+the calling thread blocks.
 
 Failures: a dead actor surfaces as Ray's ``RayActorError`` on whatever call
 needed it; the ring maps the actor id (or, failing that, a ping of every
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import re
 import threading
 import zlib
@@ -190,6 +193,50 @@ class _StageWorker:
         return None if msg[0] == "reset" else self.last(msg[1], msg[3])
 
 
+class _Waiter:
+    """``ray.get`` on a helper thread of the driver that runs at nice 19.
+
+    A compiled graph's reader polls (``sched_yield`` in a loop) until its result is
+    written, and the driver's reader would do so at the caller's priority for the
+    whole of a pass, taking a share of the cores from the stages' teams.  The caller
+    blocks on an event instead (no CPU); raising a thread's nice value needs no
+    privilege.  Exceptions are re-raised in the caller."""
+
+    def __init__(self, ray):
+        self._ray = ray
+        self._jobs = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="lutcore-ray-wait", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (OSError, AttributeError):
+            pass
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            refs, timeout, box, done = job
+            try:
+                box.append((True, self._ray.get(refs, timeout=timeout)))
+            except BaseException as e:                 # noqa: BLE001 - handed to the caller
+                box.append((False, e))
+            done.set()
+
+    def get(self, refs, timeout):
+        box, done = [], threading.Event()
+        self._jobs.put((refs, timeout, box, done))
+        done.wait()
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def close(self):
+        self._jobs.put(None)
+
+
 class RayRing:
     """One Ray actor per stage (see the module docstring)."""
 
@@ -204,6 +251,7 @@ class RayRing:
         self.compiled = compile_after is not None
         self._passes = 0
         self._graph = None
+        self._waiter = None
         if not ray.is_initialized():
             ray.init()
             self._owns_ray = True
@@ -286,7 +334,12 @@ class RayRing:
         ray = self._ray
         timeout = self.call_timeout if self.call_timeout is not None else (-1 if compiled else None)
         try:
-            return ray.get(make_refs(), timeout=timeout)
+            refs = make_refs()
+            if compiled:
+                if self._waiter is None:
+                    self._waiter = _Waiter(ray)
+                return self._waiter.get(refs, timeout)
+            return ray.get(refs, timeout=timeout)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError) as e:
             self._drop_graph()
             raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s") from e
@@ -344,6 +397,9 @@ class RayRing:
 
     def close(self):
         self._drop_graph()
+        if self._waiter is not None:
+            self._waiter.close()
+            self._waiter = None
         for a in self.actors:
             try:
                 self._ray.kill(a)

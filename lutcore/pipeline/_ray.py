@@ -222,7 +222,11 @@ class _Waiter:
                 box.append((True, self._ray.get(refs, timeout=timeout)))
             except BaseException as e:                 # noqa: BLE001 - handed to the caller
                 box.append((False, e))
+            # keep nothing of Ray's here: the result may be a view of the graph's channel,
+            # and a graph ref must not outlive its graph on this thread
+            del job, refs, box
             done.set()
+            del done
 
     def get(self, refs, timeout):
         box, done = [], threading.Event()
@@ -235,6 +239,7 @@ class _Waiter:
 
     def close(self):
         self._jobs.put(None)
+        self._thread.join(timeout=10)
 
 
 class RayRing:
@@ -396,10 +401,10 @@ class RayRing:
         return self._call(lambda: [a.info.remote() for a in self.actors], "info")
 
     def close(self):
-        self._drop_graph()
         if self._waiter is not None:
             self._waiter.close()
             self._waiter = None
+        self._drop_graph()
         for a in self.actors:
             try:
                 self._ray.kill(a)

@@ -61,6 +61,12 @@ class Q8:
         return f"Q8(shape={self.shape}, block={self.block}, axis={self.axis})"
 
 
+def _transposed_view(x) -> bool:
+    """x is a float32 2-D array whose transpose is C-contiguous (and it is not)."""
+    return (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float32 and not x.flags.c_contiguous
+            and x.T.flags.c_contiguous)
+
+
 def _block(block) -> int:
     return _check.positive_int(block, "block")
 
@@ -76,8 +82,7 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         raise ValueError(f"axis: expected 0, 1 or -1 for a 2-D array, got {axis!r}")
     ax = 1 if axis in (-1, 1) else 0
     nt = resolve_threads(threads)
-    if (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float32 and not x.flags.c_contiguous
-            and x.T.flags.c_contiguous):
+    if _transposed_view(x):
         # a transposed view (a gradient's dY^T): quantize its contiguous transpose along the
         # other axis — the same blocks, so the same codes — and transpose the int8 result,
         # a quarter of the bytes of a float copy
@@ -134,6 +139,8 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     block = _block(block)
     nt = resolve_threads(threads)
     # ---- operands
+    if _transposed_view(a):                     # a gradient's dY^T: no float copy (see quantize)
+        a = quantize(a, block, threads=nt)
     if isinstance(a, Q8):
         if a.axis != 1:
             raise ValueError("a: a pre-quantized left operand must be quantized along axis -1")
@@ -208,7 +215,7 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None):
         yt = _workspace.scratch("table_yt", N * M, np.float32).reshape(N, M)
         work = _workspace.scratch("table", _g.table_work_size(N, M, nt, True), np.int32)
         _g.qmatmul_table(yt, np.ascontiguousarray(qb.T), np.ascontiguousarray(sb.T), np.ascontiguousarray(qa.T),
-                         np.ascontiguousarray(sa.T), units._kernel_mul_t, nblk, block, work, isa, nt)
+                         np.ascontiguousarray(sa.T), units._kernel_mul, nblk, block, work, isa, nt, swapped=True)
         y[...] = yt.T
     else:
         work = _workspace.scratch("table", _g.table_work_size(M, N, nt, True), np.int32)

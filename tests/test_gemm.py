@@ -192,11 +192,16 @@ def test_table_products_run_transposed_where_rows_are_fewer():
     """The table kernels build row tables from the right operand's columns and reuse
     them for every left row, so an (M, N) product with N > M >= TABLE_DIRECT_M runs as
     B^T A^T through the swapped table (the grid's 50x37x129 checks its bits)."""
-    from lutcore.ops.gemm import table_transposed
+    from lutcore import _simd
     from lutcore._native import gemm as _g
+    from lutcore.ops.gemm import table_transposed
     assert table_transposed(50, 129) and not table_transposed(129, 50)
     assert not table_transposed(_g.TABLE_DIRECT_M - 1, 1000)       # few rows: direct lookups
-    u = make_units("random")
-    assert np.array_equal(u._kernel_mul_t[0], u._kernel_mul[1])
-    assert np.array_equal(u._kernel_mul_t[1], u._kernel_mul[0])
+    u = make_units("random")                                        # swapped: mul(b, a) for mul(a, b)
+    for M, N in ((9, 11), (11, 60)):                               # direct lookups; row tables
+        a, b = _inputs(np.random.default_rng(5), M, 40, N)
+        got = np.empty((N, M), np.int32)
+        _g.gemm_table(got, np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), u._kernel_mul,
+                      np.empty(_g.table_work_size(N, M, 1, False), np.int32), _simd.isa(), 1, swapped=True)
+        assert np.array_equal(got.T, lut_gemm_ref(a, b, u.mul))
 

@@ -148,7 +148,7 @@ static void lc_dlin_whole(const lc_dlin *L, float *y, const float *x, int isa, i
     } else if (L->kind == LC_DLIN_EXACT) {
         lc_qmatmul_exact_packed(y, L->N, L->ap, L->sa, L->bp, L->sbp, 1, L->N, L->nblk, L->bkp, isa, nt);
     } else {
-        lc_qmatmul_table(y, L->N, L->qa, L->sa, L->qb, L->sb, L->T32, 1, L->N, L->nblk, L->bk, L->twork, isa, nt);
+        lc_qmatmul_table(y, L->N, L->qa, L->sa, L->qb, L->sb, L->T32, L->T32 + 65536, 1, L->N, L->nblk, L->bk, L->twork, isa, nt);
     }
     if (L->bias)
         for (int64_t c = 0; c < L->N; c++) y[c] = y[c] + L->bias[c];

@@ -469,21 +469,21 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
 
 /* ------------------------------------------------------ any-table path */
 
-/* T32: int32 [2][65536]; T32[0][a*256+b] = mul(a,b), T32[1][b*256+a] = mul(a,b)
- * (a, b as unsigned bytes).  Work: per thread LC_TABLE_KB*256*LC_TABLE_NB int32
+/* The table twice as int32, a and b as unsigned bytes: T[a*256+b] = mul(a,b) and
+ * Tt[b*256+a] = mul(a,b) (rows of T by a, of Tt by b); passing them swapped
+ * multiplies with the operands swapped.  Work: per thread LC_TABLE_KB*256*LC_TABLE_NB int32
  * for the row tables plus M*LC_TABLE_NB int32 accumulators.
  *
  * Computes acc[m][c] += sum_{k in [k0,k1)} mul(A[m,k], B[k, n0+c]) for c < nc. */
 static inline __attribute__((always_inline)) void
 lc_table_accum(int32_t *acc /* [M][NB] */, int32_t *Pbuf, const int8_t *A, int64_t lda,
-               const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M, int64_t n0, int nc,
+               const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t n0, int nc,
                int64_t k0, int64_t k1) {
-    const int32_t *Tt = T32 + 65536;
     if (M < LC_TABLE_DIRECT_M) {
         for (int64_t m = 0; m < M; m++) {
             int32_t *am = acc + m * LC_TABLE_NB;
             for (int64_t k = k0; k < k1; k++) {
-                const int32_t *row = T32 + (int64_t)(uint8_t)A[m * lda + k] * 256;
+                const int32_t *row = T + (int64_t)(uint8_t)A[m * lda + k] * 256;
                 const uint8_t *bk = (const uint8_t *)(B + k * ldb + n0);
                 for (int c = 0; c < nc; c++) am[c] += row[bk[c]];
             }
@@ -514,9 +514,9 @@ lc_table_accum(int32_t *acc /* [M][NB] */, int32_t *Pbuf, const int8_t *A, int64
 }
 
 static void lc_table_accum_generic(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
-                                   const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M,
+                                   const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M,
                                    int64_t n0, int nc, int64_t k0, int64_t k1) {
-    lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+    lc_table_accum(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1);
 }
 #if LC_X86
 /* 8x8 int32 transpose: r[i] holds row i; on return r[i] holds column i. */
@@ -544,15 +544,14 @@ LC_TARGET_AVX2 static inline void lc_transpose8_epi32(__m256i r[8]) {
 }
 
 LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
-                                               const int8_t *B, int64_t ldb, const int32_t *T32,
+                                               const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Tt,
                                                int64_t M, int64_t n0, int nc, int64_t k0, int64_t k1) {
     if (M < LC_TABLE_DIRECT_M) {
-        lc_table_accum(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+        lc_table_accum(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1);
         return;
     }
     /* The row tables as int16 (a mul8 product is an int16, DESIGN.md): half the bytes
      * of int32 rows, so twice as many stay close; each row is widened as it is added. */
-    const int32_t *Tt = T32 + 65536;
     int16_t *P16 = (int16_t *)Pbuf;
     for (int64_t kb = k0; kb < k1; kb += LC_TABLE_KB) {
         int kn = (int)(k1 - kb < LC_TABLE_KB ? k1 - kb : LC_TABLE_KB);
@@ -623,13 +622,13 @@ LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, cons
 }
 #endif
 static inline void lc_table_accum_isa(int isa, int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda,
-                                      const int8_t *B, int64_t ldb, const int32_t *T32, int64_t M,
+                                      const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M,
                                       int64_t n0, int nc, int64_t k0, int64_t k1) {
 #if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_table_accum_avx2(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1); return; }
+    if (isa >= LC_ISA_AVX2) { lc_table_accum_avx2(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1); return; }
 #endif
     (void)isa;
-    lc_table_accum_generic(acc, Pbuf, A, lda, B, ldb, T32, M, n0, nc, k0, k1);
+    lc_table_accum_generic(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1);
 }
 
 static inline size_t lc_table_work_per_thread(int64_t M) {
@@ -648,7 +647,7 @@ static inline int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads) 
 
 /* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
 static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
-                          int64_t ldb, const int32_t *T32, int64_t M, int64_t N, int64_t K,
+                          int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
                           int32_t *work, int isa, int nthreads) {
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
     int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
@@ -667,7 +666,7 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
             int64_t n0 = cb * LC_TABLE_NB;
             int nc = (int)(N - n0 < LC_TABLE_NB ? N - n0 : LC_TABLE_NB);
             memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
-            lc_table_accum_isa(isa, acc, Pbuf, A + m0 * lda, lda, B, ldb, T32, m1 - m0, n0, nc, 0, K);
+            lc_table_accum_isa(isa, acc, Pbuf, A + m0 * lda, lda, B, ldb, T, Tt, m1 - m0, n0, nc, 0, K);
             for (int64_t m = m0; m < m1; m++)
                 memcpy(C + m * ldc + n0, acc + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(int32_t));
         }
@@ -677,7 +676,7 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
 /* Y (M,N) float32 = block-scaled matmul with any table on quantized operands:
  * qa (M, Kq) int8, sa (M, nblk), qb (Kq, N) int8, sb (nblk, N); Kq = nblk*bk. */
 static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
-                             const float *sb, const int32_t *T32, int64_t M, int64_t N, int64_t nblk,
+                             const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t nblk,
                              int64_t bk, int32_t *work, int isa, int nthreads) {
     int64_t Kq = nblk * bk;
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
@@ -700,7 +699,7 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
             for (int64_t i = 0; i < (m1 - m0) * LC_TABLE_NB; i++) yb[i] = 0.0f;
             for (int64_t b = 0; b < nblk; b++) {
                 memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
-                lc_table_accum_isa(isa, acc, Pbuf, qa + m0 * Kq, Kq, qb, N, T32, m1 - m0, n0, nc,
+                lc_table_accum_isa(isa, acc, Pbuf, qa + m0 * Kq, Kq, qb, N, T, Tt, m1 - m0, n0, nc,
                                    b * bk, (b + 1) * bk);
                 for (int64_t m = m0; m < m1; m++) {
                     float s = sa[m * nblk + b];

@@ -149,27 +149,6 @@ static inline void lc_sumsq_group(double *part, const float *const *xs, const in
     (void)isa;
 }
 
-/* partials: (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK doubles of scratch */
-static double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int nthreads) {
-    int64_t nch = (n + LC_SS_CHUNK - 1) / LC_SS_CHUNK, ngr = (nch + 3) / 4;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t w = 0; w < ngr; w++) {
-        const float *xs[4];
-        int64_t ls[4];
-        int cnt = 0;
-        for (int64_t c = 4 * w; c < nch && cnt < 4; c++, cnt++) {
-            int64_t i0 = c * LC_SS_CHUNK;
-            xs[cnt] = x + i0;
-            ls[cnt] = n - i0 < LC_SS_CHUNK ? n - i0 : LC_SS_CHUNK;
-        }
-        lc_sumsq_group(partials + 4 * w, xs, ls, cnt, isa);
-    }
-    double s = 0.0;
-    for (int64_t c = 0; c < nch; c++) s = s + partials[c];
-    return s;
-}
-
-
 /* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element
  * off[k] = tix[*total + k].  Returns tix (the caller frees it), NULL when out of memory. */
 static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk, int64_t *total) {
@@ -203,7 +182,7 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
     free(tix);
 }
 
-/* Sum of squares of many tensors: out[t] = the same value lc_sumsq gives for tensor t. */
+/* Sum of squares of many tensors (the order above): out[t] for tensor t. */
 static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);

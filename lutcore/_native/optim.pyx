@@ -11,13 +11,10 @@ cdef extern from "lutcore/optim.h" nogil:
         float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale
     void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
                   int isa, int nthreads)
-    double lc_sumsq(const float *x, int64_t n, double *partials, int isa, int nthreads)
     void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                         const lc_adamw_hp *h, int isa, int nthreads)
     int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
-    int LC_SS_CHUNK
 
-SS_CHUNK = LC_SS_CHUNK
 
 
 def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,
@@ -30,16 +27,6 @@ def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b
         return
     with nogil:
         lc_adamw(&p[0], &g[0], &m[0], &v[0], n, &h, isa, nthreads)
-
-
-def sumsq(const float[::1] x, double[::1] partials, int isa, int nthreads):
-    cdef int64_t n = x.shape[0]
-    cdef double s = 0
-    if n == 0:
-        return 0.0
-    with nogil:
-        s = lc_sumsq(&x[0], n, &partials[0], isa, nthreads)
-    return s
 
 
 cdef lc_adamw_hp _hp(double b1, double b2, double eps, double lr, double wd, double max_delta, double bc1,
@@ -84,7 +71,7 @@ def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double
 
 
 def sumsq_multi(list xs, int isa, int nthreads):
-    """[float64 sum of squares of each C-contiguous float32 array], as ``sumsq`` gives them."""
+    """[float64 sum of squares of each C-contiguous float32 array] (include/lutcore/optim.h's order)."""
     cdef Py_ssize_t nt = len(xs), i
     cdef const float **X = <const float **>malloc((nt + 1) * sizeof(float *))
     cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))

@@ -39,14 +39,11 @@ class UnitMatmul:
     def _mm(self, a, b):
         """a (M, K) float @ b (K, N) float through the units, each operand
         quantized once along K (the residual pass reuses both).  A transposed view
-        (dY^T) is quantized as it lies, without a float copy (``quantize``)."""
-        qb = quantize(b.astype(np.float32, copy=False), self.block, axis=0)
+        (dY^T) is quantized as it lies (``qmatmul`` / ``quantize``)."""
+        a, b = a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
+        qb = quantize(b, self.block, axis=0)
         if not self.two_pass:
-            a = a.astype(np.float32, copy=False)
-            if not a.flags.c_contiguous:
-                a = quantize(a, self.block)
             return qmatmul(a, qb, self.units, self.block)
-        a = _f32(a)
         qa = quantize(a, self.block)
         y = qmatmul(qa, qb, self.units, self.block)
         y += qmatmul(a - qa.dequantize(), qb, self.units, self.block)

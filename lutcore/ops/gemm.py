@@ -122,7 +122,8 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     elif table_transposed(M, N):
         ct = _workspace.scratch("table_ct", N * M, np.int32).reshape(N, M)
         work = _workspace.scratch("table", _g.table_work_size(N, M, nt, False), np.int32)
-        _g.gemm_table(ct, np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), units._kernel_mul_t, work, isa, nt)
+        _g.gemm_table(ct, np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), units._kernel_mul, work, isa, nt,
+                      swapped=True)
         c[...] = ct.T
     else:
         work = _workspace.scratch("table", _g.table_work_size(M, N, nt, False), np.int32)

@@ -29,12 +29,6 @@ def _f32(a, name):
     return a
 
 
-def _sumsq(x: np.ndarray, threads) -> float:
-    x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
-    parts = np.empty(max(1, -(-x.size // _o.SS_CHUNK)), np.float64)
-    return _o.sumsq(x, parts, _simd.isa(), resolve_threads(threads))
-
-
 def global_grad_norm(grads: dict, threads=None) -> float:
     """L2 norm over every gradient (float64 sum, names in sorted order; each
     tensor summed in fixed chunks — one native call for all of them)."""

@@ -134,9 +134,6 @@ class Units:
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
-        # the same for the operands swapped (mul'(b, a) = mul(a, b)): the table kernels run
-        # a product transposed when that builds fewer row tables (lutcore.ops.gemm)
-        self._kernel_mul_t = np.ascontiguousarray(self._kernel_mul[::-1])
         self.max_abs_product = int(np.abs(self.mul.astype(np.int64)).max())
         # A requant table that is a plain saturation of t to [lo, hi] runs without lookups.
         lo, hi = int(self.requant_lut[0x8000]), int(self.requant_lut[0x7fff])

@@ -129,7 +129,8 @@ def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):
     with Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2]) as loc:
         want = loc.generate(PROMPT, N_NEW).tolist()
         want_logits = loc.logits(want)
-    p = Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2], transport="ray", compile_after=2)
+    p = Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2], transport="ray", compile_after=2,
+                                 decode_chunk=3)
     try:
         assert p.generate(PROMPT, N_NEW).tolist() == want
         assert p._ring._graph is not None                                    # compiled by now
@@ -148,14 +149,41 @@ def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):
             if n == len(PROMPT) + 1:
                 ray.kill(p._ring.actors[2])
 
+        # token 4 comes from the prefill, 5..7 from one graph execution (decode_chunk=3):
+        # on_token hears of 5 after that chunk, so the next chunk meets the dead actor
         with pytest.raises(StageFailure, match=r"stage 2 \(stage2\): layers 4\.\.5 died") as e:
             p.generate(PROMPT, N_NEW, on_token=kill_stage_2)
-        assert e.value.stage == 2 and e.value.tokens.tolist() == want[:len(PROMPT) + 2]
+        assert e.value.stage == 2 and e.value.tokens.tolist() == want[:len(PROMPT) + 4]
     finally:
         p.close()
     with pytest.raises(ValueError, match="compile_after"):
         Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", compile_after=-1)
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="decode_chunk"):
+            Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", decode_chunk=bad)
 
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_ray_decode_chunks_sample_and_stop_as_the_driver_does(cluster, ckpt, chunk):
+    """Decoding through the compiled graph (stage 0 picks each token and feeds it back):
+    the same tokens as the local pipeline for greedy, for seeded draws with top-k/top-p,
+    with a stop id met mid-chunk, and for budgets that are not multiples of the chunk."""
+    runs = [dict(), dict(temperature=0.9, top_k=20, seed=3), dict(temperature=1.3, top_p=0.8, seed=11)]
+    with Pipeline.from_pretrained(ckpt["gpt2"], splits=[3, 3]) as loc:
+        want = [loc.generate(PROMPT, 7, **kw).tolist() for kw in runs]
+        stop = want[1][len(PROMPT) + 2]                                       # met at the third new token
+        want_stop = loc.generate(PROMPT, 7, stop_ids=[stop], **runs[1]).tolist()
+    assert len(want_stop) < len(want[1])
+    heard = []
+    with Pipeline.from_pretrained(ckpt["gpt2"], splits=[3, 3], transport="ray", compile_after=0,
+                                  decode_chunk=chunk) as p:
+        for kw, w in zip(runs, want):
+            assert p.generate(PROMPT, 7, **kw).tolist() == w, kw
+        assert p._ring._graph is not None
+        got = p.generate(PROMPT, 7, stop_ids=[stop], on_token=lambda n, t: heard.append((n, t)), **runs[1])
+        assert got.tolist() == want_stop
+        assert heard == [(n, want_stop[n]) for n in range(len(PROMPT), len(want_stop))]
+        assert p.generate(PROMPT, 1).tolist() == want[0][:len(PROMPT) + 1]
 
 def test_driver_waits_on_a_low_priority_thread_and_gets_its_errors():
     """The driver's compiled-graph reads run on a helper thread at nice 19 (Ray's reader
@@ -180,3 +208,75 @@ def test_driver_waits_on_a_low_priority_thread_and_gets_its_errors():
         assert w.get("y", None)[0] == "y"                                   # still serving
     finally:
         w.close()
+
+
+def _workers(stages):
+    """Stage actors' bodies over local stages, in this process (no Ray, no priorities)."""
+    from lutcore.pipeline._ray import _StageWorker
+    out = []
+    for st in stages:
+        w = object.__new__(_StageWorker)
+        w.renice, w.index, w.stage, w.cache, w.result = False, st.plan.index, st, None, None
+        out.append(w)
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4])
+def test_unrolled_graph_protocol_in_process(ckpt, chunk):
+    """The compiled graph's steps run in the graph's order by plain calls: reset, a pass,
+    decode chunks with budgets, a stop id and non-finite logits met mid-chunk."""
+    from lutcore.pipeline._ray import graph_chain
+    greedy = (0.0, None, None, None)
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[2, 2, 2]) as loc:
+        want = loc.generate(PROMPT, N_NEW).tolist()
+        want_logits = loc.logits(PROMPT)
+        ws = _workers(loc.stages)
+
+        def run(msg):
+            return graph_chain(ws, chunk, msg, lambda w, step, x: getattr(w, step)(x))
+
+        assert run(("reset",)) is None and all(w.cache is not None for w in ws)
+        assert bits_equal(run(("pass", np.array(PROMPT, np.int64), 0, False, False)), want_logits)
+        run(("reset",))
+        first = run(("pass", np.array(PROMPT, np.int64), 0, True, True))
+        assert bits_equal(first, want_logits[-1:])
+        toks = [int(np.argmax(first[-1]))]
+        while len(toks) < N_NEW:
+            budget = N_NEW - len(toks)
+            new, bad = run(("step", toks[-1], len(PROMPT) + len(toks) - 1, budget, greedy, frozenset()))
+            assert not bad and len(new) == min(chunk, budget)
+            toks += new
+        assert PROMPT + toks == want
+        # a stop id met in the chunk ends it there
+        run(("reset",))
+        run(("pass", np.array(want[:5], np.int64), 0, True, True))
+        new, bad = run(("step", want[5], 5, 8, greedy, frozenset({want[6]})))
+        assert (new, bad) == ([want[6]], False)
+        # non-finite logits at the second pick: the first token stands, the chunk says so
+        if chunk >= 2:
+            run(("reset",))
+            run(("pass", np.array(want[:5], np.int64), 0, True, True))
+            real, calls = ws[0].last, []
+
+            def poisoned(hop, last_only):
+                calls.append(1)
+                out = real(hop, last_only)
+                return out * np.float32(np.nan) if len(calls) == 2 else out
+            ws[0].last = poisoned
+            assert run(("step", want[5], 5, 8, greedy, frozenset())) == ([want[6]], True)
+
+
+def test_non_finite_logits_from_a_decode_chunk_raise_after_its_tokens(ckpt):
+    """Pipeline.generate with a ring whose chunk ends on non-finite logits: the tokens
+    before them are emitted, then the position is named."""
+    with Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3]) as p:
+        want = p.generate(PROMPT, 4).tolist()
+        ring = p._ring
+
+        def decode(tok, pos, budget, sampling, stop):
+            return [want[pos + 1]], pos + 1 == len(PROMPT) + 1
+        ring.decode = decode
+        heard = []
+        with pytest.raises(ValueError, match=f"non-finite values predicting position {len(PROMPT) + 2}"):
+            p.generate(PROMPT, 4, on_token=lambda n, t: heard.append(t))
+        assert heard == want[len(PROMPT):len(PROMPT) + 2]

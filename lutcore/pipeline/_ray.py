@@ -12,11 +12,16 @@ Stage 0 is called twice per pass: ``first`` (embed + its layers) and ``last``
 
 Latency: a decode step is three actor calls, and plain Ray calls cost
 milliseconds each on a small machine.  So after ``compile_after`` passes the
-ring compiles the chain into a Ray compiled graph (``first -> run -> ... ->
-last`` over shared-memory channels; seconds to build, then sub-millisecond
-hops) and sends every later reset and pass through it; plain calls (``info``,
-pings) tear the graph down first, and the next pass compiles it again.  If
-compiling fails, the ring keeps to plain calls.
+ring compiles the chain into a Ray compiled graph over shared-memory channels
+(seconds to build, then sub-millisecond hops) and sends every later reset, pass
+and decode through it; plain calls (``info``, pings) tear the graph down first,
+and the next pass compiles it again.  If compiling fails, the ring keeps to
+plain calls.  The graph is ``decode_chunk`` rounds of the chain, unrolled
+(``first -> run ... -> turn -> run ... -> turn ... -> final``, all on stage 0's
+and the other stages' actors): decoding, stage 0 reads out, picks the next
+token (the driver's draw, see ``pipeline.next_token``) and starts its pass
+itself, so a token costs two hops instead of four and the driver hears once per
+chunk.  A plain pass uses round 1 and passes a marker through the rest.
 
 Priorities: Ray starts workers at nice 15, and a compiled graph's idle readers
 poll.  A stage actor puts its threads back at nice 0 where the system allows it,
@@ -40,7 +45,7 @@ import zlib
 
 import numpy as np
 
-from lutcore.pipeline.pipeline import HopChecksumError, StageFailure
+from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain
 
 __all__ = ["RayRing"]
 
@@ -143,6 +148,7 @@ class _StageWorker:
         self.stage = Stage(spec, plan, weights, units=units, threads=threads)
         del weights
         self.cache = None
+        self.result = None              # a compiled-graph execution's result, kept by stage 0
 
     def info(self):
         from lutcore._threads import get_num_threads
@@ -172,25 +178,92 @@ class _StageWorker:
         x = _arrive(hop, self.index, self.stage.spec.hidden)
         return self.stage.readout(x[-1:] if last_only else x)
 
-    # the compiled graph's steps: a message is ("reset",) or ("pass", payload, cached, last_only)
+    # The compiled graph's steps.  The graph is ``decode_chunk`` rounds of stage 0 ->
+    # stage 1 -> ... -> stage 0, unrolled: an actor can be in one compiled graph only, so
+    # the same graph serves every call.  A message is one of
+    #   ("reset",)                                  every stage resets its cache (round 1)
+    #   ("pass", hop, cached, last_only)            one pass; round 1's readout is the result
+    #   ("step", hop, pos, budget, sampling, stop)  decoding: the hidden state of the token at
+    #                                               ``pos``; each round's readout picks the next
+    #   ("done",)                                   passed through to the end
+    # and stage 0's last node returns the result its earlier nodes kept (``self.result``).
     @_at_work
     def graph_first(self, msg):
-        if msg[0] == "reset":
+        kind = msg[0]
+        if kind == "reset":
             self.reset()
             return msg
-        _, ids, start, cached, last_only = msg
-        return ("pass", self.first(ids, start, cached), cached, last_only)
+        if kind == "pass":
+            _, ids, start, cached, last_only = msg
+            return ("pass", self.first(ids, start, cached), cached, last_only)
+        _, tok, pos, budget, sampling, stop = msg              # "step"
+        self.result = ([], False)
+        return ("step", self.first(np.array([tok], np.int64), pos, True), pos, budget, sampling, stop)
 
     @_at_work
     def graph_run(self, msg):
-        if msg[0] == "reset":
+        kind = msg[0]
+        if kind == "reset":
             self.reset()
             return msg
-        return ("pass", self.run(msg[1], msg[2]), msg[2], msg[3])
+        if kind == "pass":
+            return ("pass", self.run(msg[1], msg[2]), msg[2], msg[3])
+        if kind == "step":
+            return ("step", self.run(msg[1], True)) + msg[2:]
+        return msg
 
     @_at_work
-    def graph_last(self, msg):
-        return None if msg[0] == "reset" else self.last(msg[1], msg[3])
+    def graph_turn(self, msg):
+        """Stage 0 between rounds: read out, and for a decode step pick the next token and
+        start its pass; when the chunk is over, pass ("done",) on."""
+        kind = msg[0]
+        if kind == "reset":
+            self.result = None
+        elif kind == "pass":
+            self.result = self.last(msg[1], msg[3])
+        elif kind == "step":
+            cont = self._pick(msg)
+            if cont is not None:
+                _, _, pos, budget, sampling, stop = msg
+                return ("step", self.first(np.array([cont], np.int64), pos + 1, True), pos + 1, budget,
+                        sampling, stop)
+        return ("done",)
+
+    @_at_work
+    def graph_final(self, msg):
+        kind = msg[0]
+        if kind == "pass":
+            return self.last(msg[1], msg[3])
+        if kind == "step":
+            self._pick(msg)
+        result, self.result = self.result, None
+        return result
+
+    def _pick(self, msg):
+        """The token after ``pos``, added to the chunk's result; -> it, if decoding goes on."""
+        from lutcore.pipeline.pipeline import next_token
+        _, hop, pos, budget, sampling, stop = msg
+        logits = self.last(hop, True)
+        toks, _ = self.result
+        tok = next_token(logits[-1], pos + 1, sampling)
+        if tok is None:
+            self.result = (toks, True)
+            return None
+        toks.append(tok)
+        return None if len(toks) >= budget or tok in stop else tok
+
+
+def graph_chain(workers, chunk, msg, call):
+    """The unrolled ring: ``chunk`` rounds of stage 0 -> 1 -> ... -> 0, each node
+    ``call(worker, step name, input)``.  With ``.bind`` this builds the compiled
+    graph; with plain calls on ``_StageWorker`` objects it runs the graph in order."""
+    head, rest = workers[0], workers[1:]
+    node = call(head, "graph_first", msg)
+    for r in range(chunk):
+        for w in rest:
+            node = call(w, "graph_run", node)
+        node = call(head, "graph_final" if r == chunk - 1 else "graph_turn", node)
+    return node
 
 
 class _Waiter:
@@ -246,13 +319,16 @@ class RayRing:
     """One Ray actor per stage (see the module docstring)."""
 
     def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None,
-                 compile_after=256):
+                 compile_after=256, decode_chunk=8):
         import ray
         self._ray = ray
         self._owns_ray = False
         if compile_after is not None and (not isinstance(compile_after, int) or compile_after < 0):
             raise ValueError(f"compile_after: expected None or an int >= 0, got {compile_after!r}")
         self.compile_after = compile_after
+        if isinstance(decode_chunk, bool) or not isinstance(decode_chunk, int) or decode_chunk < 1:
+            raise ValueError(f"decode_chunk: expected an int >= 1, got {decode_chunk!r}")
+        self.decode_chunk = decode_chunk
         self.compiled = compile_after is not None
         self._passes = 0
         self._graph = None
@@ -275,13 +351,16 @@ class RayRing:
         for plan, opts in zip(self.plans, actor_options):
             o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
             o.update(opts)
-            # Stages take turns on the same cores, and the compiled graph's idle readers
-            # poll: an OpenMP team that spins between regions (libgomp's default) would
-            # fight them for the cores.  Passive waiting (futex sleeps) costs far less here.
+            # Stages take turns on the same cores: an OpenMP team that spins long between
+            # regions (libgomp's default: 300,000 rounds, about a millisecond) holds a core
+            # the next stage needs; one that sleeps at once (PASSIVE) pays a futex wake-up
+            # (~40 us on a VM) at each of the decode team's barriers.  A short spin (3,000
+            # rounds, tens of us) covers a barrier and then sleeps: decode over the ring
+            # 0.51x -> 0.65x local (median of 4 paired runs, 2 stages, 2 cores).
             # Ray gives an actor without CPUs OMP_NUM_THREADS=1, and libgomp started that way
             # barely runs a two-thread team in parallel: ask for the stage's thread count.
             env = dict(o.get("runtime_env") or {})
-            omp = {"OMP_WAIT_POLICY": "PASSIVE"}
+            omp = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "3000"}
             if threads is not None:
                 omp["OMP_NUM_THREADS"] = str(threads)
             env["env_vars"] = {**omp, **dict(env.get("env_vars") or {})}
@@ -298,10 +377,8 @@ class RayRing:
             try:
                 from ray.dag import InputNode
                 with InputNode() as inp:
-                    node = self.actors[0].graph_first.bind(inp)
-                    for a in self.actors[1:]:
-                        node = a.graph_run.bind(node)
-                    node = self.actors[0].graph_last.bind(node)
+                    node = graph_chain(self.actors, self.decode_chunk, inp,
+                                       lambda actor, step, x: getattr(actor, step).bind(x))
                 self._graph = node.experimental_compile()
             except Exception:                          # noqa: BLE001 - no compiled graphs here: plain calls
                 self.compiled = False
@@ -395,6 +472,18 @@ class RayRing:
                 hop = a.run.remote(hop, cached)
             return self.actors[0].last.remote(hop, last_only)
         return self._call(refs, f"token at position {start}")
+
+    def decode(self, tok, pos, budget, sampling, stop):
+        """New tokens after ``tok`` at ``pos`` -> (tokens, non-finite logits?): through the
+        compiled graph up to ``decode_chunk`` of them in one execution, picked on stage 0
+        (stopping after a stop id); else one pass, picked here."""
+        self._passes += 1
+        g = self._compiled()
+        if g is None:
+            return _decode_plain(self, tok, pos, sampling)
+        msg = ("step", int(tok), int(pos), int(min(budget, self.decode_chunk)), tuple(sampling), frozenset(stop))
+        toks, bad = self._call(lambda: g.execute(msg), f"tokens after position {pos}", compiled=True)
+        return [int(t) for t in toks], bool(bad)
 
     def info(self):
         self._drop_graph()

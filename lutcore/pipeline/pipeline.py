@@ -69,6 +69,29 @@ def _validate_ring(spec: ArchSpec, stages):
         raise ValueError(f"stages: cover layers 0..{lo - 1}, the model has {spec.layers}")
 
 
+def next_token(logits_row, n, sampling):
+    """Token ``n`` of the sequence from the logits predicting it, or None when they are
+    not all finite.  ``sampling``: (temperature, top_k, top_p, seed); a draw uses
+    ``np.random.default_rng((seed, n))``, so where it runs (driver or stage 0) and in
+    which chunk changes nothing."""
+    if not np.all(np.isfinite(logits_row)):
+        return None
+    temperature, top_k, top_p, seed = sampling
+    return Stage.pick_token(logits_row, temperature, top_k, top_p, None if seed is None else (int(seed), n))
+
+
+def _decode_plain(ring, tok, pos, sampling):
+    """The decode step of a ring that hands logits back: one pass for ``tok`` at
+    ``pos``, the next token picked here.  -> (new tokens, non-finite logits?)."""
+    logits = ring.forward(np.array([tok], np.int64), pos, True, True)
+    nxt = next_token(logits[-1], pos + 1, sampling)
+    return ([], True) if nxt is None else ([nxt], False)
+
+
+def _non_finite(n):
+    return ValueError(f"logits: non-finite values predicting position {n} — the model or its input is broken")
+
+
 class _LocalRing:
     """All stages in this process, called in turn."""
 
@@ -88,6 +111,10 @@ class _LocalRing:
             x = x[-1:]
         return head.readout(x)
 
+    def decode(self, tok, pos, budget, sampling, stop):
+        """One new token (see ``_decode_plain``)."""
+        return _decode_plain(self, tok, pos, sampling)
+
     def close(self):
         self.stages = []
 
@@ -101,7 +128,8 @@ class Pipeline:
     # ------------------------------------------------------------------ build
     @classmethod
     def from_pretrained(cls, path, splits=None, devices=None, units=None, transport: str = "local",
-                        threads=None, actor_options=None, call_timeout=None, compile_after=256) -> "Pipeline":
+                        threads=None, actor_options=None, call_timeout=None, compile_after=256,
+                        decode_chunk=8) -> "Pipeline":
         """Load a Hugging Face checkpoint directory split into stages.
 
         ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
@@ -111,11 +139,14 @@ class Pipeline:
         ``threads``: lutcore kernel threads in every stage (the bits do not depend
         on it).  Ray only: ``actor_options``, extra ``ray.remote`` options per actor
         (a dict, or a list of one per stage, e.g. resources to place stages on
-        nodes); ``call_timeout`` seconds for one pass before ``StageFailure``;
+        nodes); ``call_timeout`` seconds for one pass (or decode chunk) before ``StageFailure``;
         ``compile_after``: after this many passes the stage calls run as one Ray
         compiled graph (seconds to build once, then hops ~10x cheaper: it pays off
         after a few hundred tokens; a server decoding for long should pass 0); None
-        keeps plain actor calls.
+        keeps plain actor calls; ``decode_chunk``: tokens one execution of the compiled
+        graph decodes (stage 0 picks each token itself and feeds it back, so the driver
+        is out of the loop; ``on_token`` then hears of them a chunk at a time; the same
+        tokens for any value).
         """
         from lutcore._io import read_config
         path = os.fspath(path)
@@ -132,7 +163,7 @@ class Pipeline:
         if transport == "ray":
             from lutcore.pipeline._ray import RayRing
             ring = RayRing(path, spec, plans, units=units, threads=threads, actor_options=actor_options,
-                           call_timeout=call_timeout, compile_after=compile_after)
+                           call_timeout=call_timeout, compile_after=compile_after, decode_chunk=decode_chunk)
             return cls(spec, plans, ring, "ray")
         raise ValueError(f"transport: expected 'local' or 'ray', got {transport!r}")
 
@@ -191,23 +222,30 @@ class Pipeline:
         if n_new == 0:
             return ids.copy()
         ring = self._ring_or_raise()
+        sampling = (temperature, top_k, top_p, seed)
+
+        def emit(tok):
+            out.append(tok)
+            if on_token is not None:
+                on_token(len(out) - 1, tok)
+
         try:
             ring.reset()
             logits = ring.forward(ids[:p], 0, True, True)
             for n in range(p, ids.size):                     # replay generated tokens one at a time
                 logits = ring.forward(ids[n:n + 1], n, True, True)
-            for k in range(n_new):
-                if not np.all(np.isfinite(logits[-1])):
-                    raise ValueError(f"logits: non-finite values predicting position {len(out)} — "
-                                     f"the model or its input is broken")
-                tok = Stage.pick_token(logits[-1], temperature, top_k, top_p,
-                                       None if seed is None else (int(seed), len(out)))
-                out.append(tok)
-                if on_token is not None:
-                    on_token(len(out) - 1, tok)
-                if k == n_new - 1 or tok in stop:
-                    break
-                logits = ring.forward(np.array([tok], np.int64), len(out) - 1, True, True)
+            tok = next_token(logits[-1], len(out), sampling)
+            if tok is None:
+                raise _non_finite(len(out))
+            emit(tok)
+            # then the ring decodes: one token a call, or (Ray, compiled) a chunk of them
+            # picked on stage 0 with the same draws, stopping at a stop id
+            while len(out) - ids.size < n_new and tok not in stop:
+                new, bad = ring.decode(tok, len(out) - 1, n_new - (len(out) - ids.size), sampling, stop)
+                for tok in new:
+                    emit(tok)
+                if bad:
+                    raise _non_finite(len(out))
         except StageFailure as e:
             e.tokens = np.array(out, np.int64)
             e.prompt_len = p

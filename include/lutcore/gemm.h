@@ -137,6 +137,46 @@ static inline int32_t lc_ld32(const int16_t *p) { int32_t v; memcpy(&v, p, 4); r
     __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));                  \
     __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
 
+/* Pieces of the 6-row assembly tiles (lc_mk_exact_avx2_6, lc_qmk_exact_avx2_6).
+ * LC_ASM_ROW: one row's k-pair (broadcast, two pmaddwd, two adds into c0/c1);
+ * LC_ASM_ZERO12: clear the accumulators ymm0-11; LC_ASM_PAIRS6: the loop over
+ * %[n] k-pairs of six rows (%[a], %[a3] = rows 0 and 3, %[ks] bytes apart; %[b] the
+ * panel), leaving the sums in ymm0-11 and the pointers past the pairs. */
+#define LC_ASM_ROW(addr, c0, c1)                                   \
+        "vpbroadcastd " addr ", %%ymm14\n\t"                      \
+        "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                   \
+        "vpaddd %%ymm15, %%" c0 ", %%" c0 "\n\t"                   \
+        "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                   \
+        "vpaddd %%ymm14, %%" c1 ", %%" c1 "\n\t"
+#define LC_ASM_ZERO12                                              \
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"                         \
+        "vpxor %%ymm1, %%ymm1, %%ymm1\n\t"                         \
+        "vpxor %%ymm2, %%ymm2, %%ymm2\n\t"                         \
+        "vpxor %%ymm3, %%ymm3, %%ymm3\n\t"                         \
+        "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"                         \
+        "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"                         \
+        "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"                         \
+        "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"                         \
+        "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"                         \
+        "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"                         \
+        "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"                      \
+        "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+#define LC_ASM_PAIRS6                                              \
+        "1:\n\t"                                                  \
+        "vpmovsxbw (%[b]), %%ymm12\n\t"                           \
+        "vpmovsxbw 16(%[b]), %%ymm13\n\t"                         \
+        LC_ASM_ROW("(%[a])", "ymm0", "ymm1")                       \
+        LC_ASM_ROW("(%[a],%[ks],1)", "ymm2", "ymm3")               \
+        LC_ASM_ROW("(%[a],%[ks],2)", "ymm4", "ymm5")               \
+        LC_ASM_ROW("(%[a3])", "ymm6", "ymm7")                      \
+        LC_ASM_ROW("(%[a3],%[ks],1)", "ymm8", "ymm9")              \
+        LC_ASM_ROW("(%[a3],%[ks],2)", "ymm10", "ymm11")            \
+        "add $4, %[a]\n\t"                                        \
+        "add $4, %[a3]\n\t"                                       \
+        "add $32, %[b]\n\t"                                       \
+        "dec %[n]\n\t"                                            \
+        "jnz 1b\n\t"
+
 /* The 6-row tile in assembly: 12 accumulators (ymm0-11), two widened B vectors,
  * a broadcast and a product fill the 16 registers exactly, which compilers do not
  * manage from intrinsics (they hoist the six broadcasts and spill accumulators to
@@ -151,39 +191,9 @@ LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_mk_exact_avx
     const int8_t *b = Bpan + p0 * 2 * LC_NR;
     const int16_t *a = Ap + 2 * p0, *a3 = Ap + 3 * Kp + 2 * p0;
     const int64_t ks = Kp * (int64_t)sizeof(int16_t);
-#define LC_ASM_ROW(addr, c0, c1)                                   \
-        "vpbroadcastd " addr ", %%ymm14\n\t"                      \
-        "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                   \
-        "vpaddd %%ymm15, %%" c0 ", %%" c0 "\n\t"                   \
-        "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                   \
-        "vpaddd %%ymm14, %%" c1 ", %%" c1 "\n\t"
     __asm__ volatile(
-        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-        "vpxor %%ymm1, %%ymm1, %%ymm1\n\t"
-        "vpxor %%ymm2, %%ymm2, %%ymm2\n\t"
-        "vpxor %%ymm3, %%ymm3, %%ymm3\n\t"
-        "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"
-        "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"
-        "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"
-        "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
-        "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"
-        "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"
-        "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"
-        "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
-        "1:\n\t"
-        "vpmovsxbw (%[b]), %%ymm12\n\t"
-        "vpmovsxbw 16(%[b]), %%ymm13\n\t"
-        LC_ASM_ROW("(%[a])", "ymm0", "ymm1")
-        LC_ASM_ROW("(%[a],%[ks],1)", "ymm2", "ymm3")
-        LC_ASM_ROW("(%[a],%[ks],2)", "ymm4", "ymm5")
-        LC_ASM_ROW("(%[a3])", "ymm6", "ymm7")
-        LC_ASM_ROW("(%[a3],%[ks],1)", "ymm8", "ymm9")
-        LC_ASM_ROW("(%[a3],%[ks],2)", "ymm10", "ymm11")
-        "add $4, %[a]\n\t"
-        "add $4, %[a3]\n\t"
-        "add $32, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
+        LC_ASM_ZERO12
+        LC_ASM_PAIRS6
         "vmovdqu %%ymm0, (%[out])\n\t"
         "vmovdqu %%ymm1, 32(%[out])\n\t"
         "vmovdqu %%ymm2, 64(%[out])\n\t"
@@ -200,7 +210,6 @@ LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_mk_exact_avx
         : [ks] "r"(ks), [out] "r"(out)
         : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
           "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-#undef LC_ASM_ROW
 }
 LC_TARGET_AVX2 static void lc_mk_exact_avx2_4(int32_t *out, const int16_t *Ap, int64_t Kp,
                                               const int8_t *Bpan, int64_t p0, int64_t p1) {
@@ -322,12 +331,6 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2_6(float *y, const int16_t *Ap, int6
     const float *s = sa, *s3 = sa + 3 * lds, *sb = sbpan;
     const int64_t ks = Kp * (int64_t)sizeof(int16_t), ls = lds * (int64_t)sizeof(float);
     int64_t nb = nblk, n;
-#define LC_ASM_ROW(addr, c0, c1)                                   \
-        "vpbroadcastd " addr ", %%ymm14\n\t"                      \
-        "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                   \
-        "vpaddd %%ymm15, %%" c0 ", %%" c0 "\n\t"                   \
-        "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                   \
-        "vpaddd %%ymm14, %%" c1 ", %%" c1 "\n\t"
 #define LC_ASM_FOLD(saddr, off0, off1, c0, c1)                     \
         "vbroadcastss " saddr ", %%ymm14\n\t"                     \
         "vmulps %%ymm12, %%ymm14, %%ymm15\n\t"                     \
@@ -342,33 +345,9 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2_6(float *y, const int16_t *Ap, int6
         "vmovups %%" c1 ", " off1 "(%[y])\n\t"
     __asm__ volatile(
         "2:\n\t"
-        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-        "vpxor %%ymm1, %%ymm1, %%ymm1\n\t"
-        "vpxor %%ymm2, %%ymm2, %%ymm2\n\t"
-        "vpxor %%ymm3, %%ymm3, %%ymm3\n\t"
-        "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"
-        "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"
-        "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"
-        "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
-        "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"
-        "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"
-        "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"
-        "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+        LC_ASM_ZERO12
         "mov %[pb], %[n]\n\t"
-        "1:\n\t"
-        "vpmovsxbw (%[b]), %%ymm12\n\t"
-        "vpmovsxbw 16(%[b]), %%ymm13\n\t"
-        LC_ASM_ROW("(%[a])", "ymm0", "ymm1")
-        LC_ASM_ROW("(%[a],%[ks],1)", "ymm2", "ymm3")
-        LC_ASM_ROW("(%[a],%[ks],2)", "ymm4", "ymm5")
-        LC_ASM_ROW("(%[a3])", "ymm6", "ymm7")
-        LC_ASM_ROW("(%[a3],%[ks],1)", "ymm8", "ymm9")
-        LC_ASM_ROW("(%[a3],%[ks],2)", "ymm10", "ymm11")
-        "add $4, %[a]\n\t"
-        "add $4, %[a3]\n\t"
-        "add $32, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
+        LC_ASM_PAIRS6
         "vmovups (%[sb]), %%ymm12\n\t"
         "vmovups 32(%[sb]), %%ymm13\n\t"
         LC_ASM_FOLD("(%[s])", "0", "32", "ymm0", "ymm1")
@@ -388,7 +367,6 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2_6(float *y, const int16_t *Ap, int6
         : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
           "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 #undef LC_ASM_FOLD
-#undef LC_ASM_ROW
 }
 
 LC_TARGET_AVX2 static void lc_qmk_exact_avx2(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan,

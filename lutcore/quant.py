@@ -19,7 +19,7 @@ import numpy as np
 from lutcore import _check, _simd, _workspace, audit
 from lutcore._native import gemm as _g
 from lutcore._threads import resolve_threads
-from lutcore.ops.gemm import _even, pack_a16, pack_panels, table_transposed
+from lutcore.ops.gemm import _even, pack_a16, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
 __all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
@@ -209,17 +209,9 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None):
         else:
             _g.pack_a16(ap, qa, block, bkp, nt)
         _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt)
-    elif table_transposed(M, N):
-        # Y^T = the product of (qb^T, sb^T) and (qa^T, sa^T) through the swapped table: the
-        # same block sums and scale products (sa sb = sb sa), so the same bits
-        yt = _workspace.scratch("table_yt", N * M, np.float32).reshape(N, M)
-        work = _workspace.scratch("table", _g.table_work_size(N, M, nt, True), np.int32)
-        _g.qmatmul_table(yt, np.ascontiguousarray(qb.T), np.ascontiguousarray(sb.T), np.ascontiguousarray(qa.T),
-                         np.ascontiguousarray(sa.T), units._kernel_mul, nblk, block, work, isa, nt, swapped=True)
-        y[...] = yt.T
     else:
-        work = _workspace.scratch("table", _g.table_work_size(M, N, nt, True), np.int32)
-        _g.qmatmul_table(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt)
+        work = _workspace.scratch("table", _g.table_auto_work_size(M, N, nblk * block, nblk, nt, True), np.int32)
+        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt)
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y

@@ -205,3 +205,36 @@ def test_table_products_run_transposed_where_rows_are_fewer():
                       np.empty(_g.table_work_size(N, M, 1, False), np.int32), _simd.isa(), 1, swapped=True)
         assert np.array_equal(got.T, lut_gemm_ref(a, b, u.mul))
 
+
+
+@pytest.mark.parametrize("M,K,N", [(50, 37, 129), (129, 37, 50), (9, 40, 11), (48, 70, 49)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_table_drivers_stay_inside_the_workspace_they_ask_for(M, K, N, threads):
+    """The C drivers decide the orientation and transpose into the workspace that
+    table_auto_work_size names: exactly that much is enough (a guard after it stays
+    untouched), and the results equal the references on both orientations."""
+    from lutcore import _simd
+    from lutcore._native import gemm as _g
+    from reference.quant_ref import qmatmul_ref, quantize_ref
+    u = make_units("random")
+    rng = np.random.default_rng(M * 1000 + N)
+    a, b = _inputs(rng, M, K, N)
+    guard = 4096
+    w = np.full(_g.table_auto_work_size(M, N, K, 0, threads, False) + guard, -7, np.int32)
+    c = np.empty((M, N), np.int32)
+    _g.gemm_table_auto(c, a, b, u._kernel_mul, w, _simd.isa(), threads)
+    assert np.array_equal(c, lut_gemm_ref(a, b, u.mul))
+    assert np.all(w[-guard:] == -7)
+    block = 16
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    y = rng.standard_normal((N, K)).astype(np.float32)
+    qa, sa = quantize_ref(x, block)
+    qbt, sbt = quantize_ref(y, block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    nblk = sa.shape[1]
+    w = np.full(_g.table_auto_work_size(M, N, nblk * block, nblk, threads, True) + guard, -7, np.int32)
+    out = np.empty((M, N), np.float32)
+    _g.qmatmul_table_auto(out, qa, sa, qb, sb, u._kernel_mul, nblk, block, w, _simd.isa(), threads)
+    assert np.array_equal(out.view(np.uint32), qmatmul_ref(qa, sa, qb, sb, u.mul, block).view(np.uint32))
+    assert np.all(w[-guard:] == -7)
+    assert _g.table_transposed(M, N) == (N > M >= _g.TABLE_DIRECT_M)

@@ -23,8 +23,15 @@ cdef extern from "lutcore/gemm.h" nogil:
     void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
                           const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t nblk,
                           int64_t bk, int32_t *work, int isa, int nthreads)
-    size_t lc_table_work_per_thread(int64_t M)
-    int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads)
+    void lc_gemm_table_auto(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
+                            int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
+                            int32_t *work, int isa, int nthreads)
+    void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
+                               const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N,
+                               int64_t nblk, int64_t bk, int32_t *work, int isa, int nthreads)
+    int lc_table_transposed(int64_t M, int64_t N)
+    size_t lc_table_kernel_work(int64_t M, int64_t N, int nthreads, int with_float)
+    size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t nblk, int nthreads, int with_float)
     int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
                              int64_t bk, int64_t nblk, int isa, int nthreads)
     int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
@@ -78,24 +85,41 @@ def qmatmul_exact_packed(float[:, ::1] Y, const int16_t[:, ::1] Ap, const float[
 
 
 def table_work_size(int64_t M, int64_t N, int nthreads, bint with_float):
-    """int32 words of workspace the table kernels need for this call."""
-    cdef int64_t ncb = (N + LC_TABLE_NB - 1) // LC_TABLE_NB
-    cdef int64_t nrc = lc_table_row_chunks(M, ncb, nthreads)
-    cdef int64_t rows = (M + nrc - 1) // nrc
-    cdef int64_t per = lc_table_work_per_thread(rows) + (rows * LC_TABLE_NB if with_float else 0)
-    return per * nthreads
+    """int32 words of workspace the table kernels (gemm_table / qmatmul_table) need."""
+    return lc_table_kernel_work(M, N, nthreads, with_float)
+
+
+def table_transposed(int64_t M, int64_t N):
+    """Whether the *_auto drivers run an (M, N) product as its transpose."""
+    return bool(lc_table_transposed(M, N))
+
+
+def table_auto_work_size(int64_t M, int64_t N, int64_t K, int64_t nblk, int nthreads, bint with_float):
+    """int32 words gemm_table_auto (nblk 0) / qmatmul_table_auto (K = nblk * bk) need."""
+    return lc_table_auto_work(M, N, K, nblk, nthreads, with_float)
 
 
 def gemm_table(int32_t[:, ::1] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B,
                const int32_t[:, ::1] T32, int32_t[::1] work, int isa, int nthreads, bint swapped=False):
-    """C = A B through the table T32 (2, 65536) (units._kernel_mul); ``swapped``: with
-    mul(b, a) for mul(a, b) (the transposed product)."""
+    """C = A B through the table T32 (2, 65536) (units._kernel_mul), this product as it
+    is; ``swapped``: with mul(b, a) for mul(a, b) (the transposed product)."""
     cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
     if M == 0 or N == 0:
         return
     with nogil:
         lc_gemm_table(&C[0, 0], N, &A[0, 0], K, &B[0, 0], N, &T32[1 if swapped else 0, 0],
                       &T32[0 if swapped else 1, 0], M, N, K, &work[0], isa, nthreads)
+
+
+def gemm_table_auto(int32_t[:, ::1] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B,
+                    const int32_t[:, ::1] T32, int32_t[::1] work, int isa, int nthreads):
+    """C = A B through the table, run transposed where ``table_transposed`` says so."""
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    if M == 0 or N == 0:
+        return
+    with nogil:
+        lc_gemm_table_auto(&C[0, 0], N, &A[0, 0], K, &B[0, 0], N, &T32[0, 0], &T32[1, 0], M, N, K, &work[0],
+                           isa, nthreads)
 
 
 def qmatmul_table(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] sa,
@@ -108,6 +132,19 @@ def qmatmul_table(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] 
     with nogil:
         lc_qmatmul_table(&Y[0, 0], N, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[1 if swapped else 0, 0],
                          &T32[0 if swapped else 1, 0], M, N, nblk, bk, &work[0], isa, nthreads)
+
+
+def qmatmul_table_auto(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] sa,
+                       const int8_t[:, ::1] qb, const float[:, ::1] sb, const int32_t[:, ::1] T32,
+                       int64_t nblk, int64_t bk, int32_t[::1] work, int isa, int nthreads):
+    """The block-scaled product through the table, run transposed where
+    ``table_transposed`` says so."""
+    cdef int64_t M = Y.shape[0], N = Y.shape[1]
+    if M == 0 or N == 0 or nblk == 0:
+        return
+    with nogil:
+        lc_qmatmul_table_auto(&Y[0, 0], N, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[0, 0], &T32[1, 0],
+                              M, N, nblk, bk, &work[0], isa, nthreads)
 
 
 def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int isa, int nthreads):

@@ -119,15 +119,9 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
         ap = pack_a16(a, bk, bkp, nt)
         _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt)
-    elif table_transposed(M, N):
-        ct = _workspace.scratch("table_ct", N * M, np.int32).reshape(N, M)
-        work = _workspace.scratch("table", _g.table_work_size(N, M, nt, False), np.int32)
-        _g.gemm_table(ct, np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), units._kernel_mul, work, isa, nt,
-                      swapped=True)
-        c[...] = ct.T
     else:
-        work = _workspace.scratch("table", _g.table_work_size(M, N, nt, False), np.int32)
-        _g.gemm_table(c, a, b, units._kernel_mul, work, isa, nt)
+        work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
+        _g.gemm_table_auto(c, a, b, units._kernel_mul, work, isa, nt)
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return c
@@ -138,5 +132,5 @@ def table_transposed(M: int, N: int) -> bool:
     the table's operands swapped: the same integers, so the same bits).  They build a
     row table per k and column block of the right operand and reuse it for every
     row of the left one, so the longer side should be the rows — unless it is short
-    enough for direct lookups."""
-    return N > M >= _g.TABLE_DIRECT_M
+    enough for direct lookups.  (The C driver decides: lc_table_transposed.)"""
+    return _g.table_transposed(M, N)

@@ -206,7 +206,9 @@ class Pipeline:
         ``np.random.default_rng((seed, n))``.  ``prompt_len``: resume a run —
         ``ids[:prompt_len]`` was the prompt, the rest was generated (see the
         module docstring).  ``stop_ids``: stop after emitting any of them.
-        ``on_token(n, token)``: called after each new token.
+        ``on_token(n, token)``: called after each new token (over a compiled Ray
+        graph, which decodes ``decode_chunk`` tokens per execution, for each token of
+        a chunk once the chunk is back).
         """
         ids = self._ids(ids)
         n_new = int(max_new_tokens)

@@ -22,6 +22,7 @@
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
 #define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
+#define LC_SCAN_PAD 16           /* elements between the backward's (T, 16) row blocks: breaks 4 KiB set aliasing */
 #define LC_SCAN_PF 4             /* rows are prefetched this many steps ahead (forward and backward) */
 #define LC_SCAN_SPAN 8           /* forward work item: 8 units of 16 channels, time blocks outer */
 
@@ -187,10 +188,11 @@ static inline size_t lc_scan_fwd_work(int64_t N) {
     return (size_t)LC_SCAN_SPAN * (3 * LC_SCAN_TB * 16 + 2 * N * 16 + 2 * 16 + N + 1);
 }
 /* per-thread backward scratch, in elements: per unit of a group 10 (T, 16) row
- * buffers, 4 (N, 16), 4 x 16 lanes, (2 N + 1) maxima; shared 3 (T, 16) + 2 (T, 8) */
+ * buffers, 4 (N, 16), 4 x 16 lanes, (2 N + 1) maxima; shared 3 (T, 16) + 2 (T, 8);
+ * LC_SCAN_PAD after each unit's row block and each buffer (scan_impl.h) */
 static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) {
     return (size_t)LC_SCAN_GROUP_UNITS * (10 * T * 16 + 4 * N * 16 + 4 * 16 + 2 * N + 1) + (size_t)3 * T * 16 +
-           (size_t)2 * T * 8;
+           (size_t)2 * T * 8 + (size_t)(10 * (LC_SCAN_GROUP_UNITS + 1) + 5) * LC_SCAN_PAD;
 }
 
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \

@@ -297,14 +297,18 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     int64_t b, int64_t k0, int64_t k1, int64_t L, int64_t D, int64_t N, int64_t T,
     int softplus, int zoh, LC_ST *work /* lc_scan_bwd_work(T, N) */) {
     const int64_t T16 = T * 16, G = LC_SCAN_GROUP_UNITS, ns = k1 - k0;
+    /* (T, 16) blocks are 4 KiB (float, T 64): blocks a multiple of 4 KiB apart share
+     * their L1 sets, and the loops below walk ten of them side by side, so each unit's
+     * block (TU) and each buffer (BU) starts LC_SCAN_PAD elements further on */
+    const int64_t TU = T16 + LC_SCAN_PAD, BU = G * TU + LC_SCAN_PAD;
     /* per unit, (G, T, 16) each: filled by the gather, read by the states and the finish */
-    LC_ST *dtb = work, *ub = dtb + G * T16, *wb = ub + G * T16, *dyb = wb + G * T16;
-    LC_ST *sdw = dyb + G * T16, *sdx = sdw + G * T16, *dspb = sdx + G * T16;   /* softplus' */
-    LC_ST *zb = dspb + G * T16, *sgb = zb + G * T16, *gob = sgb + G * T16;     /* z, sigmoid(z), dout */
+    LC_ST *dtb = work, *ub = dtb + BU, *wb = ub + BU, *dyb = wb + BU;
+    LC_ST *sdw = dyb + BU, *sdx = sdw + BU, *dspb = sdx + BU;                  /* softplus' */
+    LC_ST *zb = dspb + BU, *sgb = zb + BU, *gob = sgb + BU;                    /* z, sigmoid(z), dout */
     /* per state, shared: the chunk's states, Abar, phi1 (T, 16); per-step lane products (T, 8) */
-    LC_ST *hb = gob + G * T16, *ab = hb + T16, *pb = ab + T16, *pcv = pb + T16, *pbv = pcv + T * 8;
+    LC_ST *hb = gob + BU, *ab = hb + TU, *pb = ab + TU, *pcv = pb + TU, *pbv = pcv + T * 8 + LC_SCAN_PAD;
     /* per unit, kept across chunks: carry, dA accumulators, A lane rows (G, N, 16) */
-    LC_ST *carr = pbv + T * 8, *dAa = carr + G * N * 16, *Ast = dAa + G * N * 16;
+    LC_ST *carr = pbv + T * 8 + LC_SCAN_PAD, *dAa = carr + G * N * 16, *Ast = dAa + G * N * 16;
     LC_ST *vb = Ast + G * N * 16, *vd = vb + G * 16;        /* (G, 16): bias, D lanes (0 if none) */
     LC_ST *dDs = vd + G * 16, *dbs = dDs + G * 16;           /* (G, 16): dD, d delta_bias sums */
     LC_ST *amx = dbs + G * 16, *dmx = amx + G * N;           /* (G, N) max |A|; (G,) max |dt| */
@@ -341,7 +345,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 LC_V_NAME(fetch_run)(z ? z + pr : NULL, dw);
             }
             for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
-                const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
+                const int64_t k = j >> 1, o = k * TU + r + 8 * (j & 1), cc = row + 8 * j;
                 const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
                 LC_VT uu = LC_LANES(u + cc, nh, tmp);
                 LC_VT v = LC_LANES(delta + cc, nh, tmp);
@@ -372,7 +376,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
         }
         LC_V_NAME(unit_max)(dmx, mx, ns);
         for (int64_t k = 0; k < ns; k++) {
-            const int64_t d0 = d0s + k * 16, ko = k * T16;
+            const int64_t d0 = d0s + k * 16, ko = k * TU;
             const int nl = LC_UNIT_NL(dw, k);
             for (int64_t n = 0; n < N; n++) {
                 const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
@@ -440,7 +444,7 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             const int64_t tp = t + LC_SCAN_PF < nt ? t + LC_SCAN_PF : t + LC_SCAN_PF - nt - T;
             if (ypre && t0 + tp >= 0 && t0 + tp < L) LC_V_NAME(fetch_run)(ypre + (b * L + t0 + tp) * D + d0s, dw);
             for (int64_t j = 0; j < 2 * ns; j++) {
-                const int64_t k = j >> 1, o = k * T16 + r + 8 * (j & 1), cc = row + 8 * j;
+                const int64_t k = j >> 1, o = k * TU + r + 8 * (j & 1), cc = row + 8 * j;
                 const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
                 if (!nh) continue;
                 LC_VT dyy = LC_VLOAD(dyb + o), uu = LC_VLOAD(ub + o), sw = LC_VLOAD(sdw + o);

@@ -194,7 +194,7 @@ def test_table_products_run_transposed_where_rows_are_fewer():
     B^T A^T through the swapped table (the grid's 50x37x129 checks its bits)."""
     from lutcore import _simd
     from lutcore._native import gemm as _g
-    from lutcore.ops.gemm import table_transposed
+    table_transposed = _g.table_transposed                          # the C drivers' decision
     assert table_transposed(50, 129) and not table_transposed(129, 50)
     assert not table_transposed(_g.TABLE_DIRECT_M - 1, 1000)       # few rows: direct lookups
     u = make_units("random")                                        # swapped: mul(b, a) for mul(a, b)

@@ -156,7 +156,6 @@ static void lc_dlin_whole(const lc_dlin *L, float *y, const float *x, int isa, i
 
 /* ------------------------------------------------------------ a layer */
 
-#define LC_DEC_BARRIER(T) do { if ((T) > 1) { LC_PRAGMA(omp barrier) } } while (0)
 
 /* KV head kv: RoPE of its query heads (scaled) and of its key head, the cache row,
  * the scores, softmax, and the weighted values into att. */

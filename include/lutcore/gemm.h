@@ -318,7 +318,7 @@ LC_TARGET_AVX2 static void lc_qmk_exact_avx2_1(float *y, const int16_t *Ap, int6
 
 /* The 6-row block-scaled tile, every block in one assembly loop: the block's int32
  * sums stay in ymm0-11 and are folded from there, y[r][c] += (sa[r]*sb[c]) * (float)acc
- * (the same two products and add as lc_fold_avx2, so the same bits), with no store and
+ * (the same two products and add as lc_fold_generic, so the same bits), with no store and
  * reload of the sums and no call per block (worth ~20% at 32-wide blocks).  y: the
  * 6 x 16 tile (from zero), sa: this tile's rows lds apart, sbpan: 16 scales a block. */
 LC_TARGET_AVX2 static void lc_qmk_exact_avx2_6(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan,
@@ -419,27 +419,6 @@ static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t 
         }
     }
 }
-#if LC_X86
-LC_TARGET_AVX2 static void lc_fold_avx2(float *y, const int32_t *acc, const float *sa, int64_t lds,
-                                        const float *sb, int R) {
-    __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
-    for (int r = 0; r < R; r++) {
-        __m256 s = _mm256_set1_ps(sa[r * lds]);
-        __m256 t0 = _mm256_mul_ps(_mm256_mul_ps(s, sb0), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + r * LC_NR))));
-        __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(s, sb1), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + r * LC_NR + 8))));
-        _mm256_storeu_ps(y + r * LC_NR, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR), t0));
-        _mm256_storeu_ps(y + r * LC_NR + 8, _mm256_add_ps(_mm256_loadu_ps(y + r * LC_NR + 8), t1));
-    }
-}
-#endif
-static inline void lc_fold(int isa, float *y, const int32_t *acc, const float *sa, int64_t lds,
-                           const float *sb, int R) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_fold_avx2(y, acc, sa, lds, sb, R); return; }
-#endif
-    (void)isa;
-    lc_fold_generic(y, acc, sa, lds, sb, R);
-}
 
 /* ------------------------------------------------------ exact drivers */
 
@@ -488,7 +467,7 @@ static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const
     int32_t tile[LC_MR * LC_NR];
     for (int64_t b = 0; b < nblk; b++) {
         lc_mk_exact(isa, tile, Ap, Kp, Bpan, b * pb, (b + 1) * pb, R);
-        lc_fold(isa, y, tile, sa + b, nblk, sbpan + b * LC_NR, R);
+        lc_fold_generic(y, tile, sa + b, nblk, sbpan + b * LC_NR, R);
     }
 }
 
@@ -684,9 +663,6 @@ static inline void lc_table_accum_isa(int isa, int32_t *acc, int32_t *Pbuf, cons
     lc_table_accum_generic(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1);
 }
 
-static inline size_t lc_table_work_per_thread(int64_t M) {
-    return (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB + (size_t)M * LC_TABLE_NB;
-}
 
 /* Work units for the table path: (column block, row chunk).  Row chunks only
  * when there are too few column blocks to feed the threads (row tables are then
@@ -698,14 +674,23 @@ static inline int64_t lc_table_row_chunks(int64_t M, int64_t ncb, int nthreads) 
     return want < maxc ? want : (maxc > 0 ? maxc : 1);
 }
 
+/* The table kernels' layout for an (M, N) product on nthreads: nrc row chunks of
+ * rows_per rows; per thread, LC_TABLE_KB row tables of 256 x LC_TABLE_NB, then
+ * rows_per x LC_TABLE_NB int32 accumulators (and as many floats with with_float).
+ * Returns the per-thread int32 words. */
+static inline size_t lc_table_layout(int64_t M, int64_t N, int nthreads, int with_float, int64_t *nrc,
+                                     int64_t *rows_per) {
+    *nrc = lc_table_row_chunks(M, (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nthreads);
+    *rows_per = (M + *nrc - 1) / *nrc;
+    return (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB + (size_t)(with_float ? 2 : 1) * *rows_per * LC_TABLE_NB;
+}
+
 /* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
 static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
                           int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
                           int32_t *work, int isa, int nthreads) {
-    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
-    int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
-    int64_t rows_per = (M + nrc - 1) / nrc;
-    size_t per = lc_table_work_per_thread(rows_per);
+    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
+    size_t per = lc_table_layout(M, N, nthreads, 0, &nrc, &rows_per);
     int64_t units = ncb * nrc;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
@@ -732,10 +717,8 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
                              const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t nblk,
                              int64_t bk, int32_t *work, int isa, int nthreads) {
     int64_t Kq = nblk * bk;
-    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
-    int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
-    int64_t rows_per = (M + nrc - 1) / nrc;
-    size_t per = lc_table_work_per_thread(rows_per) + (size_t)rows_per * LC_TABLE_NB;
+    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
+    size_t per = lc_table_layout(M, N, nthreads, 1, &nrc, &rows_per);
     int64_t units = ncb * nrc;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
@@ -781,10 +764,8 @@ static inline int lc_table_transposed(int64_t M, int64_t N) {
 
 /* int32 words the kernels (lc_gemm_table / lc_qmatmul_table) need for an (M, N) product. */
 static inline size_t lc_table_kernel_work(int64_t M, int64_t N, int nthreads, int with_float) {
-    int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB;
-    int64_t nrc = lc_table_row_chunks(M, ncb, nthreads);
-    int64_t rows = (M + nrc - 1) / nrc;
-    return (lc_table_work_per_thread(rows) + (with_float ? (size_t)rows * LC_TABLE_NB : 0)) * (size_t)nthreads;
+    int64_t nrc, rows_per;
+    return lc_table_layout(M, N, nthreads, with_float, &nrc, &rows_per) * (size_t)nthreads;
 }
 
 /* int32 words lc_gemm_table_auto (nblk 0) / lc_qmatmul_table_auto need: the kernel's,
@@ -868,6 +849,13 @@ static void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const
 
 /* ------------------------------------------------------ quantization */
 
+/* The Q8 code of x at scale sc: x / sc rounded half to even, clamped to +-127; 0 for
+ * a zero scale (an all-zero block). */
+static inline int8_t lc_q8_code(float x, float sc) {
+    float v = sc != 0.0f ? nearbyintf(x / sc) : 0.0f;
+    return (int8_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));
+}
+
 /* One Q8 block of a row: returns the count of non-finite values. */
 static inline int64_t lc_q8_block_generic(int8_t *q, float *s, const float *x, int64_t len, int64_t bk) {
     float amax = 0.0f;
@@ -879,11 +867,7 @@ static inline int64_t lc_q8_block_generic(int8_t *q, float *s, const float *x, i
     }
     float sc = amax / 127.0f;
     *s = sc;
-    for (int64_t k = 0; k < len; k++) {
-        float v = sc != 0.0f ? nearbyintf(x[k] / sc) : 0.0f;
-        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-        q[k] = (int8_t)v;
-    }
+    for (int64_t k = 0; k < len; k++) q[k] = lc_q8_code(x[k], sc);
     for (int64_t k = len; k < bk; k++) q[k] = 0;
     return nf;
 }
@@ -963,12 +947,7 @@ static int64_t lc_q8_cols_generic(int8_t *q, float *s, const float *x, int64_t l
         s[c] = amax[c - c0];
     }
     for (int64_t k = k0; k < k0 + bk; k++)
-        for (int64_t c = c0; c < c1; c++) {
-            float sc = amax[c - c0], v = 0.0f;
-            if (k < k1 && sc != 0.0f) v = nearbyintf(x[k * ldx + c] / sc);
-            v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-            q[k * N + c] = (int8_t)v;
-        }
+        for (int64_t c = c0; c < c1; c++) q[k * N + c] = k < k1 ? lc_q8_code(x[k * ldx + c], amax[c - c0]) : 0;
     return nf;
 }
 #if LC_X86

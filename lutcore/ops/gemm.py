@@ -125,12 +125,3 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return c
-
-
-def table_transposed(M: int, N: int) -> bool:
-    """Whether the table kernels run an (M, N) product as its transpose (B^T A^T with
-    the table's operands swapped: the same integers, so the same bits).  They build a
-    row table per k and column block of the right operand and reuse it for every
-    row of the left one, so the longer side should be the rows — unless it is short
-    enough for direct lookups.  (The C driver decides: lc_table_transposed.)"""
-    return _g.table_transposed(M, N)

@@ -19,12 +19,18 @@ def _float_array(x, name):
     return np.ascontiguousarray(x)
 
 
+def _out_like(x, out):
+    """A fresh array like x, or the caller's ``out`` checked against it."""
+    if out is None:
+        return np.empty_like(x)
+    if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}")
+    return out
+
+
 def _apply(x, fn: int, name: str, threads, out):
     x = _float_array(x, "x")
-    if out is None:
-        out = np.empty_like(x)
-    elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
-        raise ValueError(f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}")
+    out = _out_like(x, out)
     _m.mathfn(out, x, fn, _simd.isa(), resolve_threads(threads))
     return out
 
@@ -59,10 +65,7 @@ def silu_backward(dy, x, dy2=None, threads=None, out=None):
         if g.shape != x.shape or g.dtype != x.dtype:
             raise ValueError(f"{name}: expected {x.dtype} {x.shape} like x, got {g.dtype} {g.shape}")
         arrs.append(np.ascontiguousarray(g))
-    if out is None:
-        out = np.empty_like(x)
-    elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
-        raise ValueError(f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}")
+    out = _out_like(x, out)
     if x.dtype == np.float64:
         g = arrs[0] + arrs[1] if len(arrs) > 1 else arrs[0]
         s = sigmoid(x)

@@ -45,7 +45,7 @@ import zlib
 
 import numpy as np
 
-from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain
+from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain, next_token
 
 __all__ = ["RayRing"]
 
@@ -241,7 +241,6 @@ class _StageWorker:
 
     def _pick(self, msg):
         """The token after ``pos``, added to the chunk's result; -> it, if decoding goes on."""
-        from lutcore.pipeline.pipeline import next_token
         _, hop, pos, budget, sampling, stop = msg
         logits = self.last(hop, True)
         toks, _ = self.result

@@ -54,6 +54,44 @@ def test_layouts_rows_packed_and_batched_agree_bitwise():
     assert np.array_equal(batch[0], full) and np.array_equal(batch[1], full[::-1])
 
 
+def _layout(x, kind):
+    """x (..., rows, cols) as a view with the named memory layout, same values."""
+    if kind == "rows":
+        return np.ascontiguousarray(x)
+    if kind == "transposed":                       # a transposed view of a contiguous array
+        return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+    wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1] + 1,), np.float32)   # every other column of a wider array
+    wide[..., 1::2] = x
+    return wide[..., 1::2]
+
+
+@pytest.mark.parametrize("M,K,N,nb", [(1, 1, 1, 1), (7, 33, 5, 1), (13, 9, 17, 2), (50, 130, 37, 1),
+                                      (6, 16, 48, 3), (61, 257, 33, 1)])
+@pytest.mark.parametrize("la", ["rows", "transposed", "strided"])
+@pytest.mark.parametrize("lb", ["rows", "transposed", "strided"])
+def test_operand_layouts_vs_reference(M, K, N, nb, la, lb):
+    """Each operand layout takes its own packing path (A read in place, A^T and
+    row-major B packed source row by source row, the rest panel by panel): every
+    layout gives the contiguous operands' bits, at 1 and 2 threads, with and
+    without accumulate, and matches a float64 reference on odd shapes."""
+    rng = np.random.default_rng(M * 7 + K * 3 + N + nb)
+    a = rng.standard_normal((nb, M, K)).astype(np.float32)
+    b = rng.standard_normal((nb, K, N)).astype(np.float32)
+    ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    want = matmul(a, b, threads=1)
+    scale = np.sqrt(K) * np.abs(ref).max()
+    assert np.abs(want - ref).max() <= REL_BUDGET * scale
+    av, bv = _layout(a if nb > 1 else a[0], la), _layout(b if nb > 1 else b[0], lb)
+    if nb == 1:
+        want = want[0]
+    for t in (1, 2):
+        got = matmul(av, bv, threads=t)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (la, lb, t)
+        acc = np.full(want.shape, 0.25, np.float32)
+        matmul(av, bv, out=acc, accumulate=True, threads=t)
+        assert np.array_equal(acc.view(np.uint32), (np.float32(0.25) + want).view(np.uint32))
+
+
 def test_accumulate_and_float64_fallback():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((5, 9)).astype(np.float32)

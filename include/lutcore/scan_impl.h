@@ -224,6 +224,45 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
         }
 }
 
+/* The backward's recompute of one state n over one chunk, both halves of a unit:
+ * the forward's recurrence from the saved chunk start, storing each step's state
+ * (hb), decay (ab) and, zoh, phi1 (pb) as (nt, 16) rows.  Inlined with literal
+ * zoh and fast (as scan_fwd_run), so the loop carries no branches. */
+LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_rec_run)(
+    LC_VT *h, const LC_VT *Ae, const LC_ST *dtb, const LC_ST *wb, LC_ST *hb, LC_ST *ab, LC_ST *pb,
+    const LC_ST *Bn, int64_t N, int64_t nt, const int zoh, const int fast) {
+    LC_VT h0 = h[0], h1 = h[1];
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t r = t * 16;
+        LC_VT Bt = LC_VSET1(Bn[t * N]);
+        LC_VT x0 = LC_VMUL(LC_VLOAD(dtb + r), Ae[0]), x1 = LC_VMUL(LC_VLOAD(dtb + r + 8), Ae[1]);
+        LC_VT a0, a1;
+        if (zoh) {
+            a0 = fast ? LC_VEXP_FAST(x0) : LC_VEXP(x0);
+            a1 = fast ? LC_VEXP_FAST(x1) : LC_VEXP(x1);
+        } else {
+            a0 = fast ? LC_VEXP2_FAST(x0) : LC_VEXP2(x0);
+            a1 = fast ? LC_VEXP2_FAST(x1) : LC_VEXP2(x1);
+        }
+        LC_VT w0 = LC_VLOAD(wb + r), w1 = LC_VLOAD(wb + r + 8);
+        if (zoh) {
+            LC_VT p0 = LC_VPHI1(x0, a0), p1 = LC_VPHI1(x1, a1);
+            LC_VSTORE(pb + r, p0);
+            LC_VSTORE(pb + r + 8, p1);
+            w0 = LC_VMUL(p0, w0);
+            w1 = LC_VMUL(p1, w1);
+        }
+        h0 = LC_VFMA(a0, h0, LC_VMUL(w0, Bt));
+        h1 = LC_VFMA(a1, h1, LC_VMUL(w1, Bt));
+        LC_VSTORE(hb + r, h0);
+        LC_VSTORE(hb + r + 8, h1);
+        LC_VSTORE(ab + r, a0);
+        LC_VSTORE(ab + r + 8, a1);
+    }
+    h[0] = h0;
+    h[1] = h1;
+}
+
 /* Reverse pass of one state n over one chunk, both halves (8 lanes each) of a
  * unit at once: two independent carry chains share the B/C broadcasts and
  * overlap their latencies.  hb/ab/pb: the chunk's recomputed states, Abar and
@@ -392,23 +431,10 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
                 /* recompute the chunk's states exactly as the forward does */
                 LC_VT h[2] = {hp0[0], hp0[1]};
-                for (int64_t t = 0; t < nt; t++) {
-                    const int64_t r = t * 16;
-                    LC_VT Bt = LC_VSET1(Bn[t * N]);
-                    for (int hh = 0; hh < 2; hh++) {
-                        LC_VT x = LC_VMUL(LC_VLOAD(dtb + ko + r + 8 * hh), Ae[hh]);
-                        LC_VT a = zoh ? (fast ? LC_VEXP_FAST(x) : LC_VEXP(x)) : (fast ? LC_VEXP2_FAST(x) : LC_VEXP2(x));
-                        LC_VT w = LC_VLOAD(wb + ko + r + 8 * hh);
-                        if (zoh) {
-                            LC_VT p = LC_VPHI1(x, a);
-                            LC_VSTORE(pb + r + 8 * hh, p);
-                            w = LC_VMUL(p, w);
-                        }
-                        h[hh] = LC_VFMA(a, h[hh], LC_VMUL(w, Bt));
-                        LC_VSTORE(hb + r + 8 * hh, h[hh]);
-                        LC_VSTORE(ab + r + 8 * hh, a);
-                    }
-                }
+#define LC_REC(Z, F) LC_V_NAME(scan_rec_run)(h, Ae, dtb + ko, wb + ko, hb, ab, pb, Bn, N, nt, Z, F)
+                if (zoh) { if (fast) LC_REC(1, 1); else LC_REC(1, 0); }
+                else { if (fast) LC_REC(0, 1); else LC_REC(0, 0); }
+#undef LC_REC
                 {
                     LC_VT cr[2] = {LC_VLOAD(carr + q), LC_VLOAD(carr + q + 8)};
                     LC_VT dA[2] = {LC_VLOAD(dAa + q), LC_VLOAD(dAa + q + 8)};

@@ -92,6 +92,51 @@ def test_operand_layouts_vs_reference(M, K, N, nb, la, lb):
         assert np.array_equal(acc.view(np.uint32), (np.float32(0.25) + want).view(np.uint32))
 
 
+@pytest.mark.parametrize("M,K,N,nb", [(1, 1, 1, 1), (7, 7, 5, 2), (33, 33, 17, 1), (50, 50, 64, 1),
+                                      (61, 300, 33, 1), (300, 61, 20, 1), (256, 256, 64, 2)])
+@pytest.mark.parametrize("tri", ["a_lower", "a_upper", "out_lower"])
+@pytest.mark.parametrize("la", ["rows", "transposed"])
+def test_triangular_structures_equal_the_full_product(M, K, N, nb, tri, la):
+    """Declared zeros are skipped (causal attention): the result equals the full
+    product (every bit, once exact zeros' signs are made equal), at 1 and 2
+    threads, with and without accumulate; "out_lower" returns the wanted lower
+    triangle and zeros or the full values above it."""
+    rng = np.random.default_rng(M + 3 * K + 7 * N + nb)
+    a = rng.standard_normal((nb, M, K)).astype(np.float32)
+    if tri == "a_lower":
+        a = np.tril(a)
+    elif tri == "a_upper":
+        a = np.triu(a)
+    b = rng.standard_normal((nb, K, N)).astype(np.float32)
+    if tri == "out_lower":
+        b = rng.standard_normal((nb, K, M)).astype(np.float32)    # square output
+    full = matmul(a, b, threads=1) + np.float32(0)                 # + 0: -0 -> +0
+    av = _layout(a, la)
+    for simd, t in [(s, t) for s in lutcore.available_simd() for t in (1, 2)]:
+        lutcore.set_simd(simd)
+        got = matmul(av, b, threads=t, tri=tri) + np.float32(0)
+        if tri == "out_lower":
+            low = np.tril(np.ones(full.shape[-2:], bool))
+            assert np.array_equal(got[:, low].view(np.uint32), full[:, low].view(np.uint32))
+            up = got[:, ~low]
+            assert np.all((up == 0) | (up == full[:, ~low]))
+            continue
+        assert np.array_equal(got.view(np.uint32), full.view(np.uint32)), (tri, la, t)
+        acc = np.full(full.shape, -1.5, np.float32)
+        matmul(av, b, out=acc, accumulate=True, threads=t, tri=tri)
+        assert np.array_equal(acc.view(np.uint32), (np.float32(-1.5) + full).view(np.uint32))
+    ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    assert np.abs(full - ref).max() <= REL_BUDGET * np.sqrt(K) * np.abs(ref).max()
+
+
+def test_triangular_bad_input():
+    a = np.zeros((3, 3), np.float32)
+    with pytest.raises(ValueError, match="tri"):
+        matmul(a, a, tri="lower")
+    with pytest.raises(ValueError, match="tri"):
+        matmul(a, pack_matrix(a), tri="a_lower")
+
+
 def test_accumulate_and_float64_fallback():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((5, 9)).astype(np.float32)

@@ -28,16 +28,32 @@
 #define LC_SNC 128
 #define LC_SKC 256   /* k block: a 6x256 A panel and a 256x16 B panel stay in L1 */
 
-static void lc_sgemm_pack_a(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac) {
-    int64_t np = (M + LC_SMR - 1) / LC_SMR;
-    for (int64_t p = 0; p < np; p++) {
-        float *d = Ap + p * K * LC_SMR;
-        for (int64_t k = 0; k < K; k++)
-            for (int r = 0; r < LC_SMR; r++) {
-                int64_t i = p * LC_SMR + r;
-                d[k * LC_SMR + r] = i < M ? A[i * sar + k * sac] : 0.0f;
-            }
-    }
+/* Known zeros (attention's causal structure, square M = K or M = N), `tri`:
+ *   LC_TRI_A_LOWER  A[i][k] = 0 for k > i: row tile i0..i0+R-1 adds k < i0 + R only
+ *   LC_TRI_A_UPPER  A[i][k] = 0 for k < i: row tile from i0 adds k >= i0 only
+ *   LC_TRI_C_LOWER  only C[i][j], j <= i, is wanted: tiles wholly above the
+ *                   diagonal are not computed and read as zeros (left as they are
+ *                   when accumulating)
+ * Skipped terms are exact zeros, so the sums are the full product's (up to the
+ * sign of an exact zero); each element is still one in-order fma chain. */
+#define LC_TRI_NONE 0
+#define LC_TRI_A_LOWER 1
+#define LC_TRI_A_UPPER 2
+#define LC_TRI_C_LOWER 3
+/* the k range [*klo, *khi) of row tile i0 .. i0+R-1 under `tri` */
+static inline void lc_stri_krange(int tri, int64_t i0, int64_t R, int64_t K, int64_t *klo, int64_t *khi) {
+    *klo = 0;
+    *khi = K;
+    if (tri == LC_TRI_A_LOWER) *khi = i0 + R < K ? i0 + R : K;
+    else if (tri == LC_TRI_A_UPPER) *klo = i0 < K ? i0 : K;
+}
+
+/* one panel (M <= 6 rows), its k range [klo, khi) */
+static void lc_sgemm_pack_a(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac,
+                            int64_t klo, int64_t khi) {
+    (void)K;
+    for (int64_t k = klo; k < khi; k++)
+        for (int r = 0; r < LC_SMR; r++) Ap[k * LC_SMR + r] = r < M ? A[r * sar + k * sac] : 0.0f;
 }
 static void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc) {
     int64_t np = (N + LC_SNR - 1) / LC_SNR;
@@ -65,12 +81,15 @@ static void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int
  * prefetchers do not follow (~2.5x a copy's time).  Same packed layout. */
 #define LC_SPACK_KB 8    /* source rows per pack work item */
 static void lc_sgemm_pack_a_rows(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac,
-                                 int64_t k0, int64_t k1) {
+                                 int64_t k0, int64_t k1, int tri) {
     const int64_t np = (M + LC_SMR - 1) / LC_SMR;
     for (int64_t p = 0; p < np; p++) {
         const int64_t i0 = p * LC_SMR, nr = M - i0 < LC_SMR ? M - i0 : LC_SMR;
+        int64_t klo, khi;
+        lc_stri_krange(tri, i0, nr, K, &klo, &khi);       /* only what the tiles read */
+        const int64_t ka = k0 > klo ? k0 : klo, kb = k1 < khi ? k1 : khi;
         float *d = Ap + p * K * LC_SMR;
-        for (int64_t k = k0; k < k1; k++) {
+        for (int64_t k = ka; k < kb; k++) {
             const float *row = A + k * sac + i0 * sar;
             if (nr == LC_SMR && sar == 1) memcpy(d + k * LC_SMR, row, LC_SMR * sizeof(float));
             else for (int64_t r = 0; r < LC_SMR; r++) d[k * LC_SMR + r] = r < nr ? row[r * sar] : 0.0f;
@@ -247,9 +266,9 @@ static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
     return (size_t)(((M + LC_SMR - 1) / LC_SMR) * LC_SMR + ((N + LC_SNR - 1) / LC_SNR) * LC_SNR) * (size_t)K;
 }
 
-static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
-                     const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
-                     int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads) {
+static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                         const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                         int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
     if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
         const int64_t np = (N + LC_SNR - 1) / LC_SNR, ng = (np + 3) / 4;
@@ -283,10 +302,11 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
             if (p < nia) {
                 if (a_rows) {
                     int64_t k0 = p * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
-                    lc_sgemm_pack_a_rows(Ap, A + b * sab, M, K, sar, sac, k0, k1);
+                    lc_sgemm_pack_a_rows(Ap, A + b * sab, M, K, sar, sac, k0, k1, tri);
                 } else {
-                    int64_t r0 = p * LC_SMR;
-                    lc_sgemm_pack_a(Ap + p * K * LC_SMR, A + b * sab + r0 * sar, (M - r0 < LC_SMR ? M - r0 : LC_SMR), K, sar, sac);
+                    int64_t r0 = p * LC_SMR, nr = M - r0 < LC_SMR ? M - r0 : LC_SMR, klo, khi;
+                    lc_stri_krange(tri, r0, nr, K, &klo, &khi);
+                    lc_sgemm_pack_a(Ap + p * K * LC_SMR, A + b * sab + r0 * sar, nr, K, sar, sac, klo, khi);
                 }
             } else {
                 int64_t q = p - nia;
@@ -314,19 +334,31 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
             int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
             int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
             int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
-            for (int64_t k0 = 0; k0 < K; k0 += LC_SKC) {
-                int64_t kn = K - k0 < LC_SKC ? K - k0 : LC_SKC;
-                int init = k0 > 0;
+            const int64_t kstep = part ? LC_SKC : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+            for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
                 for (int64_t j0 = n0; j0 < n_end; j0 += LC_SNR) {
-                    const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + k0 * LC_SNR;
+                    const int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
                     for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
-                        const float *ap = direct_a ? A + b * sab + i0 * sar + k0
-                                                   : Ap + (i0 / LC_SMR) * K * LC_SMR + k0 * LC_SMR;
-                        const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1;
+                        const int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+                        /* the tile's k range: zero terms of a triangular A are not added (a chain
+                           then differs from the full one only in the sign of an exact zero) */
+                        int64_t klo, khi;
+                        lc_stri_krange(tri, i0, R, K, &klo, &khi);
+                        const int skip = (tri == LC_TRI_C_LOWER && j0 > i0 + R - 1) || klo >= khi;
+                        const int64_t lo = k0 > klo ? k0 : klo, hi = k0 + kstep < khi ? k0 + kstep : khi;
                         float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
                                         : tile;
-                        if (!part) { init = 0; kn = K; }        /* no buffer: one pass over all of K */
-                        int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+                        if (skip) {                     /* nothing to add: the tile is zero */
+                            if (k0 == 0 && !accumulate)
+                                for (int r = 0; r < R; r++) memset(Cb + (i0 + r) * ldc + j0, 0, (size_t)nc * sizeof(float));
+                            continue;
+                        }
+                        if (lo >= hi) continue;         /* this k block is outside the tile's range */
+                        const float *ap = direct_a ? A + b * sab + i0 * sar + lo
+                                                   : Ap + (i0 / LC_SMR) * K * LC_SMR + lo * LC_SMR;
+                        const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
+                        const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1, kn = hi - lo;
+                        const int init = lo > klo;
 #if LC_X86
                         if (isa >= LC_ISA_AVX2) {
                             switch (R) {
@@ -340,8 +372,7 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
                         } else
 #endif
                         lc_smk_generic(t, ap, aks, ars, bp, kn, init);
-                        if (!part || k0 + kn >= K) {
-                            int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
+                        if (hi == khi) {                /* the tile's chains are complete */
                             for (int r = 0; r < R; r++) {
                                 float *cr = Cb + (i0 + r) * ldc + j0;
                                 if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + t[r * LC_SNR + c];
@@ -350,11 +381,16 @@ static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t
                         }
                     }
                 }
-                if (!part) break;
             }
         }
         free(part);
     }
+}
+static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                     const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads) {
+    lc_sgemm_tri(C, scb, ldc, A, sab, sar, sac, B, sbb, sbr, sbc, nbatch, M, N, K, accumulate, LC_TRI_NONE, work,
+                 Bpre, isa, nthreads);
 }
 
 #endif /* LUTCORE_SGEMM_H */

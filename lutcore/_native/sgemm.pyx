@@ -4,7 +4,8 @@ from libc.stdint cimport int64_t
 cimport numpy as cnp
 cnp.import_array()
 
-from lutcore._native.csgemm cimport lc_sgemm, lc_sgemm_work, lc_sgemm_pack_b, LC_SNR
+from lutcore._native.csgemm cimport (lc_sgemm_tri, lc_sgemm_work, lc_sgemm_pack_b, LC_SNR, LC_TRI_NONE,
+                                     LC_TRI_A_LOWER, LC_TRI_A_UPPER, LC_TRI_C_LOWER)
 
 
 def work_size(int64_t M, int64_t N, int64_t K):
@@ -13,9 +14,10 @@ def work_size(int64_t M, int64_t N, int64_t K):
 
 def sgemm(cnp.ndarray C, int64_t scb, int64_t ldc, cnp.ndarray A, int64_t sab, int64_t sar, int64_t sac,
           cnp.ndarray B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N, int64_t K,
-          bint accumulate, cnp.ndarray work, object Bpre, int isa, int nthreads):
+          bint accumulate, cnp.ndarray work, object Bpre, int isa, int nthreads, int tri=LC_TRI_NONE):
     """Strides in elements; the caller guarantees every index stays inside the arrays.
-    ``Bpre``: panels from ``pack_b`` (then B is not read), or None."""
+    ``Bpre``: panels from ``pack_b`` (then B is not read), or None.  ``tri``: one of
+    the TRI_* known-zero structures (sgemm.h)."""
     cdef float *pc = <float *>cnp.PyArray_DATA(C)
     cdef const float *pa = <const float *>cnp.PyArray_DATA(A)
     cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
@@ -24,11 +26,12 @@ def sgemm(cnp.ndarray C, int64_t scb, int64_t ldc, cnp.ndarray A, int64_t sab, i
     if Bpre is not None:
         pp = <const float *>cnp.PyArray_DATA(<cnp.ndarray>Bpre)
     with nogil:
-        lc_sgemm(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, pw, pp, isa,
-                 nthreads)
+        lc_sgemm_tri(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, tri, pw, pp,
+                     isa, nthreads)
 
 
 NR = LC_SNR
+TRI = {None: LC_TRI_NONE, "a_lower": LC_TRI_A_LOWER, "a_upper": LC_TRI_A_UPPER, "out_lower": LC_TRI_C_LOWER}
 
 
 def pack_b(cnp.ndarray out, cnp.ndarray B, int64_t K, int64_t N, int64_t sbr, int64_t sbc):

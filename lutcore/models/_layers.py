@@ -142,9 +142,10 @@ def cross_entropy(logits, targets):
     return loss, p.reshape(logits.shape)
 
 
-def bmm(a, b):
-    """Batched matmul over the leading axes: (..., M, K) @ (..., K, N), deterministic."""
+def bmm(a, b, tri=None):
+    """Batched matmul over the leading axes: (..., M, K) @ (..., K, N), deterministic;
+    ``tri`` declares causal zeros (lutcore.ops.matmul)."""
     lead = a.shape[:-2]
     a3 = a.reshape(-1, *a.shape[-2:])
     b3 = b.reshape(-1, *b.shape[-2:])
-    return matmul(a3, b3).reshape(*lead, a.shape[-2], b.shape[-1])
+    return matmul(a3, b3, tri=tri).reshape(*lead, a.shape[-2], b.shape[-1])

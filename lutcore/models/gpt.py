@@ -105,13 +105,15 @@ def attention_fwd(q, k, v):
     """
     L, hd = q.shape[-2], q.shape[-1]
     scale = q.dtype.type(1.0 / math.sqrt(hd))
-    s = nn.bmm(q, k.swapaxes(-1, -2))                              # (B, H, L, L)
+    # causal zeros are not computed: scores above the diagonal are masked anyway, and
+    # att is zero there (lutcore.ops.matmul's tri; float64 computes everything)
+    s = nn.bmm(q, k.swapaxes(-1, -2), tri="out_lower")             # (B, H, L, L)
     s *= scale
     if _native_rows(s):
         # mask, minus the row max, lutcore's exp, over the in-order row sum: one parallel
         # pass (lutcore/softmax.h; the same bits on every SIMD path and thread count)
         _rows.softmax_causal(s.reshape(-1, L, L), L, 0, 0, _simd.isa(), resolve_threads(None))
-        return nn.bmm(s, v), s
+        return nn.bmm(s, v, tri="a_lower"), s
     future = np.triu(np.ones((L, L), dtype=bool), 1)
     np.copyto(s, s.dtype.type(-np.inf), where=future)             # broadcast over (B, H)
     s -= s.max(axis=-1, keepdims=True)                                # the diagonal is always finite
@@ -129,9 +131,9 @@ def _native_rows(s):
 def attention_bwd(dy, q, k, v, att):
     """dy (B, H, L, hd), saved q, k, v, att -> (dq, dk, dv), each (B, H, L, hd)."""
     scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
-    dv = nn.bmm(att.swapaxes(-1, -2), dy)                          # (B, H, L, hd)
+    dv = nn.bmm(att.swapaxes(-1, -2), dy, tri="a_upper")           # (B, H, L, hd)
     # softmax backward, in place: ds = att * (datt - <datt, att>_row) * scale; masked entries have att = 0
-    ds = nn.bmm(dy, v.swapaxes(-1, -2))                            # datt (B, H, L, L)
+    ds = nn.bmm(dy, v.swapaxes(-1, -2), tri="out_lower")           # datt (B, H, L, L), wanted on and below the diagonal
     if _native_rows(ds) and att.dtype == np.float32 and att.flags.c_contiguous:
         L = ds.shape[-1]
         _rows.softmax_causal_backward(ds.reshape(-1, L, L), att.reshape(-1, L, L), L, 0, float(scale),
@@ -140,8 +142,8 @@ def attention_bwd(dy, q, k, v, att):
         ds -= np.sum(ds * att, axis=-1, keepdims=True)
         ds *= att
         ds *= scale
-    dq = nn.bmm(ds, k)                                             # (B, H, L, hd)
-    dk = nn.bmm(ds.swapaxes(-1, -2), q)                            # (B, H, L, hd)
+    dq = nn.bmm(ds, k, tri="a_lower")                              # (B, H, L, hd); ds is zero above the diagonal
+    dk = nn.bmm(ds.swapaxes(-1, -2), q, tri="a_upper")             # (B, H, L, hd)
     return dq, dk, dv
 
 

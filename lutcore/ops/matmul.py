@@ -50,11 +50,23 @@ def _strides(x: np.ndarray):
     return st
 
 
-def matmul(a, b, out=None, accumulate: bool = False, threads=None):
+def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
     """``a @ b`` (float32, 2-D (M,K)@(K,N) or 3-D (B,M,K)@(B,K,N)); with
-    ``accumulate=True`` adds into ``out``."""
+    ``accumulate=True`` adds into ``out``.
+
+    ``tri`` declares known zeros (causal attention), which are then not added:
+    ``"a_lower"`` (``a[..., i, k] == 0`` for ``k > i``), ``"a_upper"`` (``== 0``
+    for ``k < i``), or ``"out_lower"`` (only ``out[..., i, j]`` with ``j <= i`` is
+    wanted; output tiles wholly above the diagonal are written as zeros, or left
+    alone with ``accumulate``).  The caller vouches for the zeros; each element is
+    still one in-order chain, so the result equals the full product up to the
+    sign of an exact zero.  float64 inputs compute the full product."""
     a = np.asarray(a)
+    if tri not in _s.TRI:
+        raise ValueError(f"tri: expected one of {sorted(k for k in _s.TRI if k)} or None, got {tri!r}")
     if isinstance(b, PackedMatrix):
+        if tri is not None:
+            raise ValueError("tri: not supported with a packed right operand")
         return _matmul_packed(a, b, out, accumulate, threads)
     b = np.asarray(b)
     if a.dtype == np.float64 or b.dtype == np.float64:
@@ -96,7 +108,7 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None):
         return out
     work = _workspace.scratch("sgemm", _s.work_size(M, N, K) * nb, np.float32)
     _s.sgemm(out, M * N, N, a, sa[0], sa[1], sa[2], b, sb[0], sb[1], sb[2], nb, M, N, K, accumulate, work,
-             None, _simd.isa(), resolve_threads(threads))
+             None, _simd.isa(), resolve_threads(threads), _s.TRI[tri])
     return out
 
 

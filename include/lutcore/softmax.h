@@ -2,7 +2,8 @@
  *
  * Forward, one query row at position qpos over keys 0..S-1, in place: keys after
  * qpos (or `window` or more before it) -> -inf, minus the row max, exp (lutcore's,
- * the same bits on every SIMD path), divided by the in-order row sum.  Used by the
+ * the same bits on every SIMD path), divided by the in-order row sum; the keys
+ * after qpos come out as zeros without being computed.  Used by the
  * pipeline's prefill and decode and by the GPT model's attention.
  *
  * Backward, in place on ds = dL/d(att) of that row, given att:
@@ -18,17 +19,20 @@
 #include "mathfn.h"
 
 static void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {
-    for (int64_t j = 0; j < S; j++)
+    /* keys after qpos are exact zeros: the row's work stops at qpos (the in-order sum
+       over the zeros would add +0, so the bits are those of the whole row) */
+    const int64_t n = qpos >= 0 && qpos + 1 < S ? qpos + 1 : S;
+    for (int64_t j = 0; j < n; j++)
         if (j > qpos || (window > 0 && qpos - j >= window)) s[j] = -INFINITY;
     float m = s[0];
-    for (int64_t j = 1; j < S; j++)
+    for (int64_t j = 1; j < n; j++)
         if (s[j] > m) m = s[j];
-    for (int64_t j = 0; j < S; j++) s[j] = s[j] - m;
-    lc_mathfn_row(s, s, S, LC_FN_EXP, isa);
-    float tot = lc_rowsum_f(s, S);
-    for (int64_t j = 0; j < S; j++) s[j] = s[j] / tot;
+    for (int64_t j = 0; j < n; j++) s[j] = s[j] - m;
+    lc_mathfn_row(s, s, n, LC_FN_EXP, isa);
+    float tot = lc_rowsum_f(s, n);
+    for (int64_t j = 0; j < n; j++) s[j] = s[j] / tot;
+    for (int64_t j = n; j < S; j++) s[j] = 0.0f;
 }
-
 static void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale) {
     const int64_t n = qpos + 1 < S ? qpos + 1 : S;
     float dot = 0.0f;

@@ -231,7 +231,10 @@ class GPT(LanguageModel):
         pre = f"h.{i}."
         a, ln1 = nn.layernorm_fwd(x, P[pre + "ln1.weight"], P[pre + "ln1.bias"], cfg.ln_eps)
         qkv = nn.linear_fwd(a, P[pre + "attn.qkv.weight"], P[pre + "attn.qkv.bias"], mm)    # (B, L, 3C)
-        qkv = qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4)                           # (3, B, H, L, hd)
+        # heads split once into contiguous (B, H, L, hd) arrays: every product of the
+        # forward and the backward reads them as they lie (a strided view would be
+        # copied by each batched matmul that takes it)
+        qkv = np.ascontiguousarray(qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4))    # (3, B, H, L, hd)
         q, k, v = qkv[0], qkv[1], qkv[2]
         yh, att = attention_fwd(q, k, v)                                                    # (B, H, L, hd)
         y = np.ascontiguousarray(yh.transpose(0, 2, 1, 3)).reshape(B, L, C)
@@ -255,9 +258,12 @@ class GPT(LanguageModel):
         dm = nn.linear_bwd(du, m, P[pre + "mlp.fc.weight"], G("mlp.fc.weight"), G("mlp.fc.bias"), mm)
         dx1 = dout + nn.layernorm_bwd(dm, P[pre + "ln2.weight"], ln2, G("ln2.weight"), G("ln2.bias"))
         dy = nn.linear_bwd(dx1, y, P[pre + "attn.proj.weight"], G("attn.proj.weight"), G("attn.proj.bias"), mm)
-        dyh = dy.reshape(B, L, H, hd).transpose(0, 2, 1, 3)                                 # (B, H, L, hd)
+        dyh = np.ascontiguousarray(dy.reshape(B, L, H, hd).transpose(0, 2, 1, 3))           # (B, H, L, hd)
         dq, dk, dv = attention_bwd(dyh, q, k, v, att)
-        dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B, L, 3 * C)          # (B, L, 3C)
+        dqkv = np.empty((B, L, 3, H, hd), dq.dtype)                                          # (B, L, 3C)
+        for j, d in enumerate((dq, dk, dv)):
+            dqkv[:, :, j] = d.transpose(0, 2, 1, 3)
+        dqkv = dqkv.reshape(B, L, 3 * C)
         da = nn.linear_bwd(dqkv, a, P[pre + "attn.qkv.weight"], G("attn.qkv.weight"), G("attn.qkv.bias"), mm)
         return dx1 + nn.layernorm_bwd(da, P[pre + "ln1.weight"], ln1, G("ln1.weight"), G("ln1.bias"))
 

@@ -286,9 +286,10 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         /* pack every batch's operands (independent of the thread count): A is read in
-           place when its rows are contiguous; each packed operand goes panel by panel
-           when its panels run along the contiguous direction, else in blocks of
-           LC_SPACK_KB source rows (k) across every panel */
+           place when its rows are contiguous; an operand whose panel pieces (6 or 16
+           elements at one k) lie contiguous (A^T, row-major B) is packed in items of
+           LC_SPACK_KB source rows across every panel, the others panel by panel, each
+           walking k along its contiguous direction */
         const int direct_a = (sac == 1);
         const int a_rows = !direct_a && sar == 1, b_rows = !Bpre && sbc == 1;
         const int64_t nka = (K + LC_SPACK_KB - 1) / LC_SPACK_KB;

@@ -120,6 +120,11 @@ def test_triangular_structures_equal_the_full_product(M, K, N, nb, tri, la):
             assert np.array_equal(got[:, low].view(np.uint32), full[:, low].view(np.uint32))
             up = got[:, ~low]
             assert np.all((up == 0) | (up == full[:, ~low]))
+            acc = np.full(full.shape, -1.5, np.float32)
+            matmul(av, b, out=acc, accumulate=True, threads=t, tri=tri)
+            want = np.float32(-1.5) + full
+            assert np.array_equal(acc[:, low].view(np.uint32), want[:, low].view(np.uint32))
+            assert np.all((acc[:, ~low] == -1.5) | (acc[:, ~low] == want[:, ~low]))
             continue
         assert np.array_equal(got.view(np.uint32), full.view(np.uint32)), (tri, la, t)
         acc = np.full(full.shape, -1.5, np.float32)

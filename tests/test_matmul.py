@@ -139,6 +139,8 @@ def test_triangular_bad_input():
     with pytest.raises(ValueError, match="tri"):
         matmul(a, a, tri="lower")
     with pytest.raises(ValueError, match="tri"):
+        matmul(a, a, tri=["a_lower"])
+    with pytest.raises(ValueError, match="tri"):
         matmul(a, pack_matrix(a), tri="a_lower")
 
 

@@ -779,17 +779,18 @@ static inline size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t
            (bytes + 3) / 4;
 }
 
-/* dst (cols, rows) = src (rows, cols; row stride lds), for 1- and 4-byte elements,
- * in 32 x 32 tiles shared out over the threads (a copy: no bits to lose). */
+/* dst (cols, rows; row stride ldd) = src (rows, cols; row stride lds), for 1- and
+ * 4-byte elements, in 32 x 32 tiles shared out over the threads (a copy: no bits to lose). */
 #define LC_TRANSPOSE_DEF(NAME, T)                                                            \
-    static void NAME(T *dst, const T *src, int64_t rows, int64_t cols, int64_t lds, int nthreads) { \
+    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
+                     int nthreads) {                                                         \
         int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
         LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                   \
         for (int64_t t = 0; t < rt * ct; t++) {                                              \
             int64_t r0 = (t / ct) * 32, c0 = (t % ct) * 32;                                  \
             int64_t r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols; \
             for (int64_t c = c0; c < c1; c++)                                                \
-                for (int64_t r = r0; r < r1; r++) dst[c * rows + r] = src[r * lds + c];      \
+                for (int64_t r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];       \
         }                                                                                    \
     }
 LC_TRANSPOSE_DEF(lc_transpose_i8, int8_t)
@@ -808,15 +809,10 @@ static void lc_gemm_table_auto(int32_t *C, int64_t ldc, const int8_t *A, int64_t
     }
     int32_t *ct = work + lc_table_kernel_work(N, M, nthreads, 0);      /* (N, M) */
     int8_t *bt = (int8_t *)(ct + N * M), *at = bt + N * K;             /* (N, K), (K, M) */
-    lc_transpose_i8(bt, B, K, N, ldb, nthreads);
-    lc_transpose_i8(at, A, M, K, lda, nthreads);
+    lc_transpose_i8(bt, K, B, K, N, ldb, nthreads);
+    lc_transpose_i8(at, M, A, M, K, lda, nthreads);
     lc_gemm_table(ct, M, bt, K, at, M, Tt, T, N, M, K, work, isa, nthreads);
-    if (ldc == N) {
-        lc_transpose_u32((uint32_t *)C, (const uint32_t *)ct, N, M, M, nthreads);
-    } else {
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) C[m * ldc + n] = ct[n * M + m];
-    }
+    lc_transpose_u32((uint32_t *)C, ldc, (const uint32_t *)ct, N, M, M, nthreads);
 }
 
 /* Y (M,N) float32 = the block-scaled product through the table (as lc_qmatmul_table),
@@ -834,17 +830,12 @@ static void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const
     float *yt = (float *)(work + lc_table_kernel_work(N, M, nthreads, 1));      /* (N, M) */
     float *sbt = yt + N * M, *sat = sbt + N * nblk;                             /* (N, nblk), (nblk, M) */
     int8_t *bt = (int8_t *)(sat + nblk * M), *at = bt + N * Kq;                /* (N, Kq), (Kq, M) */
-    lc_transpose_i8(bt, qb, Kq, N, N, nthreads);
-    lc_transpose_i8(at, qa, M, Kq, Kq, nthreads);
-    lc_transpose_u32((uint32_t *)sbt, (const uint32_t *)sb, nblk, N, N, nthreads);
-    lc_transpose_u32((uint32_t *)sat, (const uint32_t *)sa, M, nblk, nblk, nthreads);
+    lc_transpose_i8(bt, Kq, qb, Kq, N, N, nthreads);
+    lc_transpose_i8(at, M, qa, M, Kq, Kq, nthreads);
+    lc_transpose_u32((uint32_t *)sbt, nblk, (const uint32_t *)sb, nblk, N, N, nthreads);
+    lc_transpose_u32((uint32_t *)sat, M, (const uint32_t *)sa, M, nblk, nblk, nthreads);
     lc_qmatmul_table(yt, M, bt, sbt, at, sat, Tt, T, N, M, nblk, bk, work, isa, nthreads);
-    if (ldy == N) {
-        lc_transpose_u32((uint32_t *)Y, (const uint32_t *)yt, N, M, M, nthreads);
-    } else {
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) Y[m * ldy + n] = yt[n * M + m];
-    }
+    lc_transpose_u32((uint32_t *)Y, ldy, (const uint32_t *)yt, N, M, M, nthreads);
 }
 
 /* ------------------------------------------------------ quantization */

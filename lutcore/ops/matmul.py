@@ -62,7 +62,7 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
     still one in-order chain, so the result equals the full product up to the
     sign of an exact zero.  float64 inputs compute the full product."""
     a = np.asarray(a)
-    if tri not in _s.TRI:
+    if not (tri is None or isinstance(tri, str)) or tri not in _s.TRI:
         raise ValueError(f"tri: expected one of {sorted(k for k in _s.TRI if k)} or None, got {tri!r}")
     if isinstance(b, PackedMatrix):
         if tri is not None:

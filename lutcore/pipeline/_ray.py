@@ -198,7 +198,7 @@ class _StageWorker:
             return ("pass", self.first(ids, start, cached), cached, last_only)
         _, tok, pos, budget, sampling, stop = msg              # "step"
         self.result = ([], False)
-        return ("step", self.first(np.array([tok], np.int64), pos, True), pos, budget, sampling, stop)
+        return self._step(tok, pos, budget, sampling, stop)
 
     @_at_work
     def graph_run(self, msg):
@@ -225,8 +225,7 @@ class _StageWorker:
             cont = self._pick(msg)
             if cont is not None:
                 _, _, pos, budget, sampling, stop = msg
-                return ("step", self.first(np.array([cont], np.int64), pos + 1, True), pos + 1, budget,
-                        sampling, stop)
+                return self._step(cont, pos + 1, budget, sampling, stop)
         return ("done",)
 
     @_at_work
@@ -238,6 +237,10 @@ class _StageWorker:
             self._pick(msg)
         result, self.result = self.result, None
         return result
+
+    def _step(self, tok, pos, budget, sampling, stop):
+        """The "step" message carrying the pass of ``tok`` at ``pos`` through stage 0."""
+        return ("step", self.first(np.array([tok], np.int64), pos, True), pos, budget, sampling, stop)
 
     def _pick(self, msg):
         """The token after ``pos``, added to the chunk's result; -> it, if decoding goes on."""

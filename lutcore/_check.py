@@ -83,6 +83,49 @@ def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def out_rows(out, name: str, shape, dtype, *inputs) -> tuple[np.ndarray, int, int]:
+    """Validate a caller's ``out`` for a product (2-D (M, N) or batched (B, M, N)):
+    any writeable array of exactly ``shape`` and ``dtype``, as numpy's ``out=``.
+
+    Returns ``(dst, ld, sb)``: the array the kernel writes, its row and batch
+    strides in elements.  ``dst`` is ``out`` itself when the kernel can write it
+    in place: unit stride along the last axis, rows (and batches) that neither
+    overlap one another nor run backwards, and no memory shared with ``inputs``
+    (a row-strided view such as ``big[:, j:j + N]`` qualifies).  Otherwise it is
+    a new C-contiguous array, and ``out_done`` copies it into ``out``."""
+    dtype = np.dtype(dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype or out.shape != tuple(shape):
+        raise ValueError(f"{name}: expected {dtype} of shape {tuple(shape)}, got {out.dtype} of shape {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name}: must be writeable")
+    it, st, sh = dtype.itemsize, out.strides, out.shape
+    N = sh[-1]
+    ok = (N <= 1 or st[-1] == it) and all(s % it == 0 for s in st)
+    ld = st[-2] // it if sh[-2] > 1 else N                 # a lone row's stride is never used
+    ok = ok and ld >= N
+    sb = ld * sh[-2]
+    if ok and len(sh) == 3:
+        sb = st[0] // it if sh[0] > 1 else sb
+        ok = sb >= ld * (sh[-2] - 1) + N
+    if ok and out.size and any(isinstance(x, np.ndarray) and np.may_share_memory(out, x) for x in inputs):
+        ok = False
+    if ok:
+        return out, ld, sb
+    dst = np.empty(shape, dtype)
+    return dst, N, sh[-2] * N
+
+
+def out_done(out, dst: np.ndarray) -> np.ndarray:
+    """Finish an ``out_rows`` product: when the kernel wrote a stand-in, copy it into
+    ``out``.  Returns what the caller returns."""
+    if out is None or dst is out:
+        return dst
+    np.copyto(out, dst)
+    return out
+
+
 def out_array(out, name: str, shape, dtype) -> np.ndarray:
     """Validate a caller-provided output buffer (must match exactly and be contiguous)."""
     dtype = np.dtype(dtype)

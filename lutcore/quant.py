@@ -168,17 +168,18 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     K = Ka
     if block * units.max_abs_product > 2**31 - 1:
         raise ValueError(f"block: {block} is too long for int32 block sums with this table")
-    y = np.empty((M, N), np.float32) if out is None else _check.out_array(out, "out", (M, N), np.float32)
-    if M == 0 or N == 0:
-        return y
-    if K == 0:
+    # the kernel reads only the operands' quantized codes, taken before it writes:
+    # out may be a or b itself
+    y, ld, _ = (np.empty((M, N), np.float32), N, 0) if out is None else _check.out_rows(out, "out", (M, N),
+                                                                                        np.float32)
+    if M == 0 or N == 0 or K == 0:
         y.fill(0)
-        return y
+        return _check.out_done(out, y)
     if qa is None:
         qa, sa = _quantize_scratch(a, block, nt)
     if qb_obj is None:
         qb_obj = quantize(b, block, axis=0, threads=nt)
-    return _qmm_quantized(y, qa, sa, qb_obj, units, block, nt)
+    return _check.out_done(out, _qmm_quantized(y, qa, sa, qb_obj, units, block, nt, ld=ld))
 
 
 def _exact_panels(qb_obj: Q8, nt: int):
@@ -193,10 +194,11 @@ def _exact_panels(qb_obj: Q8, nt: int):
     return cached
 
 
-def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None):
+def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
     """y = the block-scaled product of quantized activations (qa, sa) and a Q8
     right operand: the one place both ``qmatmul`` and ``QLinear`` run the kernels
-    (and the audit).  ``ap``: a caller-owned int16 buffer for the packed rows."""
+    (and the audit).  ``ap``: a caller-owned int16 buffer for the packed rows;
+    ``ld``: y's row stride in elements (-1: its width)."""
     qb, sb = qb_obj.q, qb_obj.scale
     nblk = sb.shape[0]
     isa = _simd.isa()
@@ -208,10 +210,10 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None):
             ap = pack_a16(qa, block, bkp, nt)
         else:
             _g.pack_a16(ap, qa, block, bkp, nt)
-        _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt)
+        _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt, ld)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, nblk * block, nblk, nt, True), np.int32)
-        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt)
+        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt, ld)
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y
@@ -260,13 +262,14 @@ class QLinear:
         M, K = x.shape
         if K != self.K:
             raise ValueError(f"x: expected (M, {self.K}), got {x.shape}")
-        y = np.empty((M, self.N), np.float32) if out is None else out
+        y, ld, _ = ((np.empty((M, self.N), np.float32), self.N, 0) if out is None
+                    else _check.out_rows(out, "out", (M, self.N), np.float32))
         if M == 0:
-            return y
+            return _check.out_done(out, y)
         nt = resolve_threads(self.threads)
         self._buffers(M)
         qa, sa = self._qa[:M], self._sa[:M]
         if _g.quantize_rows(qa, sa, x, self.block, _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
         ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.is_exact else None
-        return _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap)
+        return _check.out_done(out, _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap, ld=ld))

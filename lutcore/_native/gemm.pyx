@@ -3,7 +3,9 @@
 
 Design: these functions trust their arguments — lutcore.ops / lutcore.quant
 validate dtype, shape and contiguity and allocate outputs; here we only take
-pointers, release the GIL and call C.  Every buffer is C-contiguous.
+pointers, release the GIL and call C.  Every input buffer is C-contiguous; the
+outputs of the public products may be row-strided (``ldc`` elements between rows,
+checked against the view here, so the kernel never writes outside it).
 """
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
 
@@ -41,6 +43,15 @@ cdef extern from "lutcore/gemm.h" nogil:
 
 MR = LC_MR
 NR = LC_NR
+
+
+cdef int _check_ld(Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t srow, Py_ssize_t scol, int64_t ld,
+                   Py_ssize_t item) except -1:
+    """The view (rows, cols) with byte strides (srow, scol) is rows of ld elements apart, unit stride."""
+    if (cols > 1 and scol != item) or ld < cols or (rows > 1 and srow != ld * item):
+        raise ValueError(f"out: expected rows {ld} elements apart with unit stride, got strides "
+                         f"({srow}, {scol}) bytes for shape ({rows}, {cols})")
+    return 0
 TABLE_NB = LC_TABLE_NB
 TABLE_DIRECT_M = LC_TABLE_DIRECT_M
 
@@ -64,23 +75,28 @@ def pack_b(int8_t[::1] Bp, const int8_t[:, ::1] B, int64_t bk, int64_t bkp, int6
         lc_pack_b(&Bp[0], &B[0, 0] if K > 0 and N > 0 else NULL, K, N, N, bk, bkp, Kp, nthreads)
 
 
-def gemm_exact_packed(int32_t[:, ::1] C, const int16_t[:, ::1] Ap, const int8_t[::1] Bp,
-                      int64_t Kp, int isa, int nthreads):
+def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::1] Bp,
+                      int64_t Kp, int isa, int nthreads, int64_t ldc=-1):
+    """C (rows ldc apart; -1: C's own width) = the exact product of packed operands."""
     cdef int64_t M = C.shape[0], N = C.shape[1]
     if M == 0 or N == 0:
         return
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     with nogil:
-        lc_gemm_exact_packed(&C[0, 0], N, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
+        lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
 
 
-def qmatmul_exact_packed(float[:, ::1] Y, const int16_t[:, ::1] Ap, const float[:, ::1] sa,
+def qmatmul_exact_packed(float[:, :] Y, const int16_t[:, ::1] Ap, const float[:, ::1] sa,
                          const int8_t[::1] Bp, const float[::1] sbp, int64_t nblk, int64_t bkp,
-                         int isa, int nthreads):
+                         int isa, int nthreads, int64_t ldy=-1):
     cdef int64_t M = Y.shape[0], N = Y.shape[1]
     if M == 0 or N == 0 or nblk == 0:
         return
+    ldy = N if ldy < 0 else ldy
+    _check_ld(M, N, Y.strides[0], Y.strides[1], ldy, sizeof(float))
     with nogil:
-        lc_qmatmul_exact_packed(&Y[0, 0], N, &Ap[0, 0], &sa[0, 0], &Bp[0], &sbp[0], M, N, nblk, bkp,
+        lc_qmatmul_exact_packed(&Y[0, 0], ldy, &Ap[0, 0], &sa[0, 0], &Bp[0], &sbp[0], M, N, nblk, bkp,
                                 isa, nthreads)
 
 
@@ -111,14 +127,16 @@ def gemm_table(int32_t[:, ::1] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B
                       &T32[0 if swapped else 1, 0], M, N, K, &work[0], isa, nthreads)
 
 
-def gemm_table_auto(int32_t[:, ::1] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B,
-                    const int32_t[:, ::1] T32, int32_t[::1] work, int isa, int nthreads):
-    """C = A B through the table, run transposed where ``table_transposed`` says so."""
+def gemm_table_auto(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B,
+                    const int32_t[:, ::1] T32, int32_t[::1] work, int isa, int nthreads, int64_t ldc=-1):
+    """C (rows ldc apart) = A B through the table, run transposed where ``table_transposed`` says so."""
     cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
     if M == 0 or N == 0:
         return
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     with nogil:
-        lc_gemm_table_auto(&C[0, 0], N, &A[0, 0], K, &B[0, 0], N, &T32[0, 0], &T32[1, 0], M, N, K, &work[0],
+        lc_gemm_table_auto(&C[0, 0], ldc, &A[0, 0], K, &B[0, 0], N, &T32[0, 0], &T32[1, 0], M, N, K, &work[0],
                            isa, nthreads)
 
 
@@ -134,16 +152,18 @@ def qmatmul_table(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] 
                          &T32[0 if swapped else 1, 0], M, N, nblk, bk, &work[0], isa, nthreads)
 
 
-def qmatmul_table_auto(float[:, ::1] Y, const int8_t[:, ::1] qa, const float[:, ::1] sa,
+def qmatmul_table_auto(float[:, :] Y, const int8_t[:, ::1] qa, const float[:, ::1] sa,
                        const int8_t[:, ::1] qb, const float[:, ::1] sb, const int32_t[:, ::1] T32,
-                       int64_t nblk, int64_t bk, int32_t[::1] work, int isa, int nthreads):
-    """The block-scaled product through the table, run transposed where
-    ``table_transposed`` says so."""
+                       int64_t nblk, int64_t bk, int32_t[::1] work, int isa, int nthreads, int64_t ldy=-1):
+    """The block-scaled product through the table (Y's rows ldy apart), run transposed
+    where ``table_transposed`` says so."""
     cdef int64_t M = Y.shape[0], N = Y.shape[1]
     if M == 0 or N == 0 or nblk == 0:
         return
+    ldy = N if ldy < 0 else ldy
+    _check_ld(M, N, Y.strides[0], Y.strides[1], ldy, sizeof(float))
     with nogil:
-        lc_qmatmul_table_auto(&Y[0, 0], N, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[0, 0], &T32[1, 0],
+        lc_qmatmul_table_auto(&Y[0, 0], ldy, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[0, 0], &T32[1, 0],
                               M, N, nblk, bk, &work[0], isa, nthreads)
 
 

@@ -86,7 +86,9 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
 
     ``C[m, n] = sum_k mul[a[m, k], b[k, n]]`` exactly, for every table.
     ``b`` may be a ``PackedB``.  Non-contiguous inputs are copied.  ``out``
-    (int32, (M, N), C-contiguous) is written in place and returned.
+    (int32, (M, N)) receives the result and is returned: written in place when
+    its rows have unit stride (a view such as ``big[:, j:j + N]`` included) and
+    it shares no memory with ``a`` or ``b``, else through a copy, as numpy does.
     Raises ValueError when K is so long that int32 could overflow.
     """
     units = _resolve_units(units)
@@ -102,12 +104,13 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
         raise ValueError(f"a, b: K={K} with products up to {units.max_abs_product} can overflow int32 "
                          f"(K must be <= {INT32_MAX // max(units.max_abs_product, 1)})")
     nt = resolve_threads(threads)
-    c = np.empty((M, N), np.int32) if out is None else _check.out_array(out, "out", (M, N), np.int32)
-    if M == 0 or N == 0:
-        return c
-    if K == 0:
+    if out is None:
+        c, ldc = np.empty((M, N), np.int32), N
+    else:
+        c, ldc, _ = _check.out_rows(out, "out", (M, N), np.int32, a, b)
+    if M == 0 or N == 0 or K == 0:
         c.fill(0)
-        return c
+        return _check.out_done(out, c)
     isa = _simd.isa()
     if units.is_exact:
         bk = K
@@ -118,10 +121,10 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             Np = -(-N // _g.NR) * _g.NR
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
         ap = pack_a16(a, bk, bkp, nt)
-        _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt)
+        _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt, ldc)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
-        _g.gemm_table_auto(c, a, b, units._kernel_mul, work, isa, nt)
+        _g.gemm_table_auto(c, a, b, units._kernel_mul, work, isa, nt, ldc)
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
-    return c
+    return _check.out_done(out, c)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lutcore import _simd, _workspace
+from lutcore import _check, _simd, _workspace
 from lutcore._native import sgemm as _s
 from lutcore._threads import resolve_threads
 
@@ -60,7 +60,11 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
     wanted; output tiles wholly above the diagonal are written as zeros, or left
     alone with ``accumulate``).  The caller vouches for the zeros; each element is
     still one in-order chain, so the result equals the full product up to the
-    sign of an exact zero.  float64 inputs compute the full product."""
+    sign of an exact zero.  float64 inputs compute the full product.
+
+    ``out`` may be any float32 array of the result's shape, as numpy's: it is
+    written in place when its rows have unit stride (``big[:, j:j + N]``
+    included) and it shares no memory with ``a`` or ``b``, else through a copy."""
     a = np.asarray(a)
     if not (tri is None or isinstance(tri, str)) or tri not in _s.TRI:
         raise ValueError(f"tri: expected one of {sorted(k for k in _s.TRI if k)} or None, got {tri!r}")
@@ -94,22 +98,34 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
         b = np.ascontiguousarray(b)
         sb = _strides(b)
     shape = (nb, M, N) if batched else (M, N)
+    dst, ld, sc = _out(out, shape, accumulate, a, b)
+    if M == 0 or N == 0 or nb == 0 or K == 0:
+        return _empty_product(out, dst, accumulate)
+    work = _workspace.scratch("sgemm", _s.work_size(M, N, K) * nb, np.float32)
+    _s.sgemm(dst, sc, ld, a, sa[0], sa[1], sa[2], b, sb[0], sb[1], sb[2], nb, M, N, K, accumulate, work,
+             None, _simd.isa(), resolve_threads(threads), _s.TRI[tri])
+    return _check.out_done(out, dst)
+
+
+def _out(out, shape, accumulate, *inputs):
+    """(dst, ld, batch stride) for ``out`` (see _check.out_rows); a stand-in for
+    ``out`` starts as its copy when the product is added into it."""
     if out is None:
         if accumulate:
             raise ValueError("out: accumulate=True needs an out array")
-        out = np.empty(shape, np.float32)
-    elif out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
-        raise ValueError(f"out: expected a C-contiguous float32 array of shape {shape}")
-    if M == 0 or N == 0 or nb == 0:
-        return out
-    if K == 0:
-        if not accumulate:
-            out.fill(0)
-        return out
-    work = _workspace.scratch("sgemm", _s.work_size(M, N, K) * nb, np.float32)
-    _s.sgemm(out, M * N, N, a, sa[0], sa[1], sa[2], b, sb[0], sb[1], sb[2], nb, M, N, K, accumulate, work,
-             None, _simd.isa(), resolve_threads(threads), _s.TRI[tri])
-    return out
+        return np.empty(shape, np.float32), shape[-1], shape[-2] * shape[-1]
+    dst, ld, sc = _check.out_rows(out, "out", shape, np.float32, *inputs)
+    if accumulate and dst is not out:
+        np.copyto(dst, out)
+    return dst, ld, sc
+
+
+def _empty_product(out, dst, accumulate):
+    """An empty product (some dimension 0; K = 0 sums nothing): zeros, or ``out`` unchanged."""
+    res = dst if out is None else out
+    if not accumulate:
+        res.fill(0)
+    return res
 
 
 def _matmul_packed(a, pb: PackedMatrix, out, accumulate, threads):
@@ -123,20 +139,11 @@ def _matmul_packed(a, pb: PackedMatrix, out, accumulate, threads):
     if sa is None:
         a = np.ascontiguousarray(a)
         sa = _strides(a)
-    if out is None:
-        if accumulate:
-            raise ValueError("out: accumulate=True needs an out array")
-        out = np.empty((M, N), np.float32)
-    elif out.shape != (M, N) or out.dtype != np.float32 or not out.flags.c_contiguous:
-        raise ValueError(f"out: expected a C-contiguous float32 array of shape {(M, N)}")
-    if M == 0 or N == 0:
-        return out
-    if K == 0:
-        if not accumulate:
-            out.fill(0)
-        return out
+    dst, ld, sc = _out(out, (M, N), accumulate, a)
+    if M == 0 or N == 0 or K == 0:
+        return _empty_product(out, dst, accumulate)
     npa = -(-M // 6) * 6
     work = _workspace.scratch("sgemm", npa * K, np.float32)
-    _s.sgemm(out, M * N, N, a, 0, sa[0], sa[1], pb._dummy, 0, 0, 0, 1, M, N, K, accumulate, work, pb.panels,
+    _s.sgemm(dst, sc, ld, a, 0, sa[0], sa[1], pb._dummy, 0, 0, 0, 1, M, N, K, accumulate, work, pb.panels,
              _simd.isa(), resolve_threads(threads))
-    return out
+    return _check.out_done(out, dst)

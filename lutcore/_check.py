@@ -83,6 +83,18 @@ def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _out_checked(out, name: str, shape, dtype) -> np.dtype:
+    """``out`` is a writeable ndarray of exactly ``shape`` and ``dtype``."""
+    dtype = np.dtype(dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype or out.shape != tuple(shape):
+        raise ValueError(f"{name}: expected {dtype} of shape {tuple(shape)}, got {out.dtype} of shape {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name}: must be writeable")
+    return dtype
+
+
 def out_rows(out, name: str, shape, dtype, *inputs) -> tuple[np.ndarray, int, int]:
     """Validate a caller's ``out`` for a product (2-D (M, N) or batched (B, M, N)):
     any writeable array of exactly ``shape`` and ``dtype``, as numpy's ``out=``.
@@ -93,13 +105,7 @@ def out_rows(out, name: str, shape, dtype, *inputs) -> tuple[np.ndarray, int, in
     overlap one another nor run backwards, and no memory shared with ``inputs``
     (a row-strided view such as ``big[:, j:j + N]`` qualifies).  Otherwise it is
     a new C-contiguous array, and ``out_done`` copies it into ``out``."""
-    dtype = np.dtype(dtype)
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{name}: expected a numpy array, got {type(out).__name__}")
-    if out.dtype != dtype or out.shape != tuple(shape):
-        raise ValueError(f"{name}: expected {dtype} of shape {tuple(shape)}, got {out.dtype} of shape {out.shape}")
-    if not out.flags.writeable:
-        raise ValueError(f"{name}: must be writeable")
+    dtype = _out_checked(out, name, shape, dtype)
     it, st, sh = dtype.itemsize, out.strides, out.shape
     N = sh[-1]
     ok = (N <= 1 or st[-1] == it) and all(s % it == 0 for s in st)
@@ -117,22 +123,31 @@ def out_rows(out, name: str, shape, dtype, *inputs) -> tuple[np.ndarray, int, in
     return dst, N, sh[-2] * N
 
 
+def out_flat(out, name: str, shape, dtype, *inputs, same_ok: bool = True) -> np.ndarray:
+    """Validate a caller's ``out`` for an element-by-element kernel (which walks flat
+    C-contiguous buffers, split between threads): any writeable array of exactly
+    ``shape`` and ``dtype``.  Returns the array the kernel writes: ``out`` itself when
+    it is C-contiguous and, for each input, shares no memory with it or (``same_ok``)
+    is the very same elements (``out=x``, in place); else a new array that
+    ``out_done`` copies into ``out``."""
+    dtype = _out_checked(out, name, shape, dtype)
+
+    def apart_or_same(x):
+        if not isinstance(x, np.ndarray) or not out.size or not np.may_share_memory(out, x):
+            return True
+        return (same_ok and x.dtype.itemsize == dtype.itemsize and x.flags.c_contiguous
+                and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+                and x.size == out.size)
+
+    if out.flags.c_contiguous and all(apart_or_same(x) for x in inputs):
+        return out
+    return np.empty(shape, dtype)
+
+
 def out_done(out, dst: np.ndarray) -> np.ndarray:
-    """Finish an ``out_rows`` product: when the kernel wrote a stand-in, copy it into
-    ``out``.  Returns what the caller returns."""
+    """Finish an ``out_rows`` / ``out_flat`` call: when the kernel wrote a stand-in,
+    copy it into ``out``.  Returns what the caller returns."""
     if out is None or dst is out:
         return dst
     np.copyto(out, dst)
-    return out
-
-
-def out_array(out, name: str, shape, dtype) -> np.ndarray:
-    """Validate a caller-provided output buffer (must match exactly and be contiguous)."""
-    dtype = np.dtype(dtype)
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{name}: expected a numpy array, got {type(out).__name__}")
-    if out.dtype != dtype or out.shape != tuple(shape):
-        raise ValueError(f"{name}: expected {dtype} of shape {tuple(shape)}, got {out.dtype} of shape {out.shape}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError(f"{name}: must be a writeable C-contiguous array")
     return out

@@ -222,3 +222,83 @@ def test_out_rows_writes_in_place_exactly_when_it_can():
     view = big[:, :4]
     dst, _, _ = out_rows(view, "out", (5, 4), np.float32, np.zeros(3, np.float32))
     assert dst is view
+
+
+def _elementwise_cases():
+    """(name, fn(x, out=), input maker, out dtype) for every element-wise function."""
+    from lutcore.ops import exp, exp2, sigmoid, silu, softplus
+    from lutcore.ops.mathfn import silu_backward
+    ex = lutcore.Units.exact()
+    f32 = lambda r, s: r.standard_normal(s).astype(np.float32)          # noqa: E731
+    return [
+        ("requant", lambda x, out=None: lutcore.requant(x, 6, ex, out=out),
+         lambda r, s: r.integers(-2**20, 2**20, s).astype(np.int32), np.int8),
+        ("relu8", lambda x, out=None: lutcore.relu8(x, ex, out=out),
+         lambda r, s: r.integers(-128, 128, s).astype(np.int8), np.int8),
+        ("fp16_encode", lambda x, out=None: lutcore.fp16_encode(x, out=out), f32, np.uint16),
+        ("fp16_decode", lambda x, out=None: lutcore.fp16_decode(x, out=out),
+         lambda r, s: r.integers(0, 2**16, s).astype(np.uint16), np.float32),
+        ("fp16_round", lambda x, out=None: lutcore.fp16_round(x, out=out), f32, np.float32),
+        ("exp", lambda x, out=None: exp(x, out=out), f32, np.float32),
+        ("exp2", lambda x, out=None: exp2(x, out=out), f32, np.float32),
+        ("softplus", lambda x, out=None: softplus(x, out=out), f32, np.float32),
+        ("silu", lambda x, out=None: silu(x, out=out), f32, np.float32),
+        ("sigmoid", lambda x, out=None: sigmoid(x, out=out), f32, np.float32),
+        ("silu_backward", lambda x, out=None: silu_backward(x[::-1].copy(), x, out=out), f32, np.float32),
+    ]
+
+
+@pytest.mark.parametrize("case", _elementwise_cases(), ids=lambda c: c[0])
+def test_elementwise_out_any_layout_in_place_and_aliases(case):
+    name, fn, make, odt = case
+    rng = np.random.default_rng(len(name))
+    shape = (33, 70)
+    x = make(rng, shape)
+    want = fn(x)
+    assert want.dtype == odt and want.shape == shape
+    raw = lambda a: a.view(np.uint8)                                   # noqa: E731
+    for out in (np.empty(shape, odt), np.empty(shape, odt, order="F"), np.empty((33, 140), odt)[:, ::2],
+                np.empty((40, 70), odt)[3:36]):
+        assert fn(x, out=out) is out
+        assert np.array_equal(raw(np.ascontiguousarray(out)), raw(want))
+    if odt == x.dtype:                                    # in place: out is the input itself
+        y = x.copy()
+        assert fn(y, out=y) is y and np.array_equal(raw(y), raw(want))
+        # a shifted view of the input: read before written, through a stand-in
+        buf = np.concatenate([x.reshape(-1), x.reshape(-1)[:7]])
+        src, dst = buf[:x.size].reshape(shape), buf[7:7 + x.size].reshape(shape)
+        assert fn(src, out=dst) is dst and np.array_equal(raw(dst), raw(want))
+    with pytest.raises(TypeError, match="out"):
+        fn(x, out=[0] * x.size)
+    with pytest.raises(ValueError, match="out"):
+        fn(x, out=np.empty((33, 71), odt))
+    with pytest.raises(ValueError, match="out"):
+        fn(x, out=np.empty(shape, np.float64 if odt != np.float64 else np.float32))
+    ro = np.empty(shape, odt)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="out.*writeable"):
+        fn(x, out=ro)
+
+
+def test_scan_out_never_overwrites_what_the_backward_keeps():
+    from lutcore.ops.scan import selective_scan_backward, selective_scan_forward
+    rng = np.random.default_rng(9)
+    b, L, D, N = 2, 9, 7, 4
+    u = rng.standard_normal((b, L, D)).astype(np.float32)
+    delta = rng.standard_normal((b, L, D)).astype(np.float32)
+    A = -np.exp(rng.standard_normal((D, N))).astype(np.float32)
+    B = rng.standard_normal((b, L, N)).astype(np.float32)
+    C = rng.standard_normal((b, L, N)).astype(np.float32)
+    dy = rng.standard_normal((b, L, D)).astype(np.float32)
+    y0, _, ctx0 = selective_scan_forward(u, delta, A, B, C)
+    g0 = selective_scan_backward(dy, ctx=ctx0)
+    u2 = u.copy()
+    y, _, ctx = selective_scan_forward(u2, delta, A, B, C, out=u2)      # out is the input u
+    assert y is u2 and np.array_equal(y.view(np.uint32), y0.view(np.uint32))
+    g = selective_scan_backward(dy, ctx=ctx)
+    for k in g0:
+        if g0[k] is not None:
+            assert np.array_equal(g[k].view(np.uint32), g0[k].view(np.uint32)), k
+    big = np.zeros((b, L, D + 3), np.float32)
+    y, _, _ = selective_scan_forward(u, delta, A, B, C, out=big[:, :, 1:D + 1])
+    assert np.array_equal(y.view(np.uint32), y0.view(np.uint32)) and np.all(big[:, :, 0] == 0)

@@ -1,7 +1,8 @@
 """Requantizer, ReLU table and fp16 rounding over whole arrays.
 
-Each takes any shape, returns the same shape, accepts ``out=`` (same shape,
-C-contiguous) so hot loops reuse memory, and copies non-contiguous inputs.
+Each takes any shape, returns the same shape, accepts ``out=`` (any writeable
+array of that shape and dtype; a C-contiguous one, or the input itself, is written
+in place) so hot loops reuse memory, and copies non-contiguous inputs.
 fp16 functions take float32 only: converting float64 first would round twice.
 """
 from __future__ import annotations
@@ -30,10 +31,11 @@ def _arr(x, name, dtype):
     return _check.array(x, name, dtype)
 
 
-def _out(out, shape, dtype):
+def _out(out, shape, dtype, x):
+    """The array the kernel writes (see _check.out_flat; ``out=x`` runs in place)."""
     if out is None:
         return np.empty(shape, dtype)
-    return _check.out_array(out, "out", shape, dtype)
+    return _check.out_flat(out, "out", shape, dtype, x)
 
 
 def requant(acc, shift: int, units: Units | None = None, threads: int | None = None, out=None):
@@ -48,20 +50,20 @@ def requant(acc, shift: int, units: Units | None = None, threads: int | None = N
         raise TypeError(f"shift: expected an int in [0, 31], got {type(shift).__name__}")
     if not 0 <= shift <= 31:
         raise ValueError(f"shift: expected an int in [0, 31], got {shift}")
-    o = _out(out, acc.shape, np.int8)
+    o = _out(out, acc.shape, np.int8, acc)
     is_clamp, lo, hi = units._requant_clamp
     _e.requant(o.reshape(-1), acc.reshape(-1), int(shift), units.requant_lut, lo, hi, is_clamp,
                _simd.isa(), resolve_threads(threads))
-    return o
+    return _check.out_done(out, o)
 
 
 def relu8(x, units: Units | None = None, threads: int | None = None, out=None):
     """int8 -> int8 through the ReLU table: ``relu_lut[x & 0xff]``."""
     units = _resolve_units(units)
     x = _arr(x, "x", np.int8)
-    o = _out(out, x.shape, np.int8)
+    o = _out(out, x.shape, np.int8, x)
     _e.relu8(o.reshape(-1), x.reshape(-1), units.relu_lut, resolve_threads(threads))
-    return o
+    return _check.out_done(out, o)
 
 
 def fp16_encode(x, mode: str = "nearest", threads: int | None = None, out=None):
@@ -69,9 +71,9 @@ def fp16_encode(x, mode: str = "nearest", threads: int | None = None, out=None):
     bit for bit; 'truncate' rounds toward zero (finite overflow -> 65504)."""
     m = _mode(mode)
     x = _arr(x, "x", np.float32)
-    o = _out(out, x.shape, np.uint16)
+    o = _out(out, x.shape, np.uint16, x)
     _e.fp16_encode(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
-    return o
+    return _check.out_done(out, o)
 
 
 def fp16_decode(bits, threads: int | None = None, out=None):
@@ -79,9 +81,9 @@ def fp16_decode(bits, threads: int | None = None, out=None):
     if isinstance(bits, np.ndarray) and bits.dtype == np.float16:
         bits = bits.view(np.uint16)
     h = _arr(bits, "bits", np.uint16)
-    o = _out(out, h.shape, np.float32)
+    o = _out(out, h.shape, np.float32, h)
     _e.fp16_decode(o.reshape(-1), h.reshape(-1), _simd.isa(), resolve_threads(threads))
-    return o
+    return _check.out_done(out, o)
 
 
 def fp16_round(x, mode: str = "nearest", threads: int | None = None, out=None):
@@ -89,6 +91,6 @@ def fp16_round(x, mode: str = "nearest", threads: int | None = None, out=None):
     ``out`` may be ``x`` itself (in place)."""
     m = _mode(mode)
     x = _arr(x, "x", np.float32)
-    o = _out(out, x.shape, np.float32)
+    o = _out(out, x.shape, np.float32, x)
     _e.fp16_round(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
-    return o
+    return _check.out_done(out, o)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lutcore import _simd
+from lutcore import _check, _simd
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
 
@@ -19,20 +19,19 @@ def _float_array(x, name):
     return np.ascontiguousarray(x)
 
 
-def _out_like(x, out):
-    """A fresh array like x, or the caller's ``out`` checked against it."""
+def _out_like(x, out, *inputs):
+    """The array the kernel writes: a fresh one like x, or the caller's ``out``
+    (see _check.out_flat: ``out=x`` runs in place)."""
     if out is None:
         return np.empty_like(x)
-    if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
-        raise ValueError(f"out: expected a C-contiguous {x.dtype} array of shape {x.shape}")
-    return out
+    return _check.out_flat(out, "out", x.shape, x.dtype, *inputs)
 
 
 def _apply(x, fn: int, name: str, threads, out):
     x = _float_array(x, "x")
-    out = _out_like(x, out)
-    _m.mathfn(out, x, fn, _simd.isa(), resolve_threads(threads))
-    return out
+    o = _out_like(x, out, x)
+    _m.mathfn(o, x, fn, _simd.isa(), resolve_threads(threads))
+    return _check.out_done(out, o)
 
 
 def exp(x, threads=None, out=None):
@@ -65,17 +64,17 @@ def silu_backward(dy, x, dy2=None, threads=None, out=None):
         if g.shape != x.shape or g.dtype != x.dtype:
             raise ValueError(f"{name}: expected {x.dtype} {x.shape} like x, got {g.dtype} {g.shape}")
         arrs.append(np.ascontiguousarray(g))
-    out = _out_like(x, out)
+    o = _out_like(x, out, x, *arrs)
     if x.dtype == np.float64:
         g = arrs[0] + arrs[1] if len(arrs) > 1 else arrs[0]
         s = sigmoid(x)
-        out[...] = (1 - s) * x
-        out += 1
-        out *= s
-        out *= g
-        return out
-    _m.silu_bwd(out, arrs[0], arrs[1] if len(arrs) > 1 else None, x, _simd.isa(), resolve_threads(threads))
-    return out
+        o[...] = (1 - s) * x
+        o += 1
+        o *= s
+        o *= g
+        return _check.out_done(out, o)
+    _m.silu_bwd(o, arrs[0], arrs[1] if len(arrs) > 1 else None, x, _simd.isa(), resolve_threads(threads))
+    return _check.out_done(out, o)
 
 
 def sigmoid(x, threads=None, out=None):

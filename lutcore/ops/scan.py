@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from lutcore import _simd, _workspace
+from lutcore import _check, _simd, _workspace
 from lutcore._alloc import reusing
 from lutcore._native import mamba as _m
 from lutcore._threads import resolve_threads
@@ -106,12 +106,9 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
     chunk = int(chunk)
     if chunk <= 0:
         raise ValueError(f"chunk: expected a positive int, got {chunk}")
-    if out is None:
-        y = np.empty((bsz, L, Dm), dt)
-    else:
-        if out.shape != (bsz, L, Dm) or out.dtype != dt or not out.flags.c_contiguous:
-            raise ValueError(f"out: expected a C-contiguous {dt} array of shape {(bsz, L, Dm)}")
-        y = out
+    # out may not share memory with an input: the context keeps the inputs for the backward
+    y = np.empty((bsz, L, Dm), dt) if out is None else _check.out_flat(
+        out, "out", (bsz, L, Dm), dt, u, delta, A, B, C, D, z, delta_bias, h0, same_ok=False)
     nck = -(-L // chunk) if L else 0
     hs = np.empty((bsz, nck, Dm, N), dt) if save_for_backward else None
     ypre = np.empty((bsz, L, Dm), dt) if (save_for_backward and z is not None) else None
@@ -123,8 +120,11 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
                 bool(delta_softplus), zoh, _simd.isa(), resolve_threads(threads))
     ctx = None
     if save_for_backward:
-        ctx = ScanContext(u, delta, A, B, C, D, z, delta_bias, h0, bool(delta_softplus), zoh, hs, ypre, chunk)
-    return y, last, ctx
+        kept = [u, delta, A, B, C, D, z, delta_bias, h0]
+        if y is not out and out is not None:     # y goes into out, over an input: keep that input's copy
+            kept = [x.copy() if x is not None and np.may_share_memory(x, out) else x for x in kept]
+        ctx = ScanContext(*kept, bool(delta_softplus), zoh, hs, ypre, chunk)
+    return _check.out_done(out, y), last, ctx
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True,

@@ -4,6 +4,7 @@ interrupted save never damages what was there."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
@@ -97,11 +98,40 @@ def _read_bf16(fname, names, dtype):
         return out
 
 
+MODEL_FILES = ("config.json", SINGLE, INDEX, "model-*-of-*.safetensors")
+
+
+def _fsync_path(p, flags=os.O_RDONLY):
+    fd = os.open(p, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
-def atomic_dir(path):
-    """Yield a temporary directory beside ``path``; on success fsync its files and
-    swap it into place (the old directory is removed only after the rename)."""
-    path = os.path.abspath(os.fspath(path))
+def atomic_dir(path, owned=MODEL_FILES):
+    """Yield a temporary directory beside ``path`` to write into; on success fsync
+    its files and put them in place.  Nothing of the user's is lost:
+
+    * a new ``path``, or a directory holding only files this save writes or
+      ``owned`` names (fnmatch patterns: files of an earlier save, such as the
+      shards of a sharded checkpoint), is swapped whole: one rename, so a reader
+      sees the old set or the new one, never a mix;
+    * a directory holding anything else keeps it: the new files replace their
+      namesakes one by one (each rename atomic), then ``owned`` files the new
+      save does not write (a stale index or shard) are removed; nothing else is
+      touched.
+
+    A failure before that point leaves ``path`` as it was.  A ``path`` that is
+    an existing file, or that does not resolve (``missing/..``), is refused."""
+    given = os.fspath(path)
+    path = os.path.abspath(given)
+    if os.path.exists(given) != os.path.exists(path):
+        raise ValueError(f"path: {given!r} does not name a directory (it resolves only after "
+                         f"normalising to {path!r})")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"path: {given!r} exists and is not a directory")
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=parent)
@@ -110,25 +140,28 @@ def atomic_dir(path):
     os.chmod(tmp, 0o777 & ~umask)          # mkdtemp makes 0700; a checkpoint is an ordinary directory
     try:
         yield tmp
-        for name in os.listdir(tmp):
-            fd = os.open(os.path.join(tmp, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        old = None
-        if os.path.exists(path):
+        new = sorted(os.listdir(tmp))
+        for name in new:
+            _fsync_path(os.path.join(tmp, name))
+        ours = lambda n: n in new or any(fnmatch.fnmatchcase(n, pat) for pat in owned)    # noqa: E731
+        if not os.path.exists(path):
+            os.replace(tmp, path)
+        elif all(ours(n) and os.path.isfile(os.path.join(path, n)) for n in os.listdir(path)):
             old = tempfile.mkdtemp(prefix=".old-" + os.path.basename(path) + "-", dir=parent)
             os.rmdir(old)
             os.replace(path, old)
-        os.replace(tmp, path)
-        if old:
+            os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
-        dfd = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        else:                              # the user's files stay: ours go in one by one
+            for name in new:
+                os.replace(os.path.join(tmp, name), os.path.join(path, name))
+            os.rmdir(tmp)
+            for n in os.listdir(path):
+                f = os.path.join(path, n)
+                if n not in new and ours(n) and os.path.isfile(f):
+                    os.remove(f)
+            _fsync_path(path)
+        _fsync_path(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

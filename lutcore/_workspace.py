@@ -17,7 +17,7 @@ _local = threading.local()
 def scratch(purpose: str, count: int, dtype) -> np.ndarray:
     """A 1-D array of ``count`` elements of ``dtype``, contents undefined."""
     dtype = np.dtype(dtype)
-    nbytes = max(int(count) * dtype.itemsize, 1)
+    nbytes = max(int(count), 1) * dtype.itemsize
     bufs = getattr(_local, "bufs", None)
     if bufs is None:
         bufs = _local.bufs = {}

@@ -693,18 +693,50 @@ def _files(d):
     return {f: (d / f).read_bytes() for f in sorted(os.listdir(d))}
 
 
-def test_save_replaces_existing_directory(tmp_path):
+def test_save_replaces_its_files_and_keeps_the_users(tmp_path):
     d = tmp_path / "ck"
     m1 = MambaLM(_small_cfg(seed=1))
     m1.save_pretrained(d)
     (d / "marker.txt").write_text("old")
+    (d / "notes").mkdir()
     m2 = _perturb(MambaLM(_small_cfg(seed=2)), np.random.default_rng(91))
     m2.save_pretrained(d)
-    assert sorted(os.listdir(d)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(d)) == ["config.json", "marker.txt", "model.safetensors", "notes"]
+    assert (d / "marker.txt").read_text() == "old"
     back = MambaLM.from_pretrained(d)
     for k, v in m2.parameters().items():
         assert np.array_equal(back.parameters()[k], v), k
     assert sorted(os.listdir(tmp_path)) == ["ck"]              # no temporary leftovers
+    # an earlier sharded save's index and shards go (the index would win over the new file)
+    for name in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
+        (d / name).write_text("{}")
+    m1.save_pretrained(d)
+    assert sorted(os.listdir(d)) == ["config.json", "marker.txt", "model.safetensors", "notes"]
+    back = MambaLM.from_pretrained(d)
+    for k, v in m1.parameters().items():
+        assert np.array_equal(back.parameters()[k], v), k
+    # a directory of only our files is swapped whole (one rename)
+    d2 = tmp_path / "only"
+    m1.save_pretrained(d2)
+    ino = os.stat(d2).st_ino
+    m2.save_pretrained(d2)
+    assert os.stat(d2).st_ino != ino and sorted(os.listdir(d2)) == ["config.json", "model.safetensors"]
+
+
+def test_save_refuses_a_file_and_an_unresolvable_path(tmp_path, monkeypatch):
+    m = MambaLM(_small_cfg(seed=1))
+    f = tmp_path / "file.txt"
+    f.write_text("mine")
+    with pytest.raises(ValueError, match="not a directory"):
+        m.save_pretrained(f)
+    assert f.read_text() == "mine"
+    (tmp_path / "keep.txt").write_text("keep")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="path"):
+        m.save_pretrained("missing/..")                        # would have named the working directory
+    assert sorted(os.listdir(tmp_path)) == ["file.txt", "keep.txt"]
+    m.save_pretrained(".")                                     # the working directory: files go in beside
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "file.txt", "keep.txt", "model.safetensors"]
 
 
 def test_failed_save_keeps_previous_checkpoint(tmp_path, monkeypatch):

@@ -447,3 +447,37 @@ def test_backward_bad_dy():
 def test_bad_threads(threads):
     with pytest.raises(ValueError):
         ops.selective_scan(**_valid(), threads=threads)
+
+
+def test_missing_inputs_zero_sizes_and_a_tampered_context():
+    """None for a required array is a TypeError naming it (dy had reached the kernel as
+    NULL); zero-size problems give zero gradients; a context whose arrays no longer fit
+    together is refused before the kernel indexes them."""
+    import dataclasses
+    from lutcore.ops.scan import (causal_conv1d_backward, selective_scan_backward,
+                                  selective_scan_forward)
+    rng = np.random.default_rng(4)
+    b, L, D, N = 2, 6, 5, 3
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)          # noqa: E731
+    u, delta, A, B, C, z = f(b, L, D), f(b, L, D), -np.exp(f(D, N)), f(b, L, N), f(b, L, N), f(b, L, D)
+    _, _, ctx = selective_scan_forward(u, delta, A, B, C, z=z)
+    with pytest.raises(TypeError, match="dy"):
+        selective_scan_backward(None, ctx=ctx)
+    with pytest.raises(TypeError, match="dy"):
+        selective_scan_backward(None, u, delta, A, B, C)
+    with pytest.raises(TypeError, match="u, delta, A, B, C: required"):
+        selective_scan_backward(u, ctx=None)
+    with pytest.raises(TypeError, match="dy"):
+        causal_conv1d_backward(None, u, f(D, 4))
+    with pytest.raises(TypeError, match="ctx"):
+        selective_scan_backward(u, ctx={})
+    for field, bad in (("A", f(1, N)), ("chunk", 1), ("chunk", 0), ("B", f(b, L + 1, N)),
+                       ("ypre", None), ("u", u.astype(np.float64))):
+        with pytest.raises(ValueError, match="ctx"):
+            selective_scan_backward(u, ctx=dataclasses.replace(ctx, **{field: bad}))
+    for shape in ((0, L, D, N), (b, 0, D, N), (b, L, 0, N)):
+        bb, LL, DD, NN = shape
+        args = f(bb, LL, DD), f(bb, LL, DD), -np.ones((DD, NN), np.float32), f(bb, LL, NN), f(bb, LL, NN)
+        _, _, c0 = selective_scan_forward(*args, D=np.ones(DD, np.float32), z=f(bb, LL, DD))
+        g = selective_scan_backward(f(bb, LL, DD), ctx=c0)
+        assert all(np.all(v == 0) for v in g.values()), shape

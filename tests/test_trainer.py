@@ -435,6 +435,25 @@ def test_interrupted_save_leaves_previous_checkpoint(tmp_path, monkeypatch):
     assert state_bytes(resumed) == state_bytes(straight)
 
 
+def test_checkpoint_keeps_the_users_files(tmp_path):
+    """save_checkpoint into a directory that holds other files keeps them (it swaps the
+    directory whole only when it holds nothing but an earlier checkpoint)."""
+    kw = _train_kw(dict(mixed_precision=False, grad_accum=1))
+    tr = Trainer(tiny_model(), lr=1e-2, seed=3)
+    tr.train(TEXT, max_steps=2, **kw)
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "loss.png").write_bytes(b"png")
+    tr.save_checkpoint(d)
+    tr.train(TEXT, max_steps=3, **kw)
+    tr.save_checkpoint(d)
+    assert (d / "loss.png").read_bytes() == b"png"
+    assert Trainer.resume(d).global_step == 3
+    with pytest.raises(ValueError, match="not a directory"):
+        tr.save_checkpoint(d / "loss.png")
+    assert (d / "loss.png").read_bytes() == b"png"
+
+
 def test_resume_without_trainer_json(tmp_path):
     d = tmp_path / "empty"
     d.mkdir()

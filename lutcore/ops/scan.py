@@ -40,6 +40,41 @@ def _dtype_of(u, name="u"):
     return u.dtype
 
 
+def _need(x, name, dtype, shape):
+    """A required array argument (see _arr)."""
+    if x is None:
+        raise TypeError(f"{name}: expected a {dtype} array of shape {tuple(shape)}, got None")
+    return _arr(x, name, dtype, shape)
+
+
+def _check_ctx(ctx):
+    """The context of a forward: a ScanContext whose arrays still fit together (the
+    kernel indexes them by the shapes of u and A)."""
+    if not isinstance(ctx, ScanContext):
+        raise TypeError(f"ctx: expected the ScanContext of selective_scan_forward, got {type(ctx).__name__}")
+    if not isinstance(ctx.u, np.ndarray) or ctx.u.ndim != 3 or not isinstance(ctx.A, np.ndarray) or ctx.A.ndim != 2:
+        raise ValueError("ctx: u must be (batch, L, D) and A (D, N) arrays")
+    dt = ctx.u.dtype
+    bsz, L, Dm = ctx.u.shape
+    N = ctx.A.shape[1]
+    chunk = ctx.chunk
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk <= 0:
+        raise ValueError(f"ctx: chunk must be a positive int, got {chunk!r}")
+    nck = -(-L // int(chunk)) if L else 0
+    want = {"u": (bsz, L, Dm), "delta": (bsz, L, Dm), "A": (Dm, N), "B": (bsz, L, N), "C": (bsz, L, N),
+            "D": (Dm,), "z": (bsz, L, Dm), "delta_bias": (Dm,), "initial_state": (bsz, Dm, N),
+            "chunk_states": (bsz, nck, Dm, N), "ypre": (bsz, L, Dm)}
+    for name, shape in want.items():
+        x = getattr(ctx, name)
+        if x is None and name in ("D", "delta_bias", "initial_state", "z", "ypre"):
+            continue
+        if not isinstance(x, np.ndarray) or x.dtype != dt or x.shape != shape or not x.flags.c_contiguous:
+            got = f"{x.dtype} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+            raise ValueError(f"ctx: {name} must be a C-contiguous {dt} array of shape {shape}, got {got}")
+    if (ctx.z is None) != (ctx.ypre is None):
+        raise ValueError("ctx: z and ypre go together")
+
+
 def _arr(x, name, dtype, shape):
     if x is None:
         return None
@@ -99,8 +134,9 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
                            discretization="zoh", initial_state=None, return_last_state=False,
                            threads=None, save_for_backward=True, chunk=CHUNK, out=None):
     """Forward scan; returns ``(y, last_state or None, ScanContext or None)``."""
-    if delta is None or B is None or C is None:
-        raise TypeError("delta, B, C: required")
+    missing = [k for k, v in (("u", u), ("delta", delta), ("A", A), ("B", B), ("C", C)) if v is None]
+    if missing:
+        raise TypeError(f"{', '.join(missing)}: required, got None")
     dt, bsz, L, Dm, N, u, delta, A, B, C, D, z, delta_bias, h0 = _validate(
         u, delta, A, B, C, D, z, delta_bias, initial_state, discretization)
     chunk = int(chunk)
@@ -153,10 +189,11 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
         _, _, ctx = selective_scan_forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                            discretization, initial_state, False, threads,
                                            save_for_backward=True)
+    _check_ctx(ctx)
     dt = ctx.u.dtype
     bsz, L, Dm = ctx.u.shape
     N = ctx.A.shape[1]
-    dy = _arr(dy, "dy", dt, (bsz, L, Dm))
+    dy = _need(dy, "dy", dt, (bsz, L, Dm))
     nt = resolve_threads(threads)
     ng = -(-Dm // _m.GROUP_CHANNELS) if Dm else 0
     g = {
@@ -213,7 +250,7 @@ def causal_conv1d(x, weight, bias=None, threads=None):
 def causal_conv1d_backward(dy, x, weight, bias=None, threads=None):
     """Returns ``(dx, dweight, dbias)`` of ``sum(dy * causal_conv1d(x, weight, bias))``."""
     dt, x, wt, _ = _conv_args(x, weight, bias)
-    dy = _arr(dy, "dy", dt, x.shape)
+    dy = _need(dy, "dy", dt, x.shape)
     dx = np.empty_like(x)
     dwt = np.empty_like(wt)
     db = np.empty(x.shape[2], dt)

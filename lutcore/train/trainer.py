@@ -244,9 +244,10 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path) -> None:
-        """Write the whole training state into directory ``path`` atomically."""
+        """Write the whole training state into directory ``path`` atomically (see
+        ``lutcore._io.atomic_dir``: other files in the directory are kept)."""
         from safetensors.numpy import save_file
-        from lutcore._io import atomic_dir
+        from lutcore._io import MODEL_FILES, atomic_dir
         model = self.model
         cls = type(model).__name__
         if cls not in MODEL_CLASSES():
@@ -264,7 +265,7 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "tokenizer": self.tokenizer.spec(), "history": self.history,
         }
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json")) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in model.parameters().items()},
                       os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             mom = {f"m.{k}": v for k, v in self.optimizer.m.items()}

@@ -56,6 +56,41 @@ def array(x, name: str, dtype, ndim: int | tuple | None = None, *, kind: str | N
     return np.ascontiguousarray(x)
 
 
+def int_arg(v, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An int (numpy integers too; not bool, not a float) in [lo, hi]."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(v).__name__} {v!r}")
+    v = int(v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else (f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
+        raise ValueError(f"{name}: expected an int {rng}, got {v}")
+    return v
+
+
+def float_arg(v, name: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+              hi_open: bool = False) -> float:
+    """A finite real number (int or float, numpy scalars too; not bool) within the bounds."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected a number, got {type(v).__name__} {v!r}")
+    v = float(v)
+    bad = not np.isfinite(v)
+    bad = bad or (lo is not None and (v <= lo if lo_open else v < lo))
+    bad = bad or (hi is not None and (v >= hi if hi_open else v > hi))
+    if bad:
+        parts = []
+        if lo is not None:
+            parts.append(f"{'>' if lo_open else '>='} {lo}")
+        if hi is not None:
+            parts.append(f"{'<' if hi_open else '<='} {hi}")
+        raise ValueError(f"{name}: expected a finite number{' ' + ' and '.join(parts) if parts else ''}, got {v}")
+    return v
+
+
+def seed_arg(v, name: str = "seed"):
+    """None, or a non-negative int (what numpy's default_rng takes as a seed)."""
+    return None if v is None else int_arg(v, name, lo=0)
+
+
 def positive_int(v, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: expected a positive int, got {type(v).__name__} {v!r}")

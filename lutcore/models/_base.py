@@ -33,6 +33,33 @@ class LanguageModel:
         """Integer (batch, L) ids in [0, vocab) (a 1-D sequence becomes one row)."""
         return _check.token_ids(ids, name, self.config.vocab_size, ndim=2)
 
+    def _ids(self, ids, name="ids") -> np.ndarray:
+        return self._token_ids(ids, name)
+
+    def _pair(self, ids, targets):
+        """(ids, targets) for a loss: token ids of one shape, at least one token."""
+        ids = self._ids(ids)
+        targets = self._ids(targets, "targets")
+        if targets.shape != ids.shape:
+            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        if ids.size == 0:
+            raise ValueError(f"ids: the loss averages over tokens, got none (shape {ids.shape})")
+        return ids, targets
+
+    def _grads(self, grads):
+        """The caller's gradient dict checked against the parameters (added into), or a zeroed one."""
+        if grads is None:
+            return self.zero_grads()
+        if not isinstance(grads, dict):
+            raise TypeError(f"grads: expected a dict {{name: array}} like parameters(), got {type(grads).__name__}")
+        for k, v in self._params.items():
+            g = grads.get(k)
+            if not isinstance(g, np.ndarray) or g.shape != v.shape or g.dtype != v.dtype or not g.flags.writeable:
+                got = "missing" if g is None else (f"{g.dtype} {g.shape}" if isinstance(g, np.ndarray)
+                                                   else type(g).__name__)
+                raise ValueError(f"grads: {k!r} must be a writeable {v.dtype} array of shape {v.shape}, got {got}")
+        return grads
+
     def parameters(self) -> dict:
         """{name: array} — the live arrays (write-through)."""
         return self._params

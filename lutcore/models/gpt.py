@@ -288,10 +288,7 @@ class GPT(LanguageModel):
     __call__ = forward
 
     def loss(self, ids, targets) -> float:
-        ids = self._ids(ids)
-        targets = self._ids(targets, "targets")
-        if targets.shape != ids.shape:
-            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        ids, targets = self._pair(ids, targets)
         return nn.cross_entropy(self.forward(ids), targets)[0]
 
     @reusing
@@ -300,15 +297,11 @@ class GPT(LanguageModel):
 
         Gradients are ADDED into ``grads`` when given (accumulation), else a
         fresh zeroed dict is returned."""
-        ids = self._ids(ids)
-        targets = self._ids(targets, "targets")
-        if targets.shape != ids.shape:
-            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        ids, targets = self._pair(ids, targets)
+        grads = self._grads(grads)
         cfg, P = self.config, self._params
         logits, (caches, hf, lnf) = self._forward(ids, save=True)
         loss, dlogits = nn.cross_entropy(logits, targets)
-        if grads is None:
-            grads = self.zero_grads()
         dhf = nn.linear_bwd(dlogits, hf, P["wte"], grads["wte"], None, self._mm)            # tied head
         dh = nn.layernorm_bwd(dhf, P["ln_f.weight"], lnf, grads["ln_f.weight"], grads["ln_f.bias"])
         for i in reversed(range(cfg.layers)):
@@ -323,14 +316,16 @@ class GPT(LanguageModel):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt).
 
         Each new token re-runs the forward over the last ``context`` tokens (no KV cache)."""
-        from lutcore.sampling import pick_token
+        from lutcore.sampling import check_sampling, pick_token
         one = np.ndim(ids) == 1
         seq = self._tokens(ids)
         if seq.shape[1] == 0:
             raise ValueError("ids: the prompt must hold at least one token")
+        max_new_tokens = _check.int_arg(max_new_tokens, "max_new_tokens", lo=0)
+        temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
         ctx = self.config.context
-        rng = np.random.default_rng(seed)
-        for _ in range(int(max_new_tokens)):
+        rng = np.random.default_rng(_check.seed_arg(seed))
+        for _ in range(max_new_tokens):
             logits = self.forward(seq[:, -ctx:])[:, -1]                                      # (B, V)
             nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
             seq = np.concatenate([seq, nxt[:, None]], axis=1)

@@ -413,8 +413,8 @@ class MambaLM(LanguageModel):
     __call__ = forward
 
     def loss(self, ids, targets) -> float:
-        logits = self.forward(ids)
-        return nn.cross_entropy(logits, self._ids(targets, "targets"))[0]
+        ids, targets = self._pair(ids, targets)
+        return nn.cross_entropy(self.forward(ids), targets)[0]
 
     @reusing
     def loss_and_grads(self, ids, targets, grads: dict | None = None):
@@ -422,14 +422,10 @@ class MambaLM(LanguageModel):
 
         Gradients are ADDED into ``grads`` when given (accumulation), else a
         fresh zeroed dict is returned."""
-        ids = self._ids(ids)
-        targets = self._ids(targets, "targets")
-        if targets.shape != ids.shape:
-            raise ValueError(f"targets: expected shape {ids.shape} like ids, got {targets.shape}")
+        ids, targets = self._pair(ids, targets)
+        grads = self._grads(grads)
         logits, (ids, caches, h, hf, rstd) = self._forward(ids, save=True)
         loss, dlogits = nn.cross_entropy(logits, targets)
-        if grads is None:
-            grads = self.zero_grads()
         hname = "backbone.embeddings.weight" if self.config.tie_embeddings else "lm_head.weight"
         dhf = nn.linear_bwd(dlogits, hf, self.head_weight, grads[hname], None, self._head_mm)
         dh = nn.rmsnorm_bwd(dhf, h, self._params["backbone.norm_f.weight"], rstd, grads["backbone.norm_f.weight"])
@@ -453,12 +449,29 @@ class MambaLM(LanguageModel):
         if state is None:
             state = self.init_state(tok.shape[0])
         else:
-            state = [(c.copy(), h.copy()) for c, h in state]
+            state = self._check_state(state, tok.shape[0])
         x = self._params["backbone.embeddings.weight"][tok]
         for blk, st in zip(self.blocks, state):
             x = blk.step(x, st)
         hf, _ = nn.rmsnorm_fwd(x, self._params["backbone.norm_f.weight"], self.config.rms_eps)
         return nn.linear_fwd(hf, self.head_weight, None, self._head_mm), state
+
+    def _check_state(self, state, batch):
+        """A copy of a decoding state for ``batch`` sequences, checked against this model."""
+        want = self.init_state(batch)
+        if not isinstance(state, (list, tuple)) or len(state) != len(want):
+            got = f"{len(state)} entries" if isinstance(state, (list, tuple)) else type(state).__name__
+            raise ValueError(f"state: expected a list of {len(want)} (conv, ssm) pairs (init_state / step), got {got}")
+        out = []
+        for i, (pair, (c0, h0)) in enumerate(zip(state, want)):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise ValueError(f"state: layer {i}: expected a (conv, ssm) pair, got {type(pair).__name__}")
+            c, h = (np.asarray(x) for x in pair)
+            if c.shape != c0.shape or h.shape != h0.shape or c.dtype.kind != "f" or h.dtype.kind != "f":
+                raise ValueError(f"state: layer {i}: expected float arrays of shapes {c0.shape} and {h0.shape} "
+                                 f"(batch {batch}), got {c.dtype} {c.shape} and {h.dtype} {h.shape}")
+            out.append((c.astype(self.dtype, copy=True), h.astype(self.dtype, copy=True)))
+        return out
 
     @staticmethod
     def save_state(state, path) -> None:
@@ -491,18 +504,20 @@ class MambaLM(LanguageModel):
 
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt)."""
-        from lutcore.sampling import pick_token
+        from lutcore.sampling import check_sampling, pick_token
         arr = np.asarray(ids)
         one = arr.ndim == 1
         ids2 = self._ids(arr)
         if ids2.shape[1] == 0:
             raise ValueError("ids: the prompt must hold at least one token")
-        rng = np.random.default_rng(seed)
+        max_new_tokens = _check.int_arg(max_new_tokens, "max_new_tokens", lo=0)
+        temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+        rng = np.random.default_rng(_check.seed_arg(seed))
         state = None
         for t in range(ids2.shape[1]):
             logits, state = self.step(ids2[:, t], state)
         out = [ids2]
-        for _ in range(int(max_new_tokens)):
+        for _ in range(max_new_tokens):
             nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
             out.append(nxt[:, None])
             logits, state = self.step(nxt, state)

@@ -210,16 +210,17 @@ class Pipeline:
         graph, which decodes ``decode_chunk`` tokens per execution, for each token of
         a chunk once the chunk is back).
         """
+        from lutcore.sampling import check_sampling
         ids = self._ids(ids)
-        n_new = int(max_new_tokens)
-        if n_new < 0:
-            raise ValueError(f"max_new_tokens: expected >= 0, got {max_new_tokens}")
-        p = ids.size if prompt_len is None else int(prompt_len)
+        n_new = _check.int_arg(max_new_tokens, "max_new_tokens", lo=0)
+        temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+        seed = _check.seed_arg(seed)
+        p = ids.size if prompt_len is None else _check.int_arg(prompt_len, "prompt_len")
         if not 1 <= p <= ids.size:
             raise ValueError(f"prompt_len: expected 1..{ids.size}, got {prompt_len}")
-        if temperature and temperature > 0 and seed is None:
+        if temperature > 0 and seed is None:
             seed = int(np.random.SeedSequence().entropy % (1 << 63))
-        stop = set() if stop_ids is None else {int(s) for s in np.atleast_1d(stop_ids)}
+        stop = set() if stop_ids is None else {_check.int_arg(s, "stop_ids") for s in np.atleast_1d(stop_ids).tolist()}
         out = [int(t) for t in ids]
         if n_new == 0:
             return ids.copy()

@@ -506,8 +506,9 @@ class Stage:
     def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, seed=None) -> int:
         """Greedy for temperature 0 (ties to the lowest id), else a draw from
         ``np.random.default_rng(seed)`` (see ``lutcore.sampling.pick_token``)."""
-        from lutcore.sampling import pick_token
-        rng = None if not temperature or temperature <= 0 else np.random.default_rng(seed)
+        from lutcore.sampling import check_sampling, pick_token
+        temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+        rng = None if temperature == 0 else np.random.default_rng(seed)
         return pick_token(logits, temperature, top_k, top_p, rng)
 
     def nbytes(self) -> int:

@@ -7,9 +7,22 @@ import math
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.ops.elementwise import fp16_round
 
 __all__ = ["DynamicLossScaler", "fp16_view", "has_overflow"]
+
+
+def _scaler_args(init_scale, growth_factor, backoff_factor, growth_interval, min_scale, where=""):
+    """The scaler's settings checked: (scale, growth, backoff, interval, floor)."""
+    scale = _check.float_arg(init_scale, where + "init_scale", lo=0.0, lo_open=True)
+    gf = _check.float_arg(growth_factor, where + "growth_factor", lo=1.0)
+    bf = _check.float_arg(backoff_factor, where + "backoff_factor", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    gi = _check.int_arg(growth_interval, where + "growth_interval", lo=1)
+    ms = _check.float_arg(min_scale, where + "min_scale", lo=0.0, lo_open=True)
+    if ms > scale:
+        raise ValueError(f"{where}min_scale: expected <= init_scale ({scale}), got {ms}")
+    return scale, gf, bf, gi, ms
 
 
 def has_overflow(grads) -> bool:
@@ -25,12 +38,8 @@ def fp16_view(params: dict) -> dict:
 class DynamicLossScaler:
     def __init__(self, init_scale=2.0 ** 14, growth_factor=2.0, backoff_factor=0.5, growth_interval=200,
                  min_scale=1.0):
-        if init_scale <= 0 or growth_factor < 1 or not 0 < backoff_factor < 1 or growth_interval < 1 or min_scale <= 0:
-            raise ValueError("DynamicLossScaler: need init_scale > 0, growth_factor >= 1, "
-                             "0 < backoff_factor < 1, growth_interval >= 1, min_scale > 0")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval, self.min_scale = int(growth_interval), float(min_scale)
+        self.scale, self.growth_factor, self.backoff_factor, self.growth_interval, self.min_scale = _scaler_args(
+            init_scale, growth_factor, backoff_factor, growth_interval, min_scale)
         self.overflows = 0
         self.skipped = 0
         self._clean = 0
@@ -42,6 +51,7 @@ class DynamicLossScaler:
     def unscale(self, grads, factor: float = 1.0) -> None:
         """Divide gradients by the scale (and by ``factor``, e.g. the number of
         accumulated micro-batches), in place."""
+        factor = _check.float_arg(factor, "factor", lo=0.0, lo_open=True)
         inv = np.float32(1.0 / (self.scale * factor))
         for g in (grads.values() if isinstance(grads, dict) else grads):
             g *= inv
@@ -68,7 +78,13 @@ class DynamicLossScaler:
                 "overflows": self.overflows, "skipped": self.skipped, "clean": self._clean}
 
     def load_state_dict(self, sd: dict) -> None:
-        self.scale = float(sd["scale"])
-        self.growth_factor, self.backoff_factor = float(sd["growth_factor"]), float(sd["backoff_factor"])
-        self.growth_interval, self.min_scale = int(sd["growth_interval"]), float(sd["min_scale"])
-        self.overflows, self.skipped, self._clean = int(sd["overflows"]), int(sd["skipped"]), int(sd["clean"])
+        keys = ("scale", "growth_factor", "backoff_factor", "growth_interval", "min_scale", "overflows", "skipped",
+                "clean")
+        if not isinstance(sd, dict) or any(k not in sd for k in keys):
+            raise ValueError(f"state_dict: expected a dict with {list(keys)} (from state_dict()), got "
+                             f"{sorted(sd) if isinstance(sd, dict) else type(sd).__name__}")
+        scale, gf, bf, gi, ms = _scaler_args(sd["scale"], sd["growth_factor"], sd["backoff_factor"],
+                                             sd["growth_interval"], sd["min_scale"], "state_dict: ")
+        counts = [_check.int_arg(sd[k], f"state_dict: {k}", lo=0) for k in ("overflows", "skipped", "clean")]
+        self.scale, self.growth_factor, self.backoff_factor, self.growth_interval, self.min_scale = scale, gf, bf, gi, ms
+        self.overflows, self.skipped, self._clean = counts

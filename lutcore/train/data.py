@@ -64,7 +64,8 @@ def make_windows(ids: np.ndarray, seq_len: int) -> list[np.ndarray]:
 
 def epoch_batches(windows: list[np.ndarray], batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
     """Deterministic (seed, epoch) order; each batch is an int64 (b, len+1) array."""
-    rng = np.random.default_rng([int(seed), int(epoch)])
+    batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
+    rng = np.random.default_rng([_check.int_arg(seed, "seed", lo=0), _check.int_arg(epoch, "epoch", lo=0)])
     order = rng.permutation(len(windows))
     by_len: dict[int, list[int]] = {}
     for i in order:

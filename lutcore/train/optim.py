@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from lutcore import _simd
+from lutcore import _check, _simd
 from lutcore._native import optim as _o
 from lutcore._threads import resolve_threads
 
@@ -32,7 +32,14 @@ def _f32(a, name):
 def global_grad_norm(grads: dict, threads=None) -> float:
     """L2 norm over every gradient (float64 sum, names in sorted order; each
     tensor summed in fixed chunks — one native call for all of them)."""
+    if not isinstance(grads, dict):
+        raise TypeError(f"grads: expected a dict {{name: array}}, got {type(grads).__name__}")
     names = sorted(grads)
+    for n in names:
+        g = grads[n]
+        if not isinstance(g, np.ndarray) or g.dtype.kind != "f":
+            raise TypeError(f"grads[{n!r}]: expected a float numpy array, got "
+                            f"{getattr(g, 'dtype', type(g).__name__)}")
     xs = [np.ascontiguousarray(grads[n], dtype=np.float32) for n in names]
     total = 0.0
     for s in _o.sumsq_multi(xs, _simd.isa(), resolve_threads(threads)):
@@ -43,12 +50,26 @@ def global_grad_norm(grads: dict, threads=None) -> float:
 def clip_grad_norm(grads: dict, max_norm: float, threads=None) -> float:
     """Scale all gradients in place so their global norm is at most ``max_norm``
     (factor max_norm / (norm + 1e-6), as torch); returns the pre-clip norm."""
+    if max_norm is not None:
+        max_norm = _check.float_arg(max_norm, "max_norm", lo=0.0, lo_open=True)
     norm = global_grad_norm(grads, threads)
     if max_norm is not None and math.isfinite(norm) and norm > max_norm:
         c = np.float32(max_norm / (norm + 1e-6))
         for g in grads.values():
             g *= c
     return norm
+
+
+def _hyper(lr, betas, eps, weight_decay, max_delta, where=""):
+    """AdamW's hyperparameters checked: (lr, (b1, b2), eps, weight_decay, max_delta) as floats."""
+    lr = _check.float_arg(lr, where + "lr", lo=0.0)
+    if not isinstance(betas, (tuple, list, np.ndarray)) or len(betas) != 2:
+        raise ValueError(f"{where}betas: expected two numbers (beta1, beta2) in [0, 1), got {betas!r}")
+    b = tuple(_check.float_arg(x, f"{where}betas[{i}]", lo=0.0, hi=1.0, hi_open=True) for i, x in enumerate(betas))
+    eps = _check.float_arg(eps, where + "eps", lo=0.0, lo_open=True)
+    wd = _check.float_arg(weight_decay, where + "weight_decay", lo=0.0)
+    md = _check.float_arg(max_delta, where + "max_delta", lo=0.0)
+    return lr, b, eps, wd, md
 
 
 class AdamW:
@@ -67,12 +88,8 @@ class AdamW:
         for k, v in params.items():
             _f32(v, f"params[{k!r}]")
         self.params = params
-        self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
-        self.weight_decay, self.max_delta = float(weight_decay), float(max_delta)
-        if not (0 <= self.betas[0] < 1 and 0 <= self.betas[1] < 1):
-            raise ValueError(f"betas: expected values in [0, 1), got {betas}")
-        if self.lr < 0 or self.eps <= 0 or self.max_delta < 0:
-            raise ValueError("lr >= 0, eps > 0 and max_delta >= 0 are required")
+        self.lr, self.betas, self.eps, self.weight_decay, self.max_delta = _hyper(
+            lr, betas, eps, weight_decay, max_delta)
         self.threads = threads
         self.m: dict[str, np.ndarray] = {}
         self.v: dict[str, np.ndarray] = {}
@@ -86,6 +103,12 @@ class AdamW:
         ``max_grad_norm`` clips the (scaled) global norm, fused into the pass.
         A step whose gradients hold any NaN/Inf changes nothing and is counted
         in ``skipped``.  Returns {step, skipped, grad_norm, clip_factor}."""
+        if not isinstance(grads, dict):
+            raise TypeError(f"grads: expected a dict {{name: array}}, got {type(grads).__name__}")
+        if max_grad_norm is not None:
+            max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
+        grad_scale = _check.float_arg(grad_scale, "grad_scale", lo=0.0, lo_open=True)
+        self.lr = _check.float_arg(self.lr, "lr", lo=0.0)
         for k, g in grads.items():
             if k not in self.params:
                 raise KeyError(f"grads: {k!r} is not a parameter of this optimizer")
@@ -120,13 +143,21 @@ class AdamW:
                 "m": {k: v.copy() for k, v in self.m.items()}, "v": {k: v.copy() for k, v in self.v.items()}}
 
     def load_state_dict(self, sd: dict) -> None:
+        if not isinstance(sd, dict):
+            raise TypeError(f"state_dict: expected a dict (from state_dict()), got {type(sd).__name__}")
+        missing = [k for k in ("t", "lr", "betas", "eps", "weight_decay", "max_delta", "m", "v") if k not in sd]
+        if missing:
+            raise ValueError(f"state_dict: missing {missing} (expected what state_dict() returns)")
         for k in ("m", "v"):
+            if not isinstance(sd[k], dict):
+                raise TypeError(f"state_dict: {k} must be a dict {{name: array}}, got {type(sd[k]).__name__}")
             for name, arr in sd[k].items():
                 if name not in self.params or np.shape(arr) != self.params[name].shape:
                     raise ValueError(f"state_dict: moment {k}[{name!r}] does not match the parameters")
-        self.t, self.skipped = int(sd["t"]), int(sd.get("skipped", 0))
-        self.lr, self.betas = float(sd["lr"]), tuple(float(b) for b in sd["betas"])
-        self.eps, self.weight_decay = float(sd["eps"]), float(sd["weight_decay"])
-        self.max_delta = float(sd["max_delta"])
+        hyper = _hyper(sd["lr"], sd["betas"], sd["eps"], sd["weight_decay"], sd["max_delta"], "state_dict: ")
+        t = _check.int_arg(sd["t"], "state_dict: t", lo=0)
+        skipped = _check.int_arg(sd.get("skipped", 0), "state_dict: skipped", lo=0)
+        self.t, self.skipped = t, skipped
+        self.lr, self.betas, self.eps, self.weight_decay, self.max_delta = hyper
         self.m = {k: np.array(v, np.float32) for k, v in sd["m"].items()}
         self.v = {k: np.array(v, np.float32) for k, v in sd["v"].items()}

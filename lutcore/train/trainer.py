@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from lutcore import __version__
+from lutcore import __version__, _check
 from lutcore.ops.elementwise import fp16_round
 from lutcore.tokenizer import Tokenizer
 from lutcore.train import data as _data
@@ -58,6 +58,11 @@ class Trainer:
                  max_delta: float = 0.0, seed: int = 0, threads=None):
         if not hasattr(model, "parameters") or not hasattr(model, "loss_and_grads"):
             raise TypeError("model: expected an object with parameters() and loss_and_grads(ids, targets)")
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            raise TypeError(f"tokenizer: expected a lutcore Tokenizer (Tokenizer.bytes(), Tokenizer.from_file), "
+                            f"got {type(tokenizer).__name__}")
+        if optimizer is not None and not isinstance(optimizer, AdamW):
+            raise TypeError(f"optimizer: expected a lutcore AdamW, got {type(optimizer).__name__}")
         self.model = model
         self.tokenizer = tokenizer or Tokenizer.bytes()
         vocab = getattr(getattr(model, "config", None), "vocab_size", None)
@@ -68,7 +73,7 @@ class Trainer:
                                             weight_decay=weight_decay, max_delta=max_delta, threads=threads)
         self.base_max_delta = self.optimizer.max_delta
         self.scaler: DynamicLossScaler | None = None
-        self.seed = int(seed)
+        self.seed = _check.int_arg(seed, "seed", lo=0)
         self.threads = threads
         self.global_step = 0
         self.position = {"epoch": 0, "batch": 0, "fingerprint": None}
@@ -115,6 +120,12 @@ class Trainer:
                         ("grad_accum", grad_accum)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}: expected a positive int, got {v!r}")
+        if max_grad_norm is not None:
+            max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
+        if max_delta is not None:
+            max_delta = _check.float_arg(max_delta, "max_delta", lo=0.0)
+        if max_steps is not None:
+            max_steps = _check.int_arg(max_steps, "max_steps", lo=0)
         ids = self._tokens(data)
         windows = _data.make_windows(ids, int(seq_len))
         fp = _data.fingerprint(ids, int(seq_len), int(batch_size))
@@ -185,8 +196,10 @@ class Trainer:
     # ------------------------------------------------------------ evaluation
     def evaluate(self, data, seq_len: int = 128, batch_size: int = 8) -> dict:
         """Mean loss (per predicted token), perplexity, bits per token, top-1 accuracy."""
+        seq_len = _check.int_arg(seq_len, "seq_len", lo=1)
+        batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
         ids = self._tokens(data)
-        windows = _data.make_windows(ids, int(seq_len))
+        windows = _data.make_windows(ids, seq_len)
         total, correct, count = 0.0, 0, 0
         from lutcore.models import _layers as nn
         by_len: dict[int, list] = {}
@@ -302,7 +315,11 @@ class Trainer:
         if units is not None:
             from lutcore.units import resolve
             units = resolve(units)
-            if meta.get("units_digest") and units.digest != meta["units_digest"]:
+            if not meta.get("units_digest"):
+                raise ValueError(f"units: checkpoint {path!r} was trained in float32, so resuming it through "
+                                 f"{units.name!r} would not continue the same run; resume it without units= (or "
+                                 f"load its model and start a new Trainer through the units)")
+            if units.digest != meta["units_digest"]:
                 raise ValueError(f"units: digest {units.digest[:16]} differs from the checkpoint's "
                                  f"{meta['units_digest'][:16]}")
             kw = {"units": units, "unit_backward": meta.get("unit_backward", False)}

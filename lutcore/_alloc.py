@@ -59,7 +59,6 @@ def empty_cache() -> None:
 
 def set_cache_limit(nbytes: int) -> None:
     """Most bytes the cache may hold (oldest blocks are freed first)."""
-    nbytes = int(nbytes)
-    if nbytes < 0:
-        raise ValueError(f"nbytes: expected a non-negative int, got {nbytes}")
+    from lutcore import _check
+    nbytes = _check.int_arg(nbytes, "nbytes", lo=0, hi=1 << 62)
     _a.set_limit(nbytes)

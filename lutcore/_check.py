@@ -53,7 +53,13 @@ def array(x, name: str, dtype, ndim: int | tuple | None = None, *, kind: str | N
         if x.ndim not in nd:
             want = " or ".join(f"{d}-D" for d in nd)
             raise ValueError(f"{name}: expected a {want} array, got shape {x.shape}")
-    return np.ascontiguousarray(x)
+    return contiguous(x)
+
+
+def contiguous(x: np.ndarray) -> np.ndarray:
+    """``x`` C-contiguous, copied only if it is not; a 0-d array stays 0-d
+    (``np.ascontiguousarray`` would make it (1,))."""
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def int_arg(v, name: str, lo: int | None = None, hi: int | None = None) -> int:

@@ -16,16 +16,34 @@ SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
 
+def load_json(fname) -> dict:
+    """A JSON object from ``fname``; anything else is a ValueError naming the file."""
+    with open(fname, encoding="utf-8") as fh:
+        try:
+            obj = json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{fname}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{fname}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def load_tensors(fname) -> dict:
+    """Every tensor of a safetensors file (numpy); a damaged file is a ValueError naming it."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    try:
+        return load_file(fname)
+    except (SafetensorError, ValueError, TypeError) as e:
+        raise ValueError(f"{fname}: not a readable safetensors file ({e})") from None
+
+
 def read_config(path) -> dict:
     path = os.fspath(path)
     f = os.path.join(path, "config.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"path: no config.json in {path!r}")
-    with open(f) as fh:
-        try:
-            return json.load(fh)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{f}: not valid JSON ({e})") from None
+    return load_json(f)
 
 
 def safetensors_files(path) -> dict[str, str]:
@@ -34,14 +52,18 @@ def safetensors_files(path) -> dict[str, str]:
     path = os.fspath(path)
     idx = os.path.join(path, INDEX)
     if os.path.isfile(idx):
-        with open(idx) as fh:
-            wm = json.load(fh).get("weight_map", {})
+        wm = load_json(idx).get("weight_map", {})
+        if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+            raise ValueError(f"{idx}: weight_map must map tensor names to file names")
         return {k: os.path.join(path, v) for k, v in wm.items()}
     single = os.path.join(path, SINGLE)
     if not os.path.isfile(single):
         raise FileNotFoundError(f"path: no {SINGLE} or {INDEX} in {path!r}")
-    with safe_open(single, framework="numpy") as f:
-        return {k: single for k in f.keys()}
+    try:
+        with safe_open(single, framework="numpy") as f:
+            return {k: single for k in f.keys()}
+    except Exception as e:                 # noqa: BLE001 - safetensors raises its own error types
+        raise ValueError(f"{single}: not a readable safetensors file ({e})") from None
 
 
 def _to_dtype(name, arr, dtype):
@@ -69,7 +91,9 @@ def read_safetensors(path, names=None, dtype=np.float32) -> dict:
                     out[n] = _to_dtype(n, f.get_tensor(n), dtype)
         except Exception as e:     # bf16 is not a numpy dtype: read through the raw bytes
             if "bfloat16" not in str(e) and "bf16" not in str(e).lower():
-                raise
+                if isinstance(e, (FileNotFoundError, PermissionError)):
+                    raise
+                raise ValueError(f"{fname}: not a readable safetensors file ({e})") from None
             out.update(_read_bf16(fname, ns, dtype))
     return out
 

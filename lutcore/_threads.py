@@ -2,7 +2,8 @@
 
 ``None`` resolves at call time, in the calling thread: the value given to
 ``lutcore.set_num_threads`` if any, else OpenMP's max threads (so
-``OMP_NUM_THREADS`` and threadpoolctl are honoured).  0 or negative is an error.
+``OMP_NUM_THREADS`` and threadpoolctl are honoured).  0, negative or more than
+MAX_THREADS is an error.
 Without OpenMP every kernel is serial and this returns 1.
 """
 from __future__ import annotations
@@ -14,11 +15,14 @@ from lutcore._native import _cpu
 _default: int | None = None
 
 
+MAX_THREADS = 4096     # an OpenMP team larger than this is a typo, not a machine
+
+
 def _check(n, name="threads"):
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"{name}: expected a positive int or None, got {type(n).__name__} {n!r}")
-    if n <= 0:
-        raise ValueError(f"{name}: expected a positive int or None, got {n}")
+    if not 0 < n <= MAX_THREADS:
+        raise ValueError(f"{name}: expected a positive int <= {MAX_THREADS} or None, got {n}")
     return int(n)
 
 

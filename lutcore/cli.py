@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -301,6 +302,27 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def _arg_type(kind, lo, lo_open=False, hi=None, hi_open=False):
+    """An argparse type: an int or a finite float within the bounds (argparse names the flag)."""
+    def parse(text):
+        try:
+            v = int(text) if kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an int' if kind is int else 'a number'}, got {text!r}")
+        bad = (kind is float and not math.isfinite(v)) or (v <= lo if lo_open else v < lo)
+        bad = bad or (hi is not None and (v >= hi if hi_open else v > hi))
+        if bad:
+            rng = f"{'>' if lo_open else '>='} {lo}" + (f" and {'<' if hi_open else '<='} {hi}" if hi is not None else "")
+            raise argparse.ArgumentTypeError(f"expected a {'finite ' if kind is float else ''}value {rng}, got {text}")
+        return v
+    parse.__name__ = "int" if kind is int else "float"
+    return parse
+
+
+POS_INT, NONNEG_INT = _arg_type(int, 1), _arg_type(int, 0)
+NONNEG_FLOAT, POS_FLOAT = _arg_type(float, 0.0), _arg_type(float, 0.0, lo_open=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -308,73 +330,73 @@ def main(argv=None) -> int:
     t.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
     t.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
     g = t.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=int, default=1000, help="optimizer steps (default 1000)")
-    g.add_argument("--epochs", type=int, help="train whole epochs instead of --steps")
-    t.add_argument("--d-model", type=int, default=128)
-    t.add_argument("--layers", type=int, default=3)
-    t.add_argument("--d-state", type=int, default=16)
-    t.add_argument("--seq-len", type=int, default=128)
-    t.add_argument("--batch-size", type=int, default=8)
-    t.add_argument("--grad-accum", type=int, default=1)
-    t.add_argument("--lr", type=float, default=3e-3)
-    t.add_argument("--weight-decay", type=float, default=0.01)
-    t.add_argument("--clip", type=float, default=1.0, help="max global grad norm")
+    g.add_argument("--steps", type=POS_INT, default=1000, help="optimizer steps (default 1000)")
+    g.add_argument("--epochs", type=POS_INT, help="train whole epochs instead of --steps")
+    t.add_argument("--d-model", type=POS_INT, default=128)
+    t.add_argument("--layers", type=POS_INT, default=3)
+    t.add_argument("--d-state", type=POS_INT, default=16)
+    t.add_argument("--seq-len", type=POS_INT, default=128)
+    t.add_argument("--batch-size", type=POS_INT, default=8)
+    t.add_argument("--grad-accum", type=POS_INT, default=1)
+    t.add_argument("--lr", type=NONNEG_FLOAT, default=3e-3)
+    t.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.01)
+    t.add_argument("--clip", type=POS_FLOAT, default=1.0, help="max global grad norm")
     t.add_argument("--mixed-precision", action="store_true", help="fp16 compute view + dynamic loss scaling")
     t.add_argument("--units", help="run matmuls through units: exact, a directory, or an approximate "
                                    "multiplier name (truncated:K, mitchell, reduced:BITS)")
     t.add_argument("--unit-backward", action="store_true", help="also run backward matmuls through the units")
     t.add_argument("--out", default="lutcore-run", help="output directory (checkpoint/, loss.png)")
     t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threads", type=int)
+    t.add_argument("--seed", type=NONNEG_INT, default=0)
+    t.add_argument("--threads", type=POS_INT)
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
-    t.add_argument("--sample-tokens", type=int, default=120)
+    t.add_argument("--sample-tokens", type=NONNEG_INT, default=120)
     t.set_defaults(fn=cmd_train)
     ge = sub.add_parser("generate", help="generate text from a checkpoint (--checkpoint) or a Hugging Face "
                                          "model split into pipeline stages (--model)")
     ge.add_argument("--checkpoint", help="a lutcore training checkpoint directory")
     ge.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba)")
-    ge.add_argument("--stages", type=int, default=1, help="with --model: pipeline stages (default 1)")
+    ge.add_argument("--stages", type=POS_INT, default=1, help="with --model: pipeline stages (default 1)")
     ge.add_argument("--ray", action="store_true", help="with --model: one Ray actor per stage")
     ge.add_argument("--units", help="with --model: run matmuls through units (exact, a directory, or an "
                                     "approximate multiplier name); default float32")
-    ge.add_argument("--threads", type=int, help="with --model: lutcore kernel threads")
+    ge.add_argument("--threads", type=POS_INT, help="with --model: lutcore kernel threads")
     ge.add_argument("--prompt", required=True)
-    ge.add_argument("--max-new-tokens", type=int, default=200)
-    ge.add_argument("--temperature", type=float, default=0.0)
-    ge.add_argument("--top-k", type=int)
-    ge.add_argument("--top-p", type=float)
-    ge.add_argument("--seed", type=int)
+    ge.add_argument("--max-new-tokens", type=NONNEG_INT, default=200)
+    ge.add_argument("--temperature", type=NONNEG_FLOAT, default=0.0)
+    ge.add_argument("--top-k", type=POS_INT)
+    ge.add_argument("--top-p", type=_arg_type(float, 0.0, lo_open=True, hi=1.0))
+    ge.add_argument("--seed", type=NONNEG_INT)
     ge.set_defaults(fn=cmd_pipeline_generate)
     ins = sub.add_parser("inspect", help="architecture, tensors and a stage plan of a Hugging Face checkpoint")
     ins.add_argument("path", metavar="DIR")
-    ins.add_argument("--stages", type=int, default=2, help="stages to plan for (default 2)")
+    ins.add_argument("--stages", type=POS_INT, default=2, help="stages to plan for (default 2)")
     ins.set_defaults(fn=cmd_inspect)
     ev = sub.add_parser("eval", help="loss / perplexity of a checkpoint on a text")
     ev.add_argument("--checkpoint", required=True)
     ev.add_argument("--data", help="text file (default: the built-in corpus)")
-    ev.add_argument("--seq-len", type=int, default=128)
-    ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--seq-len", type=POS_INT, default=128)
+    ev.add_argument("--batch-size", type=POS_INT, default=8)
     ev.set_defaults(fn=cmd_eval)
     c = sub.add_parser("compare", help="does training through the units hurt? float vs units fwd vs fwd+bwd")
     c.add_argument("--model", choices=("gpt", "mamba"), default="gpt")
     c.add_argument("--units", nargs="+", default=["exact"],
                    help="units specs: exact, truncated:K, mitchell, reduced:BITS or a directory "
                         "(default: exact; 'none' runs float only)")
-    c.add_argument("--steps", type=int, default=150)
-    c.add_argument("--dim", type=int, default=32)
-    c.add_argument("--context", type=int, default=32)
-    c.add_argument("--batch", type=int, default=8)
-    c.add_argument("--layers", type=int, default=2)
-    c.add_argument("--heads", type=int, default=2, help="attention heads (gpt)")
-    c.add_argument("--lr", type=float, default=0.02)
-    c.add_argument("--weight-decay", type=float, default=0.0)
-    c.add_argument("--clip", type=float, help="max global grad norm (default: no clipping)")
+    c.add_argument("--steps", type=POS_INT, default=150)
+    c.add_argument("--dim", type=POS_INT, default=32)
+    c.add_argument("--context", type=POS_INT, default=32)
+    c.add_argument("--batch", type=POS_INT, default=8)
+    c.add_argument("--layers", type=POS_INT, default=2)
+    c.add_argument("--heads", type=POS_INT, default=2, help="attention heads (gpt)")
+    c.add_argument("--lr", type=NONNEG_FLOAT, default=0.02)
+    c.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.0)
+    c.add_argument("--clip", type=POS_FLOAT, help="max global grad norm (default: no clipping)")
     c.add_argument("--two-pass", action="store_true", help="two-pass unit gradients (gpt)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=NONNEG_INT, default=0)
     c.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
     c.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
-    c.add_argument("--threads", type=int)
+    c.add_argument("--threads", type=POS_INT)
     c.add_argument("--out", default="lutcore-compare", help="output directory (compare.json, compare.png)")
     c.set_defaults(fn=cmd_compare)
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
@@ -386,11 +408,14 @@ def main(argv=None) -> int:
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")
     u.set_defaults(fn=cmd_units)
     d = sub.add_parser("demo", help="LUT GEMM / block-scaled matmul demo with throughput")
-    d.add_argument("--size", type=int, default=512)
+    d.add_argument("--size", type=POS_INT, default=512)
     d.set_defaults(fn=cmd_demo)
     sub.add_parser("config", help="print build and CPU configuration").set_defaults(
         fn=lambda a: (__import__("lutcore").show_config(), 0)[1])
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:               # --help (0) or a bad argument (2, already printed by argparse)
+        return e.code if isinstance(e.code, int) else 2
     try:
         return int(args.fn(args) or 0)
     except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as e:

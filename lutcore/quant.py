@@ -67,8 +67,11 @@ def _transposed_view(x) -> bool:
             and x.T.flags.c_contiguous)
 
 
+MAX_BLOCK = 1 << 20
+
+
 def _block(block) -> int:
-    return _check.positive_int(block, "block")
+    return _check.int_arg(block, "block", lo=1, hi=MAX_BLOCK)
 
 
 def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> Q8:
@@ -78,8 +81,7 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
     int8 code).  Non-contiguous input is copied.
     """
     block = _block(block)
-    if axis not in (-1, 0, 1):
-        raise ValueError(f"axis: expected 0, 1 or -1 for a 2-D array, got {axis!r}")
+    axis = _check.int_arg(axis, "axis", lo=-1, hi=1)
     ax = 1 if axis in (-1, 1) else 0
     nt = resolve_threads(threads)
     if _transposed_view(x):

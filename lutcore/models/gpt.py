@@ -63,8 +63,7 @@ class GPTConfig:
             _check.positive_int(getattr(self, f), f)
         if self.dim % self.heads:
             raise ValueError(f"heads: dim {self.dim} is not divisible by heads {self.heads}")
-        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
-            raise ValueError(f"ln_eps: expected a positive float, got {self.ln_eps!r}")
+        self.ln_eps = _check.float_arg(self.ln_eps, "ln_eps", lo=0.0, lo_open=True)
 
     @property
     def vocab_size(self) -> int:          # the name the Trainer (and MambaConfig) use

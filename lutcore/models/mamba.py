@@ -68,6 +68,16 @@ class MambaConfig:
             raise ValueError(f"discretization: expected 'zoh' or 'simplified', got {self.discretization!r}")
         if self.init not in ("mamba", "seed"):
             raise ValueError(f"init: expected 'mamba' or 'seed', got {self.init!r}")
+        if isinstance(self.dt_rank, bool):
+            raise ValueError(f"dt_rank: expected 'auto' or a positive int, got {self.dt_rank!r}")
+        for f in ("conv_bias", "bias", "tie_embeddings"):
+            if not isinstance(getattr(self, f), (bool, np.bool_)):
+                raise TypeError(f"{f}: expected True or False, got {getattr(self, f)!r}")
+        self.rms_eps = _check.float_arg(self.rms_eps, "rms_eps", lo=0.0, lo_open=True)
+        self.dt_min = _check.float_arg(self.dt_min, "dt_min", lo=0.0, lo_open=True)
+        self.dt_max = _check.float_arg(self.dt_max, "dt_max", lo=self.dt_min)
+        self.dt_init_floor = _check.float_arg(self.dt_init_floor, "dt_init_floor", lo=0.0, lo_open=True)
+        self.seed = _check.int_arg(self.seed, "seed", lo=0)
 
     @property
     def d_inner(self) -> int:
@@ -95,25 +105,39 @@ class MambaConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "MambaConfig":
+        if not isinstance(cfg, dict):
+            raise TypeError(f"config: expected a dict (config.json), got {type(cfg).__name__}")
         if cfg.get("model_type", "mamba") != "mamba":
             raise ValueError(f"unsupported architecture: {cfg.get('model_type')!r} (expected 'mamba')")
         missing = [k for k in ("hidden_size", "num_hidden_layers", "vocab_size") if k not in cfg]
         if missing:
             raise ValueError(f"config.json: missing required field(s) {missing}")
-        d = int(cfg["hidden_size"])
-        expand = int(cfg.get("expand", 2))
-        inter = int(cfg.get("intermediate_size", expand * d))
+
+        def num(key, default, f=_check.int_arg, **kw):
+            return f(cfg.get(key, default), f"config.json: {key}", **kw)
+
+        def flag(key, default):
+            v = cfg.get(key, default)
+            if not isinstance(v, bool):
+                raise TypeError(f"config.json: {key}: expected true or false, got {v!r}")
+            return v
+
+        d = num("hidden_size", None, lo=1)
+        expand = num("expand", 2, lo=1)
+        inter = num("intermediate_size", expand * d, lo=1)
         if inter % d:
             raise ValueError(f"config.json: intermediate_size {inter} is not a multiple of hidden_size {d}")
         extra = cfg.get("lutcore", {})
-        return cls(d_model=d, n_layer=int(cfg["num_hidden_layers"]), vocab_size=int(cfg["vocab_size"]),
-                   d_state=int(cfg.get("state_size", 16)), d_conv=int(cfg.get("conv_kernel", 4)),
-                   expand=inter // d, dt_rank=int(cfg.get("time_step_rank", math.ceil(d / 16))),
-                   conv_bias=bool(cfg.get("use_conv_bias", True)), bias=bool(cfg.get("use_bias", False)),
-                   rms_eps=float(cfg.get("layer_norm_epsilon", 1e-5)),
-                   tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        if not isinstance(extra, dict):
+            raise TypeError(f"config.json: lutcore: expected an object, got {type(extra).__name__}")
+        return cls(d_model=d, n_layer=num("num_hidden_layers", None, lo=1), vocab_size=num("vocab_size", None, lo=1),
+                   d_state=num("state_size", 16, lo=1), d_conv=num("conv_kernel", 4, lo=1),
+                   expand=inter // d, dt_rank=num("time_step_rank", math.ceil(d / 16), lo=1),
+                   conv_bias=flag("use_conv_bias", True), bias=flag("use_bias", False),
+                   rms_eps=num("layer_norm_epsilon", 1e-5, _check.float_arg, lo=0.0, lo_open=True),
+                   tie_embeddings=flag("tie_word_embeddings", True),
                    discretization=extra.get("discretization", "simplified"),
-                   init=extra.get("init", "mamba"), seed=int(extra.get("seed", 0)))
+                   init=extra.get("init", "mamba"), seed=_check.int_arg(extra.get("seed", 0), "config.json: lutcore.seed"))
 
 
 def _block_shapes(cfg: MambaConfig) -> dict:
@@ -485,8 +509,8 @@ class MambaLM(LanguageModel):
 
     def load_state(self, path):
         """Read a decoding state written by ``save_state``; checks it fits this model."""
-        from safetensors.numpy import load_file
-        t = load_file(os.fspath(path))
+        from lutcore._io import load_tensors
+        t = load_tensors(os.fspath(path))
         want = self.init_state(1)
         state = []
         for i, (c0, h0) in enumerate(want):

@@ -16,7 +16,7 @@ def _float_array(x, name):
     x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
-    return np.ascontiguousarray(x)
+    return _check.contiguous(x)
 
 
 def _out_like(x, out, *inputs):
@@ -63,7 +63,7 @@ def silu_backward(dy, x, dy2=None, threads=None, out=None):
         g = np.asarray(g)
         if g.shape != x.shape or g.dtype != x.dtype:
             raise ValueError(f"{name}: expected {x.dtype} {x.shape} like x, got {g.dtype} {g.shape}")
-        arrs.append(np.ascontiguousarray(g))
+        arrs.append(_check.contiguous(g))
     o = _out_like(x, out, x, *arrs)
     if x.dtype == np.float64:
         g = arrs[0] + arrs[1] if len(arrs) > 1 else arrs[0]

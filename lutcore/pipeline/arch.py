@@ -131,6 +131,12 @@ def _pos_int(cfg, name, value=None):
     return v
 
 
+def _pos_float(cfg, name, default):
+    """A positive finite number from the config (ints too; not bool)."""
+    from lutcore import _check
+    return _check.float_arg(cfg.get(name, default), f"config: {name}", lo=0.0, lo_open=True)
+
+
 def _rope(cfg):
     """(theta, scaling) from either rope_parameters (transformers >= 5) or
     rope_theta + rope_scaling (older configs)."""
@@ -157,12 +163,10 @@ def _rope(cfg):
             miss = [k for k in need if k not in scaling]
             if miss:
                 raise ValueError(f"config: rope_type {rt!r} needs {miss}")
-            scaling = {k: (float(scaling[k]) if k != "original_max_position_embeddings" else int(scaling[k]))
-                       for k in need}
+            scaling = {k: (_pos_float(scaling, k, None) if k != "original_max_position_embeddings"
+                           else _pos_int(scaling, k)) for k in need}
             scaling["rope_type"] = rt
-    if not isinstance(theta, (int, float)) or theta <= 0:
-        raise ValueError(f"config: rope_theta must be a positive number, got {theta!r}")
-    return float(theta), scaling
+    return _pos_float({"rope_theta": theta}, "rope_theta", None), scaling
 
 
 def _llama(cfg, mt):
@@ -170,7 +174,8 @@ def _llama(cfg, mt):
                    "vocab_size"], mt)
     C = _pos_int(cfg, "hidden_size")
     H = _pos_int(cfg, "num_attention_heads")
-    KV = _pos_int(cfg, "num_key_value_heads", cfg.get("num_key_value_heads") or H)
+    KV = _pos_int(cfg, "num_key_value_heads", H if cfg.get("num_key_value_heads") is None
+                  else cfg["num_key_value_heads"])
     nl = _pos_int(cfg, "num_hidden_layers")
     hd = cfg.get("head_dim")
     if hd is None:
@@ -197,7 +202,9 @@ def _llama(cfg, mt):
     if isinstance(lt, list) and len(lt) == nl:
         windows = tuple(sw if (t == "sliding_attention" and sw) else None for t in lt)
     elif mt == "qwen2":
-        mwl = int(cfg.get("max_window_layers", nl))
+        mwl = cfg.get("max_window_layers", nl)
+        if isinstance(mwl, bool) or not isinstance(mwl, int) or mwl < 0:
+            raise ValueError(f"config: max_window_layers must be a non-negative int, got {mwl!r}")
         windows = tuple(sw if (sw and i >= mwl) else None for i in range(nl))
     elif mt == "mistral":
         windows = tuple(sw for _ in range(nl))
@@ -208,7 +215,7 @@ def _llama(cfg, mt):
     return ArchSpec(
         model_type=mt, family="llama", hidden=C, layers=nl, vocab=_pos_int(cfg, "vocab_size"),
         heads=H, kv_heads=KV, head_dim=hd, inter=_pos_int(cfg, "intermediate_size"),
-        max_pos=None, norm="rms", norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope=True,
+        max_pos=None, norm="rms", norm_eps=_pos_float(cfg, "rms_norm_eps", 1e-6), rope=True,
         rope_theta=theta, rope_scaling=scaling, tie=bool(cfg.get("tie_word_embeddings", False)),
         qkv_fused=False, qkv_bias=(mt == "qwen2") or attn_bias, o_bias=attn_bias,
         mlp_bias=bool(cfg.get("mlp_bias", False)), gated=True, act=act, windows=windows)
@@ -228,7 +235,7 @@ def _gpt2(cfg):
         model_type="gpt2", family="gpt2", hidden=C, layers=_pos_int(cfg, "n_layer"),
         vocab=_pos_int(cfg, "vocab_size"), heads=H, kv_heads=H, head_dim=C // H,
         inter=_pos_int(cfg, "n_inner", inter), max_pos=_pos_int(cfg, "n_positions", cfg.get("n_positions", 1024)),
-        norm="ln", norm_eps=float(cfg.get("layer_norm_epsilon", 1e-5)), rope=False,
+        norm="ln", norm_eps=_pos_float(cfg, "layer_norm_epsilon", 1e-5), rope=False,
         tie=bool(cfg.get("tie_word_embeddings", True)), qkv_fused=True, qkv_bias=True, o_bias=True,
         mlp_bias=True, gated=False, act=act, attn_scale=bool(cfg.get("scale_attn_weights", True)),
         scale_by_layer=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)))

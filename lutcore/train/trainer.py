@@ -293,15 +293,18 @@ class Trainer:
     @classmethod
     def resume(cls, path, units=None, threads=None) -> "Trainer":
         """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint."""
-        from safetensors.numpy import load_file
+        from lutcore._io import load_json, load_tensors as load_file
         path = os.fspath(path)
         f = os.path.join(path, "trainer.json")
         if not os.path.isfile(f):
             raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
-        with open(f) as fh:
-            meta = json.load(fh)
+        meta = load_json(f)
         if meta.get("format") != CKPT_FORMAT:
             raise ValueError(f"checkpoint {path!r}: unknown format {meta.get('format')!r}")
+        missing = [k for k in ("model_class", "model_config", "optimizer", "tokenizer", "seed", "global_step")
+                   if k not in meta]
+        if missing:
+            raise ValueError(f"checkpoint {path!r}: trainer.json lacks {missing}")
         classes = MODEL_CLASSES()
         if meta["model_class"] not in classes:
             raise ValueError(f"checkpoint {path!r}: unknown model class {meta['model_class']!r}")

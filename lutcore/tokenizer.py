@@ -14,6 +14,9 @@ _CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
 
 class Tokenizer:
     def __init__(self, kind: str, hf=None, source: str | None = None):
+        if kind not in ("bytes", "chars", "hf") or (kind == "hf") != (hf is not None):
+            raise ValueError(f"kind: expected 'bytes' or 'chars' (or 'hf' with a tokenizers.Tokenizer) — use "
+                             f"Tokenizer.bytes(), .chars(), .from_file(path); got {kind!r}")
         self.kind, self._hf, self.source = kind, hf, source
         if kind == "chars":
             self._map = {c: i for i, c in enumerate(_CHARS)}
@@ -51,11 +54,15 @@ class Tokenizer:
     @classmethod
     def from_spec(cls, spec: dict) -> "Tokenizer":
         """Inverse of ``spec()`` (used by checkpoints)."""
-        if spec["kind"] == "bytes":
+        kind = spec.get("kind") if isinstance(spec, dict) else None
+        if kind == "bytes":
             return cls.bytes()
-        if spec["kind"] == "chars":
+        if kind == "chars":
             return cls.chars()
-        return cls.from_str(spec["json"], source=spec.get("source", "checkpoint"))
+        if kind == "hf" and isinstance(spec.get("json"), str):
+            return cls.from_str(spec["json"], source=spec.get("source", "checkpoint"))
+        raise ValueError(f"tokenizer spec: expected {{'kind': 'bytes' | 'chars'}} or {{'kind': 'hf', 'json': ...}} "
+                         f"(Tokenizer.spec()), got {spec!r:.200}")
 
     def spec(self) -> dict:
         if self.kind == "hf":
@@ -86,7 +93,14 @@ class Tokenizer:
         return np.array(self._hf.encode(text).ids, np.int64)
 
     def decode(self, ids) -> str:
-        ids = [int(i) for i in np.asarray(ids).reshape(-1)]
+        try:
+            arr = np.asarray(ids)
+        except ValueError:
+            arr = np.asarray(ids, dtype=object)
+        if arr.dtype.kind not in "iu" and (arr.size or arr.dtype == object):
+            got = "None or a ragged or mixed sequence" if arr.dtype == object else arr.dtype
+            raise TypeError(f"ids: expected integer token ids, got {got}")
+        ids = [int(i) for i in arr.reshape(-1)]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"ids: {len(bad)} id(s) outside [0, {self.vocab_size}) for the {self.name} "

@@ -169,3 +169,49 @@ def test_cli_flags_are_checked(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "o")
     assert main(["eval", "--checkpoint", str(tmp_path), "--batch-size", "-1"]) == 2
     assert "--batch-size" in capsys.readouterr().err
+
+
+def test_more_argument_checks():
+    from lutcore.ops.matmul import matmul
+    from lutcore.ops.scan import selective_scan_forward
+    from lutcore.tokenizer import Tokenizer
+    from lutcore.train.amp import fp16_view, has_overflow
+    from lutcore.train.data import load_tokens, make_windows
+    from lutcore.units import approx
+    t = Tokenizer.bytes()
+    raises(TypeError, "ids", t.decode, [65.9, 66.2])                       # was 'AB'
+    raises(TypeError, "ids", t.decode, [[1], [1, 2]])
+    raises(TypeError, "ids", t.decode, None)
+    raises(ValueError, "tokenizer spec", Tokenizer.from_spec, {})
+    raises(ValueError, "tokenizer spec", Tokenizer.from_spec, {"kind": "bogus"})
+    raises(ValueError, "kind", Tokenizer, "bogus")
+    raises(TypeError, "config", MambaLM, {"d_model": 8})
+    raises(TypeError, "config", MambaLM, GPTConfig())
+    raises(TypeError, "dtype", MambaLM, None, "foo")
+    raises(TypeError, "params", MambaLM, None, np.float32, [1])
+    raises(ValueError, "batch", tiny().init_state, -1)
+    raises(TypeError, "batch", tiny().init_state, 1.5)
+    raises(ValueError, "mode", lutcore.fp16_encode, np.ones(3, np.float32), mode=["x"])
+    x = np.ones((1, 4, 2), np.float32)
+    A = -np.ones((2, 3), np.float32)
+    Bm = np.ones((1, 4, 3), np.float32)
+    for chunk, exc in ((2.7, TypeError), ("4", TypeError), (True, TypeError), (0, ValueError), (2 ** 63, ValueError)):
+        raises(exc, "chunk", selective_scan_forward, x, x, A, Bm, Bm, chunk=chunk)
+    assert lutcore.Units.from_mul(lambda a, b: a * b).is_exact             # int8 inputs had wrapped
+    raises(ValueError, "k", approx.truncated, True)
+    f64 = np.ones((2, 3))
+    raises(TypeError, "a, b", matmul, f64, np.ones((3, 2), np.int64))
+    raises(ValueError, "a, b", matmul, np.ones(3), np.ones(3))
+    raises(ValueError, "do not multiply", matmul, f64, f64)
+    raises(ValueError, "out", matmul, f64, f64.T, accumulate=True)
+    opt = AdamW({"w": np.ones(2, np.float32)})
+    raises(ValueError, "zzz", opt.step, {"zzz": np.ones(2, np.float32)})
+    ro = np.ones(3, np.float32)
+    ro.flags.writeable = False
+    raises(ValueError, "read-only", clip_grad_norm, {"a": ro}, 0.5)
+    raises(TypeError, "grads", has_overflow, ["x"])
+    raises(TypeError, "params", fp16_view, [np.ones(2, np.float32)])
+    raises(TypeError, "tokenizer", load_tokens, "text", None)
+    raises(TypeError, "seq_len", make_windows, np.arange(10), 2.5)
+    raises(TypeError, "on_step", Trainer(tiny()).train, "hello world " * 10, seq_len=8, batch_size=2,
+           max_steps=1, on_step=3)

@@ -412,7 +412,7 @@ def test_bad_input(rng):
     opt = AdamW(params, lr=1e-2)
     snap = _snapshot(opt)
     good = _grads(rng, params)
-    with pytest.raises(KeyError, match="nope"):
+    with pytest.raises(ValueError, match="nope"):
         opt.step({**good, "nope": np.zeros(3, F32)})
     with pytest.raises(ValueError, match="w"):
         opt.step({**good, "w": np.zeros((13, 7), F32)})

@@ -164,8 +164,15 @@ class GPT(LanguageModel):
 
     def __init__(self, config: GPTConfig | None = None, units=None, unit_backward: bool = False,
                  dtype=np.float32, params: dict | None = None, threads=None, two_pass: bool = False):
+        if config is not None and not isinstance(config, GPTConfig):
+            raise TypeError(f"config: expected a GPTConfig (or None for the defaults), got {type(config).__name__}")
+        if params is not None and not isinstance(params, dict):
+            raise TypeError(f"params: expected a dict {{name: array}}, got {type(params).__name__}")
         self.config = config or GPTConfig()
-        self.dtype = np.dtype(dtype)
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
         self.unit_backward, self.two_pass, self.threads = bool(unit_backward), bool(two_pass), threads

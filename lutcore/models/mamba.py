@@ -347,8 +347,15 @@ class MambaLM(LanguageModel):
 
     def __init__(self, config: MambaConfig | None = None, dtype=np.float32, params: dict | None = None,
                  checkpoint_activations: bool = False, units=None, unit_backward: bool = False, threads=None):
+        if config is not None and not isinstance(config, MambaConfig):
+            raise TypeError(f"config: expected a MambaConfig (or None for the defaults), got {type(config).__name__}")
+        if params is not None and not isinstance(params, dict):
+            raise TypeError(f"params: expected a dict {{name: array}}, got {type(params).__name__}")
         self.config = config or MambaConfig()
-        self.dtype = np.dtype(dtype)
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
         self.checkpoint_activations = bool(checkpoint_activations)
@@ -462,6 +469,7 @@ class MambaLM(LanguageModel):
 
     # ---------------------------------------------------------------- decoding
     def init_state(self, batch: int = 1):
+        batch = _check.int_arg(batch, "batch", lo=1)
         cfg = self.config
         return [(np.zeros((batch, cfg.d_conv - 1, cfg.d_inner), self.dtype),
                  np.zeros((batch, cfg.d_inner, cfg.d_state), self.dtype)) for _ in range(cfg.n_layer)]

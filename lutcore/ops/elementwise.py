@@ -20,7 +20,7 @@ _MODES = {"nearest": 0, "truncate": 1}
 
 
 def _mode(mode) -> int:
-    if mode not in _MODES:
+    if not isinstance(mode, str) or mode not in _MODES:
         raise ValueError(f"mode: expected 'nearest' or 'truncate', got {mode!r}")
     return _MODES[mode]
 

@@ -73,15 +73,19 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
             raise ValueError("tri: not supported with a packed right operand")
         return _matmul_packed(a, b, out, accumulate, threads)
     b = np.asarray(b)
-    if a.dtype == np.float64 or b.dtype == np.float64:
-        if accumulate:
-            out += a @ b
-            return out
-        return np.matmul(a, b, out=out)
-    if a.dtype != np.float32 or b.dtype != np.float32:
+    if a.dtype not in (np.float32, np.float64) or b.dtype not in (np.float32, np.float64):
         raise TypeError(f"a, b: expected float32 (or float64), got {a.dtype} and {b.dtype}")
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise ValueError(f"a, b: expected two 2-D or two 3-D arrays, got shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2] or (a.ndim == 3 and a.shape[0] != b.shape[0]):
+        raise ValueError(f"a, b: shapes {a.shape} and {b.shape} do not multiply")
+    if a.dtype == np.float64 or b.dtype == np.float64:
+        if accumulate:
+            if out is None:
+                raise ValueError("out: accumulate=True needs an out array")
+            out += a @ b
+            return out
+        return np.matmul(a, b, out=out)
     batched = a.ndim == 3
     if not batched:
         a, b = a[None], b[None]

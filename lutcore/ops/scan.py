@@ -81,7 +81,7 @@ def _arr(x, name, dtype, shape):
     if not isinstance(x, np.ndarray):
         x = np.asarray(x)
     if x.dtype != dtype:
-        raise TypeError(f"{name}: expected dtype {dtype} (like u), got {x.dtype}")
+        raise TypeError(f"{name}: expected dtype {dtype} (like the first array argument), got {x.dtype}")
     if x.shape != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {x.shape}")
     return np.ascontiguousarray(x)
@@ -139,9 +139,7 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
         raise TypeError(f"{', '.join(missing)}: required, got None")
     dt, bsz, L, Dm, N, u, delta, A, B, C, D, z, delta_bias, h0 = _validate(
         u, delta, A, B, C, D, z, delta_bias, initial_state, discretization)
-    chunk = int(chunk)
-    if chunk <= 0:
-        raise ValueError(f"chunk: expected a positive int, got {chunk}")
+    chunk = _check.int_arg(chunk, "chunk", lo=1, hi=1 << 30)
     # out may not share memory with an input: the context keeps the inputs for the backward
     y = np.empty((bsz, L, Dm), dt) if out is None else _check.out_flat(
         out, "out", (bsz, L, Dm), dt, u, delta, A, B, C, D, z, delta_bias, h0, same_ok=False)

@@ -215,6 +215,8 @@ class Pipeline:
         n_new = _check.int_arg(max_new_tokens, "max_new_tokens", lo=0)
         temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
         seed = _check.seed_arg(seed)
+        if on_token is not None and not callable(on_token):
+            raise TypeError(f"on_token: expected a callable(n, token) or None, got {type(on_token).__name__}")
         p = ids.size if prompt_len is None else _check.int_arg(prompt_len, "prompt_len")
         if not 1 <= p <= ids.size:
             raise ValueError(f"prompt_len: expected 1..{ids.size}, got {prompt_len}")

@@ -26,12 +26,18 @@ def _scaler_args(init_scale, growth_factor, backoff_factor, growth_interval, min
 
 
 def has_overflow(grads) -> bool:
-    vals = grads.values() if isinstance(grads, dict) else grads
+    """Whether any gradient (a dict or a sequence of float arrays) holds a NaN or Inf."""
+    vals = list(grads.values() if isinstance(grads, dict) else grads)
+    for g in vals:
+        if not isinstance(g, np.ndarray) or g.dtype.kind != "f":
+            raise TypeError(f"grads: expected float arrays, got {getattr(g, 'dtype', type(g).__name__)}")
     return any(not np.isfinite(g).all() for g in vals)
 
 
 def fp16_view(params: dict) -> dict:
     """{name: fp16-rounded float32 copy} — what fp16 storage of the weights keeps."""
+    if not isinstance(params, dict):
+        raise TypeError(f"params: expected a dict {{name: array}}, got {type(params).__name__}")
     return {k: fp16_round(np.ascontiguousarray(v, np.float32)) for k, v in params.items()}
 
 

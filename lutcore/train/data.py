@@ -27,6 +27,9 @@ def builtin_corpus() -> str:
 def load_tokens(data, tokenizer) -> np.ndarray:
     """``data``: text (str), a path (os.PathLike, or a str naming an existing file),
     or token ids (sequence / array of ints)."""
+    from lutcore.tokenizer import Tokenizer
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"tokenizer: expected a lutcore Tokenizer, got {type(tokenizer).__name__}")
     if isinstance(data, os.PathLike) or (isinstance(data, str) and len(data) < 4096 and "\n" not in data
                                          and os.path.isfile(data)):
         path = os.fspath(data)
@@ -49,8 +52,7 @@ def load_tokens(data, tokenizer) -> np.ndarray:
 
 
 def make_windows(ids: np.ndarray, seq_len: int) -> list[np.ndarray]:
-    if seq_len < 1:
-        raise ValueError(f"seq_len: expected a positive int, got {seq_len}")
+    seq_len = _check.int_arg(seq_len, "seq_len", lo=1)
     out = []
     n = ids.size
     for start in range(0, n - 1, seq_len):

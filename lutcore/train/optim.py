@@ -53,6 +53,9 @@ def clip_grad_norm(grads: dict, max_norm: float, threads=None) -> float:
     if max_norm is not None:
         max_norm = _check.float_arg(max_norm, "max_norm", lo=0.0, lo_open=True)
     norm = global_grad_norm(grads, threads)
+    ro = [n for n, g in grads.items() if not g.flags.writeable]
+    if ro:
+        raise ValueError(f"grads: clipping scales them in place, but {ro} are read-only")
     if max_norm is not None and math.isfinite(norm) and norm > max_norm:
         c = np.float32(max_norm / (norm + 1e-6))
         for g in grads.values():
@@ -111,7 +114,7 @@ class AdamW:
         self.lr = _check.float_arg(self.lr, "lr", lo=0.0)
         for k, g in grads.items():
             if k not in self.params:
-                raise KeyError(f"grads: {k!r} is not a parameter of this optimizer")
+                raise ValueError(f"grads: {k!r} is not a parameter of this optimizer")
             _f32(g, f"grads[{k!r}]")
             if g.shape != self.params[k].shape:
                 raise ValueError(f"grads[{k!r}]: expected shape {self.params[k].shape}, got {g.shape}")

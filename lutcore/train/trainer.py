@@ -126,6 +126,9 @@ class Trainer:
             max_delta = _check.float_arg(max_delta, "max_delta", lo=0.0)
         if max_steps is not None:
             max_steps = _check.int_arg(max_steps, "max_steps", lo=0)
+        for name, cb in (("on_step", on_step), ("on_epoch_end", on_epoch_end)):
+            if cb is not None and not callable(cb):
+                raise TypeError(f"{name}: expected a callable or None, got {type(cb).__name__}")
         ids = self._tokens(data)
         windows = _data.make_windows(ids, int(seq_len))
         fp = _data.fingerprint(ids, int(seq_len), int(batch_size))

@@ -148,12 +148,14 @@ class Units:
 
     @classmethod
     def from_mul(cls, table_or_fn, requant=None, relu=None, *, name: str | None = None) -> "Units":
-        """From a (256,256)/(65536,) integer table or a function f(a, b) over int8 arrays."""
+        """From a (256,256)/(65536,) integer table or a function f(a, b): it is called
+        once with two (256, 256) int32 arrays holding every pair of int8 values
+        -128..127 (int32, so that ``a * b`` is the exact product, not an int8 wrap)."""
         if callable(table_or_fn):
             a, b = _int8_grid()
-            a8 = np.broadcast_to(a.astype(np.int8), (256, 256))
-            b8 = np.broadcast_to(b.astype(np.int8), (256, 256))
-            out = np.asarray(table_or_fn(a8, b8))
+            a32 = np.broadcast_to(a.astype(np.int32), (256, 256))
+            b32 = np.broadcast_to(b.astype(np.int32), (256, 256))
+            out = np.asarray(table_or_fn(a32, b32))
             if out.shape != (256, 256):
                 raise ValueError(f"table_or_fn: the function must return a (256, 256) array for "
                                  f"(256, 256) inputs, got shape {out.shape}")

@@ -37,7 +37,7 @@ def _signed(mag, a, b):
 
 
 def truncated(k: int = 4) -> Units:
-    if not isinstance(k, (int, np.integer)) or not 0 <= k <= 14:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= 14:
         raise ValueError(f"k: expected an int in [0, 14], got {k!r}")
     a, b = _grid()
     mag = (np.abs(a) * np.abs(b)) >> k << k
@@ -70,7 +70,7 @@ def mitchell() -> Units:
 
 
 def reduced_operands(bits: int = 4) -> Units:
-    if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 8:
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 8:
         raise ValueError(f"bits: expected an int in [1, 8], got {bits!r}")
     a, b = _grid()
 

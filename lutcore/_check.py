@@ -110,6 +110,8 @@ def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
     accepted); ndim 2: (batch, T) (a 1-D sequence becomes one row).  Empty input passes —
     callers that need a token say so."""
     a = np.asarray(ids)
+    if a.size == 0 and a.dtype == np.float64:
+        a = a.astype(np.int64)             # [] (or [[]]): an empty list has no integer dtype of its own
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name}: expected integer token ids, got dtype {a.dtype}")
     if ndim == 1 and a.ndim == 2 and a.shape[0] == 1:

@@ -74,11 +74,11 @@ def _block(block) -> int:
     return _check.int_arg(block, "block", lo=1, hi=MAX_BLOCK)
 
 
-def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> Q8:
+def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None, *, name: str = "x") -> Q8:
     """Quantize a 2-D float32 array in blocks of ``block`` along ``axis`` (-1/1 or 0).
 
     Non-float32 float input is cast; NaN/Inf raise ValueError (they have no
-    int8 code).  Non-contiguous input is copied.
+    int8 code).  Non-contiguous input is copied.  ``name``: what errors call ``x``.
     """
     block = _block(block)
     axis = _check.int_arg(axis, "axis", lo=-1, hi=1)
@@ -88,9 +88,9 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         # a transposed view (a gradient's dY^T): quantize its contiguous transpose along the
         # other axis — the same blocks, so the same codes — and transpose the int8 result,
         # a quarter of the bytes of a float copy
-        t = quantize(x.T, block, axis=1 - ax, threads=nt)
+        t = quantize(x.T, block, axis=1 - ax, threads=nt, name=name)
         return Q8(np.ascontiguousarray(t.q.T), np.ascontiguousarray(t.scale.T), block, ax, x.shape)
-    x = _check.array(x, "x", np.float32, 2, kind="f")
+    x = _check.array(x, name, np.float32, 2, kind="f")
     L = x.shape[ax]
     nblk = -(-L // block)
     if ax == 1:
@@ -104,7 +104,8 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None) -> 
         s = np.empty((nblk, N), np.float32)
         bad = _g.quantize_cols(q, s, x, block, _simd.isa(), nt)
     if bad:
-        raise ValueError(f"x: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
+        raise ValueError(f"{name}: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be "
+                         f"quantized")
     return Q8(q, s, block, ax, x.shape)
 
 
@@ -142,7 +143,7 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     nt = resolve_threads(threads)
     # ---- operands
     if _transposed_view(a):                     # a gradient's dY^T: no float copy (see quantize)
-        a = quantize(a, block, threads=nt)
+        a = quantize(a, block, threads=nt, name="a")
     if isinstance(a, Q8):
         if a.axis != 1:
             raise ValueError("a: a pre-quantized left operand must be quantized along axis -1")
@@ -180,7 +181,7 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     if qa is None:
         qa, sa = _quantize_scratch(a, block, nt)
     if qb_obj is None:
-        qb_obj = quantize(b, block, axis=0, threads=nt)
+        qb_obj = quantize(b, block, axis=0, threads=nt, name="b")
     return _check.out_done(out, _qmm_quantized(y, qa, sa, qb_obj, units, block, nt, ld=ld))
 
 
@@ -235,7 +236,7 @@ class QLinear:
         self.units = _resolve_units(units)
         self.block = _block(block)
         self.threads = threads
-        self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads)
+        self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads, name="w")
         if self.q8.axis != 0 or self.q8.block != self.block:
             raise ValueError("w: expected a Q8 quantized along axis 0 with the same block")
         self.K, self.N = self.q8.shape

@@ -33,6 +33,8 @@ class Tokenizer:
     @classmethod
     def from_file(cls, path) -> "Tokenizer":
         """A Hugging Face tokenizer.json."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path: expected a file path, got {type(path).__name__}")
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"tokenizer: no such file {path!r}")

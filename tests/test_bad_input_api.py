@@ -215,3 +215,27 @@ def test_more_argument_checks():
     raises(TypeError, "seq_len", make_windows, np.arange(10), 2.5)
     raises(TypeError, "on_step", Trainer(tiny()).train, "hello world " * 10, seq_len=8, batch_size=2,
            max_steps=1, on_step=3)
+
+
+def test_names_in_messages_and_empty_prompts():
+    from lutcore.ops import selective_scan
+    from lutcore.ops.scan import causal_conv1d_step
+    m = tiny()
+    assert m.forward([]).shape == (1, 0, 256)
+    raises(ValueError, "at least one token", m.generate, [], 1)
+    x = np.ones((4, 8), np.float32)
+    w = np.ones((8, 3), np.float32)
+    w[0, 0] = np.nan
+    raises(ValueError, "^b: ", lutcore.qmatmul, x, w)
+    raises(ValueError, "^a: ", lutcore.qmatmul, w.T.copy(), x.T.copy())
+    from lutcore.quant import QLinear
+    raises(ValueError, "^w: ", QLinear, w)
+    raises(ValueError, "weight", causal_conv1d_step, np.ones((2, 3), np.float32), np.ones((2, 0, 3), np.float32),
+           np.ones((3, 0), np.float32))
+    raises(TypeError, "path", lutcore.Units.load, None)
+    from lutcore.tokenizer import Tokenizer
+    raises(TypeError, "path", Tokenizer.from_file, None)
+    raises(ValueError, "seed", GPTConfig, seed=-1)
+    u = [[[1.0, 2.0]]]                                                    # a list, like numpy accepts
+    assert selective_scan(np.asarray(u, np.float32), np.ones((1, 1, 2), np.float32), -np.ones((2, 3), np.float32),
+                          np.ones((1, 1, 3), np.float32), np.ones((1, 1, 3), np.float32)).shape == (1, 1, 2)

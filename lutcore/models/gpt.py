@@ -64,6 +64,7 @@ class GPTConfig:
         if self.dim % self.heads:
             raise ValueError(f"heads: dim {self.dim} is not divisible by heads {self.heads}")
         self.ln_eps = _check.float_arg(self.ln_eps, "ln_eps", lo=0.0, lo_open=True)
+        self.seed = _check.int_arg(self.seed, "seed", lo=0)
 
     @property
     def vocab_size(self) -> int:          # the name the Trainer (and MambaConfig) use

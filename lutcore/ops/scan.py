@@ -108,7 +108,8 @@ class ScanContext:
 
 def _validate(u, delta, A, B, C, D, z, delta_bias, initial_state, discretization):
     dt = _dtype_of(u)
-    if not isinstance(u, np.ndarray) or u.ndim != 3:
+    u = np.asarray(u)
+    if u.ndim != 3:
         raise ValueError(f"u: expected a (batch, L, D) array, got shape {np.shape(u)}")
     bsz, L, Dm = u.shape
     A = np.asarray(A)
@@ -270,8 +271,10 @@ def causal_conv1d_step(x_t, conv_state, weight, bias=None):
         raise ValueError(f"x_t: expected a (batch, D) array, got shape {x_t.shape}")
     bsz, Dm = x_t.shape
     weight = np.asarray(weight)
-    if weight.ndim != 2 or weight.shape[0] != Dm:
-        raise ValueError(f"weight: expected shape ({Dm}, K), got {weight.shape}")
+    if weight.ndim != 2 or weight.shape[0] != Dm or weight.shape[1] < 1:
+        raise ValueError(f"weight: expected shape ({Dm}, K) with K >= 1, got {weight.shape}")
+    if weight.dtype.kind != "f":
+        raise TypeError(f"weight: expected a float array, got {weight.dtype}")
     K = weight.shape[1]
     if not isinstance(conv_state, np.ndarray) or conv_state.shape != (bsz, K - 1, Dm) or conv_state.dtype != dt:
         raise ValueError(f"conv_state: expected a {dt} array of shape {(bsz, K - 1, Dm)}, got "

@@ -169,6 +169,8 @@ class Units:
     @classmethod
     def load(cls, path) -> "Units":
         """Read the three tables from directory ``path``; a missing file is the exact default."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path: expected a directory path, got {type(path).__name__}")
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"path: no such units directory: {path!r}")

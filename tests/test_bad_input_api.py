@@ -239,3 +239,19 @@ def test_names_in_messages_and_empty_prompts():
     u = [[[1.0, 2.0]]]                                                    # a list, like numpy accepts
     assert selective_scan(np.asarray(u, np.float32), np.ones((1, 1, 2), np.float32), -np.ones((2, 3), np.float32),
                           np.ones((1, 1, 3), np.float32), np.ones((1, 1, 3), np.float32)).shape == (1, 1, 2)
+
+
+def test_step_adapt_resume_and_stage_seed(tmp_path):
+    from lutcore.pipeline.stage import Stage
+    m = tiny()
+    raises(ValueError, "token", m.step, [])
+    raises(ValueError, "token", m.step, np.zeros((2, 2), np.int64))
+    tr = Trainer(m)
+    raises(ValueError, "rollback_tolerance", tr.adapt, "hello " * 20, rollback_tolerance=float("nan"))
+    tr.train("hello world " * 20, seq_len=8, batch_size=2, max_steps=1)
+    tr.save_checkpoint(tmp_path / "ck")
+    meta = json.loads((tmp_path / "ck" / "trainer.json").read_text())
+    (tmp_path / "ck" / "trainer.json").write_text(json.dumps({**meta, "position": 3}))
+    raises(ValueError, "position", Trainer.resume, tmp_path / "ck")
+    raises(ValueError, "seed", Stage.pick_token, np.zeros(4), 1.0, seed=-1)
+    assert Stage.pick_token(np.zeros(4), 1.0, seed=(3, 7)) == Stage.pick_token(np.zeros(4), 1.0, seed=(3, 7))

@@ -477,6 +477,9 @@ class MambaLM(LanguageModel):
     def step(self, token, state=None):
         """One token per sequence -> (logits (batch, vocab), new state).  O(1) per token."""
         tok = np.atleast_1d(np.asarray(token))
+        if tok.ndim != 1 or tok.size == 0:
+            raise ValueError(f"token: expected one token id per sequence (an int or a non-empty 1-D array), "
+                             f"got shape {tok.shape}")
         tok = self._ids(tok[:, None], "token")[:, 0]
         if state is None:
             state = self.init_state(tok.shape[0])

@@ -508,6 +508,10 @@ class Stage:
         ``np.random.default_rng(seed)`` (see ``lutcore.sampling.pick_token``)."""
         from lutcore.sampling import check_sampling, pick_token
         temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+        if isinstance(seed, (tuple, list)):
+            seed = tuple(_check.int_arg(v, "seed", lo=0) for v in seed)
+        else:
+            seed = _check.seed_arg(seed)
         rng = None if temperature == 0 else np.random.default_rng(seed)
         return pick_token(logits, temperature, top_k, top_p, rng)
 

@@ -226,6 +226,8 @@ class Trainer:
         """Write-through adaptation: snapshot, measure perplexity, train only the
         x_proj weights, and roll back on a non-finite loss or when perplexity
         rose above ``rollback_tolerance`` x before."""
+        rollback_tolerance = _check.float_arg(rollback_tolerance, "rollback_tolerance", lo=0.0, lo_open=True)
+        lr = _check.float_arg(lr, "lr", lo=0.0)
         params = self.model.parameters()
         snap = {k: v.copy() for k, v in params.items()}
         opt_snap = self.optimizer.state_dict()
@@ -341,8 +343,13 @@ class Trainer:
                              "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
         tr = cls(model, opt, Tokenizer.from_spec(meta["tokenizer"]), seed=meta["seed"], threads=threads)
         tr.base_max_delta = meta.get("base_max_delta", o["max_delta"])
-        tr.global_step = int(meta["global_step"])
-        tr.position = dict(meta["position"])
+        tr.global_step = _check.int_arg(meta["global_step"], f"checkpoint {path!r}: global_step", lo=0)
+        pos = meta.get("position")
+        if not isinstance(pos, dict) or not all(isinstance(pos.get(k), int) for k in ("epoch", "batch")):
+            raise ValueError(f"checkpoint {path!r}: position must be {{'epoch': int, 'batch': int, ...}}, got {pos!r}")
+        tr.position = dict(pos)
+        if not isinstance(meta.get("history", []), list):
+            raise ValueError(f"checkpoint {path!r}: history must be a list")
         tr.history = list(meta.get("history", []))
         if meta.get("scaler"):
             tr.scaler = DynamicLossScaler()

@@ -56,9 +56,12 @@ def array(x, name: str, dtype, ndim: int | tuple | None = None, *, kind: str | N
     return contiguous(x)
 
 
-def contiguous(x: np.ndarray) -> np.ndarray:
-    """``x`` C-contiguous, copied only if it is not; a 0-d array stays 0-d
-    (``np.ascontiguousarray`` would make it (1,))."""
+def contiguous(x) -> np.ndarray:
+    """``x`` as a plain C-contiguous ndarray (a subclass such as np.matrix or
+    np.memmap is viewed as ndarray), copied only if it is not contiguous; a 0-d
+    array stays 0-d (``np.ascontiguousarray`` would make it (1,))."""
+    if type(x) is not np.ndarray:
+        x = np.asarray(x)
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 

@@ -185,8 +185,8 @@ def out_flat(out, name: str, shape, dtype, *inputs, same_ok: bool = True) -> np.
                 and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
                 and x.size == out.size)
 
-    if out.flags.c_contiguous and all(apart_or_same(x) for x in inputs):
-        return out
+    if type(out) is np.ndarray and out.flags.c_contiguous and all(apart_or_same(x) for x in inputs):
+        return out                         # (a subclass such as np.matrix cannot be flattened: stand-in)
     return np.empty(shape, dtype)
 
 

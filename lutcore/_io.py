@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -38,8 +39,17 @@ def load_tensors(fname) -> dict:
         raise ValueError(f"{fname}: not a readable safetensors file ({e})") from None
 
 
+def path_arg(path, name: str = "path") -> str:
+    """A str or os.PathLike path as str; anything else (None, bytes) is a TypeError naming it."""
+    if isinstance(path, (str, os.PathLike)):
+        path = os.fspath(path)
+        if isinstance(path, str):
+            return path
+    raise TypeError(f"{name}: expected a path (str or os.PathLike), got {type(path).__name__}")
+
+
 def read_config(path) -> dict:
-    path = os.fspath(path)
+    path = path_arg(path)
     f = os.path.join(path, "config.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"path: no config.json in {path!r}")
@@ -49,7 +59,7 @@ def read_config(path) -> dict:
 def safetensors_files(path) -> dict[str, str]:
     """{tensor name: file} for a checkpoint directory."""
     from safetensors import safe_open
-    path = os.fspath(path)
+    path = path_arg(path)
     idx = os.path.join(path, INDEX)
     if os.path.isfile(idx):
         wm = load_json(idx).get("weight_map", {})
@@ -133,59 +143,88 @@ def _fsync_path(p, flags=os.O_RDONLY):
         os.close(fd)
 
 
-@contextlib.contextmanager
-def atomic_dir(path, owned=MODEL_FILES):
-    """Yield a temporary directory beside ``path`` to write into; on success fsync
-    its files and put them in place.  Nothing of the user's is lost:
-
-    * a new ``path``, or a directory holding only files this save writes or
-      ``owned`` names (fnmatch patterns: files of an earlier save, such as the
-      shards of a sharded checkpoint), is swapped whole: one rename, so a reader
-      sees the old set or the new one, never a mix;
-    * a directory holding anything else keeps it: the new files replace their
-      namesakes one by one (each rename atomic), then ``owned`` files the new
-      save does not write (a stale index or shard) are removed; nothing else is
-      touched.
-
-    A failure before that point leaves ``path`` as it was.  A ``path`` that is
-    an existing file, or that does not resolve (``missing/..``), is refused."""
-    given = os.fspath(path)
-    path = os.path.abspath(given)
-    if os.path.exists(given) != os.path.exists(path):
-        raise ValueError(f"path: {given!r} does not name a directory (it resolves only after "
-                         f"normalising to {path!r})")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"path: {given!r} exists and is not a directory")
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=parent)
+def file_mode() -> int:
+    """The mode an ordinary new file gets: 0666 less the process umask."""
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)          # mkdtemp makes 0700; a checkpoint is an ordinary directory
+    return 0o666 & ~umask
+
+
+def target_dir(path, name: str = "path") -> str:
+    """A directory to write into, checked: a str or os.PathLike path (not bytes), not an
+    existing file, not under a file, and resolving as the OS resolves it (``missing/..``
+    does not name the working directory)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a directory path (str or os.PathLike), got {type(path).__name__}")
+    given = os.fspath(path)
+    if not isinstance(given, str):
+        raise TypeError(f"{name}: expected a str path, got {type(given).__name__}")
+    full = os.path.abspath(given)
+    if os.path.exists(given) != os.path.exists(full):
+        raise ValueError(f"{name}: {given!r} does not name a directory (it resolves only after normalising "
+                         f"to {full!r})")
+    if os.path.exists(given) and not os.path.isdir(given):
+        raise ValueError(f"{name}: {given!r} exists and is not a directory")
+    p = os.path.dirname(full)
+    while p and not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    if p and os.path.exists(p) and not os.path.isdir(p):
+        raise ValueError(f"{name}: {given!r} lies under {p!r}, which is a file")
+    return given
+
+
+def sha256_file(fname) -> str:
+    h = hashlib.sha256()
+    with open(fname, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_dir(path, owned=MODEL_FILES, last=("config.json", "trainer.json")):
+    """Yield a temporary directory (inside ``path``) to write a save's files into; on
+    success fsync them and move them into ``path`` one by one, each with one atomic
+    rename, ``last`` ones last (in that order; a reader that checks the last file's
+    record of the others sees a torn save).  Then ``owned`` files (fnmatch patterns:
+    an earlier save's index and shards) that this save did not write are removed.
+    Nothing else in ``path`` is touched, and ``path`` itself is never replaced: a
+    symlink, a mount point or the working directory stays what it is.  A failure
+    before the first rename leaves ``path`` as it was (a directory this save created
+    is removed again).  Refused up front: a path that is a file (or lies under one), that
+    resolves only after normalising, or where one of the save's files is a directory."""
+    path = target_dir(path)
+    created = not os.path.exists(path)
+    os.makedirs(path, exist_ok=True)
+    try:
+        tmp = tempfile.mkdtemp(prefix=".tmp-save-", dir=path)
+    except BaseException:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     try:
         yield tmp
-        new = sorted(os.listdir(tmp))
-        for name in new:
-            _fsync_path(os.path.join(tmp, name))
-        ours = lambda n: n in new or any(fnmatch.fnmatchcase(n, pat) for pat in owned)    # noqa: E731
-        if not os.path.exists(path):
-            os.replace(tmp, path)
-        elif all(ours(n) and os.path.isfile(os.path.join(path, n)) for n in os.listdir(path)):
-            old = tempfile.mkdtemp(prefix=".old-" + os.path.basename(path) + "-", dir=parent)
-            os.rmdir(old)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:                              # the user's files stay: ours go in one by one
-            for name in new:
-                os.replace(os.path.join(tmp, name), os.path.join(path, name))
-            os.rmdir(tmp)
-            for n in os.listdir(path):
-                f = os.path.join(path, n)
-                if n not in new and ours(n) and os.path.isfile(f):
-                    os.remove(f)
-            _fsync_path(path)
-        _fsync_path(parent)
+        order = {n: i for i, n in enumerate(last)}
+        new = sorted(os.listdir(tmp), key=lambda n: (order.get(n, -1), n))
+        for n in new:
+            dst = os.path.join(path, n)
+            if os.path.isdir(dst) and not os.path.islink(dst):
+                raise ValueError(f"path: {dst!r} is a directory, so this save cannot write its {n} there")
+        mode = file_mode()
+        for n in new:
+            f = os.path.join(tmp, n)
+            os.chmod(f, mode)              # safetensors writes 0600; a checkpoint file is an ordinary file
+            _fsync_path(f)
+        for n in new:
+            os.replace(os.path.join(tmp, n), os.path.join(path, n))
+        os.rmdir(tmp)
+        for n in os.listdir(path):
+            f = os.path.join(path, n)
+            if n not in new and any(fnmatch.fnmatchcase(n, pat) for pat in owned) and os.path.isfile(f):
+                os.remove(f)
+        _fsync_path(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created:                        # nothing of the user's was there
+            shutil.rmtree(path, ignore_errors=True)
         raise

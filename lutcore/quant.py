@@ -235,6 +235,7 @@ class QLinear:
     def __init__(self, w, units=None, block: int = 32, threads=None):
         self.units = _resolve_units(units)
         self.block = _block(block)
+        resolve_threads(threads)                 # checked now, not at the first call
         self.threads = threads
         self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads, name="w")
         if self.q8.axis != 0 or self.q8.block != self.block:
@@ -267,7 +268,8 @@ class QLinear:
             raise ValueError(f"x: expected (M, {self.K}), got {x.shape}")
         y, ld, _ = ((np.empty((M, self.N), np.float32), self.N, 0) if out is None
                     else _check.out_rows(out, "out", (M, self.N), np.float32))
-        if M == 0:
+        if M == 0 or self.K == 0:
+            y.fill(0)                      # K = 0: every sum is empty
             return _check.out_done(out, y)
         nt = resolve_threads(self.threads)
         self._buffers(M)

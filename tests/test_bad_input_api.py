@@ -255,3 +255,51 @@ def test_step_adapt_resume_and_stage_seed(tmp_path):
     raises(ValueError, "position", Trainer.resume, tmp_path / "ck")
     raises(ValueError, "seed", Stage.pick_token, np.zeros(4), 1.0, seed=-1)
     assert Stage.pick_token(np.zeros(4), 1.0, seed=(3, 7)) == Stage.pick_token(np.zeros(4), 1.0, seed=(3, 7))
+
+
+def test_second_audit_round(tmp_path, monkeypatch):
+    from lutcore.ops.matmul import matmul
+    from lutcore.quant import QLinear
+    from lutcore.pipeline.shard import plan_stages
+    # a folder named like a built-in multiplier does not replace it
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mitchell").mkdir()
+    a = np.full((2, 3), 100, np.int8)
+    b = np.full((3, 2), 90, np.int8)
+    assert not np.array_equal(lutcore.lut_gemm(a, b, units="mitchell"), lutcore.lut_gemm(a, b))
+    # K = 0 through a QLinear is zeros, also into an out
+    for units in (None, "mitchell"):
+        q = QLinear(np.zeros((0, 4), np.float32), units)
+        assert np.array_equal(q(np.zeros((3, 0), np.float32)), np.zeros((3, 4), np.float32))
+        o = np.full((3, 4), 7.5, np.float32)
+        assert q(np.zeros((3, 0), np.float32), out=o) is o and np.all(o == 0)
+    raises(TypeError, "threads", QLinear, np.ones((4, 4), np.float32), None, 32, "x")
+    # float64 matmul checks out like float32
+    f = np.ones((2, 2))
+    raises(ValueError, "out", matmul, f, f, out=np.zeros((3, 2, 2)), accumulate=True)
+    raises(TypeError, "out", matmul, f, f, out=[[0, 0], [0, 0]])
+    raises(ValueError, "out", matmul, f, f, out=np.zeros((2, 2), np.int32))
+    # an np.matrix out of the element-wise functions
+    class Sub(np.ndarray):                                              # any subclass, as np.matrix
+        pass
+    mo = np.zeros((2, 2), np.float32).view(Sub)
+    assert lutcore.fp16_round(np.ones((2, 2), np.float32), out=mo) is mo and np.all(mo == 1)
+    # units names and tables
+    raises(TypeError, "name", lutcore.Units, lutcore.Units.exact().mul, name=5)
+    raises(TypeError, "table_or_fn", lutcore.Units.from_mul, lambda x, y: (x * y).astype(np.float64))
+    # device plans refuse a misspelt key
+    from lutcore.pipeline.arch import ArchSpec
+    spec = ArchSpec.from_config({"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
+                                 "num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 50})
+    raises(ValueError, "memory", plan_stages, spec, [{"id": "a", "memory": 1}, {"id": "b"}])
+
+
+def test_torn_checkpoint_is_found_on_resume(tmp_path):
+    tr = Trainer(tiny())
+    tr.train("hello world " * 20, seq_len=8, batch_size=2, max_steps=1)
+    tr.save_checkpoint(tmp_path / "ck")
+    w = tmp_path / "ck" / "model.safetensors"
+    raw = bytearray(w.read_bytes())
+    raw[-1] ^= 1                                                        # one weight changed after the save
+    w.write_bytes(bytes(raw))
+    raises(ValueError, "model.safetensors is not the file", Trainer.resume, tmp_path / "ck")

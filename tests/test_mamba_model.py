@@ -715,12 +715,30 @@ def test_save_replaces_its_files_and_keeps_the_users(tmp_path):
     back = MambaLM.from_pretrained(d)
     for k, v in m1.parameters().items():
         assert np.array_equal(back.parameters()[k], v), k
-    # a directory of only our files is swapped whole (one rename)
-    d2 = tmp_path / "only"
-    m1.save_pretrained(d2)
-    ino = os.stat(d2).st_ino
-    m2.save_pretrained(d2)
-    assert os.stat(d2).st_ino != ino and sorted(os.listdir(d2)) == ["config.json", "model.safetensors"]
+    # the directory itself is never replaced: a symlink, its mode and the working directory stay
+    real = tmp_path / "run-001"
+    m1.save_pretrained(real)
+    os.chmod(real, 0o700)
+    link = tmp_path / "latest"
+    link.symlink_to(real)
+    m2.save_pretrained(link)
+    assert link.is_symlink() and (real.stat().st_mode & 0o777) == 0o700
+    back = MambaLM.from_pretrained(real)
+    for k, v in m2.parameters().items():
+        assert np.array_equal(back.parameters()[k], v), k
+    umask = os.umask(0)
+    os.umask(umask)
+    assert ((real / "model.safetensors").stat().st_mode & 0o777) == 0o666 & ~umask      # not 0600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck", "latest", "run-001"]    # no leftovers
+    # a directory where a save's file should go refuses the save before anything changes
+    d3 = tmp_path / "ck3"
+    m1.save_pretrained(d3)
+    before = _files(d3)
+    (d3 / "model.safetensors").unlink()
+    (d3 / "model.safetensors").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        m2.save_pretrained(d3)
+    assert (d3 / "config.json").read_bytes() == before["config.json"]
 
 
 def test_save_refuses_a_file_and_an_unresolvable_path(tmp_path, monkeypatch):
@@ -737,6 +755,13 @@ def test_save_refuses_a_file_and_an_unresolvable_path(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["file.txt", "keep.txt"]
     m.save_pretrained(".")                                     # the working directory: files go in beside
     assert sorted(os.listdir(tmp_path)) == ["config.json", "file.txt", "keep.txt", "model.safetensors"]
+    assert os.getcwd() == str(tmp_path) and MambaLM.from_pretrained(".").config == m.config
+    with pytest.raises(ValueError, match="under"):
+        m.save_pretrained(f / "ck")                            # a file on the way
+    with pytest.raises(TypeError, match="path"):
+        m.save_pretrained(None)
+    with pytest.raises(TypeError, match="path"):
+        MambaLM.from_pretrained(None)
 
 
 def test_failed_save_keeps_previous_checkpoint(tmp_path, monkeypatch):

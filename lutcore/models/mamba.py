@@ -562,8 +562,8 @@ class MambaLM(LanguageModel):
     # ---------------------------------------------------------------- I/O
     def save_pretrained(self, path) -> None:
         """Write config.json + model.safetensors in Hugging Face's MambaForCausalLM layout
-        (atomically: into a temporary directory, then renamed into place; other files
-        in the directory are kept, an earlier save's index and shards go)."""
+        (each file written whole, then renamed into place; other files in the
+        directory are kept, an earlier save's index and shards go)."""
         from safetensors.numpy import save_file
         from lutcore._io import atomic_dir
         with atomic_dir(path) as tmp:

@@ -80,9 +80,13 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
     if a.shape[-1] != b.shape[-2] or (a.ndim == 3 and a.shape[0] != b.shape[0]):
         raise ValueError(f"a, b: shapes {a.shape} and {b.shape} do not multiply")
     if a.dtype == np.float64 or b.dtype == np.float64:
-        if accumulate:
-            if out is None:
+        shape = a.shape[:-1] + b.shape[-1:]
+        if out is None:
+            if accumulate:
                 raise ValueError("out: accumulate=True needs an out array")
+            return np.matmul(a, b)
+        _check.out_rows(out, "out", shape, np.float64)        # float64 of exactly the result's shape
+        if accumulate:
             out += a @ b
             return out
         return np.matmul(a, b, out=out)

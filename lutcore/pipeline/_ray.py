@@ -45,7 +45,7 @@ import zlib
 
 import numpy as np
 
-from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain, next_token
+from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain, next_token, ring_options
 
 __all__ = ["RayRing"]
 
@@ -325,11 +325,8 @@ class RayRing:
         import ray
         self._ray = ray
         self._owns_ray = False
-        if compile_after is not None and (not isinstance(compile_after, int) or compile_after < 0):
-            raise ValueError(f"compile_after: expected None or an int >= 0, got {compile_after!r}")
+        ring_options(compile_after, decode_chunk, call_timeout, actor_options)
         self.compile_after = compile_after
-        if isinstance(decode_chunk, bool) or not isinstance(decode_chunk, int) or decode_chunk < 1:
-            raise ValueError(f"decode_chunk: expected an int >= 1, got {decode_chunk!r}")
         self.decode_chunk = decode_chunk
         self.compiled = compile_after is not None
         self._passes = 0

@@ -69,6 +69,20 @@ def _validate_ring(spec: ArchSpec, stages):
         raise ValueError(f"stages: cover layers 0..{lo - 1}, the model has {spec.layers}")
 
 
+def ring_options(compile_after, decode_chunk, call_timeout, actor_options):
+    """The Ray ring's options, checked (also for a local pipeline, which ignores them)."""
+    if compile_after is not None and (isinstance(compile_after, bool) or not isinstance(compile_after, int)
+                                      or compile_after < 0):
+        raise ValueError(f"compile_after: expected None or an int >= 0, got {compile_after!r}")
+    if isinstance(decode_chunk, bool) or not isinstance(decode_chunk, int) or decode_chunk < 1:
+        raise ValueError(f"decode_chunk: expected an int >= 1, got {decode_chunk!r}")
+    if call_timeout is not None:
+        _check.float_arg(call_timeout, "call_timeout", lo=0.0, lo_open=True)
+    if actor_options is not None and not isinstance(actor_options, (dict, list, tuple)):
+        raise TypeError(f"actor_options: expected ray.remote options (a dict, or one per stage), got "
+                        f"{type(actor_options).__name__}")
+
+
 def next_token(logits_row, n, sampling):
     """Token ``n`` of the sequence from the logits predicting it, or None when they are
     not all finite.  ``sampling``: (temperature, top_k, top_p, seed); a draw uses
@@ -124,6 +138,7 @@ class Pipeline:
 
     def __init__(self, spec: ArchSpec, plans, ring, transport: str):
         self.spec, self.plans, self._ring, self.transport = spec, list(plans), ring, transport
+        self._busy = None                  # what is running on the stages' caches (generate)
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -148,8 +163,12 @@ class Pipeline:
         is out of the loop; ``on_token`` then hears of them a chunk at a time; the same
         tokens for any value).
         """
-        from lutcore._io import read_config
-        path = os.fspath(path)
+        from lutcore._io import path_arg, read_config
+        from lutcore._threads import resolve_threads
+        path = path_arg(path)
+        if threads is not None:
+            resolve_threads(threads)                 # checked now, not at the first pass
+        ring_options(compile_after, decode_chunk, call_timeout, actor_options)
         spec = ArchSpec.from_config(read_config(path))
         if splits is not None and devices is not None:
             raise ValueError("splits, devices: give one of them, not both")
@@ -191,6 +210,9 @@ class Pipeline:
     def _ring_or_raise(self):
         if self._ring is None:
             raise ValueError("pipeline: closed")
+        if self._busy is not None:
+            raise ValueError(f"pipeline: busy with {self._busy} (a callback such as on_token may not use "
+                             f"the pipeline it is called from: the stages hold that run's caches)")
         return self._ring
 
     def logits(self, ids):
@@ -222,7 +244,13 @@ class Pipeline:
             raise ValueError(f"prompt_len: expected 1..{ids.size}, got {prompt_len}")
         if temperature > 0 and seed is None:
             seed = int(np.random.SeedSequence().entropy % (1 << 63))
-        stop = set() if stop_ids is None else {_check.int_arg(s, "stop_ids") for s in np.atleast_1d(stop_ids).tolist()}
+        if stop_ids is None:
+            stop = set()
+        else:
+            if isinstance(stop_ids, (set, frozenset)) or (hasattr(stop_ids, "__iter__")
+                                                         and not isinstance(stop_ids, (str, bytes, np.ndarray))):
+                stop_ids = list(stop_ids)
+            stop = {_check.int_arg(s, "stop_ids") for s in np.atleast_1d(np.asarray(stop_ids, dtype=object)).tolist()}
         out = [int(t) for t in ids]
         if n_new == 0:
             return ids.copy()
@@ -234,6 +262,7 @@ class Pipeline:
             if on_token is not None:
                 on_token(len(out) - 1, tok)
 
+        self._busy = "generate"
         try:
             ring.reset()
             logits = ring.forward(ids[:p], 0, True, True)
@@ -255,6 +284,8 @@ class Pipeline:
             e.tokens = np.array(out, np.int64)
             e.prompt_len = p
             raise
+        finally:
+            self._busy = None
         return np.array(out, np.int64)
 
     # ------------------------------------------------------------------ misc

@@ -140,6 +140,9 @@ def plan_stages(spec: ArchSpec, devices) -> list:
     for i, d in enumerate(devices):
         if not isinstance(d, dict):
             raise TypeError(f"devices[{i}]: expected a dict, got {type(d).__name__}")
+        unknown = sorted(set(d) - {"id", "capacity", "memory_bytes"})
+        if unknown:
+            raise ValueError(f"devices[{i}]: unknown key(s) {unknown}; expected 'id', 'capacity', 'memory_bytes'")
         ids.append(str(d.get("id", f"device{i}")))
         c = _number(d.get("capacity"), "capacity", i)
         caps.append(Fraction(0) if c is None else Fraction(c))

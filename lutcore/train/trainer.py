@@ -265,7 +265,7 @@ class Trainer:
         """Write the whole training state into directory ``path`` atomically (see
         ``lutcore._io.atomic_dir``: other files in the directory are kept)."""
         from safetensors.numpy import save_file
-        from lutcore._io import MODEL_FILES, atomic_dir
+        from lutcore._io import MODEL_FILES, atomic_dir, sha256_file
         model = self.model
         cls = type(model).__name__
         if cls not in MODEL_CLASSES():
@@ -292,14 +292,19 @@ class Trainer:
             if hasattr(model.config, "to_hf"):
                 with open(os.path.join(tmp, "config.json"), "w") as f:
                     json.dump(model.config.to_hf(), f, indent=2)
+            # trainer.json goes in last and records the weights it belongs with: a save torn
+            # between its renames is found on resume, not trained from
+            meta["files"] = {n: {"bytes": os.path.getsize(os.path.join(tmp, n)),
+                                 "sha256": sha256_file(os.path.join(tmp, n))}
+                             for n in ("model.safetensors", "optimizer.safetensors")}
             with open(os.path.join(tmp, "trainer.json"), "w") as f:
                 json.dump(meta, f, indent=1)
 
     @classmethod
     def resume(cls, path, units=None, threads=None) -> "Trainer":
         """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint."""
-        from lutcore._io import load_json, load_tensors as load_file
-        path = os.fspath(path)
+        from lutcore._io import load_json, load_tensors as load_file, path_arg
+        path = path_arg(path)
         f = os.path.join(path, "trainer.json")
         if not os.path.isfile(f):
             raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
@@ -310,6 +315,13 @@ class Trainer:
                    if k not in meta]
         if missing:
             raise ValueError(f"checkpoint {path!r}: trainer.json lacks {missing}")
+        from lutcore._io import sha256_file
+        for n, rec in (meta.get("files") or {}).items():
+            fn = os.path.join(path, n)
+            if (not os.path.isfile(fn) or os.path.getsize(fn) != rec.get("bytes")
+                    or sha256_file(fn) != rec.get("sha256")):
+                raise ValueError(f"checkpoint {path!r}: {n} is not the file trainer.json was saved with (a save "
+                                 f"interrupted between its files, or a file changed since)")
         classes = MODEL_CLASSES()
         if meta["model_class"] not in classes:
             raise ValueError(f"checkpoint {path!r}: unknown model class {meta['model_class']!r}")

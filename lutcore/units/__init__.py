@@ -120,6 +120,8 @@ class Units:
     """
 
     def __init__(self, mul, requant=None, relu=None, *, name: str | None = None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name: expected a str or None, got {type(name).__name__}")
         self.mul = _readonly(_as_table(mul, "mul", np.int16, 65536))
         self.requant_lut = _readonly(default_requant_table() if requant is None
                                      else _as_table(requant, "requant", np.int8, 65536))
@@ -164,7 +166,13 @@ class Units:
             table = np.asarray(table_or_fn)
             if table.shape not in ((256, 256), (65536,)):
                 raise ValueError(f"table_or_fn: expected shape (256, 256) or (65536,), got {table.shape}")
-        return cls(table, requant, relu, name=name)
+        try:
+            return cls(table, requant, relu, name=name)
+        except (TypeError, ValueError) as e:       # the table's own check says "mul"
+            msg = str(e)
+            if msg.startswith("mul:"):
+                raise type(e)("table_or_fn:" + msg[4:]) from None
+            raise
 
     @classmethod
     def load(cls, path) -> "Units":
@@ -196,7 +204,8 @@ class Units:
 
         Each file is written to a temporary name, fsynced and renamed into
         place, so an interrupted save never leaves a truncated table."""
-        path = os.fspath(path)
+        from lutcore._io import file_mode, target_dir
+        path = target_dir(path)
         os.makedirs(path, exist_ok=True)
         for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
                            (RELU_FILE, self.relu_lut)):
@@ -205,6 +214,7 @@ class Units:
                 with os.fdopen(fd, "wb") as f:
                     f.write(arr.tobytes())
                     f.flush()
+                    os.fchmod(f.fileno(), file_mode())         # mkstemp makes 0600; a table is an ordinary file
                     os.fsync(f.fileno())
                 os.replace(tmp, os.path.join(path, fname))
             except BaseException:
@@ -253,6 +263,8 @@ def resolve(units) -> Units:
         s = os.fspath(units)
         if s == "exact":
             return resolve(None)
+        if isinstance(units, str) and approx.is_name(s):        # a built-in name wins over a folder
+            return approx.by_name(s)
         if os.path.isdir(s):
             return Units.load(s)
         return approx.by_name(s)

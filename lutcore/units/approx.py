@@ -87,6 +87,15 @@ def reduced_operands(bits: int = 4) -> Units:
 NAMES = ("exact", "truncated:K", "mitchell", "reduced:BITS")
 
 
+_NAME_RE = r"(truncated|trunc|reduced|reduced_operands)[:_=]?(\d+)"
+
+
+def is_name(name: str) -> bool:
+    """Whether ``name`` is a built-in units name (see ``by_name``)."""
+    s = str(name).strip().lower()
+    return s in ("exact", "mitchell") or re.fullmatch(_NAME_RE, s) is not None
+
+
 def by_name(name: str) -> Units:
     """'exact', 'truncated:6', 'mitchell', 'reduced:4' (also 'trunc6', 'reduced4')."""
     s = str(name).strip().lower()
@@ -94,7 +103,7 @@ def by_name(name: str) -> Units:
         return Units.exact()
     if s == "mitchell":
         return mitchell()
-    m = re.fullmatch(r"(truncated|trunc|reduced|reduced_operands)[:_=]?(\d+)", s)
+    m = re.fullmatch(_NAME_RE, s)
     if m:
         n = int(m.group(2))
         return truncated(n) if m.group(1).startswith("trunc") else reduced_operands(n)

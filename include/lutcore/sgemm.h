@@ -110,11 +110,14 @@ static void lc_sgemm_pack_b_rows(float *Bp, const float *B, int64_t K, int64_t N
     }
 }
 
-static void lc_smk_generic(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init) {
+/* R rows (<= 6) of the tile: a direct (unpacked) A has only those rows, so the
+ * kernel must not read further (rows past R are left as they are) */
+static void lc_smk_generic(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init,
+                           int R) {
     float acc[LC_SMR * LC_SNR];
     for (int i = 0; i < LC_SMR * LC_SNR; i++) acc[i] = init ? tile[i] : 0.0f;
     for (int64_t k = 0; k < K; k++)
-        for (int r = 0; r < LC_SMR; r++) {
+        for (int r = 0; r < R; r++) {
             float a = ap[k * aks + r * ars];
             for (int c = 0; c < LC_SNR; c++) acc[r * LC_SNR + c] = fmaf(a, bp[k * LC_SNR + c], acc[r * LC_SNR + c]);
         }
@@ -372,7 +375,7 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
                             }
                         } else
 #endif
-                        lc_smk_generic(t, ap, aks, ars, bp, kn, init);
+                        lc_smk_generic(t, ap, aks, ars, bp, kn, init, R);
                         if (hi == khi) {                /* the tile's chains are complete */
                             for (int r = 0; r < R; r++) {
                                 float *cr = Cb + (i0 + r) * ldc + j0;

@@ -100,14 +100,6 @@ def seed_arg(v, name: str = "seed"):
     return None if v is None else int_arg(v, name, lo=0)
 
 
-def positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name}: expected a positive int, got {type(v).__name__} {v!r}")
-    if v <= 0:
-        raise ValueError(f"{name}: expected a positive int, got {v}")
-    return int(v)
-
-
 def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
     """Integer token ids in [0, vocab) as int64.  ndim 1: a (T,) sequence (a (1, T) row is
     accepted); ndim 2: (batch, T) (a 1-D sequence becomes one row).  Empty input passes —
@@ -129,7 +121,7 @@ def token_ids(ids, name: str, vocab: int, ndim: int = 1) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _out_checked(out, name: str, shape, dtype) -> np.dtype:
+def out_checked(out, name: str, shape, dtype) -> np.dtype:
     """``out`` is a writeable ndarray of exactly ``shape`` and ``dtype``."""
     dtype = np.dtype(dtype)
     if not isinstance(out, np.ndarray):
@@ -150,8 +142,11 @@ def out_rows(out, name: str, shape, dtype, *inputs) -> tuple[np.ndarray, int, in
     in place: unit stride along the last axis, rows (and batches) that neither
     overlap one another nor run backwards, and no memory shared with ``inputs``
     (a row-strided view such as ``big[:, j:j + N]`` qualifies).  Otherwise it is
-    a new C-contiguous array, and ``out_done`` copies it into ``out``."""
-    dtype = _out_checked(out, name, shape, dtype)
+    a new C-contiguous array, and ``out_done`` copies it into ``out``.  ``out=None``:
+    a new array."""
+    if out is None:
+        return np.empty(shape, dtype), shape[-1], shape[-2] * shape[-1]
+    dtype = out_checked(out, name, shape, dtype)
     it, st, sh = dtype.itemsize, out.strides, out.shape
     N = sh[-1]
     ok = (N <= 1 or st[-1] == it) and all(s % it == 0 for s in st)
@@ -174,9 +169,11 @@ def out_flat(out, name: str, shape, dtype, *inputs, same_ok: bool = True) -> np.
     C-contiguous buffers, split between threads): any writeable array of exactly
     ``shape`` and ``dtype``.  Returns the array the kernel writes: ``out`` itself when
     it is C-contiguous and, for each input, shares no memory with it or (``same_ok``)
-    is the very same elements (``out=x``, in place); else a new array that
-    ``out_done`` copies into ``out``."""
-    dtype = _out_checked(out, name, shape, dtype)
+    is the very same elements (``out=x``, in place); else (and for ``out=None``) a
+    new array that ``out_done`` copies into ``out``."""
+    if out is None:
+        return np.empty(shape, dtype)
+    dtype = out_checked(out, name, shape, dtype)
 
     def apart_or_same(x):
         if not isinstance(x, np.ndarray) or not out.size or not np.may_share_memory(out, x):

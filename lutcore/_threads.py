@@ -8,8 +8,6 @@ Without OpenMP every kernel is serial and this returns 1.
 """
 from __future__ import annotations
 
-import numbers
-
 from lutcore._native import _cpu
 
 _default: int | None = None
@@ -19,11 +17,8 @@ MAX_THREADS = 4096     # an OpenMP team larger than this is a typo, not a machin
 
 
 def _check(n, name="threads"):
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"{name}: expected a positive int or None, got {type(n).__name__} {n!r}")
-    if not 0 < n <= MAX_THREADS:
-        raise ValueError(f"{name}: expected a positive int <= {MAX_THREADS} or None, got {n}")
-    return int(n)
+    from lutcore._check import int_arg
+    return int_arg(n, f"{name} (or None)", lo=1, hi=MAX_THREADS)
 
 
 def set_num_threads(n: int | None) -> None:

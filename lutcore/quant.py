@@ -173,8 +173,7 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
         raise ValueError(f"block: {block} is too long for int32 block sums with this table")
     # the kernel reads only the operands' quantized codes, taken before it writes:
     # out may be a or b itself
-    y, ld, _ = (np.empty((M, N), np.float32), N, 0) if out is None else _check.out_rows(out, "out", (M, N),
-                                                                                        np.float32)
+    y, ld, _ = _check.out_rows(out, "out", (M, N), np.float32)
     if M == 0 or N == 0 or K == 0:
         y.fill(0)
         return _check.out_done(out, y)
@@ -266,8 +265,7 @@ class QLinear:
         M, K = x.shape
         if K != self.K:
             raise ValueError(f"x: expected (M, {self.K}), got {x.shape}")
-        y, ld, _ = ((np.empty((M, self.N), np.float32), self.N, 0) if out is None
-                    else _check.out_rows(out, "out", (M, self.N), np.float32))
+        y, ld, _ = _check.out_rows(out, "out", (M, self.N), np.float32)
         if M == 0 or self.K == 0:
             y.fill(0)                      # K = 0: every sum is empty
             return _check.out_done(out, y)

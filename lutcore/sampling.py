@@ -20,7 +20,12 @@ def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=Non
     softmax of logits/temperature restricted to the top_k ids and the smallest
     set whose probability reaches top_p.  ``logits`` is one 1-D row; -inf masks an
     id, NaN or +inf is refused."""
-    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+    return draw(logits, *check_sampling(temperature, top_k, top_p), rng)
+
+
+def draw(logits, temperature: float, top_k, top_p, rng=None) -> int:
+    """``pick_token`` with sampling arguments already checked (``check_sampling``):
+    generation loops check them once, not once a token."""
     lg = np.asarray(logits, dtype=np.float64)
     if lg.ndim != 1 or lg.size == 0:
         raise ValueError(f"logits: expected one non-empty row (V,), got shape {lg.shape}")
@@ -46,3 +51,9 @@ def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, rng=Non
         order, p = order[:keep], p[:keep]
         p = p / p.sum()
     return int(order[rng.choice(len(order), p=p)])
+
+
+def seeded_draw(logits, temperature: float, top_k, top_p, seed=None) -> int:
+    """``draw`` with a generator made from ``seed`` (any ``np.random.default_rng`` seed)
+    when it samples: the pipelines draw token n with seed (seed, n)."""
+    return draw(logits, temperature, top_k, top_p, None if temperature == 0 else np.random.default_rng(seed))

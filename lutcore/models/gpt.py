@@ -60,7 +60,7 @@ class GPTConfig:
 
     def __post_init__(self):
         for f in ("vocab", "dim", "context", "layers", "heads", "mlp_ratio"):
-            _check.positive_int(getattr(self, f), f)
+            _check.int_arg(getattr(self, f), f, lo=1)
         if self.dim % self.heads:
             raise ValueError(f"heads: dim {self.dim} is not divisible by heads {self.heads}")
         self.ln_eps = _check.float_arg(self.ln_eps, "ln_eps", lo=0.0, lo_open=True)
@@ -323,7 +323,7 @@ class GPT(LanguageModel):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt).
 
         Each new token re-runs the forward over the last ``context`` tokens (no KV cache)."""
-        from lutcore.sampling import check_sampling, pick_token
+        from lutcore.sampling import check_sampling, draw
         one = np.ndim(ids) == 1
         seq = self._tokens(ids)
         if seq.shape[1] == 0:
@@ -334,6 +334,6 @@ class GPT(LanguageModel):
         rng = np.random.default_rng(_check.seed_arg(seed))
         for _ in range(max_new_tokens):
             logits = self.forward(seq[:, -ctx:])[:, -1]                                      # (B, V)
-            nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
+            nxt = np.array([draw(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
             seq = np.concatenate([seq, nxt[:, None]], axis=1)
         return seq[0] if one else seq

@@ -61,7 +61,7 @@ class MambaConfig:
 
     def __post_init__(self):
         for f in ("d_model", "n_layer", "vocab_size", "d_state", "d_conv", "expand"):
-            _check.positive_int(getattr(self, f), f)
+            _check.int_arg(getattr(self, f), f, lo=1)
         if self.dt_rank != "auto" and (not isinstance(self.dt_rank, (int, np.integer)) or self.dt_rank <= 0):
             raise ValueError(f"dt_rank: expected 'auto' or a positive int, got {self.dt_rank!r}")
         if self.discretization not in ("zoh", "simplified"):
@@ -418,9 +418,6 @@ class MambaLM(LanguageModel):
         return self._params["backbone.embeddings.weight" if self.config.tie_embeddings else "lm_head.weight"]
 
     # ---------------------------------------------------------------- compute
-    def _ids(self, ids, name="ids"):
-        return self._token_ids(ids, name)
-
     def _forward(self, ids, save):
         cfg = self.config
         h = self._params["backbone.embeddings.weight"][ids]
@@ -468,11 +465,14 @@ class MambaLM(LanguageModel):
         return loss, grads
 
     # ---------------------------------------------------------------- decoding
-    def init_state(self, batch: int = 1):
-        batch = _check.int_arg(batch, "batch", lo=1)
+    def _state_shapes(self, batch):
+        """One layer's decoding state shapes: conv tail (batch, K-1, E), ssm h (batch, E, N)."""
         cfg = self.config
-        return [(np.zeros((batch, cfg.d_conv - 1, cfg.d_inner), self.dtype),
-                 np.zeros((batch, cfg.d_inner, cfg.d_state), self.dtype)) for _ in range(cfg.n_layer)]
+        return (batch, cfg.d_conv - 1, cfg.d_inner), (batch, cfg.d_inner, cfg.d_state)
+
+    def init_state(self, batch: int = 1):
+        cs, hs = self._state_shapes(_check.int_arg(batch, "batch", lo=1))
+        return [(np.zeros(cs, self.dtype), np.zeros(hs, self.dtype)) for _ in range(self.config.n_layer)]
 
     def step(self, token, state=None):
         """One token per sequence -> (logits (batch, vocab), new state).  O(1) per token."""
@@ -493,17 +493,17 @@ class MambaLM(LanguageModel):
 
     def _check_state(self, state, batch):
         """A copy of a decoding state for ``batch`` sequences, checked against this model."""
-        want = self.init_state(batch)
-        if not isinstance(state, (list, tuple)) or len(state) != len(want):
+        nl, (cs, hs) = self.config.n_layer, self._state_shapes(batch)
+        if not isinstance(state, (list, tuple)) or len(state) != nl:
             got = f"{len(state)} entries" if isinstance(state, (list, tuple)) else type(state).__name__
-            raise ValueError(f"state: expected a list of {len(want)} (conv, ssm) pairs (init_state / step), got {got}")
+            raise ValueError(f"state: expected a list of {nl} (conv, ssm) pairs (init_state / step), got {got}")
         out = []
-        for i, (pair, (c0, h0)) in enumerate(zip(state, want)):
+        for i, pair in enumerate(state):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise ValueError(f"state: layer {i}: expected a (conv, ssm) pair, got {type(pair).__name__}")
             c, h = (np.asarray(x) for x in pair)
-            if c.shape != c0.shape or h.shape != h0.shape or c.dtype.kind != "f" or h.dtype.kind != "f":
-                raise ValueError(f"state: layer {i}: expected float arrays of shapes {c0.shape} and {h0.shape} "
+            if c.shape != cs or h.shape != hs or c.dtype.kind != "f" or h.dtype.kind != "f":
+                raise ValueError(f"state: layer {i}: expected float arrays of shapes {cs} and {hs} "
                                  f"(batch {batch}), got {c.dtype} {c.shape} and {h.dtype} {h.shape}")
             out.append((c.astype(self.dtype, copy=True), h.astype(self.dtype, copy=True)))
         return out
@@ -522,24 +522,24 @@ class MambaLM(LanguageModel):
         """Read a decoding state written by ``save_state``; checks it fits this model."""
         from lutcore._io import load_tensors
         t = load_tensors(os.fspath(path))
-        want = self.init_state(1)
+        nl, (cs, hs) = self.config.n_layer, self._state_shapes(1)
         state = []
-        for i, (c0, h0) in enumerate(want):
+        for i in range(nl):
             try:
                 c, h = t[f"layers.{i}.conv"], t[f"layers.{i}.ssm"]
             except KeyError:
-                raise ValueError(f"{os.fspath(path)}: not a decoding state for a {len(want)}-layer model") from None
-            if c.shape[1:] != c0.shape[1:] or h.shape[1:] != h0.shape[1:] or c.shape[0] != h.shape[0]:
+                raise ValueError(f"{os.fspath(path)}: not a decoding state for a {nl}-layer model") from None
+            if c.shape[1:] != cs[1:] or h.shape[1:] != hs[1:] or c.shape[0] != h.shape[0]:
                 raise ValueError(f"{os.fspath(path)}: layer {i} state has shapes {c.shape}, {h.shape}; this model "
-                                 f"needs (batch,) + {c0.shape[1:]} and (batch,) + {h0.shape[1:]}")
+                                 f"needs (batch,) + {cs[1:]} and (batch,) + {hs[1:]}")
             state.append((c.astype(self.dtype), h.astype(self.dtype)))
-        if len(t) != 2 * len(want):
-            raise ValueError(f"{os.fspath(path)}: holds {len(t) // 2} layers, this model has {len(want)}")
+        if len(t) != 2 * nl:
+            raise ValueError(f"{os.fspath(path)}: holds {len(t) // 2} layers, this model has {nl}")
         return state
 
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt)."""
-        from lutcore.sampling import check_sampling, pick_token
+        from lutcore.sampling import check_sampling, draw
         arr = np.asarray(ids)
         one = arr.ndim == 1
         ids2 = self._ids(arr)
@@ -553,7 +553,7 @@ class MambaLM(LanguageModel):
             logits, state = self.step(ids2[:, t], state)
         out = [ids2]
         for _ in range(max_new_tokens):
-            nxt = np.array([pick_token(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
+            nxt = np.array([draw(l, temperature, top_k, top_p, rng) for l in logits], np.int64)
             out.append(nxt[:, None])
             logits, state = self.step(nxt, state)
         res = np.concatenate(out, axis=1)

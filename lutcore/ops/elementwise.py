@@ -31,13 +31,6 @@ def _arr(x, name, dtype):
     return _check.array(x, name, dtype)
 
 
-def _out(out, shape, dtype, x):
-    """The array the kernel writes (see _check.out_flat; ``out=x`` runs in place)."""
-    if out is None:
-        return np.empty(shape, dtype)
-    return _check.out_flat(out, "out", shape, dtype, x)
-
-
 def requant(acc, shift: int, units: Units | None = None, threads: int | None = None, out=None):
     """int32 accumulators -> int8 through the requantizer table.
 
@@ -46,11 +39,8 @@ def requant(acc, shift: int, units: Units | None = None, threads: int | None = N
     """
     units = _resolve_units(units)
     acc = _arr(acc, "acc", np.int32)
-    if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)):
-        raise TypeError(f"shift: expected an int in [0, 31], got {type(shift).__name__}")
-    if not 0 <= shift <= 31:
-        raise ValueError(f"shift: expected an int in [0, 31], got {shift}")
-    o = _out(out, acc.shape, np.int8, acc)
+    shift = _check.int_arg(shift, "shift", lo=0, hi=31)
+    o = _check.out_flat(out, "out", acc.shape, np.int8, acc)
     is_clamp, lo, hi = units._requant_clamp
     _e.requant(o.reshape(-1), acc.reshape(-1), int(shift), units.requant_lut, lo, hi, is_clamp,
                _simd.isa(), resolve_threads(threads))
@@ -61,7 +51,7 @@ def relu8(x, units: Units | None = None, threads: int | None = None, out=None):
     """int8 -> int8 through the ReLU table: ``relu_lut[x & 0xff]``."""
     units = _resolve_units(units)
     x = _arr(x, "x", np.int8)
-    o = _out(out, x.shape, np.int8, x)
+    o = _check.out_flat(out, "out", x.shape, np.int8, x)
     _e.relu8(o.reshape(-1), x.reshape(-1), units.relu_lut, resolve_threads(threads))
     return _check.out_done(out, o)
 
@@ -71,7 +61,7 @@ def fp16_encode(x, mode: str = "nearest", threads: int | None = None, out=None):
     bit for bit; 'truncate' rounds toward zero (finite overflow -> 65504)."""
     m = _mode(mode)
     x = _arr(x, "x", np.float32)
-    o = _out(out, x.shape, np.uint16, x)
+    o = _check.out_flat(out, "out", x.shape, np.uint16, x)
     _e.fp16_encode(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
     return _check.out_done(out, o)
 
@@ -81,7 +71,7 @@ def fp16_decode(bits, threads: int | None = None, out=None):
     if isinstance(bits, np.ndarray) and bits.dtype == np.float16:
         bits = bits.view(np.uint16)
     h = _arr(bits, "bits", np.uint16)
-    o = _out(out, h.shape, np.float32, h)
+    o = _check.out_flat(out, "out", h.shape, np.float32, h)
     _e.fp16_decode(o.reshape(-1), h.reshape(-1), _simd.isa(), resolve_threads(threads))
     return _check.out_done(out, o)
 
@@ -91,6 +81,6 @@ def fp16_round(x, mode: str = "nearest", threads: int | None = None, out=None):
     ``out`` may be ``x`` itself (in place)."""
     m = _mode(mode)
     x = _arr(x, "x", np.float32)
-    o = _out(out, x.shape, np.float32, x)
+    o = _check.out_flat(out, "out", x.shape, np.float32, x)
     _e.fp16_round(o.reshape(-1), x.reshape(-1), m, _simd.isa(), resolve_threads(threads))
     return _check.out_done(out, o)

@@ -104,10 +104,7 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
         raise ValueError(f"a, b: K={K} with products up to {units.max_abs_product} can overflow int32 "
                          f"(K must be <= {INT32_MAX // max(units.max_abs_product, 1)})")
     nt = resolve_threads(threads)
-    if out is None:
-        c, ldc = np.empty((M, N), np.int32), N
-    else:
-        c, ldc, _ = _check.out_rows(out, "out", (M, N), np.int32, a, b)
+    c, ldc, _ = _check.out_rows(out, "out", (M, N), np.int32, a, b)
     if M == 0 or N == 0 or K == 0:
         c.fill(0)
         return _check.out_done(out, c)

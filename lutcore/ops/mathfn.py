@@ -19,17 +19,9 @@ def _float_array(x, name):
     return _check.contiguous(x)
 
 
-def _out_like(x, out, *inputs):
-    """The array the kernel writes: a fresh one like x, or the caller's ``out``
-    (see _check.out_flat: ``out=x`` runs in place)."""
-    if out is None:
-        return np.empty_like(x)
-    return _check.out_flat(out, "out", x.shape, x.dtype, *inputs)
-
-
 def _apply(x, fn: int, name: str, threads, out):
     x = _float_array(x, "x")
-    o = _out_like(x, out, x)
+    o = _check.out_flat(out, "out", x.shape, x.dtype, x)
     _m.mathfn(o, x, fn, _simd.isa(), resolve_threads(threads))
     return _check.out_done(out, o)
 
@@ -64,7 +56,7 @@ def silu_backward(dy, x, dy2=None, threads=None, out=None):
         if g.shape != x.shape or g.dtype != x.dtype:
             raise ValueError(f"{name}: expected {x.dtype} {x.shape} like x, got {g.dtype} {g.shape}")
         arrs.append(_check.contiguous(g))
-    o = _out_like(x, out, x, *arrs)
+    o = _check.out_flat(out, "out", x.shape, x.dtype, x, *arrs)
     if x.dtype == np.float64:
         g = arrs[0] + arrs[1] if len(arrs) > 1 else arrs[0]
         s = sigmoid(x)

@@ -85,7 +85,7 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
             if accumulate:
                 raise ValueError("out: accumulate=True needs an out array")
             return np.matmul(a, b)
-        _check.out_rows(out, "out", shape, np.float64)        # float64 of exactly the result's shape
+        _check.out_checked(out, "out", shape, np.float64)     # float64 of exactly the result's shape
         if accumulate:
             out += a @ b
             return out
@@ -118,10 +118,8 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
 def _out(out, shape, accumulate, *inputs):
     """(dst, ld, batch stride) for ``out`` (see _check.out_rows); a stand-in for
     ``out`` starts as its copy when the product is added into it."""
-    if out is None:
-        if accumulate:
-            raise ValueError("out: accumulate=True needs an out array")
-        return np.empty(shape, np.float32), shape[-1], shape[-2] * shape[-1]
+    if out is None and accumulate:
+        raise ValueError("out: accumulate=True needs an out array")
     dst, ld, sc = _check.out_rows(out, "out", shape, np.float32, *inputs)
     if accumulate and dst is not out:
         np.copyto(dst, out)

@@ -142,8 +142,7 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
         u, delta, A, B, C, D, z, delta_bias, initial_state, discretization)
     chunk = _check.int_arg(chunk, "chunk", lo=1, hi=1 << 30)
     # out may not share memory with an input: the context keeps the inputs for the backward
-    y = np.empty((bsz, L, Dm), dt) if out is None else _check.out_flat(
-        out, "out", (bsz, L, Dm), dt, u, delta, A, B, C, D, z, delta_bias, h0, same_ok=False)
+    y = _check.out_flat(out, "out", (bsz, L, Dm), dt, u, delta, A, B, C, D, z, delta_bias, h0, same_ok=False)
     nck = -(-L // chunk) if L else 0
     hs = np.empty((bsz, nck, Dm, N), dt) if save_for_backward else None
     ypre = np.empty((bsz, L, Dm), dt) if (save_for_backward and z is not None) else None

@@ -27,6 +27,7 @@ from lutcore import _check
 from lutcore.pipeline.arch import ArchSpec
 from lutcore.pipeline.shard import plan_from_splits, plan_stages
 from lutcore.pipeline.stage import Stage
+from lutcore.sampling import seeded_draw
 
 __all__ = ["Pipeline", "StageFailure", "HopChecksumError"]
 
@@ -90,8 +91,8 @@ def next_token(logits_row, n, sampling):
     which chunk changes nothing."""
     if not np.all(np.isfinite(logits_row)):
         return None
-    temperature, top_k, top_p, seed = sampling
-    return Stage.pick_token(logits_row, temperature, top_k, top_p, None if seed is None else (int(seed), n))
+    temperature, top_k, top_p, seed = sampling             # checked once, by generate
+    return seeded_draw(logits_row, temperature, top_k, top_p, None if seed is None else (int(seed), n))
 
 
 def _decode_plain(ring, tok, pos, sampling):

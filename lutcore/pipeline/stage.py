@@ -506,14 +506,13 @@ class Stage:
     def pick_token(logits, temperature: float = 0.0, top_k=None, top_p=None, seed=None) -> int:
         """Greedy for temperature 0 (ties to the lowest id), else a draw from
         ``np.random.default_rng(seed)`` (see ``lutcore.sampling.pick_token``)."""
-        from lutcore.sampling import check_sampling, pick_token
+        from lutcore.sampling import check_sampling, seeded_draw
         temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
         if isinstance(seed, (tuple, list)):
             seed = tuple(_check.int_arg(v, "seed", lo=0) for v in seed)
         else:
             seed = _check.seed_arg(seed)
-        rng = None if temperature == 0 else np.random.default_rng(seed)
-        return pick_token(logits, temperature, top_k, top_p, rng)
+        return seeded_draw(logits, temperature, top_k, top_p, seed)
 
     def nbytes(self) -> int:
         """Bytes of the weights this stage holds (float32 or Q8)."""

@@ -116,10 +116,9 @@ class Trainer:
         ``max_steps`` caps the total optimizer steps (``global_step``), so a run can
         stop mid-epoch; calling ``train`` again with the same data continues from
         the recorded position (this is what a resumed checkpoint does)."""
-        for name, v in (("epochs", epochs), ("seq_len", seq_len), ("batch_size", batch_size),
-                        ("grad_accum", grad_accum)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}: expected a positive int, got {v!r}")
+        epochs, seq_len, batch_size, grad_accum = (
+            _check.int_arg(v, name, lo=1) for name, v in (("epochs", epochs), ("seq_len", seq_len),
+                                                          ("batch_size", batch_size), ("grad_accum", grad_accum)))
         if max_grad_norm is not None:
             max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
         if max_delta is not None:

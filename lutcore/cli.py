@@ -19,6 +19,8 @@ def cmd_units(args) -> int:
     from lutcore.units import resolve
     units = resolve(args.path)
     print(repr(units))
+    if units.source:
+        print(f"  from {units.source}")
     if args.verify:
         rep = units.verify()
         print(rep)
@@ -402,7 +404,8 @@ def main(argv=None) -> int:
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
     u.add_argument("path", nargs="?", default="exact",
                    help="directory with mul_lut.bin/requant_lut.bin/relu_lut.bin, 'exact', "
-                        "or an approximate multiplier: truncated:K, mitchell, reduced:BITS")
+                        "an approximate multiplier (truncated:K, mitchell, reduced:BITS), a Verilog "
+                        "multiplier FILE.v (synthesised with Yosys) or a C model FILE.c[:function]")
     u.add_argument("--verify", action="store_true", help="print the verification report")
     u.add_argument("--strict", action="store_true", help="exit 1 unless every table is exact")
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")
@@ -418,7 +421,7 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as e:
+    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError, ImportError) as e:
         print(f"lutcore {args.cmd}: error: {e}", file=sys.stderr)
         return 2
 

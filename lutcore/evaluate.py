@@ -124,10 +124,15 @@ class _HF:
         from lutcore.pipeline.arch import ArchSpec
         from lutcore.pipeline.shard import load_stage_weights, plan_from_splits
         self.path, self.threads = path, threads
-        self.spec = ArchSpec.from_config(read_config(path))
+        cfg = read_config(path)
+        self.spec = ArchSpec.from_config(cfg)
         self.plan = plan_from_splits(self.spec, [self.spec.layers])[0]
         self.weights = load_stage_weights(path, self.spec, self.plan)
-        self.vocab, self.context = self.spec.vocab, self.spec.max_pos
+        self.vocab = self.spec.vocab
+        # the context: learned positions (gpt2), else the positions the config says it was trained for
+        ctx = self.spec.max_pos or cfg.get("max_position_embeddings")
+        self.context = ctx if isinstance(ctx, int) and not isinstance(ctx, bool) and ctx > 0 else None
+        self.hard_context = self.spec.max_pos        # beyond this the model cannot run at all
         self.label = f"{self.spec.model_type} {path}"
 
     def scorer(self, units):
@@ -143,7 +148,7 @@ class _Own:
     def __init__(self, model, threads, label):
         self.model, self.threads, self.label = model, threads, label
         self.vocab = model.config.vocab_size
-        self.context = getattr(model.config, "context", None)
+        self.context = self.hard_context = getattr(model.config, "context", None)
 
     def scorer(self, units):
         m = _rebuild(self.model, units, self.threads)
@@ -218,8 +223,8 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     resolved = [None if s is None else resolve(s) for s in specs]     # every spec checked before any work
     cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
     L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
-    if model.context is not None and L > model.context:
-        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.context} positions")
+    if model.hard_context is not None and L > model.hard_context:
+        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.hard_context} positions")
     ids = _tokens(data, tokenizer, model.vocab, model.label)
     n_win = (ids.size - 1) // L
     if n_win < 1:

@@ -23,7 +23,8 @@ stderr (``progress=False`` silences it).
 
     from_verilog(path, top=None) -> Units      (units.source says what was read)
     from_c(path, function=None)  -> Units
-    eval_netlist(module)         -> (outputs, ports)   netlist JSON module -> 65536-pair values
+    synthesise(path, top=None)   -> (name, module)     Yosys: the top's flat JSON netlist
+    eval_netlist(module)         -> (values, ports)    netlist JSON module -> 65536-pair values
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ import time
 
 import numpy as np
 
-__all__ = ["from_verilog", "from_c", "eval_netlist", "YOSYS_SCRIPT"]
+__all__ = ["from_verilog", "from_c", "synthesise", "eval_netlist", "YOSYS_SCRIPT"]
 
 PAIRS = 65536
 WORDS = PAIRS // 64
@@ -308,35 +309,41 @@ def from_verilog(path, top: str | None = None, *, progress: bool = True):
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top)
     if key not in _cache:
-        import json
-        tmp = tempfile.mkdtemp(prefix="lutcore-yosys-")
-        try:
-            # the source is read as a copy under its own name, relative to the temporary
-            # working directory (Yosys's ABC pass fails on some absolute paths under WASI)
-            src = os.path.basename(path)
-            shutil.copyfile(path, os.path.join(tmp, src))
-            out = "netlist.json"
-            script = YOSYS_SCRIPT.format(src=f"-I {_quote(os.path.dirname(os.path.abspath(path)))} {_quote(src)}",
-                                         top=f"-top {top}" if top else "-auto-top", out=out)
-            code, log = _run_yosys(["-q", "-p", script], tmp, progress)
-            if code != 0 or not os.path.isfile(os.path.join(tmp, out)):
-                raise _yosys_error(path, log, top)
-            with open(os.path.join(tmp, out), encoding="utf-8") as f:
-                netlist = json.load(f)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        mods = netlist.get("modules", {})
-        tops = [n for n, m in mods.items() if int(str(m.get("attributes", {}).get("top", "0")), 2)]
-        name = tops[0] if tops else (next(iter(mods)) if len(mods) == 1 else None)
-        if name is None:
-            raise _fail(path, f"Yosys found no top module (modules: {sorted(mods)}); name one with top=")
-        v, info = eval_netlist(mods[name], path)
+        name, module = synthesise(path, top, progress=progress)
+        v, info = eval_netlist(module, path)
         table, how = _to_table(path, v, info)
         _cache[key] = (table, f"{os.path.basename(path)}: module {name}, {how}", name)
     table, source, name = _cache[key]
     u = Units.from_mul(table, name=name)
     u.source = source
     return u
+
+
+def synthesise(path, top: str | None = None, *, progress: bool = True) -> tuple[str, dict]:
+    """Yosys on ``path`` -> (top module's name, its flat gate-level JSON module)."""
+    import json
+    tmp = tempfile.mkdtemp(prefix="lutcore-yosys-")
+    try:
+        # the source is read as a copy under its own name, relative to the temporary
+        # working directory (Yosys's ABC pass fails on some absolute paths under WASI)
+        src = os.path.basename(path)
+        shutil.copyfile(path, os.path.join(tmp, src))
+        out = "netlist.json"
+        script = YOSYS_SCRIPT.format(src=f"-I {_quote(os.path.dirname(os.path.abspath(path)))} {_quote(src)}",
+                                     top=f"-top {top}" if top else "-auto-top", out=out)
+        code, log = _run_yosys(["-q", "-p", script], tmp, progress)
+        if code != 0 or not os.path.isfile(os.path.join(tmp, out)):
+            raise _yosys_error(path, log, top)
+        with open(os.path.join(tmp, out), encoding="utf-8") as f:
+            netlist = json.load(f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    mods = netlist.get("modules", {})
+    tops = [n for n, m in mods.items() if int(str(m.get("attributes", {}).get("top", "0")), 2)]
+    name = tops[0] if tops else (next(iter(mods)) if len(mods) == 1 else None)
+    if name is None:
+        raise _fail(path, f"Yosys found no top module (modules: {sorted(mods)}); name one with top=")
+    return name, mods[name]
 
 
 def _quote(p):

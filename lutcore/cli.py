@@ -182,6 +182,9 @@ def cmd_train(args) -> int:
     if args.eval_units != ["none"]:
         # what the units do to the model just trained: the same held-out windows through each
         specs = ["none"] + [u for u in args.eval_units if u != "none"]
+        if getattr(model, "units", None) is not None and model.units.digest not in \
+                {lutcore.units.resolve(s).digest for s in specs[1:]}:
+            specs.append(model.units)                   # and the units it was trained through
         res = _damage(model, held, specs, args.seq_len, tok, threads=args.threads)
         print(_eval_report(res, os.path.join(out, "eval")))
     return 0

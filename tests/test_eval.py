@@ -143,12 +143,12 @@ def test_cli_eval_model_writes_table_json_and_png(tmp_path, tokenizer_json, data
     assert main(["eval", "--model", path, "--units", "none"]) == 2                   # --data required
 
 
-def _tiny_run(tmp_path, units):
+def _tiny_run(tmp_path, units, eval_units=("none",)):
     data = tmp_path / "train.txt"
     data.write_text(TEXT[:12_000], encoding="utf-8")
     args = ["train", "--data", str(data), "--steps", "3", "--d-model", "16", "--layers", "1", "--d-state", "4",
             "--seq-len", "32", "--batch-size", "2", "--sample-tokens", "4", "--out", str(tmp_path / "run"),
-            "--eval-units", "none", "--threads", "1"]
+            "--threads", "1"] + (["--eval-units", *eval_units] if eval_units else [])
     if units:
         args += ["--units", units]
     assert main(args) == 0
@@ -173,14 +173,21 @@ def test_checkpoint_trained_through_units_evaluates_and_generates(tmp_path, caps
 
 
 def test_eval_without_data_scores_the_held_out_split(tmp_path, capsys):
-    ckpt = _tiny_run(tmp_path, None)
+    ckpt = _tiny_run(tmp_path, None, eval_units=None)              # train's default: its damage table
     out = capsys.readouterr().out
+    print(out)
+    table = out[out.index("units "):]
+    for spec in ("none", "exact", "mitchell", "truncated:6"):
+        assert f"\n{spec} " in table
+    train_rows = json.load(open(tmp_path / "run" / "eval" / "eval.json"))["results"]
+    assert [r["units"] for r in train_rows] == ["none", "exact", "mitchell", "truncated:6"]
     assert main(["eval", "--checkpoint", ckpt, "--out", str(tmp_path / "e")]) == 0
     rep = json.load(open(tmp_path / "e" / "eval.json"))
     from lutcore.train.data import held_out_size
     n = Tokenizer.bytes().encode(TEXT[:12_000]).size
     assert rep["config"]["data_tokens"] == held_out_size(n, 32) < n
     assert rep["results"][0]["units"] == "none"
+    assert math.isclose(rep["results"][0]["loss"], train_rows[0]["loss"])      # the same split, the same windows
     tr = lutcore.train.Trainer.resume(ckpt)
     ev = tr.evaluate(Tokenizer.bytes().encode(TEXT[:12_000])[-held_out_size(n, 32):], seq_len=32)
     assert f"held-out: loss {ev['loss']:.4f}" in out              # what train reported, on the same split

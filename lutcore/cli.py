@@ -185,7 +185,7 @@ def cmd_train(args) -> int:
         if getattr(model, "units", None) is not None and model.units.digest not in \
                 {lutcore.units.resolve(s).digest for s in specs[1:]}:
             specs.append(model.units)                   # and the units it was trained through
-        res = _damage(model, held, specs, args.seq_len, tok, threads=args.threads)
+        res = _damage(model, held, specs, args.seq_len, tok, threads=args.threads, batch_size=args.batch_size)
         print(_eval_report(res, os.path.join(out, "eval")))
     return 0
 
@@ -219,7 +219,7 @@ def _held_out(ckpt, tok):
     return ids[-n:], f"held-out split of {source} (last {n:,} tokens)", rec.get("seq_len")
 
 
-def _damage(model, data, specs, seq_len, tok, threads=None):
+def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
     """evaluate_units with a progress bar over units x windows."""
     from tqdm import tqdm
     from lutcore.evaluate import evaluate_units
@@ -232,7 +232,7 @@ def _damage(model, data, specs, seq_len, tok, threads=None):
 
     try:
         return evaluate_units(model, data, units=specs, seq_len=seq_len, tokenizer=tok, threads=threads,
-                              on_window=on_window)
+                              on_window=on_window, batch_size=batch_size)
     finally:
         bar.close()
 
@@ -293,7 +293,7 @@ def cmd_eval(args) -> int:
         data, source = _load_text(args.data)
         specs = args.units or ["none"]
         print(f"lutcore eval: {path}; data: {source}", file=sys.stderr)
-    res = _damage(path, data, specs, seq_len, tok, threads=args.threads)
+    res = _damage(path, data, specs, seq_len, tok, threads=args.threads, batch_size=args.batch_size)
     print(_eval_report(res, args.out))
     return 0
 
@@ -477,6 +477,7 @@ def main(argv=None) -> int:
                          "trained with; float for --model)")
     ev.add_argument("--seq-len", type=POS_INT, help="window length L (default: the model's context, at most 512; "
                                                     "the training seq_len for a checkpoint's held-out split)")
+    ev.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")
     ev.add_argument("--threads", type=POS_INT)
     ev.add_argument("--out", default="lutcore-eval", help="output directory (eval.json, eval.png)")
     ev.set_defaults(fn=cmd_eval)

@@ -42,7 +42,6 @@ __all__ = ["evaluate_units", "EvalResult", "format_table", "write_report", "chec
 
 MAX_SEQ_LEN = 512
 FLOAT_SPECS = (None, "none", "float")
-_BATCH = 8                  # windows per forward for lutcore's own models
 
 
 @dataclasses.dataclass
@@ -204,12 +203,13 @@ def _label(spec) -> str:
 
 # ------------------------------------------------------------------ the table
 def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokenizer=None, threads=None,
-                   on_window=None) -> EvalResult:
+                   on_window=None, batch_size: int = 8) -> EvalResult:
     """Loss, perplexity, bits/token, Δloss and top-1 agreement with float through each units
     spec (``"none"`` = float32; names, directories, ``.v`` files, ``file.c:function`` or
     ``Units``).  ``data``: text, a text file, or token ids.  ``seq_len``: the window L
     (default: the model's context, capped at 512).  ``on_window(done, total, spec)``: progress
-    over units x windows.  See the module docstring for the definitions."""
+    over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
+    Face model's pipeline takes one at a time).  See the module docstring for the definitions."""
     from lutcore import _check
     from lutcore.units import resolve
     if isinstance(units, (str, os.PathLike)) or not hasattr(units, "__iter__"):
@@ -219,6 +219,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         raise ValueError("units: need at least one units spec ('none' for float)")
     if on_window is not None and not callable(on_window):
         raise TypeError(f"on_window: expected a callable(done, total, spec) or None, got {type(on_window).__name__}")
+    batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
     model, tokenizer, trained = _open(model_or_path, tokenizer, threads)
     resolved = [None if s is None else resolve(s) for s in specs]     # every spec checked before any work
     cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
@@ -244,7 +245,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         t0 = time.perf_counter()
         score = model.scorer(u)
         nll, top1 = 0.0, np.empty((n_win, L), np.int64)
-        step = _BATCH if isinstance(model, _Own) else 1
+        step = batch_size if isinstance(model, _Own) else 1
         for s in range(0, n_win, step):
             chunk = wins[s:s + step]
             logits = score([w[:-1] for w in chunk]).astype(np.float64)       # (b, L, V)

@@ -128,13 +128,17 @@ def test_bad_arguments(tmp_path, tokenizer_json):
 def test_cli_eval_model_writes_table_json_and_png(tmp_path, tokenizer_json, data_file, capsys):
     path, _ = _hf_dir(tmp_path / "m", "llama", tokenizer_json, num_hidden_layers=2)
     out = tmp_path / "out"
+    circuits = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+    v, c = os.path.join(circuits, "behavioural_mul.v"), os.path.join(circuits, "array_mul.c") + ":mul8_trunc4"
     assert main(["eval", "--model", path, "--data", data_file, "--units", "none", "exact", "truncated:6",
-                 "mitchell", "--seq-len", "32", "--out", str(out), "--threads", "1"]) == 0
+                 "mitchell", v, c, "--seq-len", "32", "--out", str(out), "--threads", "1"]) == 0
     text = capsys.readouterr().out
     print(text)
     assert "Δloss" in text and "top-1 = float" in text and "mitchell" in text and "WCE%" in text
     rep = json.load(open(out / "eval.json"))
-    assert [r["units"] for r in rep["results"]] == ["none", "exact", "truncated:6", "mitchell"]
+    assert [r["units"] for r in rep["results"]] == ["none", "exact", "truncated:6", "mitchell", v, c]
+    assert rep["results"][4]["loss"] == rep["results"][1]["loss"]          # the behavioural * is the exact unit
+    assert rep["results"][5]["name"] == "mul8_trunc4" and rep["results"][5]["wce_pct"] > 0
     for r in rep["results"]:
         assert {"units", "digest", "loss", "perplexity", "bits_per_token", "dloss", "top1_agreement",
                 "wce_pct"} <= set(r)

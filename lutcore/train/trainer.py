@@ -282,7 +282,11 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "tokenizer": self.tokenizer.spec(), "history": self.history,
         }
-        with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json")) as tmp:
+        with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json",
+                                                   "units.safetensors")) as tmp:
+            if units is not None:          # the tables themselves, so eval/generate can use them anywhere
+                save_file({"mul": np.ascontiguousarray(units.mul), "requant": np.ascontiguousarray(units.requant_lut),
+                           "relu": np.ascontiguousarray(units.relu_lut)}, os.path.join(tmp, "units.safetensors"))
             save_file({k: np.ascontiguousarray(v) for k, v in model.parameters().items()},
                       os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             mom = {f"m.{k}": v for k, v in self.optimizer.m.items()}

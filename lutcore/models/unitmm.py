@@ -26,7 +26,7 @@ def _f32(a):
 def _as_b(w: np.ndarray, block: int) -> Q8:
     """w (N, K) -> the Q8 right operand (K, N) of x @ w.T, blocks along K."""
     qw = quantize(_f32(w), block, axis=-1)
-    return Q8(np.ascontiguousarray(qw.q.T), np.ascontiguousarray(qw.scale.T), block, 0, (w.shape[1], w.shape[0]))
+    return Q8._made(np.ascontiguousarray(qw.q.T), np.ascontiguousarray(qw.scale.T), block, 0, (w.shape[1], w.shape[0]))
 
 
 class UnitMatmul:

@@ -396,7 +396,7 @@ def _check_meta(meta: dict, fname) -> None:
             bad(field, "an int >= 0", v)
 
     classes = MODEL_CLASSES()
-    if meta["model_class"] not in classes:
+    if not isinstance(meta["model_class"], str) or meta["model_class"] not in classes:
         bad("model_class", f"one of {sorted(classes)}", meta["model_class"])
     if not isinstance(meta["model_config"], dict):
         bad("model_config", "a JSON object (the model's config)", meta["model_config"])

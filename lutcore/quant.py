@@ -86,12 +86,13 @@ class Q8:
 
     def dequantize(self) -> np.ndarray:
         """float32 of the original shape: q * scale per block."""
+        nb = self.nblocks                  # explicit: a -1 in reshape fails on an empty array
         if self.axis == 1:
             R, Kq = self.q.shape
-            x = (self.q.reshape(R, -1, self.block).astype(np.float32) * self.scale[:, :, None]).reshape(R, Kq)
+            x = (self.q.reshape(R, nb, self.block).astype(np.float32) * self.scale[:, :, None]).reshape(R, Kq)
             return x[:, : self.shape[1]]
         Kq, N = self.q.shape
-        x = (self.q.reshape(-1, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
+        x = (self.q.reshape(nb, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
         return x[: self.shape[0]]
 
     def __repr__(self):

@@ -140,7 +140,9 @@ class AdamW:
         self.t += 1
         b1, b2 = self.betas
         bc1, bc2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
-        gscale = float(np.float32(grad_scale) * np.float32(clip)) if (grad_scale != 1.0 or clip != 1.0) else 1.0
+        # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
+        # alone beyond float32's range) is the factor the pair means, not 0 or inf
+        gscale = float(np.float32(grad_scale * clip))
         isa, nt = _simd.isa(), resolve_threads(self.threads)
         names = sorted(grads)
         for name in names:
@@ -173,7 +175,7 @@ class AdamW:
         """A large (but finite) gradient norm: would the update overflow float32 in
         m or v?  Evaluated as the kernel does (include/lutcore/optim.h)."""
         clip = max_grad_norm / (norm + 1e-6) if (max_grad_norm is not None and norm > max_grad_norm) else 1.0
-        gs = np.float32(np.float32(grad_scale) * np.float32(clip))
+        gs = np.float32(grad_scale * clip)
         b1, b2 = np.float32(self.betas[0]), np.float32(self.betas[1])
         c1, c2 = np.float32(1.0 - self.betas[0]), np.float32(1.0 - self.betas[1])
         with np.errstate(over="ignore", invalid="ignore"):

@@ -381,3 +381,22 @@ def test_qmatmul_block_longer_than_k_is_sized_by_k(rng):
     want = qmatmul_ref(qa, sa, qb.T, sb.T, Units.exact().mul, 131071)
     assert np.array_equal(y[:R], want)
     assert np.array_equal(y, lutcore.qmatmul(a, b, block=1))   # one block either way
+
+
+@pytest.mark.parametrize("call", [
+    lambda: MambaLM(MambaConfig(**TINY), unit_backward="no"),
+    lambda: MambaLM(MambaConfig(**TINY), checkpoint_activations="no"),
+    lambda: Trainer(MambaLM(MambaConfig(**TINY))).train(TEXT, seq_len=8, batch_size=2, max_steps=1, wsla="no"),
+    lambda: Trainer(MambaLM(MambaConfig(**TINY))).train(TEXT, seq_len=8, batch_size=2, max_steps=1,
+                                                       mixed_precision=1),
+    lambda: ops_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), out=np.zeros((2, 2), np.float32),
+                       accumulate="no"),
+], ids=["unit_backward", "checkpoint_activations", "wsla", "mixed_precision", "accumulate"])
+def test_boolean_options_are_booleans(call):
+    with pytest.raises(TypeError, match="expected True or False"):
+        call()
+
+
+def ops_matmul(*a, **k):
+    from lutcore.ops import matmul
+    return matmul(*a, **k)

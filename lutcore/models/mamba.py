@@ -358,11 +358,11 @@ class MambaLM(LanguageModel):
             raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
-        self.checkpoint_activations = bool(checkpoint_activations)
+        self.checkpoint_activations = _check.bool_arg(checkpoint_activations, "checkpoint_activations")
         if units is not None:
             from lutcore.units import resolve
             units = resolve(units)
-        self.units, self.unit_backward, self.threads = units, bool(unit_backward), threads
+        self.units, self.unit_backward, self.threads = units, _check.bool_arg(unit_backward, "unit_backward"), threads
         if params is None:
             params = self._init_params()
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import resolve
 
@@ -32,9 +33,9 @@ def _as_b(w: np.ndarray, block: int) -> Q8:
 class UnitMatmul:
     def __init__(self, units, unit_backward: bool = False, block: int = 32, two_pass: bool = False):
         self.units = resolve(units)
-        self.unit_backward = bool(unit_backward)
+        self.unit_backward = _check.bool_arg(unit_backward, "unit_backward")
         self.block = int(block)
-        self.two_pass = bool(two_pass)
+        self.two_pass = _check.bool_arg(two_pass, "two_pass")
 
     def _mm(self, a, b):
         """a (M, K) float @ b (K, N) float through the units, each operand

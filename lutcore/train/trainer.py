@@ -122,6 +122,8 @@ class Trainer:
         epochs, seq_len, batch_size, grad_accum = (
             _check.int_arg(v, name, lo=1) for name, v in (("epochs", epochs), ("seq_len", seq_len),
                                                           ("batch_size", batch_size), ("grad_accum", grad_accum)))
+        wsla = _check.bool_arg(wsla, "wsla")
+        mixed_precision = _check.bool_arg(mixed_precision, "mixed_precision")
         if max_grad_norm is not None:
             max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
         if max_delta is not None:

@@ -289,6 +289,36 @@ def _write_failed(path, e):
 
 
 @contextlib.contextmanager
+def atomic_file(fname):
+    """Yield a temporary name beside ``fname`` to write one file to; on success fsync it
+    and rename it over ``fname`` (one atomic step: the old file or the new one, never a
+    torn one).  A failure removes the temporary file, keeps ``fname`` as it was, and —
+    a write failure — is an OSError naming ``fname``."""
+    from safetensors import SafetensorError
+    fname = path_arg(fname)
+    d = os.path.dirname(os.path.abspath(fname))
+    if os.path.isdir(fname):
+        raise ValueError(f"path: {fname!r} is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(fname)}.", suffix=".lutcore-part", dir=d)
+        os.close(fd)
+    except OSError as e:
+        raise _write_failed(fname, e) from e
+    try:
+        try:
+            yield tmp
+            os.chmod(tmp, file_mode())
+            _fsync_path(tmp)
+            os.replace(tmp, fname)
+            _fsync_path(d)
+        except (OSError, SafetensorError) as e:
+            raise _write_failed(fname, e) from e
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
 def atomic_dir(path, owned=MODEL_FILES, last=("config.json", "trainer.json")):
     """Yield a temporary directory (inside ``path``) to write a save's files into; then
     switch ``path`` to them so that at every instant one complete save is readable:

@@ -400,3 +400,26 @@ def test_boolean_options_are_booleans(call):
 def ops_matmul(*a, **k):
     from lutcore.ops import matmul
     return matmul(*a, **k)
+
+
+def test_a_failed_save_state_keeps_the_previous_file(tmp_path, monkeypatch):
+    from safetensors import SafetensorError
+    import safetensors.numpy as stn
+    m = MambaLM(MambaConfig(**TINY))
+    _, state = m.step(np.array([3]), None)
+    f = tmp_path / "state.safetensors"
+    m.save_state(state, f)
+    before = f.read_bytes()
+    _, state2 = m.step(np.array([4]), state)
+
+    def full(tensors, fname, *a, **k):
+        open(fname, "wb").write(b"partial")
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(stn, "save_file", full)
+    with pytest.raises(OSError, match="cannot save into .*state.safetensors"):
+        m.save_state(state2, f)
+    assert f.read_bytes() == before and os.listdir(tmp_path) == ["state.safetensors"]
+    monkeypatch.undo()
+    got = m.load_state(f)
+    assert all(np.array_equal(a, b) for (c1, h1), (c2, h2) in zip(got, state) for a, b in ((c1, c2), (h1, h2)))

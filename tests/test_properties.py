@@ -15,6 +15,9 @@ and ``max_examples`` keeps the file to seconds.
     fp16_round/encode   fp16_ref                    bits, both modes, NaN/Inf/subnormals
     selective_scan      scan_ref (float64)          F64_TOL; NaN propagates as in the oracle
     causal_conv1d(+step) scan_ref.causal_conv1d_ref  F64_TOL; step with aliased x_t
+    matmul              float64 numpy               MATMUL_REL; out aliasing a
+    AdamW               test_optim.RefAdamW         its tolerances, or the whole step skipped (NaN, overflow)
+    softplus/silu/sigmoid scan_ref (float64)         ACT_ULP; NaN/Inf, in place
     wrong dtype / rank  -                           TypeError / ValueError naming the argument
 """
 import numpy as np
@@ -337,3 +340,38 @@ def test_adamw_matches_reference_or_skips_the_whole_step(shapes, modes, scale, c
         for k in params:
             np.testing.assert_allclose(params[k], ref.p[k], rtol=P_RTOL, atol=P_ATOL, err_msg=k)
     assert all(np.isfinite(a).all() for a in list(opt.m.values()) + list(opt.v.values()))
+
+
+# ------------------------------------------------------------------ element-wise math (float32 vs float64 numpy)
+
+ACT_ULP, ACT_TINY_ABS = 4.0, 1e-37           # as test_mathfns: softplus / silu / sigmoid
+
+
+@SETTINGS
+@given(n=dims, fn=st.sampled_from(["softplus", "silu", "sigmoid"]), lay=layouts, inplace=st.booleans(),
+       special=st.sampled_from([None, np.nan, np.inf, -np.inf]), seed=seeds)
+def test_activations_match_float64_reference(n, fn, lay, inplace, special, seed):
+    from reference.scan_ref import sigmoid_ref, silu_ref, softplus_ref
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * rng.choice([1.0, 10.0, 100.0])).astype(np.float32)
+    if special is not None and n:
+        x[int(rng.integers(n))] = special
+    ref = {"softplus": softplus_ref, "silu": silu_ref, "sigmoid": sigmoid_ref}[fn]
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64))
+    if fn == "silu":
+        want[np.isneginf(x)] = 0.0         # its limit (the oracle's x * sigmoid(x) is -inf * 0)
+    if inplace:
+        got = x.copy()
+        assert getattr(ops, fn)(got, out=got) is got
+    else:
+        got = getattr(ops, fn)(_layout(x, lay))
+    assert got.dtype == np.float32 and got.shape == x.shape
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    w, g = want[~nan], got[~nan].astype(np.float64)
+    inf = np.isinf(w)
+    assert np.array_equal(g[inf], w[inf])
+    w, g = w[~inf], g[~inf]
+    ulp = np.spacing(np.abs(w).astype(np.float32)).astype(np.float64)
+    assert np.all((np.abs(g - w) <= ACT_ULP * ulp) | (np.abs(g - w) <= ACT_TINY_ABS))

@@ -76,6 +76,13 @@ def int_arg(v, name: str, lo: int | None = None, hi: int | None = None) -> int:
     return v
 
 
+def bool_arg(v, name: str) -> bool:
+    """A bool (numpy's np.bool_ too); not a string, not a number: ``'no'`` is not False."""
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {type(v).__name__} {v!r}")
+    return bool(v)
+
+
 def float_arg(v, name: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
               hi_open: bool = False) -> float:
     """A finite real number (int or float, numpy scalars too; not bool) within the bounds."""

@@ -1,6 +1,7 @@
 """Checkpoint files: config.json, safetensors (single file or sharded index),
-and atomic directory writes (temporary directory, fsync, rename) so an
-interrupted save never damages what was there."""
+and crash-safe directory saves (``atomic_dir``: new files fsynced under new
+names, one journal rename as the switch, then the usual names) so that a save
+killed at any instant leaves one complete save readable (``saved_dir``)."""
 from __future__ import annotations
 
 import contextlib
@@ -50,7 +51,7 @@ def path_arg(path, name: str = "path") -> str:
 
 def read_config(path) -> dict:
     path = path_arg(path)
-    f = os.path.join(path, "config.json")
+    f = os.path.join(saved_dir(path), "config.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"path: no config.json in {path!r}")
     return load_json(f)
@@ -59,7 +60,7 @@ def read_config(path) -> dict:
 def safetensors_files(path) -> dict[str, str]:
     """{tensor name: file} for a checkpoint directory."""
     from safetensors import safe_open
-    path = path_arg(path)
+    path = saved_dir(path_arg(path))
     idx = os.path.join(path, INDEX)
     if os.path.isfile(idx):
         wm = load_json(idx).get("weight_map", {})
@@ -181,50 +182,217 @@ def sha256_file(fname) -> str:
     return h.hexdigest()
 
 
+JOURNAL = ".lutcore-save.json"        # present only while a save switches its files into place
+TMP_PREFIX = ".tmp-save-"
+
+# Test hook: called with a tag ("journal", "place <file>", "remove <file>", "unjournal")
+# before each step of a save that changes what ``path`` holds, so a test can end the
+# process at each one (os._exit: no cleanup runs, as with kill -9).
+_crash_hook = None
+
+
+def _step(tag: str) -> None:
+    if _crash_hook is not None:
+        _crash_hook(tag)
+
+
+def _journal(path):
+    """The pending switch recorded in ``path`` — (its directory, its files) — when that
+    directory still holds every file at its recorded size; else None."""
+    j = os.path.join(path, JOURNAL)
+    if not os.path.isfile(j):
+        return None
+    try:
+        with open(j, encoding="utf-8") as fh:
+            rec = json.load(fh)
+        d, files = rec["dir"], rec["files"]
+        ok = (isinstance(d, str) and d.startswith(TMP_PREFIX) and os.sep not in d and isinstance(files, dict)
+              and all(isinstance(n, str) and os.sep not in n and isinstance(b, int) for n, b in files.items())
+              and isinstance(rec.get("order"), list) and sorted(rec["order"]) == sorted(files)
+              and isinstance(rec.get("remove", []), list))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not ok:
+        return None
+    d = os.path.join(path, d)
+    for n, nbytes in files.items():
+        f = os.path.join(d, n)
+        if not os.path.isfile(f) or os.path.getsize(f) != nbytes:
+            return None
+    return d, rec
+
+
+def saved_dir(path) -> str:
+    """The directory to read a save in ``path`` from: ``path`` itself, or — when a save
+    was interrupted while switching its files into place — that save's complete copy
+    (the journal's directory), so a reader never sees the mixture.  Every lutcore loader
+    reads through this."""
+    found = _journal(path)
+    return found[0] if found else path
+
+
+def _place(src, dst):
+    """Put a copy of ``src`` at ``dst`` with one atomic rename (a hard link of it where the
+    file system allows, else a copied file); ``src`` stays whole."""
+    tmp = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.lutcore-part")
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+        _fsync_path(tmp)
+    os.replace(tmp, dst)
+
+
+def _finish(path, tmp, rec):
+    """Roll a journalled save forward: every file into place (``order`` first to last),
+    the files it replaces removed, the journal removed, its directory removed."""
+    for n in rec["order"]:
+        _step(f"place {n}")
+        _place(os.path.join(tmp, n), os.path.join(path, n))
+    for n in rec.get("remove", []):
+        f = os.path.join(path, n)
+        if isinstance(n, str) and os.sep not in n and os.path.isfile(f) and n not in rec["files"]:
+            _step(f"remove {n}")
+            os.remove(f)
+    _fsync_path(path)
+    _step("unjournal")
+    os.remove(os.path.join(path, JOURNAL))
+    _fsync_path(path)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def recover(path) -> None:
+    """Finish a save that was interrupted while switching (its journal is still there),
+    then remove what killed saves left: ``.tmp-save-*`` directories, a stale journal,
+    half-placed files."""
+    found = _journal(path)
+    if found:
+        _finish(path, found[0], found[1])
+    elif os.path.lexists(os.path.join(path, JOURNAL)):
+        os.remove(os.path.join(path, JOURNAL))
+    for n in os.listdir(path):
+        f = os.path.join(path, n)
+        if n.startswith(TMP_PREFIX) and os.path.isdir(f) and not os.path.islink(f):
+            shutil.rmtree(f, ignore_errors=True)
+        elif n.endswith(".lutcore-part") and n.startswith(".") and os.path.isfile(f):
+            os.remove(f)
+
+
+def _write_failed(path, e):
+    """A write failure (disk full, read-only file system, a file too large, ...) as one
+    OSError naming the directory, whatever layer raised it."""
+    err = OSError(getattr(e, "errno", None) or 5, f"cannot save into {path!r}: {e}")
+    err.filename = path
+    return err
+
+
+@contextlib.contextmanager
+def atomic_file(fname):
+    """Yield a temporary name beside ``fname`` to write one file to; on success fsync it
+    and rename it over ``fname`` (one atomic step: the old file or the new one, never a
+    torn one).  A failure removes the temporary file, keeps ``fname`` as it was, and —
+    a write failure — is an OSError naming ``fname``."""
+    from safetensors import SafetensorError
+    fname = path_arg(fname)
+    d = os.path.dirname(os.path.abspath(fname))
+    if os.path.isdir(fname):
+        raise ValueError(f"path: {fname!r} is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(fname)}.", suffix=".lutcore-part", dir=d)
+        os.close(fd)
+    except OSError as e:
+        raise _write_failed(fname, e) from e
+    try:
+        try:
+            yield tmp
+            os.chmod(tmp, file_mode())
+            _fsync_path(tmp)
+            os.replace(tmp, fname)
+            _fsync_path(d)
+        except (OSError, SafetensorError) as e:
+            raise _write_failed(fname, e) from e
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
 @contextlib.contextmanager
 def atomic_dir(path, owned=MODEL_FILES, last=("config.json", "trainer.json")):
-    """Yield a temporary directory (inside ``path``) to write a save's files into; on
-    success fsync them and move them into ``path`` one by one, each with one atomic
-    rename, ``last`` ones last (in that order; a reader that checks the last file's
-    record of the others sees a torn save).  Then ``owned`` files (fnmatch patterns:
-    an earlier save's index and shards) that this save did not write are removed.
-    Nothing else in ``path`` is touched, and ``path`` itself is never replaced: a
-    symlink, a mount point or the working directory stays what it is.  A failure
-    before the first rename leaves ``path`` as it was (a directory this save created
-    is removed again).  Refused up front: a path that is a file (or lies under one), that
-    resolves only after normalising, or where one of the save's files is a directory."""
+    """Yield a temporary directory (inside ``path``) to write a save's files into; then
+    switch ``path`` to them so that at every instant one complete save is readable:
+
+    1. the files are fsynced in ``path/.tmp-save-*/`` (the old save untouched);
+    2. a journal (``.lutcore-save.json``, written whole and renamed in: the switch)
+       names them — from here on every lutcore loader (``saved_dir``) reads the new
+       save from that directory until the switch is done;
+    3. each file is put in place under its usual name (a hard link renamed over the
+       old one, ``last`` ones last), then ``owned`` files (fnmatch patterns: an earlier
+       save's index and shards) that this save did not write are removed;
+    4. the journal is removed, then the temporary directory.
+
+    A crash before 2 leaves the old save (and a ``.tmp-save-*`` directory that the next
+    save removes); after 2, the new one (the next save finishes the switch first).  The
+    usual names stay what other tools read (transformers finds config.json and
+    model.safetensors).  Nothing else in ``path`` is touched, and ``path`` itself is
+    never replaced: a symlink, a mount point or the working directory stays what it is.
+    A failure before the switch leaves ``path`` as it was (a directory this save
+    created is removed again); a write failure is an OSError naming ``path``.
+    Refused up front: a path that is a file (or lies under one), that resolves only
+    after normalising, or where one of the save's files is a directory."""
+    from safetensors import SafetensorError
     path = target_dir(path)
     created = not os.path.exists(path)
-    os.makedirs(path, exist_ok=True)
+    switched = False
     try:
-        tmp = tempfile.mkdtemp(prefix=".tmp-save-", dir=path)
-    except BaseException:
+        os.makedirs(path, exist_ok=True)
+        recover(path)
+        tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=path)
+    except OSError as e:
         if created:
             shutil.rmtree(path, ignore_errors=True)
-        raise
+        raise _write_failed(path, e) from e
     try:
-        yield tmp
+        try:
+            yield tmp
+        except (OSError, SafetensorError) as e:
+            raise _write_failed(path, e) from e
         order = {n: i for i, n in enumerate(last)}
         new = sorted(os.listdir(tmp), key=lambda n: (order.get(n, -1), n))
         for n in new:
             dst = os.path.join(path, n)
             if os.path.isdir(dst) and not os.path.islink(dst):
                 raise ValueError(f"path: {dst!r} is a directory, so this save cannot write its {n} there")
-        mode = file_mode()
-        for n in new:
-            f = os.path.join(tmp, n)
-            os.chmod(f, mode)              # safetensors writes 0600; a checkpoint file is an ordinary file
-            _fsync_path(f)
-        for n in new:
-            os.replace(os.path.join(tmp, n), os.path.join(path, n))
-        os.rmdir(tmp)
-        for n in os.listdir(path):
-            f = os.path.join(path, n)
-            if n not in new and any(fnmatch.fnmatchcase(n, pat) for pat in owned) and os.path.isfile(f):
-                os.remove(f)
-        _fsync_path(path)
+        try:
+            mode = file_mode()
+            for n in new:
+                f = os.path.join(tmp, n)
+                os.chmod(f, mode)          # safetensors writes 0600; a checkpoint file is an ordinary file
+                _fsync_path(f)
+            _fsync_path(tmp)
+            stale = sorted(n for n in os.listdir(path) if n not in new and os.path.isfile(os.path.join(path, n))
+                           and any(fnmatch.fnmatchcase(n, pat) for pat in owned))
+            rec = {"format": "lutcore-save/1", "dir": os.path.basename(tmp), "order": new,
+                   "files": {n: os.path.getsize(os.path.join(tmp, n)) for n in new}, "remove": stale}
+            jtmp = os.path.join(path, JOURNAL + ".lutcore-part")
+            with open(jtmp, "w", encoding="utf-8") as fh:
+                json.dump(rec, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _step("journal")
+            os.replace(jtmp, os.path.join(path, JOURNAL))
+            switched = True
+            _fsync_path(path)
+            _finish(path, tmp, rec)
+        except OSError as e:
+            raise _write_failed(path, e) from e
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created:                        # nothing of the user's was there
-            shutil.rmtree(path, ignore_errors=True)
+        if not switched:
+            shutil.rmtree(tmp, ignore_errors=True)
+            jtmp = os.path.join(path, JOURNAL + ".lutcore-part")
+            if os.path.lexists(jtmp):
+                os.remove(jtmp)
+            if created:                    # nothing of the user's was there
+                shutil.rmtree(path, ignore_errors=True)
         raise

@@ -5,15 +5,23 @@
 ``OMP_NUM_THREADS`` and threadpoolctl are honoured).  0, negative or more than
 MAX_THREADS is an error.
 Without OpenMP every kernel is serial and this returns 1.
+
+MAX_THREADS is the machine's CPU count times THREADS_PER_CPU (8): beyond that an
+OpenMP team only oversubscribes, and at some size libgomp cannot create its
+threads and ends the process ("libgomp: Thread creation failed", exit 1, no
+exception).  A larger ``threads=`` is a ValueError; a larger OpenMP default
+(``OMP_NUM_THREADS``) is capped to it.
 """
 from __future__ import annotations
+
+import os
 
 from lutcore._native import _cpu
 
 _default: int | None = None
 
-
-MAX_THREADS = 4096     # an OpenMP team larger than this is a typo, not a machine
+THREADS_PER_CPU = 8
+MAX_THREADS = max(1, os.cpu_count() or 1) * THREADS_PER_CPU
 
 
 def _check(n, name="threads"):
@@ -34,7 +42,7 @@ def get_num_threads() -> int:
 
 def resolve_threads(threads) -> int:
     if threads is None:
-        n = _default if _default is not None else _cpu.max_threads()
+        n = _default if _default is not None else min(_cpu.max_threads(), MAX_THREADS)
     else:
         n = _check(threads)
     if not _cpu.openmp_enabled():

@@ -257,10 +257,9 @@ def write_report(result: CompareResult, out_dir) -> dict:
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     jpath, ppath = os.path.join(out_dir, "compare.json"), os.path.join(out_dir, "compare.png")
-    tmp = jpath + ".tmp"
-    with open(tmp, "w") as f:
+    from lutcore._io import atomic_file
+    with atomic_file(jpath) as tmp, open(tmp, "w") as f:
         json.dump(result.to_dict(), f, indent=1, allow_nan=True)
-    os.replace(tmp, jpath)
 
     c = result.config
     fig, ax = plt.subplots(figsize=(8, 4.5))

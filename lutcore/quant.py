@@ -14,6 +14,8 @@ call into reused scratch memory.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from lutcore import _check, _simd, _workspace, audit
@@ -37,11 +39,46 @@ class Q8:
     __slots__ = ("q", "scale", "block", "axis", "shape", "_cache")
 
     def __init__(self, q, scale, block: int, axis: int, shape):
-        self.q, self.scale, self.block, self.axis = q, scale, int(block), int(axis)
-        self.shape = tuple(shape)
-        self._cache: dict = {}
+        # built by hand too: everything the kernels index by is checked here
+        block = _block(block)
+        axis = _check.int_arg(axis, "axis", lo=-1, hi=1)
+        axis = 1 if axis == -1 else axis
+        if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+                or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape)):
+            raise ValueError(f"shape: expected the original (rows, cols) as two non-negative ints, got {shape!r}")
+        shape = (int(shape[0]), int(shape[1]))
+        q = _check.array(q, "q", np.int8, 2)
+        scale = _check.array(scale, "scale", np.float32, 2)
+        L = shape[axis]
+        nblk = -(-L // block)
+        if axis == 1:
+            want_q, want_s = (shape[0], nblk * block), (shape[0], nblk)
+        else:
+            want_q, want_s = (nblk * block, shape[1]), (nblk, shape[1])
+        if q.shape != want_q:
+            raise ValueError(f"q: a Q8 of shape {shape} in blocks of {block} along axis {axis} holds int8 codes of "
+                             f"shape {want_q}, got {q.shape}")
+        if scale.shape != want_s:
+            raise ValueError(f"scale: a Q8 of shape {shape} in blocks of {block} along axis {axis} holds float32 "
+                             f"scales of shape {want_s}, got {scale.shape}")
+        if scale.size and not np.isfinite(scale).all():
+            raise ValueError("scale: holds NaN or Inf")
+        if q.size and q.min() < -127:
+            raise ValueError("q: codes must lie in [-127, 127], got -128")
+        self._set(q, scale, block, axis, shape)
+
+    def _set(self, q, scale, block, axis, shape):
+        self.q, self.scale, self.block, self.axis, self.shape = q, scale, block, axis, shape
+        self._cache = {}
         q.setflags(write=False)
         scale.setflags(write=False)
+
+    @classmethod
+    def _made(cls, q, scale, block: int, axis: int, shape) -> "Q8":
+        """A Q8 from ``quantize``'s own buffers (already of the right shapes and values)."""
+        obj = cls.__new__(cls)
+        obj._set(q, scale, block, axis, tuple(shape))
+        return obj
 
     @property
     def nblocks(self) -> int:
@@ -49,12 +86,13 @@ class Q8:
 
     def dequantize(self) -> np.ndarray:
         """float32 of the original shape: q * scale per block."""
+        nb = self.nblocks                  # explicit: a -1 in reshape fails on an empty array
         if self.axis == 1:
             R, Kq = self.q.shape
-            x = (self.q.reshape(R, -1, self.block).astype(np.float32) * self.scale[:, :, None]).reshape(R, Kq)
+            x = (self.q.reshape(R, nb, self.block).astype(np.float32) * self.scale[:, :, None]).reshape(R, Kq)
             return x[:, : self.shape[1]]
         Kq, N = self.q.shape
-        x = (self.q.reshape(-1, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
+        x = (self.q.reshape(nb, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
         return x[: self.shape[0]]
 
     def __repr__(self):
@@ -74,6 +112,31 @@ def _block(block) -> int:
     return _check.int_arg(block, "block", lo=1, hi=MAX_BLOCK)
 
 
+def effective_block(block: int, L: int) -> int:
+    """For operands quantized inside one call: a block longer than the reduction axis is
+    that axis — one block either way, so the same codes and scales, and (when the
+    table's mul[0, 0] is 0, so the padding adds nothing) the same products, with
+    memory sized by the data rather than by ``block``.  A ``Q8`` keeps its padded layout."""
+    return min(block, max(L, 1))
+
+
+def _phys_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def _fits(nbytes: int, name: str, block: int, rows: int, L: int) -> None:
+    """Refuse up front a quantization whose padded codes would not fit in this machine's
+    memory (rather than fail, or page for minutes, after the work began)."""
+    if nbytes > _phys_bytes():
+        raise ValueError(f"{name}: block={block} pads each of its {rows} rows of {L} values to "
+                         f"{-(-L // block) * block} codes: this needs {nbytes / 2**30:.1f} GiB, more than this "
+                         f"machine's {_phys_bytes() / 2**30:.1f} GiB of memory (use a block no longer than the "
+                         f"axis, {max(L, 1)})")
+
+
 def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None, *, name: str = "x") -> Q8:
     """Quantize a 2-D float32 array in blocks of ``block`` along ``axis`` (-1/1 or 0).
 
@@ -89,10 +152,11 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None, *, 
         # other axis — the same blocks, so the same codes — and transpose the int8 result,
         # a quarter of the bytes of a float copy
         t = quantize(x.T, block, axis=1 - ax, threads=nt, name=name)
-        return Q8(np.ascontiguousarray(t.q.T), np.ascontiguousarray(t.scale.T), block, ax, x.shape)
+        return Q8._made(np.ascontiguousarray(t.q.T), np.ascontiguousarray(t.scale.T), t.block, ax, x.shape)
     x = _check.array(x, name, np.float32, 2, kind="f")
     L = x.shape[ax]
     nblk = -(-L // block)
+    _fits(x.shape[1 - ax] * nblk * (block + 4), name, block, x.shape[1 - ax], L)
     if ax == 1:
         R = x.shape[0]
         q = np.empty((R, nblk * block), np.int8)
@@ -106,13 +170,14 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None, *, 
     if bad:
         raise ValueError(f"{name}: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be "
                          f"quantized")
-    return Q8(q, s, block, ax, x.shape)
+    return Q8._made(q, s, block, ax, x.shape)
 
 
 def _quantize_scratch(x: np.ndarray, block: int, nt: int):
     """Row quantization of activations into reused scratch (no Q8 object)."""
     R, K = x.shape
     nblk = -(-K // block)
+    _fits(R * nblk * (block + 4), "a", block, R, K)
     q = _workspace.scratch("qa", R * nblk * block, np.int8).reshape(R, nblk * block)
     s = _workspace.scratch("sa", R * nblk, np.float32).reshape(R, nblk)
     bad = _g.quantize_rows(q, s, x, block, _simd.isa(), nt)
@@ -169,6 +234,9 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     if Ka != Kb:
         raise ValueError(f"a, b: inner dimensions differ: a is {(M, Ka)}, b is {(Kb, N)}")
     K = Ka
+    if qa is None and qb_obj is None and units.mul[0] == 0:
+        # both quantized here, and the padding's products mul[0, 0] are 0: memory sized by K
+        block = effective_block(block, K)
     if block * units.max_abs_product > 2**31 - 1:
         raise ValueError(f"block: {block} is too long for int32 block sums with this table")
     # the kernel reads only the operands' quantized codes, taken before it writes:

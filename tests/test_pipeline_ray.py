@@ -185,6 +185,49 @@ def test_ray_decode_chunks_sample_and_stop_as_the_driver_does(cluster, ckpt, chu
         assert heard == [(n, want_stop[n]) for n in range(len(PROMPT), len(want_stop))]
         assert p.generate(PROMPT, 1).tolist() == want[0][:len(PROMPT) + 1]
 
+def test_ray_stalled_stage_is_named_within_call_timeout(cluster, ckpt):
+    """A stage that stops answering (SIGSTOP) — inside a compiled graph, whose teardown
+    waits for it, and on plain calls — gives StageFailure naming it within about
+    call_timeout (plus a few seconds of pings), not a hang."""
+    import signal
+    import time
+    for compile_after in (1, None):
+        # start-up (actors import lutcore and load weights) may take longer than a decode call
+        # on a loaded machine: the 3 s budget applies from the first pass on
+        p = Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", compile_after=compile_after,
+                                     call_timeout=120, decode_chunk=2)
+        p._ring.call_timeout = 3
+        pid = None
+        try:
+            pid = p._ring.info()[1]["pid"]
+            assert p.generate(PROMPT, 3).size == len(PROMPT) + 3
+            assert (p._ring._graph is not None) == (compile_after is not None)
+            os.kill(pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            with pytest.raises(StageFailure, match=r"no answer within 3 s \(stage 1 .*does not answer\)") as e:
+                p.generate(PROMPT, 4)
+            took = time.monotonic() - t0
+            assert e.value.stage == 1 and took < 20, (compile_after, took)
+        finally:
+            if pid is not None:
+                os.kill(pid, signal.SIGCONT)
+            p.close()
+
+
+def test_ray_malformed_checkpoint_carries_the_stage_error(cluster, ckpt, tmp_path):
+    """A stage that cannot load its weights (a truncated model.safetensors) dies in its
+    creation task: StageFailure carries the stage's own message, the file named."""
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpt["llama"], bad)
+    f = bad / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:5000])
+    with pytest.raises(ValueError, match="model.safetensors"):
+        Pipeline.from_pretrained(str(bad), splits=[3, 3])                      # local transport names it
+    with pytest.raises(StageFailure, match=r"died: ValueError: .*model\.safetensors.*not a readable safetensors"):
+        Pipeline.from_pretrained(str(bad), splits=[3, 3], transport="ray")
+
+
 def test_driver_waits_on_a_low_priority_thread_and_gets_its_errors():
     """The driver's compiled-graph reads run on a helper thread at nice 19 (Ray's reader
     polls while the stages compute); the caller blocks, and errors reach it unchanged.

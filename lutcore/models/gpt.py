@@ -176,7 +176,8 @@ class GPT(LanguageModel):
             raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
-        self.unit_backward, self.two_pass, self.threads = bool(unit_backward), bool(two_pass), threads
+        self.unit_backward, self.two_pass, self.threads = (_check.bool_arg(unit_backward, "unit_backward"),
+                                                            _check.bool_arg(two_pass, "two_pass"), threads)
         self._mm = None
         self.units = None
         if units is not None:

@@ -358,11 +358,11 @@ class MambaLM(LanguageModel):
             raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
-        self.checkpoint_activations = bool(checkpoint_activations)
+        self.checkpoint_activations = _check.bool_arg(checkpoint_activations, "checkpoint_activations")
         if units is not None:
             from lutcore.units import resolve
             units = resolve(units)
-        self.units, self.unit_backward, self.threads = units, bool(unit_backward), threads
+        self.units, self.unit_backward, self.threads = units, _check.bool_arg(unit_backward, "unit_backward"), threads
         if params is None:
             params = self._init_params()
         else:
@@ -510,13 +510,16 @@ class MambaLM(LanguageModel):
 
     @staticmethod
     def save_state(state, path) -> None:
-        """Write a decoding state (from ``step``) to a safetensors file."""
+        """Write a decoding state (from ``step``) to a safetensors file (written beside it
+        and renamed over it: a failed or killed save keeps the previous file)."""
         from safetensors.numpy import save_file
+        from lutcore._io import atomic_file
         t = {}
         for i, (c, h) in enumerate(state):
             t[f"layers.{i}.conv"] = np.ascontiguousarray(c)
             t[f"layers.{i}.ssm"] = np.ascontiguousarray(h)
-        save_file(t, os.fspath(path))
+        with atomic_file(path) as tmp:
+            save_file(t, tmp)
 
     def load_state(self, path):
         """Read a decoding state written by ``save_state``; checks it fits this model."""
@@ -562,8 +565,9 @@ class MambaLM(LanguageModel):
     # ---------------------------------------------------------------- I/O
     def save_pretrained(self, path) -> None:
         """Write config.json + model.safetensors in Hugging Face's MambaForCausalLM layout
-        (each file written whole, then renamed into place; other files in the
-        directory are kept, an earlier save's index and shards go)."""
+        (crash-safe, see ``lutcore._io.atomic_dir``: a save killed at any instant
+        leaves the old or the new model loadable; other files in the directory are
+        kept, an earlier save's index and shards go)."""
         from safetensors.numpy import save_file
         from lutcore._io import atomic_dir
         with atomic_dir(path) as tmp:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore import _check
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import resolve
 
@@ -26,15 +27,15 @@ def _f32(a):
 def _as_b(w: np.ndarray, block: int) -> Q8:
     """w (N, K) -> the Q8 right operand (K, N) of x @ w.T, blocks along K."""
     qw = quantize(_f32(w), block, axis=-1)
-    return Q8(np.ascontiguousarray(qw.q.T), np.ascontiguousarray(qw.scale.T), block, 0, (w.shape[1], w.shape[0]))
+    return Q8._made(np.ascontiguousarray(qw.q.T), np.ascontiguousarray(qw.scale.T), block, 0, (w.shape[1], w.shape[0]))
 
 
 class UnitMatmul:
     def __init__(self, units, unit_backward: bool = False, block: int = 32, two_pass: bool = False):
         self.units = resolve(units)
-        self.unit_backward = bool(unit_backward)
+        self.unit_backward = _check.bool_arg(unit_backward, "unit_backward")
         self.block = int(block)
-        self.two_pass = bool(two_pass)
+        self.two_pass = _check.bool_arg(two_pass, "two_pass")
 
     def _mm(self, a, b):
         """a (M, K) float @ b (K, N) float through the units, each operand

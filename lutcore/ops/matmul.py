@@ -65,6 +65,7 @@ def matmul(a, b, out=None, accumulate: bool = False, threads=None, tri=None):
     ``out`` may be any float32 array of the result's shape, as numpy's: it is
     written in place when its rows have unit stride (``big[:, j:j + N]``
     included) and it shares no memory with ``a`` or ``b``, else through a copy."""
+    accumulate = _check.bool_arg(accumulate, "accumulate")
     a = np.asarray(a)
     if not (tri is None or isinstance(tri, str)) or tri not in _s.TRI:
         raise ValueError(f"tri: expected one of {sorted(k for k in _s.TRI if k)} or None, got {tri!r}")

@@ -73,6 +73,8 @@ def _check_ctx(ctx):
             raise ValueError(f"ctx: {name} must be a C-contiguous {dt} array of shape {shape}, got {got}")
     if (ctx.z is None) != (ctx.ypre is None):
         raise ValueError("ctx: z and ypre go together")
+    _check.bool_arg(ctx.delta_softplus, "ctx: delta_softplus")
+    _check.bool_arg(ctx.zoh, "ctx: zoh")
 
 
 def _arr(x, name, dtype, shape):
@@ -141,6 +143,10 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
     dt, bsz, L, Dm, N, u, delta, A, B, C, D, z, delta_bias, h0 = _validate(
         u, delta, A, B, C, D, z, delta_bias, initial_state, discretization)
     chunk = _check.int_arg(chunk, "chunk", lo=1, hi=1 << 30)
+    chunk = min(chunk, max(L, 1))       # one chunk either way: the backward's scratch is sized by the data
+    delta_softplus = _check.bool_arg(delta_softplus, "delta_softplus")
+    return_last_state = _check.bool_arg(return_last_state, "return_last_state")
+    save_for_backward = _check.bool_arg(save_for_backward, "save_for_backward")
     # out may not share memory with an input: the context keeps the inputs for the backward
     y = _check.out_flat(out, "out", (bsz, L, Dm), dt, u, delta, A, B, C, D, z, delta_bias, h0, same_ok=False)
     nck = -(-L // chunk) if L else 0
@@ -184,6 +190,7 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
     Pass ``ctx`` from ``selective_scan_forward`` to skip recomputing it.
     """
     if ctx is None:
+        delta_softplus = _check.bool_arg(delta_softplus, "delta_softplus")
         _, _, ctx = selective_scan_forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                            discretization, initial_state, False, threads,
                                            save_for_backward=True)
@@ -216,7 +223,7 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
     _m.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),
                 g.get("initial_state"), dAp, dBp, dCp, dDp, ddbp,
                 dy, ctx.u, ctx.delta, ctx.A, ctx.B, ctx.C, ctx.D, ctx.z, ctx.delta_bias, ctx.chunk_states,
-                ctx.ypre, ctx.chunk, ctx.delta_softplus, ctx.zoh, _simd.isa(), nt)
+                ctx.ypre, min(ctx.chunk, max(L, 1)), ctx.delta_softplus, ctx.zoh, _simd.isa(), nt)
     return g
 
 
@@ -282,6 +289,11 @@ def causal_conv1d_step(x_t, conv_state, weight, bias=None):
         raise ValueError("conv_state: must be a writeable C-contiguous array (it is updated in place)")
     wt = np.ascontiguousarray(weight.T.astype(dt, copy=False))
     bias = _arr(bias, "bias", dt, (Dm,))
+    # the kernel shifts conv_state while it reads x_t, weight and bias: an input that
+    # overlaps the state (x_t = conv_state[:, -1], say) is read as the copy it was
+    x_t, wt = (a.copy() if np.shares_memory(a, conv_state) else a for a in (x_t, wt))
+    if bias is not None and np.shares_memory(bias, conv_state):
+        bias = bias.copy()
     y = np.empty((bsz, Dm), dt)
     _m.conv_step(y, conv_state, x_t, wt, bias)
     return y

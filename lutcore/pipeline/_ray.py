@@ -268,6 +268,32 @@ def graph_chain(workers, chunk, msg, call):
     return node
 
 
+def _teardown(graph):
+    try:
+        graph.teardown()
+    except Exception:                                  # noqa: BLE001 - a dead actor's graph is gone anyway
+        pass
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Interrupt|Exit)(?:\([^)]*\))?): (.*\S.*)$")
+
+
+def _reason(err) -> str:
+    """Why an actor died, in one line.  An actor whose start failed (a malformed checkpoint:
+    the stage's own ValueError names the file and tensor) carries that exception under
+    Ray's first line and a traceback: give the innermost exception, as local transport
+    does; else Ray's first line."""
+    lines = [l.rstrip() for l in str(err).strip().splitlines() if l.strip()]
+    if not lines:
+        return type(err).__name__
+    for l in reversed(lines):
+        m = _EXC_LINE.match(l.strip())
+        if m and not m.group(1).startswith("ray."):
+            cls = m.group(1).split("(")[0].rsplit(".", 1)[-1]
+            return f"{cls}: {m.group(2)}"
+    return lines[0]
+
+
 class _Waiter:
     """``ray.get`` on a helper thread of the driver that runs at nice 19.
 
@@ -384,16 +410,37 @@ class RayRing:
                 self._graph = None
         return self._graph
 
-    def _drop_graph(self):
-        """Tear the compiled graph down (plain calls to its actors would wait behind it)."""
+    def _drop_graph(self, wait=None):
+        """Tear the compiled graph down (plain calls to its actors would wait behind it).
+
+        On a helper thread, waited for at most ``wait`` seconds (default: as long as a
+        call may take): Ray's teardown waits for every stage, and a stalled one (stopped,
+        swapping, deadlocked) would hold the caller forever.  A graph that is not down by
+        then is abandoned to its thread; the ring goes on with plain calls."""
         g, self._graph = self._graph, None
-        if g is not None:
-            try:
-                g.teardown()
-            except Exception:                          # noqa: BLE001 - a dead actor's graph is gone anyway
-                pass
+        if g is None:
+            return
+        t = threading.Thread(target=_teardown, args=(g,), name="lutcore-ray-teardown", daemon=True)
+        t.start()
+        t.join(timeout=wait if wait is not None else (self.call_timeout or 60.0))
 
     # ------------------------------------------------------------------ calls
+    def _silent(self):
+        """The first stage that does not answer a ping within a few seconds (a stalled
+        one), or None when all answer.  Pings run beside a compiled graph's loop (Ray
+        runs that loop on its own thread), so a stage waiting on a stalled one answers."""
+        pings = [a.ping.remote() for a in self.actors]
+        wait = min(5.0, max(1.0, float(self.call_timeout or 5.0)))
+        try:
+            ready, _ = self._ray.wait(pings, num_returns=len(pings), timeout=wait)
+        except Exception:                              # noqa: BLE001 - a dead actor: _which names it
+            return None
+        done = {r.hex() for r in ready}
+        for k, r in enumerate(pings):
+            if r.hex() not in done:
+                return k
+        return None
+
     def _which(self, err):
         self._drop_graph()
         aid = _actor_hex(err)
@@ -422,14 +469,17 @@ class RayRing:
                 return self._waiter.get(refs, timeout)
             return ray.get(refs, timeout=timeout)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError) as e:
-            self._drop_graph()
-            raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s") from e
+            self._drop_graph(wait=1.0)                 # a stalled stage: do not wait for Ray's teardown
+            k = self._silent()
+            plan = self.plans[k] if k is not None else None
+            raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s"
+                               + (f" ({plan} does not answer)" if plan is not None else ""),
+                               stage=k, plan=plan) from e
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as e:
             k = self._which(e)
             plan = self.plans[k] if k is not None else None
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise StageFailure(f"pipeline {what}: {plan if plan is not None else 'a stage'} "
-                               f"died: {first}", stage=k, plan=plan) from e
+                               f"died: {_reason(e)}", stage=k, plan=plan) from e
         except ray.exceptions.RayTaskError as e:
             inner, cause = e, getattr(e, "cause", None)
             while isinstance(cause, ray.exceptions.RayTaskError):     # a failed input of a later hop

@@ -75,6 +75,12 @@ def _hyper(lr, betas, eps, weight_decay, max_delta, where=""):
     return lr, b, eps, wd, md
 
 
+# Below this scaled global norm no element of g * gscale can reach 2**64, so neither m
+# nor (g * gscale)**2 in v can overflow float32 (unless v is already near its maximum,
+# which only a gradient of this size puts there): the exact check runs only above it.
+_SAFE_NORM = 2.0 ** 60
+
+
 class AdamW:
     """``AdamW(params, lr, betas, eps, weight_decay, max_delta)``; ``step(grads)`` -> info.
 
@@ -104,8 +110,12 @@ class AdamW:
 
         ``grad_scale`` multiplies every gradient first (e.g. 1/loss_scale);
         ``max_grad_norm`` clips the (scaled) global norm, fused into the pass.
-        A step whose gradients hold any NaN/Inf changes nothing and is counted
-        in ``skipped``.  Returns {step, skipped, grad_norm, clip_factor}."""
+        A step whose gradients hold any NaN/Inf, or whose scaled gradients would
+        overflow float32 in the moments, changes nothing and is counted in
+        ``skipped``.  Each step checks the parameters it writes (the dict may
+        have been rebound since construction): a ValueError/TypeError names one
+        that is read-only, not float32, not C-contiguous or no longer the size
+        of its moments.  Returns {step, skipped, grad_norm, clip_factor}."""
         if not isinstance(grads, dict):
             raise TypeError(f"grads: expected a dict {{name: array}}, got {type(grads).__name__}")
         if max_grad_norm is not None:
@@ -115,11 +125,13 @@ class AdamW:
         for k, g in grads.items():
             if k not in self.params:
                 raise ValueError(f"grads: {k!r} is not a parameter of this optimizer")
+            self._writable(k)
             _f32(g, f"grads[{k!r}]")
             if g.shape != self.params[k].shape:
                 raise ValueError(f"grads[{k!r}]: expected shape {self.params[k].shape}, got {g.shape}")
         norm = global_grad_norm(grads, self.threads) * abs(float(grad_scale))
-        if not math.isfinite(norm):
+        if not math.isfinite(norm) or (norm >= _SAFE_NORM and self._would_overflow(grads, grad_scale, norm,
+                                                                                  max_grad_norm)):
             self.skipped += 1
             return {"step": self.t, "skipped": True, "grad_norm": norm, "clip_factor": 1.0}
         clip = 1.0
@@ -128,7 +140,9 @@ class AdamW:
         self.t += 1
         b1, b2 = self.betas
         bc1, bc2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
-        gscale = float(np.float32(grad_scale) * np.float32(clip)) if (grad_scale != 1.0 or clip != 1.0) else 1.0
+        # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
+        # alone beyond float32's range) is the factor the pair means, not 0 or inf
+        gscale = float(np.float32(grad_scale * clip))
         isa, nt = _simd.isa(), resolve_threads(self.threads)
         names = sorted(grads)
         for name in names:
@@ -139,6 +153,39 @@ class AdamW:
                        [self.v[n] for n in names], b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
                        bc1, bc2, gscale, isa, nt)
         return {"step": self.t, "skipped": False, "grad_norm": norm, "clip_factor": clip}
+
+    def _writable(self, name):
+        """What the native pass will write for ``name``, checked now (the parameter dict
+        is the caller's and may have been rebound since construction): the parameter a
+        writeable C-contiguous float32 array, its moments (if any) of its size."""
+        p = self.params[name]
+        _f32(p, f"params[{name!r}]")
+        if not p.flags.writeable:
+            raise ValueError(f"params[{name!r}]: is read-only (memory-mapped, or a view of immutable bytes), but "
+                             f"the optimizer updates it in place; give the model writeable float32 arrays")
+        for which, mom in (("m", self.m), ("v", self.v)):
+            a = mom.get(name)
+            if a is not None and (not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.size != p.size
+                                  or not a.flags.c_contiguous or not a.flags.writeable):
+                got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+                raise ValueError(f"params[{name!r}]: its moment {which} is {got}, but the parameter is now "
+                                 f"float32 {p.shape} (the parameter was rebound; reset the optimizer's state)")
+
+    def _would_overflow(self, grads, grad_scale, norm, max_grad_norm) -> bool:
+        """A large (but finite) gradient norm: would the update overflow float32 in
+        m or v?  Evaluated as the kernel does (include/lutcore/optim.h)."""
+        clip = max_grad_norm / (norm + 1e-6) if (max_grad_norm is not None and norm > max_grad_norm) else 1.0
+        gs = np.float32(grad_scale * clip)
+        b1, b2 = np.float32(self.betas[0]), np.float32(self.betas[1])
+        c1, c2 = np.float32(1.0 - self.betas[0]), np.float32(1.0 - self.betas[1])
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k, g in grads.items():
+                gg = g * gs
+                m = self.m.get(k, np.float32(0))
+                v = self.v.get(k, np.float32(0))
+                if not (np.isfinite(b1 * m + c1 * gg).all() and np.isfinite(b2 * v + c2 * (gg * gg)).all()):
+                    return True
+        return False
 
     def state_dict(self) -> dict:
         return {"t": self.t, "skipped": self.skipped, "lr": self.lr, "betas": list(self.betas),

@@ -5,11 +5,14 @@ with rollback, and checkpoints that resume bit-exactly.
 Design: the Trainer works with any model exposing ``parameters()`` (the live
 float32 arrays, by name) and ``loss_and_grads(ids, targets)``; it never
 prints — progress goes to the ``on_step`` / ``on_epoch_end`` callbacks.  A
-checkpoint is one directory written atomically (temporary directory, fsync,
-rename): weights and moments in safetensors, everything else in JSON.
+checkpoint is one directory saved crash-safely (``lutcore._io.atomic_dir``: new
+files fsynced, one journal rename as the switch; a killed save leaves the old or
+the new checkpoint resumable): weights and moments in safetensors, everything
+else in JSON (trainer.json, checked whole on resume).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -119,6 +122,8 @@ class Trainer:
         epochs, seq_len, batch_size, grad_accum = (
             _check.int_arg(v, name, lo=1) for name, v in (("epochs", epochs), ("seq_len", seq_len),
                                                           ("batch_size", batch_size), ("grad_accum", grad_accum)))
+        wsla = _check.bool_arg(wsla, "wsla")
+        mixed_precision = _check.bool_arg(mixed_precision, "mixed_precision")
         if max_grad_norm is not None:
             max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
         if max_delta is not None:
@@ -305,10 +310,15 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, units=None, threads=None) -> "Trainer":
-        """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint."""
-        from lutcore._io import load_json, load_tensors as load_file, path_arg
+        """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint.
+
+        Reads the save ``lutcore._io.saved_dir`` points at (a save killed while switching
+        its files is read from its complete copy).  trainer.json is checked whole: a bad
+        field is a ValueError naming the file and the field."""
+        from lutcore._io import load_json, load_tensors as load_file, path_arg, saved_dir
         path = path_arg(path)
-        f = os.path.join(path, "trainer.json")
+        src = saved_dir(path)
+        f = os.path.join(src, "trainer.json")
         if not os.path.isfile(f):
             raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
         meta = load_json(f)
@@ -318,19 +328,19 @@ class Trainer:
                    if k not in meta]
         if missing:
             raise ValueError(f"checkpoint {path!r}: trainer.json lacks {missing}")
+        _check_meta(meta, f)
         from lutcore._io import sha256_file
         for n, rec in (meta.get("files") or {}).items():
-            fn = os.path.join(path, n)
+            fn = os.path.join(src, n)
             if (not os.path.isfile(fn) or os.path.getsize(fn) != rec.get("bytes")
                     or sha256_file(fn) != rec.get("sha256")):
                 raise ValueError(f"checkpoint {path!r}: {n} is not the file trainer.json was saved with (a save "
                                  f"interrupted between its files, or a file changed since)")
         classes = MODEL_CLASSES()
-        if meta["model_class"] not in classes:
-            raise ValueError(f"checkpoint {path!r}: unknown model class {meta['model_class']!r}")
         model_cls, cfg_cls = classes[meta["model_class"]]
-        cfg = cfg_cls(**meta["model_config"])
-        params = load_file(os.path.join(path, "model.safetensors"))
+        with _field(f, "model_config"):
+            cfg = cfg_cls(**meta["model_config"])
+        params = load_file(os.path.join(src, "model.safetensors"))
         kw = {}
         if units is None and meta.get("units_digest"):
             raise ValueError(f"checkpoint {path!r} was trained through units {meta.get('units_name')!r} "
@@ -350,23 +360,95 @@ class Trainer:
                 kw["two_pass"] = True
         model = model_cls(cfg, dtype=np.dtype(meta.get("dtype", "float32")), params=params, threads=threads, **kw)
         o = meta["optimizer"]
-        opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                    weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
-                    threads=threads)
-        mom = load_file(os.path.join(path, "optimizer.safetensors"))
-        opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},
-                             "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
-        tr = cls(model, opt, Tokenizer.from_spec(meta["tokenizer"]), seed=meta["seed"], threads=threads)
+        with _field(f, "optimizer"):
+            opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                        weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
+                        threads=threads)
+        mom = load_file(os.path.join(src, "optimizer.safetensors"))
+        with _field(f, "optimizer"):
+            opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},
+                                 "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
+        with _field(f, "tokenizer"):
+            tok = Tokenizer.from_spec(meta["tokenizer"])
+        tr = cls(model, opt, tok, seed=meta["seed"], threads=threads)
         tr.base_max_delta = meta.get("base_max_delta", o["max_delta"])
-        tr.global_step = _check.int_arg(meta["global_step"], f"checkpoint {path!r}: global_step", lo=0)
-        pos = meta.get("position")
-        if not isinstance(pos, dict) or not all(isinstance(pos.get(k), int) for k in ("epoch", "batch")):
-            raise ValueError(f"checkpoint {path!r}: position must be {{'epoch': int, 'batch': int, ...}}, got {pos!r}")
-        tr.position = dict(pos)
-        if not isinstance(meta.get("history", []), list):
-            raise ValueError(f"checkpoint {path!r}: history must be a list")
+        tr.global_step = meta["global_step"]
+        tr.position = dict(meta["position"])
         tr.history = list(meta.get("history", []))
         if meta.get("scaler"):
             tr.scaler = DynamicLossScaler()
-            tr.scaler.load_state_dict(meta["scaler"])
+            with _field(f, "scaler"):
+                tr.scaler.load_state_dict(meta["scaler"])
         return tr
+
+
+@contextlib.contextmanager
+def _field(fname, field):
+    """Errors of rebuilding one part of a checkpoint name its file and field."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        msg = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"{fname}: {field}: {msg}") from None
+
+
+def _check_meta(meta: dict, fname) -> None:
+    """trainer.json, every field a resume reads, checked before any is used."""
+    def bad(field, want, got):
+        raise ValueError(f"{fname}: {field}: expected {want}, got {got!r:.200}")
+
+    def nonneg_int(field, v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            bad(field, "an int >= 0", v)
+
+    classes = MODEL_CLASSES()
+    if not isinstance(meta["model_class"], str) or meta["model_class"] not in classes:
+        bad("model_class", f"one of {sorted(classes)}", meta["model_class"])
+    if not isinstance(meta["model_config"], dict):
+        bad("model_config", "a JSON object (the model's config)", meta["model_config"])
+    if meta.get("dtype", "float32") not in ("float32", "float64"):
+        bad("dtype", "'float32' or 'float64'", meta.get("dtype"))
+    for k in ("unit_backward", "two_pass"):
+        if not isinstance(meta.get(k, False), bool):
+            bad(k, "true or false", meta.get(k))
+    for k in ("units_digest", "units_name"):
+        if meta.get(k) is not None and not isinstance(meta[k], str):
+            bad(k, "a string or null", meta[k])
+    nonneg_int("global_step", meta["global_step"])
+    nonneg_int("seed", meta["seed"])
+    o = meta["optimizer"]
+    if not isinstance(o, dict):
+        bad("optimizer", "a JSON object (AdamW.state_dict() without the moments)", o)
+    for k in ("lr", "betas", "eps", "weight_decay", "max_delta", "t"):
+        if k not in o:
+            bad("optimizer", f"a JSON object with {k!r}", o)
+    from lutcore.train.optim import _hyper
+    with _field(fname, "optimizer"):
+        _hyper(o["lr"], o["betas"], o["eps"], o["weight_decay"], o["max_delta"], "")
+    nonneg_int("optimizer.t", o["t"])
+    nonneg_int("optimizer.skipped", o.get("skipped", 0))
+    if "base_max_delta" in meta:
+        with _field(fname, "base_max_delta"):
+            _check.float_arg(meta["base_max_delta"], "value", lo=0.0)
+    pos = meta.get("position")
+    if not isinstance(pos, dict):
+        bad("position", "{'epoch': int >= 0, 'batch': int >= 0, 'fingerprint': str or null}", pos)
+    nonneg_int("position.epoch", pos.get("epoch"))
+    nonneg_int("position.batch", pos.get("batch"))
+    if pos.get("fingerprint") is not None and not isinstance(pos["fingerprint"], str):
+        bad("position.fingerprint", "a string or null", pos["fingerprint"])
+    if not isinstance(meta.get("history", []), list) or not all(isinstance(r, dict) for r in meta.get("history", [])):
+        bad("history", "a list of step records (JSON objects)", meta.get("history"))
+    if meta.get("scaler") is not None and not isinstance(meta["scaler"], dict):
+        bad("scaler", "null or a JSON object (DynamicLossScaler.state_dict())", meta["scaler"])
+    if not isinstance(meta["tokenizer"], dict):
+        bad("tokenizer", "a JSON object (Tokenizer.spec())", meta["tokenizer"])
+    files = meta.get("files")
+    if files is not None:
+        if not isinstance(files, dict):
+            bad("files", "a JSON object {file name: {bytes, sha256}}", files)
+        for n, rec in files.items():
+            if (n not in ("model.safetensors", "optimizer.safetensors") or not isinstance(rec, dict)
+                    or isinstance(rec.get("bytes"), bool) or not isinstance(rec.get("bytes"), int)
+                    or not isinstance(rec.get("sha256"), str)):
+                bad(f"files.{n}", "{'bytes': int, 'sha256': str} for model.safetensors / optimizer.safetensors", rec)

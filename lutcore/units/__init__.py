@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import os
 import re
-import tempfile
 
 import numpy as np
 
@@ -206,22 +205,35 @@ class Units:
 
     @classmethod
     def load(cls, path) -> "Units":
-        """Read the three tables from directory ``path``; a missing file is the exact default."""
+        """Read the three tables from directory ``path``; a missing file is the exact
+        default, a file that is there but cannot be read (a dangling or looping symlink,
+        no permission, the wrong size) a ValueError naming it."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path: expected a directory path, got {type(path).__name__}")
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"path: no such units directory: {path!r}")
 
+        from lutcore._io import saved_dir
+        src = saved_dir(path)                # a save killed mid-switch: its complete copy
+
         def read(fname, dtype, size):
-            f = os.path.join(path, fname)
-            if not os.path.exists(f):
-                return None
+            f = os.path.join(src, fname)
+            if not os.path.lexists(f):
+                return None                  # absent: the exact default; present: it must be readable
+            if not os.path.isfile(f):
+                what = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
+                raise ValueError(f"{f}: cannot read this table: {what}")
             nbytes = size * np.dtype(dtype).itemsize
-            got = os.path.getsize(f)
-            if got != nbytes:
-                raise ValueError(f"{f}: expected {nbytes} bytes ({size} x {np.dtype(dtype).name}), got {got}")
-            return np.fromfile(f, dtype=dtype)
+            try:
+                with open(f, "rb") as fh:
+                    raw = fh.read(nbytes + 1)
+            except OSError as e:
+                raise ValueError(f"{f}: cannot read this table ({e.strerror or e})") from None
+            if len(raw) != nbytes:
+                raise ValueError(f"{f}: expected {nbytes} bytes ({size} x {np.dtype(dtype).name}), got {len(raw)}"
+                                 + ("+" if len(raw) > nbytes else ""))
+            return np.frombuffer(raw, dtype=dtype).copy()
 
         mul = read(MUL_FILE, "<i2", 65536)
         units = cls(exact_mul_table() if mul is None else mul.astype(np.int16),
@@ -232,25 +244,17 @@ class Units:
     def save(self, path) -> None:
         """Write the three tables into directory ``path`` (created if needed).
 
-        Each file is written to a temporary name, fsynced and renamed into
-        place, so an interrupted save never leaves a truncated table."""
-        from lutcore._io import file_mode, target_dir
-        path = target_dir(path)
-        os.makedirs(path, exist_ok=True)
-        for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
-                           (RELU_FILE, self.relu_lut)):
-            fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", dir=path)
-            try:
-                with os.fdopen(fd, "wb") as f:
+        Crash-safe as every lutcore save (``lutcore._io.atomic_dir``): the tables are
+        written and fsynced under new names and switched in with one rename, so a save
+        killed at any instant leaves the old or the new three tables loadable, never a
+        mixture; a failed save removes what it created (a directory too) and is an
+        OSError naming ``path``."""
+        from lutcore._io import atomic_dir
+        with atomic_dir(path, owned=()) as tmp:
+            for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
+                               (RELU_FILE, self.relu_lut)):
+                with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
-                    f.flush()
-                    os.fchmod(f.fileno(), file_mode())         # mkstemp makes 0600; a table is an ordinary file
-                    os.fsync(f.fileno())
-                os.replace(tmp, os.path.join(path, fname))
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
 
     # ------------------------------------------------------------- inspection
     def table(self) -> np.ndarray:

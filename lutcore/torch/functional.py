@@ -276,7 +276,7 @@ def units_backward(dy, x, qw: QWeight, s_x, units: Units, geo, input_scale, laye
     G = 1 if geo is None else geo.groups
     Og = O // G
     if need_x:
-        g = dy * torch.from_numpy(qw.scale).reshape(shape_w)     # dY[., o] * s_w[o], float32
+        g = dy * torch.tensor(qw.scale).reshape(shape_w)     # dY[., o] * s_w[o], float32
         qg, s_g = _grad_codes(g, "gradient", layer, nt)
         cols = [_gemm_f32(np.ascontiguousarray(qg[:, i * Og:(i + 1) * Og]), qw.q[i * Og:(i + 1) * Og], units,
                           s_g, nt) for i in range(G)]            # G x (M, Kg) float32
@@ -340,8 +340,10 @@ class LutConvFunction(torch.autograd.Function):
                 groups, [nx, nw, nb and bias is not None])
         else:
             dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
-            if nb and bias is not None:
-                db = dy.sum(dim=[d for d in range(dy.dim()) if d != 1])
+            if nb and bias is not None:                  # db in float, as the STE (the same kernel)
+                stride, padding, dilation, tr, opad, groups = geo.aten_args()
+                db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], stride, padding,
+                                                         dilation, tr, opad, groups, [False, False, True])[2]
         return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 7
 
 
@@ -415,9 +417,12 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     n = weight.dim() - 2
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer,
                                                n + 2)
+    if x.dim() == n + 1:                             # unbatched (channels, ...), as F.conv*d takes
+        return conv(x.unsqueeze(0), weight, bias, units, stride, padding, dilation, groups, backward,
+                    input_scale, threads, layer, qw).squeeze(0)
     if x.dim() != n + 2:
-        raise ValueError(f"{layer}: input: expected a {n + 2}-D (batch, channels, ...) tensor, got shape "
-                         f"{tuple(x.shape)} (unbatched input: add a batch dimension)")
+        raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
+                         f"channels, ...) tensor, got shape {tuple(x.shape)}")
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0

@@ -437,3 +437,19 @@ def test_hf_causal_lm_converted(arch):
     rel_worse = float((worse - ref).norm() / ref.norm())
     print(arch, "relative L2 exact", rel, "truncated:8", rel_worse)
     assert rel < 0.05 and rel < rel_worse
+
+
+@pytest.mark.parametrize("units", ["exact", "random"])
+def test_large_inputs_run_threaded_passes(rng, units):
+    """Inputs past the native passes' one-thread threshold (im2col.h LC_IM2COL_PAR_MIN): the
+    threaded quantize, max, im2col and dequantize give the oracle's bits at 1 and 2 threads."""
+    torch.manual_seed(16)
+    m = nn.Conv2d(16, 8, 3, stride=2, padding=1)
+    x = _x(rng, 4, 16, 48, 48)                                            # 147k values
+    want = _conv_ref(m, x, UNITS[units].mul)
+    lin = nn.Linear(600, 16)
+    xl = _x(rng, 256, 600)
+    want_l = linear_ref(xl.numpy(), lin.weight.detach().numpy(), lin.bias.detach().numpy(), UNITS[units].mul)
+    for t in (1, 2):
+        assert np.array_equal(lt.approximate(m, UNITS[units], threads=t)(x).detach().numpy(), want)
+        assert np.array_equal(lt.approximate(lin, UNITS[units], threads=t)(xl).detach().numpy(), want_l)

@@ -67,12 +67,17 @@ LC_TARGET_AVX2 static float lc_absmax_avx2(const float *x, int64_t n, int64_t *b
 #endif
 
 #define LC_ABSMAX_CHUNK 65536
+/* Below this many bytes of output a pass runs on one thread: a team's start and barrier
+ * cost more than the work (batch-1 inference), and on a busy machine a descheduled
+ * thread stalls the whole team.  Partitions never change the bits. */
+#define LC_IM2COL_PAR_MIN 32768
 
 /* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless). */
 static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
     int64_t nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK, nf = 0;
     float m = 0.0f;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf))
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf) \
+              if(n > 4 * LC_IM2COL_PAR_MIN))
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t i0 = ch * LC_ABSMAX_CHUNK, len = n - i0 < LC_ABSMAX_CHUNK ? n - i0 : LC_ABSMAX_CHUNK;
         float v;
@@ -145,7 +150,8 @@ static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H,
                                 int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
                                 int nthreads) {
     int64_t bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad) \
+              if(N * H * W * C > LC_IM2COL_PAR_MIN))
     for (int64_t r = 0; r < N * H; r++) {
         int64_t n = r / H, h = r % H;
         const float *xr = x + n * sn + h * sh;
@@ -175,7 +181,7 @@ static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int
                            int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
                            int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads) {
     int64_t Cg = C / G, M = N * OH * OW, Kg = KH * KW * Cg;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(G * M * Kg > LC_IM2COL_PAR_MIN))
     for (int64_t u = 0; u < G * M; u++) {
         int64_t g = u / M, m = u % M;
         int64_t n = m / (OH * OW), p = m % (OH * OW), oh = p / OW, ow = p % OW;
@@ -207,7 +213,7 @@ static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int
 static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
                        int64_t N, int64_t P, int64_t O, int nthreads) {
     int64_t npb = (P + LC_DQ_PB - 1) / LC_DQ_PB;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(N * P * O > LC_IM2COL_PAR_MIN / 4))
     for (int64_t u = 0; u < N * npb; u++) {
         int64_t n = u / npb, p0 = (u % npb) * LC_DQ_PB, p1 = p0 + LC_DQ_PB < P ? p0 + LC_DQ_PB : P;
         if (P == 1) {                        /* a linear layer: one contiguous row */

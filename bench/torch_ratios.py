@@ -29,14 +29,20 @@ import torchbench as tb  # noqa: E402
 from lutbench import THREADS, torch  # noqa: E402
 
 
-def _best(fns, rounds):
-    """Alternate the callables round by round; the min time of each."""
+def _best(fns, rounds, budget=0.05):
+    """Alternate the callables round by round, each called (and timed call by call) until
+    ``budget`` seconds have passed in the round; the min time of each over all calls."""
     best = [float("inf")] * len(fns)
     for _ in range(rounds):
         for i, f in enumerate(fns):
-            t = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t)
+            start = time.perf_counter()
+            while True:
+                t = time.perf_counter()
+                f()
+                now = time.perf_counter()
+                best[i] = min(best[i], now - t)
+                if now - start >= budget:
+                    break
     return best
 
 
@@ -103,7 +109,7 @@ def resnet_rows(batch, rounds, peer_macs_per_s):
 
 
 def markdown(rows, rn, cpu):
-    out = [f"Measured by `bench/torch_ratios.py` ({cpu}; {THREADS} threads; min over alternating rounds; "
+    out = [f"Measured by `bench/torch_ratios.py` ({cpu}; {THREADS} threads; min per call over alternating rounds; "
            f"lutcore SIMD path `{lutcore.get_simd()}`; peer: "
            f"{'the TorchApprox algorithm as a torch C++ extension (bench/torchapprox_peer.cpp)' if tb.peer() else 'the numpy definition'}).",
            "",

@@ -157,6 +157,17 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
     return q, np.float32(scale)
 
 
+# Below this many multiply-accumulates a product runs on one thread (same bits at any count):
+# a thread team's start and barrier cost more than the work (batch-1 inference), and on a
+# busy machine a descheduled team member stalls the call for a whole time slice.
+SERIAL_MACS_EXACT = 1 << 21
+SERIAL_MACS_TABLE = 1 << 18
+
+
+def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
+    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.is_exact else SERIAL_MACS_TABLE) else nt
+
+
 def _reduction_chunk(units: Units) -> int:
     return max(1, INT32_MAX // max(units.max_abs_product, 1))
 
@@ -168,7 +179,9 @@ def _gemm_f32(a: np.ndarray, b: np.ndarray, units: Units, s: np.float32, nt: int
     step = _reduction_chunk(units)
     y = None
     for k0 in range(0, max(K, 1), step):
-        part = lut_gemm(a[:, k0:k0 + step], b[k0:k0 + step], units, threads=nt).astype(np.float32) * s
+        a_, b_ = a[:, k0:k0 + step], b[k0:k0 + step]
+        t = gemm_threads(a_.shape[0], a_.shape[1], b_.shape[1], units, nt)
+        part = lut_gemm(a_, b_, units, threads=t).astype(np.float32) * s
         y = part if y is None else y + part
     return y
 
@@ -241,8 +254,9 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
     A = geo.patches(q, nt)
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
+    t = gemm_threads(geo.M, geo.Kg, geo.Og, units, nt)
     for g in range(geo.groups):
-        lut_gemm(A[g], qw.b[g], units, threads=nt, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
+        lut_gemm(A[g], qw.b[g], units, threads=t, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
     return _dequant(acc, qw, s_x, bias, geo.out_shape(), geo.N, geo.OH * geo.OW, nt), s_x
 
 
@@ -252,7 +266,7 @@ def linear_forward(x2, bias, qw: QWeight, units: Units, input_scale, layer: str,
     O = qw.q.shape[0]
     _check_k(K, units, layer)
     q, s_x = quantize_tensor(x2, input_scale, "input", layer, nt)
-    acc = lut_gemm(q.reshape(M, K), qw.b[0], units, threads=nt,
+    acc = lut_gemm(q.reshape(M, K), qw.b[0], units, threads=gemm_threads(M, K, O, units, nt),
                    out=_workspace.scratch("lt_acc", M * O, np.int32).reshape(M, O))
     return _dequant(acc, qw, s_x, bias, (M, O), M, 1, nt), s_x
 

@@ -318,6 +318,8 @@ def test_approximate_converts_copies_and_skips(rng):
     assert isinstance(a.body[0], lt.ApproxConv2d) and isinstance(a.body[0], nn.Conv2d)
     assert isinstance(a.body[2], lt.ApproxConv1d)
     assert [n for n, _ in lt.approximate_layers(a)] == ["body.0", "body.2"]
+    c = lt.approximate(net, "exact", skip=nn.Sequential)                        # a type covers its children
+    assert [n for n, _ in lt.approximate_layers(c)] == ["stem", "head"]
     same = lt.approximate(net, "exact", inplace=True)
     assert same is net and isinstance(net.stem, lt.ApproxLayer) and isinstance(net.head, lt.ApproxLinear)
     with pytest.raises(ValueError, match="nope"):

@@ -4,7 +4,7 @@ Design: ``approximate`` walks ``named_modules`` of the model (or of a deep copy,
 ``inplace=False``) and changes the class of every supported float layer to its
 approximate subclass (layers.approx_class), so the module objects, their hooks,
 parameters and names stay; nothing else in the model changes.  ``skip`` names
-modules (a name covers its submodules) or module types.  ``calibrate`` runs the
+modules or module types (either covers the submodules).  ``calibrate`` runs the
 layers in float while it records each one's max|input|, then switches them to
 static scales.
 """
@@ -42,10 +42,8 @@ def _skip_arg(skip):
     return names, tuple(types)
 
 
-def _skipped(name: str, module, names, types, known) -> bool:
-    if types and isinstance(module, types):
-        return True
-    return any(name == s or name.startswith(s + ".") for s in names)
+def _under(name: str, prefixes) -> bool:
+    return any(p == "" or name == p or name.startswith(p + ".") for p in prefixes)
 
 
 def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
@@ -55,7 +53,7 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
 
     ``backward``: "ste" (the float layer's gradients) or "units" (dX and dW through the unit);
     ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``skip``:
-    module names (as in ``named_modules``) or types to keep in float; ``inplace=False``
+    module names (as in ``named_modules``) or types to keep in float, with their submodules; ``inplace=False``
     converts a deep copy and leaves ``model`` untouched.  Layers that are already
     approximate take the new settings.  Returns the converted model."""
     if not isinstance(model, nn.Module):
@@ -73,8 +71,11 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
         raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
     if not inplace:
         model = copy.deepcopy(model)
+    prefixes = list(names)                           # a skipped module's children stay float too
     for name, m in model.named_modules():
-        if _skipped(name, m, names, types, known):
+        if types and isinstance(m, types):
+            prefixes.append(name)
+        if _under(name, prefixes):
             continue
         cls = approx_class(type(m))
         if cls is None:

@@ -326,6 +326,19 @@ def test_approximate_converts_copies_and_skips(rng):
         lt.approximate(_Net(), "exact", skip=["nope"])
 
 
+def test_multihead_attention_stays_float_with_a_warning():
+    m = nn.Sequential(nn.MultiheadAttention(8, 2), nn.Linear(8, 8))
+    with pytest.warns(UserWarning, match="0 is an nn.MultiheadAttention"):
+        a = lt.approximate(m, "exact")
+    assert [n for n, _ in lt.approximate_layers(a)] == ["1"]
+    import warnings
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        lt.approximate(nn.TransformerEncoderLayer(8, 2, 16), "exact")
+    msgs = " ".join(str(w.message) for w in got)
+    assert "set_fastpath_enabled" in msgs and "self_attn is an nn.MultiheadAttention" in msgs
+
+
 def test_state_dict_round_trip_and_set_units(rng):
     torch.manual_seed(12)
     net = _Net()

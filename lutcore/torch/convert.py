@@ -75,6 +75,17 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     for name, m in model.named_modules():
         if types and isinstance(m, types):
             prefixes.append(name)
+        if isinstance(m, nn.MultiheadAttention) and not _under(name, prefixes):
+            # it computes with its projections' weights directly (F.multi_head_attention_forward),
+            # never calling their forward: converting them would only look approximate
+            warnings.warn(f"approximate: {name or 'model'} is an nn.MultiheadAttention, whose projections "
+                          f"do not go through their forward; they stay in float")
+            prefixes.append(name)
+        if isinstance(m, nn.TransformerEncoderLayer) and not _under(name, prefixes) and \
+                torch.backends.mha.get_fastpath_enabled():
+            warnings.warn(f"approximate: {name or 'model'} is an nn.TransformerEncoderLayer, whose inference fast "
+                          f"path multiplies with linear1/linear2's weights directly (bypassing the approximate "
+                          f"layers); call torch.backends.mha.set_fastpath_enabled(False)")
         if _under(name, prefixes):
             continue
         cls = approx_class(type(m))

@@ -1,0 +1,80 @@
+# cython: language_level=3
+"""Thin wrappers over include/lutcore/im2col.h (the approximate PyTorch layers' operands).
+
+Design: lutcore.torch validates tensors, geometry and thread counts and allocates
+every buffer; here we take pointers, release the GIL and call C.  The float input
+of ``quantize_nhwc`` is read through its element strides (any layout of a dense
+tensor); every other buffer is C-contiguous.
+"""
+from libc.stdint cimport int8_t, int32_t, int64_t
+
+cdef extern from "lutcore/im2col.h" nogil:
+    float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads)
+    int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
+                             int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa, int nthreads)
+    void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
+                        int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
+                        int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads)
+    void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
+                    int64_t N, int64_t P, int64_t O, int nthreads)
+
+
+def absmax(const float[::1] x, int isa, int nthreads):
+    """(max|x|, count of NaN/Inf) of a flat float32 buffer."""
+    cdef int64_t bad = 0, n = x.shape[0]
+    cdef float m = 0
+    if n == 0:
+        return 0.0, 0
+    with nogil:
+        m = lc_absmax(&x[0], n, &bad, isa, nthreads)
+    return m, bad
+
+
+def quantize_nhwc(int8_t[::1] q, const float[::1] base, int64_t offset, shape, strides, float s,
+                  int isa, int nthreads):
+    """q (N*H*W*C,) = codes of the (N, H, W, C) view of ``base`` starting at element
+    ``offset`` with element ``strides``; returns the count of NaN/Inf."""
+    cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3]
+    cdef int64_t sn = strides[0], sh = strides[1], sw = strides[2], sc = strides[3], bad = 0
+    if N * H * W * C == 0:
+        return 0
+    if q.shape[0] < N * H * W * C:
+        raise ValueError("q: too small for the tensor")
+    if min(sn, sh, sw, sc) < 0 or offset < 0 or \
+            offset + (N - 1) * sn + (H - 1) * sh + (W - 1) * sw + (C - 1) * sc >= base.shape[0]:
+        raise ValueError("x: the strided view reaches outside its buffer")
+    with nogil:
+        bad = lc_quantize_nhwc(&q[0], &base[offset], N, H, W, C, sn, sh, sw, sc, s, isa, nthreads)
+    return bad
+
+
+def im2col_nhwc(int8_t[:, :, ::1] A, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH,
+                int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                int nthreads):
+    """A (G, N*OH*OW, KH*KW*C/G) <- patches of the NHWC codes q of ``shape`` (N, H, W, C)."""
+    cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3], G = A.shape[0]
+    if A.shape[1] != N * OH * OW or A.shape[2] * G != KH * KW * C or q.shape[0] < N * H * W * C:
+        raise ValueError("A: shape does not match the geometry")
+    if A.shape[0] * A.shape[1] * A.shape[2] == 0:
+        return
+    with nogil:
+        lc_im2col_nhwc(&A[0, 0, 0], &q[0], N, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+
+
+def dequant(float[::1] y, const int32_t[:, ::1] acc, const float[::1] scale, bias, int64_t N, int64_t P,
+            int nthreads):
+    """y (N, O, P) flat = float(acc (N*P, O)) * scale[o] + bias[o] (bias None: none)."""
+    cdef int64_t O = acc.shape[1]
+    cdef const float[::1] b
+    cdef const float *bp = NULL
+    if acc.shape[0] != N * P or y.shape[0] != N * P * O or scale.shape[0] != O:
+        raise ValueError("y, acc, scale: shapes do not match")
+    if bias is not None:
+        b = bias
+        if b.shape[0] != O:
+            raise ValueError("bias: shape does not match")
+        bp = &b[0]
+    if N * P * O == 0:
+        return
+    with nogil:
+        lc_dequant(&y[0], &acc[0, 0], O, &scale[0], bp, N, P, O, nthreads)

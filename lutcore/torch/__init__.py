@@ -1,0 +1,35 @@
+"""PyTorch models through lutcore's units (optional extra: ``pip install lutcore[torch]``).
+
+Design: this package is the bridge and nothing else — the contract (DESIGN.md,
+"Approximate PyTorch layers") is computed by lutcore's native im2col and LUT GEMM
+(functional.py); layers.py holds the approximate subclasses of nn.Linear,
+nn.Conv1d, nn.Conv2d and transformers' Conv1D; convert.py the whole-model
+operations.  Tensors are float32 on the CPU; anything else is a TypeError naming
+the layer.
+
+    approximate(model, units, *, backward="ste"|"units", activations="dynamic"|"static",
+                skip=(), inplace=False)                      -> nn.Module
+    set_units(model, units)                                   swap the multiplier, no reconversion
+    calibrate(model, batches)                                 static input scales
+    lut_linear(x, weight, bias, units, ...), lut_conv1d / lut_conv2d(x, weight, bias, units,
+                stride, padding, dilation, groups, ...)      autograd Functions for custom layers
+"""
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError("lutcore.torch needs PyTorch, which is not installed: "
+                      "pip install 'lutcore[torch]' (torch==2.13.0)") from e
+
+from lutcore.torch.convert import approximate, approximate_layers, calibrate, set_units
+from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
+from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
+
+__all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "lut_linear", "lut_conv1d",
+           "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
+           "ApproxConv1d", "ApproxConv2d"]
+
+try:
+    from lutcore.torch.layers import ApproxConv1D  # noqa: F401  (needs transformers)
+    __all__.append("ApproxConv1D")
+except ImportError:
+    pass

@@ -1,0 +1,159 @@
+"""Whole-model operations: approximate(), set_units(), calibrate().
+
+Design: ``approximate`` walks ``named_modules`` of the model (or of a deep copy,
+``inplace=False``) and changes the class of every supported float layer to its
+approximate subclass (layers.approx_class), so the module objects, their hooks,
+parameters and names stay; nothing else in the model changes.  ``skip`` names
+modules or module types (either covers the submodules).  ``calibrate`` runs the
+layers in float while it records each one's max|input|, then switches them to
+static scales.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from lutcore.torch import functional as fn
+from lutcore.torch.layers import ACTIVATIONS, ApproxLayer, approx_class
+from lutcore.units import resolve as resolve_units
+
+__all__ = ["approximate", "set_units", "calibrate", "approximate_layers"]
+
+
+def _skip_arg(skip):
+    if isinstance(skip, (str, type)):
+        skip = (skip,)
+    try:
+        items = tuple(skip)
+    except TypeError:
+        raise TypeError(f"skip: expected module names or types, got {type(skip).__name__}") from None
+    names, types = [], []
+    for s in items:
+        if isinstance(s, str):
+            names.append(s)
+        elif isinstance(s, type) and issubclass(s, nn.Module):
+            types.append(s)
+        else:
+            raise TypeError(f"skip: expected module names (str) or nn.Module types, got {s!r}")
+    return names, tuple(types)
+
+
+def _under(name: str, prefixes) -> bool:
+    return any(p == "" or name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
+                skip=(), inplace: bool = False, threads=None) -> nn.Module:
+    """``model`` with every nn.Linear, nn.Conv1d, nn.Conv2d and transformers' Conv1D running
+    through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory).
+
+    ``backward``: "ste" (the float layer's gradients) or "units" (dX and dW through the unit);
+    ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``skip``:
+    module names (as in ``named_modules``) or types to keep in float, with their submodules; ``inplace=False``
+    converts a deep copy and leaves ``model`` untouched.  Layers that are already
+    approximate take the new settings.  Returns the converted model."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    units = resolve_units(units)
+    fn.backward_arg(backward, "approximate")
+    if activations not in ACTIVATIONS:
+        raise ValueError(f"approximate: activations: expected one of {ACTIVATIONS}, got {activations!r}")
+    names, types = _skip_arg(skip)
+    known = {n for n, _ in model.named_modules()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"skip: no module named {unknown} in the model (names as in model.named_modules())")
+    if not isinstance(inplace, bool):
+        raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
+    if not inplace:
+        model = copy.deepcopy(model)
+    prefixes = list(names)                           # a skipped module's children stay float too
+    for name, m in model.named_modules():
+        if types and isinstance(m, types):
+            prefixes.append(name)
+        if isinstance(m, nn.MultiheadAttention) and not _under(name, prefixes):
+            # it computes with its projections' weights directly (F.multi_head_attention_forward),
+            # never calling their forward: converting them would only look approximate
+            warnings.warn(f"approximate: {name or 'model'} is an nn.MultiheadAttention, whose projections "
+                          f"do not go through their forward; they stay in float")
+            prefixes.append(name)
+        if isinstance(m, nn.TransformerEncoderLayer) and not _under(name, prefixes) and \
+                torch.backends.mha.get_fastpath_enabled():
+            warnings.warn(f"approximate: {name or 'model'} is an nn.TransformerEncoderLayer, whose inference fast "
+                          f"path multiplies with linear1/linear2's weights directly (bypassing the approximate "
+                          f"layers); call torch.backends.mha.set_fastpath_enabled(False)")
+        if _under(name, prefixes):
+            continue
+        cls = approx_class(type(m))
+        if cls is None:
+            if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+                warnings.warn(f"approximate: {name} ({type(m).__name__}) overrides forward; left in float")
+            continue
+        if not isinstance(m, ApproxLayer):
+            m.__class__ = cls
+        m._lc_setup(units, backward, activations, threads, name=name or type(m).__name__)
+    return model
+
+
+def approximate_layers(model: nn.Module):
+    """(name, layer) of every approximate layer of ``model``."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, ApproxLayer)]
+
+
+def _layers_or_error(model, what):
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    layers = approximate_layers(model)
+    if not layers:
+        raise ValueError(f"{what}: the model has no approximate layers (convert it with approximate() first)")
+    return layers
+
+
+def set_units(model: nn.Module, units) -> nn.Module:
+    """Swap the multiplier of every approximate layer of ``model`` (in place); returns it."""
+    units = resolve_units(units)
+    for _, m in _layers_or_error(model, "set_units"):
+        m.units = units
+    return model
+
+
+def _run(model, batch):
+    if isinstance(batch, torch.Tensor):
+        return model(batch)
+    if isinstance(batch, dict):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)) and batch:
+        return model(batch[0])                       # (inputs, targets), as a DataLoader yields
+    raise TypeError(f"batches: expected tensors, (inputs, ...) tuples or keyword dicts, got {type(batch).__name__}")
+
+
+def calibrate(model: nn.Module, batches) -> nn.Module:
+    """Run float ``batches`` through ``model`` (each a tensor -> ``model(x)``, a dict ->
+    ``model(**d)``, a tuple/list -> ``model(b[0])``), with every approximate layer
+    computing in float while it records max|input|; then each layer uses the static
+    scale max|input| / 127 (``activations="static"``).  Returns the model."""
+    layers = _layers_or_error(model, "calibrate")
+    for _, m in layers:
+        m._lc_calib = 0.0
+    n = 0
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                _run(model, batch)
+                n += 1
+        if n == 0:
+            raise ValueError("batches: no batch to calibrate with")
+        unseen = [name for name, m in layers if m._lc_calib == 0.0]
+        for name, m in layers:
+            m.activations = "static"
+            m._lc_scale = np.float32(m._lc_calib) / np.float32(127.0)
+        if unseen:
+            warnings.warn(f"calibrate: layers {unseen} saw no non-zero input; their scale is 0 (all codes 0)")
+    finally:
+        for _, m in layers:
+            m._lc_calib = None
+    return model

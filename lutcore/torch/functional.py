@@ -1,0 +1,471 @@
+"""Linear and convolution products through a unit, as torch.autograd.Functions.
+
+Design: the contract (DESIGN.md, "Approximate PyTorch layers") in one place.
+``QWeight`` quantizes a weight once per change (per output channel, with
+``lutcore.quantize`` at block = the whole row); each call quantizes its input per
+tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
+and runs the products through ``lutcore.lut_gemm`` (exact tables on the integer
+SIMD path, any other through the table path).  The layers (``layers.py``) cache a
+``QWeight``; the functional forms build one per call.
+
+    tensor   dtype    shape                  what
+    x        float32  (M, K) / (N, C, H, W)  IN   dense CPU tensor (contiguous or channels_last)
+    weight   float32  (O, K) / (O, Cg, KH, KW)   IN
+    bias     float32  (O,) or None           IN
+    A        int8     (G, M, Kg)             the patches, Kg = KH*KW*Cg in (i, j, c) order
+    acc      int32    (M, O)                 sum_k mul8[q_x[m, k], q_w[o, k]] (activation = row)
+    y        float32  (M, O) / (N, O, OH, OW)   OUT  float32(acc) * (s_x * s_w[o]) + bias[o]
+
+Conv1d is Conv2d with H = 1.  Padding here is zeros only (the code 0 through the
+table); the layers pad in float first for other padding modes.
+
+Backward ``"ste"``: the float layer's gradients at the float weight and input
+(``aten.convolution_backward``, ``dY W`` / ``dY^T X`` / ``sum dY``).  Backward
+``"units"``: with q_w, s_w and q_x, s_x of the forward,
+    dX  = s_g * float32(sum_o mul8[q_g[m, o], q_w[o, k]]),  g = dY * s_w[o] per tensor (q_g, s_g)
+    dW  = (s_dy * s_x) * float32(sum_m mul8[q_dy[m, o], q_x[m, k]]),  dY per tensor (q_dy, s_dy)
+the gradient being the table's row; a conv's dX is folded back from patch gradients
+(``F.fold``, float32).  The sum over m runs in chunks short enough for int32,
+added in float32 in chunk order.  db = sum dY in float, as the STE.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lutcore import _check, _simd, _workspace
+from lutcore._native import im2col as _im
+from lutcore._threads import resolve_threads
+from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
+from lutcore.quant import quantize
+from lutcore.units import Units, resolve as resolve_units
+
+__all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "QWeight"]
+
+BACKWARDS = ("ste", "units")
+_127 = np.float32(127.0)
+
+
+# ----------------------------------------------------------------------------- checks
+
+def check_tensor(t, what: str, layer: str, ndim=None) -> None:
+    """t is a float32 CPU tensor (else TypeError naming the layer, what and the dtype/device)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{layer}: {what}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise TypeError(f"{layer}: {what} is on device {t.device}; lutcore's units run on the CPU "
+                        f"(move the model and its inputs with .cpu())")
+    if t.dtype != torch.float32:
+        raise TypeError(f"{layer}: {what} has dtype {t.dtype}; expected torch.float32 "
+                        f"(convert with .float(): the units take float32 in and give float32 out)")
+    if ndim is not None and t.dim() not in ((ndim,) if isinstance(ndim, int) else ndim):
+        raise ValueError(f"{layer}: {what}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
+
+
+def backward_arg(v, layer: str = "backward") -> str:
+    if v not in BACKWARDS:
+        raise ValueError(f"{layer}: backward: expected one of {BACKWARDS}, got {v!r}")
+    return v
+
+
+def scale_arg(v, layer: str):
+    """A static input scale: None (dynamic), or a finite float >= 0 (a 0-d tensor too)."""
+    if v is None:
+        return None
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1:
+            raise ValueError(f"{layer}: input_scale: expected one number, got shape {tuple(v.shape)}")
+        v = float(v)
+    return np.float32(_check.float_arg(v, f"{layer}: input_scale", lo=0.0))
+
+
+def _pair(v, name: str, layer: str, n: int = 2, lo: int = 0) -> tuple:
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+    if len(t) != n:
+        raise ValueError(f"{layer}: {name}: expected {n} ints, got {v!r}")
+    return tuple(_check.int_arg(x, f"{layer}: {name}", lo=lo) for x in t)
+
+
+# ---------------------------------------------------------------------- quantization
+
+class QWeight:
+    """A weight quantized per output channel: ``q`` int8 (O, K) in the GEMM's k order,
+    ``scale`` float32 (O,), and per group the (Kg, Og) right operand packed once.
+
+    ``w2d`` is float32 (O, K): a linear weight, or a conv weight (O, Cg, KH, KW)
+    permuted to (O, KH, KW, Cg) and flattened."""
+
+    def __init__(self, w2d: np.ndarray, groups: int, layer: str):
+        O, K = w2d.shape
+        if K == 0:
+            self.q, self.scale = np.zeros((O, 0), np.int8), np.zeros(O, np.float32)
+        else:
+            q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")       # one block = one row
+            self.q, self.scale = q8.q[:, :K], np.ascontiguousarray(q8.scale[:, 0])
+        Og = O // groups
+        self.groups = groups
+        self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
+
+    @classmethod
+    def of_conv(cls, weight: torch.Tensor, groups: int, layer: str) -> "QWeight":
+        w = weight.detach().permute(0, 2, 3, 1) if weight.dim() == 4 else weight.detach().permute(0, 2, 1)
+        return cls(np.ascontiguousarray(w.reshape(weight.shape[0], -1).numpy()), groups, layer)
+
+    @classmethod
+    def of_linear(cls, weight: torch.Tensor, layer: str) -> "QWeight":
+        return cls(np.ascontiguousarray(weight.detach().numpy()), 1, layer)
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """x itself when its elements fill its storage span densely (contiguous, channels_last), else a copy."""
+    if x.is_contiguous() or (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)):
+        return x
+    return x.contiguous()
+
+
+def _flat(x: torch.Tensor) -> np.ndarray:
+    """The numpy view of a dense tensor's elements in memory order (element 0 = x's data pointer)."""
+    return x.detach().as_strided((x.numel(),), (1,)).numpy()
+
+
+def _nhwc_view(x: torch.Tensor) -> tuple:
+    """(shape, strides) of a dense (N, C, H, W) / (N, C, L) / (M, K) tensor as (N, H, W, C)."""
+    if x.dim() == 2:
+        return (x.shape[0], 1, 1, x.shape[1]), (x.stride(0), 0, 0, x.stride(1))
+    if x.dim() == 3:
+        return (x.shape[0], 1, x.shape[2], x.shape[1]), (x.stride(0), 0, x.stride(2), x.stride(1))
+    s = x.stride()
+    return (x.shape[0], x.shape[2], x.shape[3], x.shape[1]), (s[0], s[2], s[3], s[1])
+
+
+def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
+    """(q (N*H*W*C,) int8 NHWC codes in scratch, s) of a dense tensor, one scale:
+    ``scale`` (static) or max|x| / 127 (dynamic, scale None)."""
+    flat = _flat(x)
+    isa = _simd.isa()
+    if scale is None:
+        amax, bad = _im.absmax(flat, isa, nt)
+        if bad:
+            raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
+        scale = np.float32(amax) / _127
+    shape, strides = _nhwc_view(x)
+    q = _workspace.scratch(f"lt_q_{what}", x.numel(), np.int8)
+    bad = _im.quantize_nhwc(q, flat, 0, shape, strides, float(scale), isa, nt)
+    if bad:
+        raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
+    return q, np.float32(scale)
+
+
+# Below this many multiply-accumulates a product runs on one thread (same bits at any count):
+# a thread team's start and barrier cost more than the work (batch-1 inference), and on a
+# busy machine a descheduled team member stalls the call for a whole time slice.
+SERIAL_MACS_EXACT = 1 << 21
+SERIAL_MACS_TABLE = 1 << 18
+
+
+def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
+    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.is_exact else SERIAL_MACS_TABLE) else nt
+
+
+def _reduction_chunk(units: Units) -> int:
+    return max(1, INT32_MAX // max(units.max_abs_product, 1))
+
+
+def _gemm_f32(a: np.ndarray, b: np.ndarray, units: Units, s: np.float32, nt: int) -> np.ndarray:
+    """float32 s * float32(sum_k mul8[a, b]) (a (M, K), b (K, N) int8), the sum over k in
+    int32 chunks added in float32 in order."""
+    K = a.shape[1]
+    step = _reduction_chunk(units)
+    y = None
+    for k0 in range(0, max(K, 1), step):
+        a_, b_ = a[:, k0:k0 + step], b[k0:k0 + step]
+        t = gemm_threads(a_.shape[0], a_.shape[1], b_.shape[1], units, nt)
+        part = lut_gemm(a_, b_, units, threads=t).astype(np.float32) * s
+        y = part if y is None else y + part
+    return y
+
+
+# --------------------------------------------------------------------------- forward
+
+class _Conv:
+    """The geometry of one convolution call (Conv1d as H = 1)."""
+
+    def __init__(self, x, weight, stride, padding, dilation, groups, layer):
+        self.d1 = weight.dim() == 3
+        n = 1 if self.d1 else 2
+        st, pd, dl = (_pair(v, nm, layer, n, lo) for v, nm, lo in
+                      ((stride, "stride", 1), (padding, "padding", 0), (dilation, "dilation", 1)))
+        if self.d1:
+            st, pd, dl = (1,) + st, (0,) + pd, (1,) + dl
+        self.stride, self.padding, self.dilation = st, pd, dl
+        self.groups = G = _check.int_arg(groups, f"{layer}: groups", lo=1)
+        N, C = x.shape[0], x.shape[1]
+        H, W = (1, x.shape[2]) if self.d1 else (x.shape[2], x.shape[3])
+        O, Cg = weight.shape[0], weight.shape[1]
+        KH, KW = (1, weight.shape[2]) if self.d1 else (weight.shape[2], weight.shape[3])
+        if C != Cg * G or O % G:
+            raise ValueError(f"{layer}: input has {C} channels and weight shape {tuple(weight.shape)} with "
+                             f"groups={G}: expected input channels = weight.shape[1] * groups and "
+                             f"out channels divisible by groups")
+        OH = (H + 2 * pd[0] - dl[0] * (KH - 1) - 1) // st[0] + 1
+        OW = (W + 2 * pd[1] - dl[1] * (KW - 1) - 1) // st[1] + 1
+        if OH < 1 or OW < 1:
+            raise ValueError(f"{layer}: input spatial size {tuple(x.shape[2:])} is smaller than the kernel "
+                             f"{tuple(weight.shape[2:])} (dilation {dl[-n:]}, padding {pd[-n:]})")
+        self.N, self.C, self.H, self.W, self.O, self.Cg, self.KH, self.KW = N, C, H, W, O, Cg, KH, KW
+        self.OH, self.OW, self.M, self.Kg, self.Og = OH, OW, N * OH * OW, KH * KW * Cg, O // G
+
+    def out_shape(self):
+        return (self.N, self.O, self.OW) if self.d1 else (self.N, self.O, self.OH, self.OW)
+
+    def patches(self, q: np.ndarray, nt: int) -> np.ndarray:
+        """A (G, M, Kg) int8 from NHWC codes (scratch)."""
+        A = _workspace.scratch("lt_cols", self.groups * self.M * self.Kg, np.int8).reshape(
+            self.groups, self.M, self.Kg)
+        _im.im2col_nhwc(A, q, (self.N, self.H, self.W, self.C), self.KH, self.KW, self.OH, self.OW,
+                        self.stride[0], self.stride[1], self.padding[0], self.padding[1], self.dilation[0],
+                        self.dilation[1], nt)
+        return A
+
+    def aten_args(self):
+        n = 1 if self.d1 else 2
+        return (list(self.stride[-n:]), list(self.padding[-n:]), list(self.dilation[-n:]), False,
+                [0] * n, self.groups)
+
+
+def _dequant(acc: np.ndarray, qw: QWeight, s_x: np.float32, bias, shape, N: int, P: int, nt: int):
+    scale = (s_x * qw.scale).astype(np.float32)                  # (O,) float32 s_x * s_w[o]
+    y = torch.empty(shape, dtype=torch.float32)
+    b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
+    _im.dequant(y.view(-1).numpy(), acc, scale, b, N, P, nt)
+    return y
+
+
+def _check_k(K: int, units: Units, layer: str) -> None:
+    if K > _reduction_chunk(units):
+        raise ValueError(f"{layer}: reduction length {K} with products up to {units.max_abs_product} can "
+                         f"overflow the int32 accumulator (at most {_reduction_chunk(units)})")
+
+
+def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_scale, layer: str, nt: int):
+    """(y, s_x): the contract's convolution of a dense float32 x."""
+    _check_k(geo.Kg, units, layer)
+    q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
+    A = geo.patches(q, nt)
+    acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
+    t = gemm_threads(geo.M, geo.Kg, geo.Og, units, nt)
+    for g in range(geo.groups):
+        lut_gemm(A[g], qw.b[g], units, threads=t, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
+    return _dequant(acc, qw, s_x, bias, geo.out_shape(), geo.N, geo.OH * geo.OW, nt), s_x
+
+
+def linear_forward(x2, bias, qw: QWeight, units: Units, input_scale, layer: str, nt: int):
+    """(y (M, O), s_x) of a dense float32 x2 (M, K)."""
+    M, K = x2.shape
+    O = qw.q.shape[0]
+    _check_k(K, units, layer)
+    q, s_x = quantize_tensor(x2, input_scale, "input", layer, nt)
+    acc = lut_gemm(q.reshape(M, K), qw.b[0], units, threads=gemm_threads(M, K, O, units, nt),
+                   out=_workspace.scratch("lt_acc", M * O, np.int32).reshape(M, O))
+    return _dequant(acc, qw, s_x, bias, (M, O), M, 1, nt), s_x
+
+
+# -------------------------------------------------------------------------- backward
+
+def _grad_codes(dy: torch.Tensor, what: str, layer: str, nt: int) -> tuple:
+    """(q (M, O) int8 copy, s) of a gradient (M, O) / (N, O, ...) quantized per tensor, rows in NHWC order."""
+    dy = _dense(dy)
+    q, s = quantize_tensor(dy, None, what, layer, nt)
+    O = dy.shape[1]
+    return q.reshape(-1, O).copy(), s
+
+
+def units_backward(dy, x, qw: QWeight, s_x, units: Units, geo, input_scale, layer, nt, need):
+    """(dx, dw) through the unit (module docstring); geo None: a linear layer, x (M, K)."""
+    need_x, need_w = need
+    O = qw.q.shape[0]
+    shape_w = (1, O, 1, 1)[:dy.dim()] if dy.dim() > 2 else (1, O)
+    dx = dw = None
+    G = 1 if geo is None else geo.groups
+    Og = O // G
+    if need_x:
+        g = dy * torch.tensor(qw.scale).reshape(shape_w)     # dY[., o] * s_w[o], float32
+        qg, s_g = _grad_codes(g, "gradient", layer, nt)
+        cols = [_gemm_f32(np.ascontiguousarray(qg[:, i * Og:(i + 1) * Og]), qw.q[i * Og:(i + 1) * Og], units,
+                          s_g, nt) for i in range(G)]            # G x (M, Kg) float32
+        if geo is None:
+            dx = torch.from_numpy(cols[0])
+        else:
+            dx = _fold(cols, geo)
+    if need_w:
+        qdy, s_dy = _grad_codes(dy, "gradient", layer, nt)
+        s = np.float32(s_dy * s_x)
+        xd = _dense(x)
+        qx, _ = quantize_tensor(xd, s_x, "input", layer, nt)
+        if geo is None:
+            Aq = qx.reshape(1, *x.shape)
+        else:
+            Aq = geo.patches(qx, nt)
+        parts = [_gemm_f32(np.ascontiguousarray(qdy[:, i * Og:(i + 1) * Og].T), Aq[i], units, s, nt)
+                 for i in range(G)]                               # G x (Og, Kg)
+        w = np.concatenate(parts, axis=0)                          # (O, Kg) in (i, j, c) order
+        if geo is None:
+            dw = torch.from_numpy(w)
+        else:
+            w4 = torch.from_numpy(w).reshape(O, geo.KH, geo.KW, geo.Cg).permute(0, 3, 1, 2)
+            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+    return dx, dw
+
+
+def _fold(cols: list, geo: _Conv) -> torch.Tensor:
+    """dX (N, C, H, W) from per-group patch gradients (M, Kg) in (i, j, c) order."""
+    per = [torch.from_numpy(c).reshape(geo.N, geo.OH * geo.OW, geo.KH, geo.KW, geo.Cg).permute(0, 4, 2, 3, 1)
+           for c in cols]                                          # G x (N, Cg, KH, KW, L)
+    col = torch.cat(per, dim=1).reshape(geo.N, geo.C * geo.KH * geo.KW, geo.OH * geo.OW)
+    dx = F.fold(col, (geo.H, geo.W), (geo.KH, geo.KW), dilation=geo.dilation, padding=geo.padding,
+                stride=geo.stride)
+    return dx[:, :, 0, :] if geo.d1 else dx
+
+
+# ------------------------------------------------------------------------- Functions
+
+class LutConvFunction(torch.autograd.Function):
+    """y = the contract's conv (1-D or 2-D by the weight's rank) of x through ``units``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, qw, units, geo, backward, input_scale, layer, nt):
+        x = _dense(x)
+        y, s_x = conv_forward(x, weight, bias, qw, units, geo, input_scale, layer, nt)
+        ctx.save_for_backward(x, weight, bias)
+        ctx.lc = (qw, units, geo, backward, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias = ctx.saved_tensors
+        qw, units, geo, backward, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx = dw = db = None
+        if backward == "ste":
+            stride, padding, dilation, tr, opad, groups = geo.aten_args()
+            dx, dw, db = torch.ops.aten.convolution_backward(
+                dy, x, weight, None if bias is None else [bias.shape[0]], stride, padding, dilation, tr, opad,
+                groups, [nx, nw, nb and bias is not None])
+        else:
+            dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
+            if nb and bias is not None:                  # db in float, as the STE (the same kernel)
+                stride, padding, dilation, tr, opad, groups = geo.aten_args()
+                db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], stride, padding,
+                                                         dilation, tr, opad, groups, [False, False, True])[2]
+        return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 7
+
+
+class LutLinearFunction(torch.autograd.Function):
+    """y = the contract's x @ weight.T + bias through ``units`` (x (M, K) dense)."""
+
+    @staticmethod
+    def forward(ctx, x2, weight, bias, qw, units, backward, input_scale, layer, nt):
+        x2 = _dense(x2)
+        y, s_x = linear_forward(x2, bias, qw, units, input_scale, layer, nt)
+        ctx.save_for_backward(x2, weight, bias)
+        ctx.lc = (qw, units, backward, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, weight, bias = ctx.saved_tensors
+        qw, units, backward, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        if backward == "ste":
+            dx = dy.mm(weight) if nx else None
+            dw = dy.t().mm(x2) if nw else None
+        else:
+            dx, dw = units_backward(dy, x2, qw, s_x, units, None, input_scale, layer, nt, (nx, nw))
+        db = dy.sum(0) if nb and bias is not None else None
+        return (dx, dw, db) + (None,) * 6
+
+
+# --------------------------------------------------------------------- functional API
+
+def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim):
+    check_tensor(x, "input", layer)
+    check_tensor(weight, "weight", layer, ndim)
+    if bias is not None:
+        check_tensor(bias, "bias", layer, 1)
+        if bias.shape[0] != weight.shape[0]:
+            raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    return (resolve_units(units), backward_arg(backward, layer), scale_arg(input_scale, layer),
+            resolve_threads(threads))
+
+
+def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None):
+    """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O)."""
+    units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer, 2)
+    K = weight.shape[1]
+    if x.dim() < 1 or x.shape[-1] != K:
+        raise ValueError(f"{layer}: input: expected last dimension {K} (weight {tuple(weight.shape)}), "
+                         f"got shape {tuple(x.shape)}")
+    qw = QWeight.of_linear(weight, layer) if qw is None else qw
+    lead = x.shape[:-1]
+    y = LutLinearFunction.apply(x.reshape(-1, K), weight, bias, qw, units, backward, input_scale, layer, nt)
+    return y.reshape(*lead, weight.shape[0])
+
+
+def _same_padding(x, weight, dilation, layer, n):
+    """padding='same'/'valid' as ints; an odd total pads the far side in float (zeros) first."""
+    dl = _pair(dilation, "dilation", layer, n, 1)
+    total = [d * (k - 1) for d, k in zip(dl, weight.shape[2:])]
+    left = [t // 2 for t in total]
+    if any(t % 2 for t in total):
+        extra = []
+        for t in reversed(total):
+            extra += [0, t % 2]
+        x = F.pad(x, extra)
+    return x, tuple(left)
+
+
+def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads, layer,
+         qw=None):
+    """The shared body of lut_conv1d / lut_conv2d and the conv layers."""
+    n = weight.dim() - 2
+    units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer,
+                                               n + 2)
+    if x.dim() == n + 1:                             # unbatched (channels, ...), as F.conv*d takes
+        return conv(x.unsqueeze(0), weight, bias, units, stride, padding, dilation, groups, backward,
+                    input_scale, threads, layer, qw).squeeze(0)
+    if x.dim() != n + 2:
+        raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
+                         f"channels, ...) tensor, got shape {tuple(x.shape)}")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            x, padding = _same_padding(x, weight, dilation, layer, n)
+        else:
+            raise ValueError(f"{layer}: padding: expected an int, a tuple, 'valid' or 'same', got {padding!r}")
+    geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+    qw = QWeight.of_conv(weight, geo.groups, layer) if qw is None else qw
+    return LutConvFunction.apply(x, weight, bias, qw, units, geo, backward, input_scale, layer, nt)
+
+
+def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None):
+    """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in DESIGN.md).
+
+    x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
+    its own max|x| / 127, a number uses that scale (values beyond saturate)."""
+    return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear")
+
+
+def lut_conv2d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
+               backward="ste", input_scale=None, threads=None):
+    """``F.conv2d`` through ``units``' multiplier: x (N, C, H, W), weight (O, C/groups, KH, KW)."""
+    return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
+                "lut_conv2d")
+
+
+def lut_conv1d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
+               backward="ste", input_scale=None, threads=None):
+    """``F.conv1d`` through ``units``' multiplier: x (N, C, L), weight (O, C/groups, K)."""
+    return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
+                "lut_conv1d")

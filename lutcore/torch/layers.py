@@ -1,0 +1,239 @@
+"""The approximate layers: nn.Linear, nn.Conv1d, nn.Conv2d and Hugging Face's Conv1D
+running their products through a unit.
+
+Design: each class subclasses the float layer it replaces and adds only state
+that is not a parameter (the units, the backward and activation modes, the
+calibrated input scale, a cached ``QWeight``), so ``isinstance``, parameter names,
+``state_dict()`` and ``load_state_dict()`` into the float model all hold; the
+calibrated scale is therefore not in the state dict (re-run ``calibrate`` or set
+``input_scale`` after loading).  The weight is quantized again whenever it changes
+(an optimizer step bumps its version).  The arithmetic lives in functional.py.
+
+``approximate`` (convert.py) changes a float layer's class in place of a copy;
+the constructors here build a fresh approximate layer with the float one's
+arguments plus ``units``, ``backward``, ``activations`` and ``threads``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lutcore._threads import resolve_threads
+from lutcore.torch import functional as fn
+from lutcore.units import resolve as resolve_units
+
+__all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
+
+ACTIVATIONS = ("dynamic", "static")
+
+
+class ApproxLayer:
+    """What every approximate layer adds to its float class (a mixin, first in the MRO).
+
+    Attributes: ``units`` (a lutcore ``Units``; assign a name, a directory or a Units
+    to swap the multiplier), ``backward`` ("ste" | "units"), ``activations``
+    ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
+    ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
+    channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable)."""
+
+    def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None):
+        self._lc_name = name or type(self).__name__
+        self.units = units
+        self.backward = fn.backward_arg(backward, self._lc_name)
+        if activations not in ACTIVATIONS:
+            raise ValueError(f"{self._lc_name}: activations: expected one of {ACTIVATIONS}, got {activations!r}")
+        self.activations = activations
+        if threads is not None:
+            resolve_threads(threads)                     # checks it
+        self.threads = threads
+        self._lc_scale = None
+        self._lc_qw, self._lc_qw_key = None, None
+        self._lc_calib = None                            # running max|x| while calibrating
+
+    # ------------------------------------------------------------- properties
+    @property
+    def units(self):
+        return self._lc_units
+
+    @units.setter
+    def units(self, units):
+        self._lc_units = resolve_units(units)
+
+    @property
+    def input_scale(self):
+        if self.activations == "dynamic" or self._lc_scale is None:
+            return None
+        return torch.tensor(float(self._lc_scale), dtype=torch.float32)
+
+    @input_scale.setter
+    def input_scale(self, value):
+        self._lc_scale = fn.scale_arg(value, self._lc_name)
+
+    @property
+    def qweight(self) -> torch.Tensor:
+        return self._lc_qweight_layout(torch.from_numpy(self._lc_weight().q.copy()))
+
+    @property
+    def weight_scale(self) -> torch.Tensor:
+        return torch.from_numpy(self._lc_weight().scale.copy())
+
+    # ---------------------------------------------------------------- helpers
+    def _lc_weight(self) -> fn.QWeight:
+        w = self.weight
+        fn.check_tensor(w, "weight", self._lc_name)
+        key = (w._version, w.data_ptr(), tuple(w.shape))
+        if self._lc_qw is None or self._lc_qw_key != key:
+            self._lc_qw = self._lc_quantize_weight(w)
+            self._lc_qw_key = key
+        return self._lc_qw
+
+    def _lc_input_scale(self):
+        if self.activations == "dynamic":
+            return None
+        if self._lc_scale is None:
+            raise RuntimeError(f"{self._lc_name}: activations='static' but this layer was never calibrated: "
+                               f"run lutcore.torch.calibrate(model, batches) first, or set its input_scale")
+        return self._lc_scale
+
+    def _lc_observe(self, x) -> None:
+        """Calibration: record max|x| of a float input."""
+        fn.check_tensor(x, "input", self._lc_name)
+        x = x.detach()
+        if x.numel():
+            m = float(x.abs().max())
+            if not np.isfinite(m):
+                raise ValueError(f"{self._lc_name}: calibration input holds non-finite values (NaN/Inf)")
+            self._lc_calib = max(self._lc_calib, m)
+
+    def _lc_extra(self) -> str:
+        u = self.units
+        return (f"units={u.name}@{u.digest[:16]}, backward={self.backward}, activations={self.activations}"
+                + (f", input_scale={float(self._lc_scale):.6g}" if self.input_scale is not None else ""))
+
+    def extra_repr(self) -> str:
+        base = super().extra_repr()
+        return f"{base}, {self._lc_extra()}" if base else self._lc_extra()
+
+
+class ApproxLinear(ApproxLayer, nn.Linear):
+    """nn.Linear through a unit: ``ApproxLinear(in_features, out_features, bias=True, *, units=...)``."""
+
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+        nn.Linear.__init__(self, *args, **kwargs)
+        self._lc_setup(units, backward, activations, threads)
+
+    def _lc_quantize_weight(self, w):
+        return fn.QWeight.of_linear(w, self._lc_name)
+
+    def _lc_qweight_layout(self, q):
+        return q
+
+    def forward(self, x):
+        if self._lc_calib is not None:
+            self._lc_observe(x)
+            return F.linear(x, self.weight, self.bias)
+        return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
+                         self.threads, self._lc_name, qw=self._lc_weight())
+
+
+class _ApproxConvNd(ApproxLayer):
+    def _lc_quantize_weight(self, w):
+        return fn.QWeight.of_conv(w, self.groups, self._lc_name)
+
+    def _lc_qweight_layout(self, q):
+        w = self.weight
+        O, Cg, k = w.shape[0], w.shape[1], tuple(w.shape[2:])
+        if len(k) == 1:
+            return q.reshape(O, k[0], Cg).permute(0, 2, 1).contiguous()
+        return q.reshape(O, k[0], k[1], Cg).permute(0, 3, 1, 2).contiguous()
+
+    def forward(self, x):
+        if self._lc_calib is not None:
+            self._lc_observe(x)
+            return self._conv_forward(x, self.weight, self.bias)          # the float layer's
+        fn.check_tensor(x, "input", self._lc_name)
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
+        return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
+                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_weight())
+
+
+class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
+    """nn.Conv1d through a unit (every padding mode, groups, stride, dilation)."""
+
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+        nn.Conv1d.__init__(self, *args, **kwargs)
+        self._lc_setup(units, backward, activations, threads)
+
+
+class ApproxConv2d(_ApproxConvNd, nn.Conv2d):
+    """nn.Conv2d through a unit (every padding mode, groups incl. depthwise, stride, dilation)."""
+
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+        nn.Conv2d.__init__(self, *args, **kwargs)
+        self._lc_setup(units, backward, activations, threads)
+
+
+def _hf_conv1d():
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except Exception:  # noqa: BLE001 - transformers is optional
+        return None
+    return Conv1D
+
+
+_HF = _hf_conv1d()
+if _HF is not None:
+    class ApproxConv1D(ApproxLayer, _HF):
+        """Hugging Face's Conv1D (GPT-2: y = x @ W + b, W (in, out)) through a unit;
+        ``qweight`` has W's (in, out) shape, ``weight_scale`` one scale per output column."""
+
+        def __init__(self, nf, nx, *, units="exact", backward="ste", activations="dynamic", threads=None):
+            _HF.__init__(self, nf, nx)
+            self._lc_setup(units, backward, activations, threads)
+
+        def _lc_quantize_weight(self, w):
+            return fn.QWeight.of_linear(w.t(), self._lc_name)
+
+        def _lc_qweight_layout(self, q):
+            return q.t().contiguous()
+
+        def forward(self, x):
+            if self._lc_calib is not None:
+                self._lc_observe(x)
+                return _HF.forward(self, x)
+            return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
+                             self.threads, self._lc_name, qw=self._lc_weight())
+
+        def __repr__(self):
+            return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"
+
+    __all__.append("ApproxConv1D")
+
+# float class -> its approximate class (subclasses that keep the float forward get their own, see approx_class)
+_BASES = [(nn.Linear, ApproxLinear), (nn.Conv1d, ApproxConv1d), (nn.Conv2d, ApproxConv2d)]
+if _HF is not None:
+    _BASES.append((_HF, ApproxConv1D))
+_MADE: dict = {}
+
+
+def approx_class(cls):
+    """The approximate class for a float layer class, or None if it has none.  A subclass of
+    a supported layer that does not override ``forward`` (e.g. torch's
+    NonDynamicallyQuantizableLinear) gets an approximate subclass of its own; one that
+    overrides ``forward`` computes something else and is not converted."""
+    if issubclass(cls, ApproxLayer):
+        return cls
+    for base, approx in _BASES:
+        if cls is base:
+            return approx
+    for base, approx in _BASES:
+        if issubclass(cls, base) and cls.forward is base.forward:
+            if cls not in _MADE:
+                _MADE[cls] = type(f"Approx{cls.__name__}", (approx, cls), {"__module__": __name__})
+            return _MADE[cls]
+    return None

@@ -1,0 +1,40 @@
+"""A real data set through the units: scikit-learn's load_digits (8x8), a small CNN
+(lutcore.torch.digits) trained in float, evaluated through the exact unit and an
+aggressive approximate one, then retrained through it (approximate() + torch.optim).
+
+Budgets (named): FLOAT_MIN test accuracy of the float CNN; EXACT_TOL how far the
+exact unit may move it; AGGRESSIVE_DROP the least drop truncated:11 must cause;
+RECOVER the least a few epochs of approximation-aware training must win back.
+Runs in ~15 s on 2 cores.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+import lutcore.torch as lt  # noqa: E402
+from lutcore.torch import digits  # noqa: E402
+
+FLOAT_MIN = 0.9
+EXACT_TOL = 0.02
+AGGRESSIVE = "truncated:11"      # the 11 low bits of |a|*|b| dropped (products below 2048 vanish)
+AGGRESSIVE_DROP = 0.05
+RECOVER = 0.02
+
+
+def test_digits_cnn_through_units():
+    torch.manual_seed(0)
+    xtr, ytr, xte, yte = digits.load(seed=0)
+    model = digits.train(digits.DigitsCNN(), xtr, ytr, epochs=8, lr=1e-2, batch=128)
+    acc_float = digits.accuracy(model, xte, yte)
+    acc_exact = digits.accuracy(lt.approximate(model, "exact"), xte, yte)
+    approx_model = lt.approximate(model, AGGRESSIVE)
+    acc_approx = digits.accuracy(approx_model, xte, yte)
+    digits.train(approx_model, xtr, ytr, epochs=3, lr=1e-3, batch=128)
+    acc_retrained = digits.accuracy(approx_model, xte, yte)
+    print(f"float {acc_float:.4f} exact {acc_exact:.4f} {AGGRESSIVE} {acc_approx:.4f} retrained {acc_retrained:.4f}")
+    assert acc_float >= FLOAT_MIN
+    assert abs(acc_exact - acc_float) <= EXACT_TOL
+    assert acc_approx <= acc_float - AGGRESSIVE_DROP
+    assert acc_retrained >= acc_approx + RECOVER
+    assert isinstance(approx_model.features[0], lt.ApproxConv2d)        # trained as an approximate model

@@ -323,9 +323,25 @@ POS_INT, NONNEG_INT = _arg_type(int, 1), _arg_type(int, 0)
 NONNEG_FLOAT, POS_FLOAT = _arg_type(float, 0.0), _arg_type(float, 0.0, lo_open=True)
 
 
+def _show_defaults(parser) -> None:
+    """Append "(default: X)" to the help of every option of ``parser`` and its subcommands
+    that has a default and does not state it already (argparse's ArgumentDefaultsHelpFormatter
+    skips options without a help text and repeats stated defaults)."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                _show_defaults(sp)
+        elif (a.option_strings and a.default not in (None, False, argparse.SUPPRESS)
+              and a.help is not argparse.SUPPRESS and "default" not in (a.help or "")):
+            shown = " ".join(map(str, a.default)) if isinstance(a.default, list) else a.default
+            a.help = f"{a.help} (default: {shown})" if a.help else f"default: {shown}"
+
+
 def main(argv=None) -> int:
+    from lutcore import __version__
     p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--version", action="version", version=f"lutcore {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     t = sub.add_parser("train", help="train a Mamba LM (defaults: built-in corpus, byte tokens, < 5 min)")
     t.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
     t.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
@@ -412,6 +428,11 @@ def main(argv=None) -> int:
     d.set_defaults(fn=cmd_demo)
     sub.add_parser("config", help="print build and CPU configuration").set_defaults(
         fn=lambda a: (__import__("lutcore").show_config(), 0)[1])
+    _show_defaults(p)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:                          # a bare `lutcore`: what it can do, not an error
+        p.print_help()
+        return 0
     try:
         args = p.parse_args(argv)
     except SystemExit as e:               # --help (0) or a bad argument (2, already printed by argparse)

@@ -115,12 +115,14 @@ def _positive(name, v):
 def compare(model: str = "gpt", units=("exact",), steps: int = 150, dim: int = 32, context: int = 32,
             batch: int = 8, layers: int = 2, heads: int = 2, lr: float = 0.02, seed: int = 0,
             tokenizer=None, data=None, on_step=None, *, weight_decay: float = 0.0,
-            max_grad_norm: float | None = None, two_pass: bool = False, threads=None) -> CompareResult:
+            max_grad_norm: float | None = None, two_pass: bool = False, threads=None,
+            encoding: str = "utf-8") -> CompareResult:
     """Train ``model`` ("gpt" or "mamba") in float, then through each units spec forward only
     and forward+backward; identical init, batches and optimizer (AdamW, betas (0.9, 0.999),
     ``weight_decay`` 0 and no clipping unless asked).
 
-    ``data``: text, a file path or token ids (default: the built-in corpus); ``tokenizer``: a
+    ``data``: text, a file path (read strictly as ``encoding``) or token ids (default: the
+    built-in corpus); ``tokenizer``: a
     ``lutcore.tokenizer.Tokenizer`` (default byte-level, vocab 256).  ``two_pass`` is passed to
     the GPT's unit matmuls.  ``threads`` sets lutcore's thread count for the duration (restored
     after).  ``on_step(rec)`` gets {run, step, loss, seconds} after every step."""
@@ -148,7 +150,7 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 150, dim: int = 3
     source = "built-in corpus (pydoc_data.topics)" if data is None else (
         os.fspath(data) if isinstance(data, (str, os.PathLike)) and len(os.fspath(data)) < 4096
         and os.path.isfile(os.fspath(data)) else type(data).__name__)
-    ids = _data.load_tokens(_data.builtin_corpus() if data is None else data, tok)
+    ids = _data.load_tokens(_data.builtin_corpus() if data is None else data, tok, encoding)
     vocab = tok.vocab_size
     batches = _batches(ids, steps, batch, context, seed)
 

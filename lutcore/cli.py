@@ -242,8 +242,8 @@ def cmd_compare(args) -> int:
     from lutcore.experiment import compare, format_table, write_report
 
     tok = _tokenizer(args.tokenizer)
-    if args.data is not None and not os.path.isfile(args.data):
-        raise FileNotFoundError(f"--data: no such file {args.data!r}")
+    if args.data is not None:
+        _load_text(args.data, args.encoding)           # a missing or undecodable file fails before the bar
     units = [] if args.units == ["none"] else args.units
     bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
 

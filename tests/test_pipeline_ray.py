@@ -106,7 +106,7 @@ def test_cli_generate_over_ray(cluster, ckpt, capsys):
     from lutcore.cli import main
     from lutcore.tokenizer import Tokenizer
     assert main(["generate", "--model", ckpt["gpt2"], "--prompt", "Hi there", "--stages", "2", "--ray",
-                 "--max-new-tokens", "5"]) == 0
+                 "--max-new-tokens", "5", "--tokenizer", "bytes"]) == 0
     out = capsys.readouterr()
     assert "transport: ray" in out.err
     tok = Tokenizer.bytes()

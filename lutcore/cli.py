@@ -261,6 +261,8 @@ def cmd_compare(args) -> int:
     finally:
         bar.close()
     print(format_table(res))
+    for w in res.warnings:
+        print(f"lutcore compare: warning: {w}", file=sys.stderr)
     paths = write_report(res, args.out)
     print(f"\nreport: {paths['json']}\ncurves: {paths['png']}")
     return 0
@@ -392,7 +394,7 @@ def _show_defaults(parser) -> None:
         if isinstance(a, argparse._SubParsersAction):
             for sp in a.choices.values():
                 _show_defaults(sp)
-        elif (a.option_strings and a.default not in (None, False, argparse.SUPPRESS)
+        elif (a.option_strings and not any(a.default is v for v in (None, False, argparse.SUPPRESS))
               and a.help is not argparse.SUPPRESS and "default" not in (a.help or "")):
             shown = " ".join(map(str, a.default)) if isinstance(a.default, list) else a.default
             a.help = f"{a.help} (default: {shown})" if a.help else f"default: {shown}"
@@ -422,12 +424,13 @@ def main(argv=None) -> int:
     t.add_argument("--clip", type=POS_FLOAT, default=1.0, help="max global grad norm")
     t.add_argument("--mixed-precision", action="store_true", help="fp16 compute view + dynamic loss scaling")
     t.add_argument("--units", help="run matmuls through units: exact, a directory, or an approximate "
-                                   "multiplier name (truncated:K, mitchell, reduced:BITS)")
+                                   "multiplier name (truncated:K, mitchell, reduced:BITS) (default: float32; "
+                                   "with --resume the checkpoint's units)")
     t.add_argument("--unit-backward", action="store_true", help="also run backward matmuls through the units")
     t.add_argument("--out", default="lutcore-run", help="output directory (checkpoint/, loss.png)")
     t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory")
     t.add_argument("--seed", type=NONNEG_INT, default=0)
-    t.add_argument("--threads", type=POS_INT)
+    t.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
     t.add_argument("--sample-tokens", type=NONNEG_INT, default=120)
     t.set_defaults(fn=cmd_train)
@@ -483,7 +486,7 @@ def main(argv=None) -> int:
     c.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
     c.add_argument("--encoding", default="utf-8", help="the text encoding of --data (text that is not "
                                                        "valid in it is refused)")
-    c.add_argument("--threads", type=POS_INT)
+    c.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     c.add_argument("--out", default="lutcore-compare", help="output directory (compare.json, compare.png)")
     c.set_defaults(fn=cmd_compare)
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")

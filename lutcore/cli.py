@@ -257,7 +257,7 @@ def cmd_compare(args) -> int:
                       batch=args.batch, layers=args.layers, heads=args.heads, lr=args.lr, seed=args.seed,
                       tokenizer=tok, data=args.data, on_step=on_step, weight_decay=args.weight_decay,
                       max_grad_norm=args.clip, two_pass=args.two_pass, threads=args.threads,
-                      encoding=args.encoding)
+                      encoding=args.encoding, warmup=args.warmup)
     finally:
         bar.close()
     print(format_table(res))
@@ -471,13 +471,15 @@ def main(argv=None) -> int:
     c.add_argument("--units", nargs="+", default=["exact"],
                    help="units specs: exact, truncated:K, mitchell, reduced:BITS or a directory "
                         "(default: exact; 'none' runs float only)")
-    c.add_argument("--steps", type=POS_INT, default=150)
+    c.add_argument("--steps", type=POS_INT, default=600)
+    c.add_argument("--warmup", type=NONNEG_INT, help="linear lr warmup steps, then a cosine decay to 0.1 x "
+                                                     "--lr (default: min(100, steps / 10))")
     c.add_argument("--dim", type=POS_INT, default=32)
     c.add_argument("--context", type=POS_INT, default=32)
     c.add_argument("--batch", type=POS_INT, default=8)
     c.add_argument("--layers", type=POS_INT, default=2)
     c.add_argument("--heads", type=POS_INT, default=2, help="attention heads (gpt)")
-    c.add_argument("--lr", type=NONNEG_FLOAT, default=0.02)
+    c.add_argument("--lr", type=NONNEG_FLOAT, default=0.01, help="peak learning rate")
     c.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.0)
     c.add_argument("--clip", type=POS_FLOAT, help="max global grad norm (default: no clipping)")
     c.add_argument("--two-pass", action="store_true", help="two-pass unit gradients (gpt)")

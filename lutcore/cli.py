@@ -239,12 +239,18 @@ def cmd_eval(args) -> int:
 def cmd_compare(args) -> int:
     """Float vs units-forward vs units-forward+backward training on identical seeds and batches."""
     from tqdm import tqdm
+    import lutcore
     from lutcore.experiment import compare, format_table, write_report
 
     tok = _tokenizer(args.tokenizer)
     if args.data is not None:
         _load_text(args.data, args.encoding)           # a missing or undecodable file fails before the bar
-    units = [] if args.units == ["none"] else args.units
+    from lutcore.units import resolve
+    units = [] if args.units == ["none"] else [resolve(u) for u in args.units]    # bad specs fail before the bar
+    print(f"lutcore compare: {args.model}, float32 vs " + (", ".join(
+        f"{u.name} (digest {u.digest[:16]}" + (f", default {'+'.join(u.defaulted)})" if u.defaulted else ")")
+        for u in units) or "nothing (float only)") + f"; threads: {args.threads or lutcore.get_num_threads()}; "
+          f"SIMD: {lutcore.get_simd()}", file=sys.stderr)
     bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
 
     def on_step(rec):

@@ -196,8 +196,12 @@ def test_cli_compare(tmp_path, capsys):
     rc = main(["compare", "--units", "exact", "mitchell", "--steps", "6", "--dim", "16", "--context", "8",
                "--batch", "2", "--layers", "1", "--threads", "1", "--out", str(out)])
     assert rc == 0
-    text = capsys.readouterr().out
+    o = capsys.readouterr()
+    text = o.out
     assert "mitchell fwd+bwd" in text and "ratio" in text and "compare.json" in text
+    from lutcore.units import approx                              # the banner names units, threads, SIMD
+    assert f"mitchell (digest {approx.mitchell().digest[:16]})" in o.err and "threads: 1" in o.err
+    assert f"SIMD: {lutcore.get_simd()}" in o.err
     d = json.loads((out / "compare.json").read_text())
     assert len(d["runs"]) == 5 and all(len(x["losses"]) == 6 for x in d["runs"])
     assert (out / "compare.png").stat().st_size > 5000

@@ -588,11 +588,12 @@ class MambaLM(LanguageModel):
         (``transformers_mismatch()``) — train with ``MambaConfig(discretization="simplified")``
         for a checkpoint transformers runs as lutcore does."""
         from safetensors.numpy import save_file
-        from lutcore._io import atomic_dir
+        from lutcore._io import atomic_dir, path_arg
+        path = path_arg(path)
         why = self.transformers_mismatch()
         if why:
             import warnings
-            warnings.warn(f"save_pretrained({os.fspath(path)!r}): transformers' MambaForCausalLM will load these "
+            warnings.warn(f"save_pretrained({path!r}): transformers' MambaForCausalLM will load these "
                           f"weights as a different model — {why}. lutcore's MambaLM.from_pretrained restores this "
                           f"model exactly.", UserWarning, stacklevel=2)
         with atomic_dir(path) as tmp:

@@ -40,11 +40,19 @@ from lutcore.ops import (PackedB, fp16_decode, fp16_encode, fp16_round, lut_gemm
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import Units
 
+
+def evaluate_units(model_or_path, data, units=("none",), seq_len=None, **kw):
+    """The damage table: ``model_or_path`` (a Hugging Face or lutcore checkpoint directory, or a
+    MambaLM / GPT) scored on ``data`` through each units spec; see ``lutcore.evaluate``."""
+    from lutcore.evaluate import evaluate_units as run
+    return run(model_or_path, data, units=units, seq_len=seq_len, **kw)
+
+
 __all__ = [
     "Units", "lut_gemm", "pack_b", "PackedB", "quantize", "Q8", "qmatmul", "requant", "relu8",
     "fp16_round", "fp16_encode", "fp16_decode", "set_audit", "get_audit", "AuditError",
     "set_num_threads", "get_num_threads", "set_simd", "get_simd", "available_simd",
-    "show_config", "config", "cache_info", "empty_cache", "set_cache_limit",
+    "show_config", "config", "cache_info", "empty_cache", "set_cache_limit", "evaluate_units",
 ]
 
 

@@ -30,6 +30,8 @@ def cmd_units(args) -> int:
     from lutcore.units import resolve
     units = resolve(args.path)
     print(repr(units))
+    if units.source:
+        print(f"  from {units.source}")
     if args.verify:
         rep = units.verify()
         print(rep)
@@ -122,13 +124,14 @@ def cmd_train(args) -> int:
     import lutcore
     from lutcore.models import MambaConfig, MambaLM
     from lutcore.train import Trainer
-    from lutcore.train.data import load_tokens
+    from lutcore.train.data import held_out_size, load_tokens
 
     if args.threads:
         lutcore.set_num_threads(args.threads)
     out = os.path.abspath(args.out)
     if args.resume:
-        units = (Trainer.checkpoint_units(args.resume) if args.units is None
+        from lutcore.evaluate import checkpoint_units
+        units = (checkpoint_units(args.resume) if args.units is None
                  else None if args.units == "none" else args.units)
         trainer = Trainer.resume(args.resume, units=units)
         tok = trainer.tokenizer
@@ -144,7 +147,7 @@ def cmd_train(args) -> int:
         trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed)
     text, source = _load_text(args.data, args.encoding)
     ids = load_tokens(text, tok)
-    n_hold = max(args.seq_len + 1, int(len(ids) * 0.05))
+    n_hold = held_out_size(len(ids), args.seq_len)
     if len(ids) < n_hold + 2:
         raise ValueError(f"--data: {len(ids)} tokens is too short (need more than {n_hold + 2} for a "
                          f"training window and a held-out window)")
@@ -182,6 +185,7 @@ def cmd_train(args) -> int:
     os.makedirs(out, exist_ok=True)
     ckpt = os.path.join(out, "checkpoint")
     trainer.save_checkpoint(ckpt)
+    _write_held_out(ckpt, args.data, len(ids), n_hold, args.seq_len)
     png = os.path.join(out, "loss.png")
     _plot_losses(trainer.history, png)
     print(f"checkpoint: {ckpt}\nloss curve: {png}")
@@ -190,17 +194,79 @@ def cmd_train(args) -> int:
     if len(pids):
         gen = model.generate(pids, args.sample_tokens, temperature=0.0)
         print(f"greedy sample:\n{tok.decode(gen)}")
+    if args.eval_units != ["none"]:
+        # what the units do to the model just trained: the same held-out windows through each
+        specs = ["none"] + [u for u in args.eval_units if u != "none"]
+        if getattr(model, "units", None) is not None and model.units.digest not in \
+                {lutcore.units.resolve(s).digest for s in specs[1:]}:
+            specs.append(model.units)                   # and the units it was trained through
+        res = _damage(model, held, specs, args.seq_len, tok, threads=args.threads, batch_size=args.batch_size)
+        print(_eval_report(res, os.path.join(out, "eval")))
     return 0
 
 
-def _trainer_from(path):
-    from lutcore.train import Trainer
-    return Trainer.resume(path)
+HELD_OUT_FILE = "heldout.json"
+
+
+def _write_held_out(ckpt, data, n_tokens, n_hold, seq_len):
+    """Which tokens ``train`` held out, so ``eval`` without --data scores the same split."""
+    import json
+    rec = {"data": None if data is None else os.path.abspath(data), "tokens": int(n_tokens),
+           "held_out": int(n_hold), "seq_len": int(seq_len)}
+    tmp = os.path.join(ckpt, HELD_OUT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=1)
+    os.replace(tmp, os.path.join(ckpt, HELD_OUT_FILE))
+
+
+def _held_out(ckpt, tok):
+    """(held-out token ids, description, the seq_len train used) of a checkpoint ``train`` wrote."""
+    from lutcore._io import load_json
+    from lutcore.train.data import held_out_size, load_tokens
+    f = os.path.join(ckpt, HELD_OUT_FILE)
+    rec = load_json(f) if os.path.isfile(f) else {"data": None, "held_out": None, "seq_len": 128}
+    text, source = _load_text(rec.get("data"))
+    ids = load_tokens(text, tok)
+    if rec.get("tokens") not in (None, len(ids)):
+        raise ValueError(f"{f}: train saw {rec['tokens']} tokens of {source}, now it has {len(ids)} (the file "
+                         f"changed?): pass --data")
+    n = rec.get("held_out") or held_out_size(len(ids), rec.get("seq_len") or 128)
+    return ids[-n:], f"held-out split of {source} (last {n:,} tokens)", rec.get("seq_len")
+
+
+def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
+    """evaluate_units with a progress bar over units x windows."""
+    from tqdm import tqdm
+    from lutcore.evaluate import evaluate_units
+    bar = tqdm(unit="window", dynamic_ncols=True, desc="eval", **_bar_opts())
+
+    def on_window(done, total, spec):
+        bar.total = total
+        bar.set_description(f"eval {spec}", refresh=False)
+        bar.update(done - bar.n)
+
+    try:
+        return evaluate_units(model, data, units=specs, seq_len=seq_len, tokenizer=tok, threads=threads,
+                              on_window=on_window, batch_size=batch_size)
+    finally:
+        bar.close()
+
+
+def _eval_report(res, out):
+    from lutcore.evaluate import format_table, write_report
+    paths = write_report(res, out)
+    return f"{format_table(res)}\ntable: {paths['json']}\nchart: {paths['png']}"
+
+
+def _trainer_from(path, units=None):
+    """A checkpoint to sample or score: through ``units``, else the units it was trained with."""
+    from lutcore.evaluate import load_checkpoint
+    return load_checkpoint(path, units=units)
 
 
 def cmd_generate(args) -> int:
     import lutcore
-    from lutcore.train import Trainer
+    from lutcore.evaluate import load_checkpoint
     if not args.checkpoint:
         raise ValueError("generate: --checkpoint DIR (a lutcore checkpoint) or --model DIR (a Hugging Face "
                          "directory) is required")
@@ -211,8 +277,8 @@ def cmd_generate(args) -> int:
         raise ValueError("--tokenizer: a --checkpoint holds its tokenizer; --tokenizer is for --model")
     if args.threads:
         lutcore.set_num_threads(args.threads)
-    model, tok = Trainer.load_model(args.checkpoint, units="checkpoint" if args.units is None else args.units,
-                                    threads=args.threads)
+    tr = load_checkpoint(args.checkpoint, units=args.units, threads=args.threads)
+    model, tok = tr.model, tr.tokenizer
     units = getattr(model, "units", None)
     origin = ("the checkpoint's" if args.units is None else "--units") if units is not None else (
         "the checkpoint was trained in float32" if args.units is None else "--units none")
@@ -228,11 +294,36 @@ def cmd_generate(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    tr = _trainer_from(args.checkpoint)
-    text, source = _load_text(args.data)
-    ev = tr.evaluate(text, seq_len=args.seq_len, batch_size=args.batch_size)
-    print(f"{source}: loss {ev['loss']:.4f}  perplexity {ev['perplexity']:.3f}  bits/token "
-          f"{ev['bits_per_token']:.3f}  top-1 {ev['accuracy']:.3f}  ({ev['tokens']:,} tokens)")
+    """The damage table: one model and the same tokens through each --units spec."""
+    from lutcore.evaluate import checkpoint_units
+    if (args.model is None) == (args.checkpoint is None):
+        raise ValueError("eval: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
+    if args.threads:
+        import lutcore
+        lutcore.set_num_threads(args.threads)
+    seq_len = args.seq_len
+    if args.checkpoint:
+        path = args.checkpoint
+        trained = checkpoint_units(path)
+        specs = args.units or ["none" if trained is None else trained]
+        tok = _trainer_from(path).tokenizer
+        if args.data is None:
+            data, source, train_len = _held_out(path, tok)
+            seq_len = seq_len or train_len
+        else:
+            data, source = _load_text(args.data)
+        print(f"lutcore eval: checkpoint {path}, trained through "
+              f"{'float32' if trained is None else f'units {trained.name} ({trained.digest[:16]})'}; "
+              f"data: {source}", file=sys.stderr)
+    else:
+        if args.data is None:
+            raise ValueError("--data: required with --model (a text file to score)")
+        path, tok = args.model, None
+        data, source = _load_text(args.data)
+        specs = args.units or ["none"]
+        print(f"lutcore eval: {path}; data: {source}", file=sys.stderr)
+    res = _damage(path, data, specs, seq_len, tok, threads=args.threads, batch_size=args.batch_size)
+    print(_eval_report(res, args.out))
     return 0
 
 
@@ -439,6 +530,9 @@ def main(argv=None) -> int:
     t.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
     t.add_argument("--sample-tokens", type=NONNEG_INT, default=120)
+    t.add_argument("--eval-units", nargs="+", default=["exact", "mitchell", "truncated:6"], metavar="SPEC",
+                   help="after training, score the held-out text through float and these units (the damage "
+                        "table; 'none' skips it; default: exact mitchell truncated:6)")
     t.set_defaults(fn=cmd_train)
     ge = sub.add_parser("generate", help="generate text from a checkpoint (--checkpoint) or a Hugging Face "
                                          "model split into pipeline stages (--model)")
@@ -466,11 +560,21 @@ def main(argv=None) -> int:
     ins.add_argument("path", metavar="DIR")
     ins.add_argument("--stages", type=POS_INT, default=2, help="stages to plan for (default 2)")
     ins.set_defaults(fn=cmd_inspect)
-    ev = sub.add_parser("eval", help="loss / perplexity of a checkpoint on a text")
-    ev.add_argument("--checkpoint", required=True)
-    ev.add_argument("--data", help="text file (default: the built-in corpus)")
-    ev.add_argument("--seq-len", type=POS_INT, default=128)
-    ev.add_argument("--batch-size", type=POS_INT, default=8)
+    ev = sub.add_parser("eval", help="the damage table: loss, perplexity, bits/token, Δloss and top-1 agreement "
+                                     "with float of one model through each units spec")
+    ev.add_argument("--checkpoint", metavar="DIR", help="a lutcore training checkpoint directory")
+    ev.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba) "
+                                                   "with its tokenizer.json")
+    ev.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
+    ev.add_argument("--units", nargs="+", metavar="SPEC",
+                    help="units specs, one row each: none (float32), exact, truncated:K, mitchell, reduced:BITS, "
+                         "a directory, FILE.v or FILE.c:function (default: the units the checkpoint was "
+                         "trained with; float for --model)")
+    ev.add_argument("--seq-len", type=POS_INT, help="window length L (default: the model's context, at most 512; "
+                                                    "the training seq_len for a checkpoint's held-out split)")
+    ev.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")
+    ev.add_argument("--threads", type=POS_INT)
+    ev.add_argument("--out", default="lutcore-eval", help="output directory (eval.json, eval.png)")
     ev.set_defaults(fn=cmd_eval)
     c = sub.add_parser("compare", help="does training through the units hurt? float vs units fwd vs fwd+bwd")
     c.add_argument("--model", choices=("gpt", "mamba"), default="gpt")
@@ -500,7 +604,8 @@ def main(argv=None) -> int:
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
     u.add_argument("path", nargs="?", default="exact",
                    help="directory with mul_lut.bin/requant_lut.bin/relu_lut.bin, 'exact', "
-                        "or an approximate multiplier: truncated:K, mitchell, reduced:BITS")
+                        "an approximate multiplier (truncated:K, mitchell, reduced:BITS), a Verilog "
+                        "multiplier FILE.v (synthesised with Yosys) or a C model FILE.c[:function]")
     u.add_argument("--verify", action="store_true", help="print the verification report")
     u.add_argument("--strict", action="store_true", help="exit 1 unless every table is exact")
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")
@@ -521,7 +626,7 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         return int(args.fn(args) or 0)
-    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as e:
+    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError, ImportError) as e:
         print(f"lutcore {args.cmd}: error: {e}", file=sys.stderr)
         return 2
 

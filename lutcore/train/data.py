@@ -15,7 +15,10 @@ import numpy as np
 
 from lutcore import _check
 
-__all__ = ["load_tokens", "read_text", "make_windows", "epoch_batches", "builtin_corpus"]
+__all__ = ["load_tokens", "read_text", "make_windows", "epoch_batches", "builtin_corpus", "held_out_size",
+           "HELD_OUT_FRACTION"]
+
+HELD_OUT_FRACTION = 0.05    # ``lutcore train`` holds out the last 5 % of the tokens (at least one window)
 
 
 def builtin_corpus() -> str:
@@ -78,6 +81,12 @@ def load_tokens(data, tokenizer, encoding: str = "utf-8") -> np.ndarray:
     if ids.size == 0:
         raise ValueError("data: the corpus is empty")
     return _check.token_ids(ids, "data", tokenizer.vocab_size)
+
+
+def held_out_size(n_tokens: int, seq_len: int) -> int:
+    """How many tokens at the end of a corpus of ``n_tokens`` ``lutcore train`` holds out
+    (and ``lutcore eval`` scores by default): 5 %, at least one window of ``seq_len`` + 1."""
+    return max(_check.int_arg(seq_len, "seq_len", lo=1) + 1, int(n_tokens * HELD_OUT_FRACTION))
 
 
 def make_windows(ids: np.ndarray, seq_len: int) -> list[np.ndarray]:

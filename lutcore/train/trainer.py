@@ -282,7 +282,11 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "tokenizer": self.tokenizer.spec(), "history": self.history,
         }
-        with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json")) as tmp:
+        with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json",
+                                                   "units.safetensors")) as tmp:
+            if units is not None:          # the tables themselves, so eval/generate can use them anywhere
+                save_file({"mul": np.ascontiguousarray(units.mul), "requant": np.ascontiguousarray(units.requant_lut),
+                           "relu": np.ascontiguousarray(units.relu_lut)}, os.path.join(tmp, "units.safetensors"))
             save_file({k: np.ascontiguousarray(v) for k, v in model.parameters().items()},
                       os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             mom = {f"m.{k}": v for k, v in self.optimizer.m.items()}
@@ -298,57 +302,6 @@ class Trainer:
                              for n in ("model.safetensors", "optimizer.safetensors")}
             with open(os.path.join(tmp, "trainer.json"), "w") as f:
                 json.dump(meta, f, indent=1)
-
-    @staticmethod
-    def checkpoint_units(path):
-        """The units checkpoint ``path`` was trained through (a ``Units``, its digest checked), or
-        None for a float32 run.  Built-in names (exact, mitchell, truncated:K, ...) and directories
-        that still hold the same tables resolve; otherwise a ValueError says to pass them."""
-        from lutcore._io import load_json, path_arg
-        path = path_arg(path)
-        f = os.path.join(path, "trainer.json")
-        if not os.path.isfile(f):
-            raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
-        meta = load_json(f)
-        digest, name = meta.get("units_digest"), meta.get("units_name")
-        if not digest:
-            return None
-        from lutcore.units import resolve
-        try:
-            units = resolve(name)
-        except (ValueError, TypeError, FileNotFoundError):
-            units = None
-        if units is None or units.digest != digest:
-            raise ValueError(f"checkpoint {path!r} was trained through units {name!r} (digest {digest[:16]}), "
-                             f"which do not resolve to the same tables here; pass them (units=, --units DIR)")
-        return units
-
-    @staticmethod
-    def load_model(path, units="checkpoint", threads=None):
-        """(model, tokenizer) of checkpoint ``path`` for inference (evaluation, sampling).
-
-        ``units``: "checkpoint" (default) — the units it was trained through (None for a float
-        run); None / "none" — float32; anything ``lutcore.units.resolve`` takes — run the
-        trained weights through those units instead (to see what another unit does to them)."""
-        from lutcore._io import load_json, load_tensors, path_arg
-        path = path_arg(path)
-        if isinstance(units, str) and units == "checkpoint":
-            units = Trainer.checkpoint_units(path)
-        elif units is None or (isinstance(units, str) and units in ("none", "float")):
-            units = None
-        else:
-            from lutcore.units import resolve
-            units = resolve(units)
-        meta = load_json(os.path.join(path, "trainer.json"))
-        classes = MODEL_CLASSES()
-        if meta.get("model_class") not in classes or "model_config" not in meta or "tokenizer" not in meta:
-            raise ValueError(f"checkpoint {path!r}: trainer.json lacks a known model_class, model_config or "
-                             f"tokenizer")
-        model_cls, cfg_cls = classes[meta["model_class"]]
-        kw = {} if units is None else {"units": units}
-        model = model_cls(cfg_cls(**meta["model_config"]), dtype=np.dtype(meta.get("dtype", "float32")),
-                          params=load_tensors(os.path.join(path, "model.safetensors")), threads=threads, **kw)
-        return model, Tokenizer.from_spec(meta["tokenizer"])
 
     @classmethod
     def resume(cls, path, units=None, threads=None) -> "Trainer":

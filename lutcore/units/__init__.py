@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -73,6 +74,7 @@ class TableReport:
     entries_wrong: int
     entries: int
     symmetric: bool | None = None  # mul only: table(a,b) == table(b,a)
+    metrics: dict | None = None    # mul only: EvoApproxLib's error metrics (lutcore.units.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,11 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return self.mul.exact and self.requant.exact and self.relu.exact
+
+    def to_dict(self) -> dict:
+        """The report as plain numbers: {"digest", "ok", "mul": {..., "metrics": {...}}, ...}."""
+        return {"digest": self.digest, "ok": self.ok, "defaulted": list(self.defaulted), "layout": self.layout,
+                **{t.name: dataclasses.asdict(t) for t in (self.mul, self.requant, self.relu)}}
 
     def rows(self):
         for t in (self.mul, self.requant, self.relu):
@@ -103,6 +110,11 @@ class VerifyReport:
             lines.append("  ".join(c.ljust(w[j]) for j, c in enumerate(r)).rstrip())
             if i == 0:
                 lines.append("  ".join("-" * x for x in w))
+        m = self.mul.metrics
+        if m:
+            lines.append("mul error metrics (EvoApproxLib; all 65536 pairs vs the exact product):")
+            lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("mae", "mae_pct", "wce", "wce_pct")))
+            lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("wcre_pct", "ep_pct", "mre_pct", "mse")))
         if self.defaulted:
             lines.append(f"not in the directory, exact defaults used: {', '.join(self.defaulted)}")
         if self.layout:
@@ -133,19 +145,21 @@ def _rotation(table: np.ndarray) -> str | None:
             f"row 255 is a = -1); rewrite the table in that order")
 
 
-def _compare(name, table, ref, symmetric=None) -> TableReport:
+def _compare(name, table, ref, symmetric=None, metrics=None) -> TableReport:
     d = table.astype(np.int64) - ref.astype(np.int64)
     ad = np.abs(d)
     return TableReport(name=name, exact=bool(not d.any()), max_abs_err=float(ad.max()),
                        mean_abs_err=float(ad.mean()), bias=float(d.mean()),
-                       entries_wrong=int(np.count_nonzero(d)), entries=int(d.size), symmetric=symmetric)
+                       entries_wrong=int(np.count_nonzero(d)), entries=int(d.size), symmetric=symmetric,
+                       metrics=metrics)
 
 
 class Units:
     """A verified set of 8-bit arithmetic units (multiplier, requantizer, ReLU).
 
-    Build with ``Units.exact()``, ``Units.load(dir)``, ``Units.from_mul(...)``
-    or the approximate multipliers in ``lutcore.units.approx``.
+    Build with ``Units.exact()``, ``Units.load(dir)``, ``Units.from_mul(...)``,
+    ``Units.from_verilog(file.v)``, ``Units.from_c(file.c, function)`` or the
+    approximate multipliers in ``lutcore.units.approx``.
     """
 
     def __init__(self, mul, requant=None, relu=None, *, name: str | None = None):
@@ -163,6 +177,7 @@ class Units:
         self.digest = h.hexdigest()
         self.name = name or ("exact" if self.is_exact else "custom")
         self.defaulted: tuple = ()          # Units.load: tables the directory lacked
+        self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
@@ -203,6 +218,21 @@ class Units:
             if msg.startswith("mul:"):
                 raise type(e)("table_or_fn:" + msg[4:]) from None
             raise
+
+    @classmethod
+    def from_verilog(cls, path, top: str | None = None) -> "Units":
+        """Synthesise a Verilog multiplier with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
+        its gate-level netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys).
+        Port rules and errors: ``lutcore.units.hdl``."""
+        from lutcore.units.hdl import from_verilog
+        return from_verilog(path, top)
+
+    @classmethod
+    def from_c(cls, path, function: str | None = None) -> "Units":
+        """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
+        and tabulate it (``function`` may be omitted when the file defines only one)."""
+        from lutcore.units.hdl import from_c
+        return from_c(path, function)
 
     @classmethod
     def load(cls, path) -> "Units":
@@ -264,12 +294,19 @@ class Units:
         m = self.mul.reshape(256, 256)
         return VerifyReport(
             digest=self.digest,
-            mul=_compare("mul", self.mul, exact_mul_table(), symmetric=bool(np.array_equal(m, m.T))),
+            mul=_compare("mul", self.mul, exact_mul_table(), symmetric=bool(np.array_equal(m, m.T)),
+                         metrics=self.error_metrics()),
             requant=_compare("requant", self.requant_lut, default_requant_table()),
             relu=_compare("relu", self.relu_lut, default_relu_table()),
             defaulted=self.defaulted,
             layout=None if self.is_exact else _rotation(self.mul),
         )
+
+    def error_metrics(self) -> dict:
+        """EvoApproxLib's metrics of the multiplier (mae, mae_pct, wce, wce_pct, wcre_pct, ep_pct,
+        mre_pct, mse; see ``lutcore.units.metrics``)."""
+        from lutcore.units.metrics import error_metrics
+        return error_metrics(self.mul)
 
     def __repr__(self) -> str:
         kind = "exact" if self.is_exact else "approx"
@@ -304,8 +341,13 @@ def _check_dir(path: str) -> None:
 _EXACT: Units | None = None
 
 
+_C_SPEC = re.compile(r"(?s)(.+\.c)(?::([A-Za-z_]\w*))?")
+
+
 def resolve(units) -> Units:
-    """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name/directory."""
+    """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name, a
+    directory, a Verilog file (``mul.v``) or a C model (``mul.c:function``, or ``mul.c``
+    when it defines one such function)."""
     global _EXACT
     if units is None:
         if _EXACT is None:
@@ -321,8 +363,14 @@ def resolve(units) -> Units:
             return approx.by_name(s)
         if os.path.isdir(s):
             return Units.load(s)
+        if s.lower().endswith((".v", ".sv")):
+            return Units.from_verilog(s)
+        m = _C_SPEC.fullmatch(s)
+        if m:
+            return Units.from_c(m.group(1), m.group(2))
         return approx.by_name(s)
-    raise TypeError(f"units: expected a lutcore.Units, a name or a directory, or None, got {type(units).__name__}")
+    raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file or file.c:function, or "
+                    f"None, got {type(units).__name__}")
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)

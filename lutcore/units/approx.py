@@ -107,4 +107,5 @@ def by_name(name: str) -> Units:
     if m:
         n = int(m.group(2))
         return truncated(n) if m.group(1).startswith("trunc") else reduced_operands(n)
-    raise ValueError(f"units: unknown name {name!r}; expected a directory or one of {NAMES}")
+    raise ValueError(f"units: unknown name {name!r}; expected a directory, a Verilog file (.v), a C model "
+                     f"(file.c:function) or one of {NAMES}")

@@ -1,0 +1,333 @@
+"""The damage table: one model, the same tokens, one row per arithmetic unit.
+
+Design: ``evaluate_units`` scores a model on a token stream through each units
+spec (``"none"`` = float32) and returns an ``EvalResult`` (it never prints;
+progress goes to ``on_window``); ``format_table`` and ``write_report``
+(eval.json, eval.png) present it; ``lutcore eval`` and the end of ``lutcore
+train`` wire them to argv.  The model is loaded once; each unit gets its own
+forward built on the same weights:
+
+    a Hugging Face directory   (config.json: llama, qwen2, mistral, gpt2, mamba)
+                               the pipeline's loader reads the weights once and a
+                               one-stage ``Pipeline`` per unit computes the logits
+                               (tokenizer: the directory's tokenizer.json)
+    a lutcore checkpoint       (trainer.json) its MambaLM / GPT, rebuilt per unit
+    a MambaLM / GPT object     rebuilt per unit on its parameters
+
+Windows: the token stream is cut into consecutive windows of L inputs, each
+predicting its L next tokens (window w covers tokens w*L .. (w+1)*L, L + 1 of
+them); every full window counts, a shorter tail does not.  L defaults to the
+model's context (its learned positions), capped at ``MAX_SEQ_LEN``.
+
+A row: ``loss`` (mean next-token cross-entropy in nats, accumulated in
+float64), ``perplexity`` = exp(loss), ``bits_per_token`` = loss / ln 2,
+``dloss`` = loss - the float loss, ``top1_agreement`` = share of positions
+whose arg-max matches float's (ties to the lowest id), ``accuracy`` = share
+whose arg-max is the next token, and the unit's ``name``, ``digest`` and
+``wce_pct`` (EvoApproxLib's worst-case error, % of 2^16).  The float
+reference is computed once whether or not ``"none"`` is one of the rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+__all__ = ["evaluate_units", "EvalResult", "format_table", "write_report", "checkpoint_units",
+           "load_checkpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
+
+MAX_SEQ_LEN = 512
+FLOAT_SPECS = (None, "none", "float")
+
+
+@dataclasses.dataclass
+class EvalResult:
+    config: dict
+    rows: list                       # one dict per units spec, in the order given
+    reference: dict                  # the float row (also when "none" is not a row)
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "reference": self.reference, "results": self.rows}
+
+    def __getitem__(self, spec):
+        for r in self.rows:
+            if r["units"] == spec:
+                return r
+        raise KeyError(f"no row for units {spec!r} (rows: {[r['units'] for r in self.rows]})")
+
+
+# ------------------------------------------------------------------ checkpoints
+def checkpoint_units(path):
+    """The units a lutcore checkpoint was trained through (None: float): its own tables
+    (units.safetensors, written by save_checkpoint), else its built-in units name; either
+    must match the digest trainer.json records."""
+    from lutcore._io import load_json, load_tensors, path_arg
+    from lutcore.units import Units, approx
+    path = path_arg(path)
+    f = os.path.join(path, "trainer.json")
+    if not os.path.isfile(f):
+        raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
+    meta = load_json(f)
+    digest, name = meta.get("units_digest"), meta.get("units_name")
+    if not digest:
+        return None
+    tf = os.path.join(path, "units.safetensors")
+    if os.path.isfile(tf):
+        t = load_tensors(tf)
+        try:
+            u = Units(t["mul"], t["requant"], t["relu"], name=name)
+        except KeyError as e:
+            raise ValueError(f"{tf}: lacks the {e.args[0]} table") from None
+    elif isinstance(name, str) and approx.is_name(name):
+        u = approx.by_name(name)
+    else:
+        raise ValueError(f"checkpoint {path!r} was trained through units {name!r} (digest {digest[:16]}), whose "
+                         f"tables it does not hold: pass them with --units / units=")
+    if u.digest != digest:
+        raise ValueError(f"checkpoint {path!r}: units {name!r} have digest {u.digest[:16]}, trainer.json records "
+                         f"{digest[:16]}")
+    return u
+
+
+def load_checkpoint(path, units=None, threads=None):
+    """``Trainer.resume`` for scoring and sampling: through ``units`` when given, else
+    through the units the checkpoint was trained with (``checkpoint_units``)."""
+    from lutcore.train import Trainer
+    from lutcore.units import resolve
+    trained = checkpoint_units(path)
+    tr = Trainer.resume(path, units=trained, threads=threads)
+    if units is not None and units not in FLOAT_SPECS:
+        u = resolve(units)
+        if trained is None or u.digest != trained.digest:
+            tr.model = _rebuild(tr.model, u, threads)
+    elif units in ("none", "float") and trained is not None:
+        tr.model = _rebuild(tr.model, None, threads)
+    return tr
+
+
+def _rebuild(model, units, threads):
+    """The same weights (shared, not copied) through other units, forward only."""
+    return type(model)(model.config, params=model.parameters(), units=units, threads=threads)
+
+
+# ------------------------------------------------------------------ models
+class _HF:
+    """A Hugging Face directory: weights read once, one single-stage pipeline per unit."""
+
+    def __init__(self, path, threads):
+        from lutcore._io import read_config
+        from lutcore.pipeline.arch import ArchSpec
+        from lutcore.pipeline.shard import load_stage_weights, plan_from_splits
+        self.path, self.threads = path, threads
+        cfg = read_config(path)
+        self.spec = ArchSpec.from_config(cfg)
+        self.plan = plan_from_splits(self.spec, [self.spec.layers])[0]
+        self.weights = load_stage_weights(path, self.spec, self.plan)
+        self.vocab = self.spec.vocab
+        # the context: learned positions (gpt2), else the positions the config says it was trained for
+        ctx = self.spec.max_pos or cfg.get("max_position_embeddings")
+        self.context = ctx if isinstance(ctx, int) and not isinstance(ctx, bool) and ctx > 0 else None
+        self.hard_context = self.spec.max_pos        # beyond this the model cannot run at all
+        self.label = f"{self.spec.model_type} {path}"
+
+    def scorer(self, units):
+        from lutcore.pipeline import Pipeline
+        from lutcore.pipeline.stage import Stage
+        pipe = Pipeline.from_stages([Stage(self.spec, self.plan, self.weights, units=units, threads=self.threads)])
+        return lambda wins: np.stack([pipe.logits(w) for w in wins])
+
+
+class _Own:
+    """A lutcore MambaLM / GPT: rebuilt per unit on the same parameters."""
+
+    def __init__(self, model, threads, label):
+        self.model, self.threads, self.label = model, threads, label
+        self.vocab = model.config.vocab_size
+        self.context = self.hard_context = getattr(model.config, "context", None)
+
+    def scorer(self, units):
+        m = _rebuild(self.model, units, self.threads)
+        return lambda wins: m.forward(np.stack(wins))
+
+
+def _open(model_or_path, tokenizer, threads):
+    """-> (model wrapper, tokenizer or None, trained units or None)."""
+    from lutcore.tokenizer import Tokenizer
+    if isinstance(model_or_path, (str, os.PathLike)):
+        path = os.fspath(model_or_path)
+        if os.path.isfile(os.path.join(path, "trainer.json")):
+            tr = load_checkpoint(path, threads=threads)
+            return _Own(tr.model, threads, f"{type(tr.model).__name__} checkpoint {path}"), \
+                tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
+        if os.path.isfile(os.path.join(path, "config.json")):
+            m = _HF(path, threads)
+            tj = os.path.join(path, "tokenizer.json")
+            if tokenizer is None and os.path.isfile(tj):
+                tokenizer = Tokenizer.from_file(tj)
+            return m, tokenizer, None
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"model: no such directory {path!r}")
+        raise ValueError(f"model: {path!r} holds neither trainer.json (a lutcore checkpoint) nor config.json "
+                         f"(a Hugging Face checkpoint)")
+    if hasattr(model_or_path, "parameters") and hasattr(model_or_path, "forward") and \
+            hasattr(model_or_path, "config"):
+        return _Own(model_or_path, threads, type(model_or_path).__name__), tokenizer, \
+            getattr(model_or_path, "units", None)
+    raise TypeError(f"model_or_path: expected a checkpoint directory (Hugging Face or lutcore) or a lutcore "
+                    f"MambaLM / GPT, got {type(model_or_path).__name__}")
+
+
+def _tokens(data, tokenizer, vocab, where):
+    from lutcore import _check
+    from lutcore.train.data import load_tokens
+    if isinstance(data, str) or isinstance(data, os.PathLike):
+        if tokenizer is None:
+            raise ValueError(f"data: text needs a tokenizer, and {where} has no tokenizer.json; pass "
+                             f"tokenizer= or token ids")
+        ids = load_tokens(data, tokenizer)
+    else:
+        ids = np.asarray(data)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"data: expected text, a file path or integer token ids, got dtype {ids.dtype}")
+        ids = ids.reshape(-1).astype(np.int64)
+    return _check.token_ids(ids, "data", vocab)
+
+
+def _label(spec) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
+
+
+# ------------------------------------------------------------------ the table
+def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokenizer=None, threads=None,
+                   on_window=None, batch_size: int = 8) -> EvalResult:
+    """Loss, perplexity, bits/token, Δloss and top-1 agreement with float through each units
+    spec (``"none"`` = float32; names, directories, ``.v`` files, ``file.c:function`` or
+    ``Units``).  ``data``: text, a text file, or token ids.  ``seq_len``: the window L
+    (default: the model's context, capped at 512).  ``on_window(done, total, spec)``: progress
+    over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
+    Face model's pipeline takes one at a time).  See the module docstring for the definitions."""
+    from lutcore import _check
+    from lutcore.units import resolve
+    if isinstance(units, (str, os.PathLike)) or not hasattr(units, "__iter__"):
+        units = [units]
+    specs = [None if (u in FLOAT_SPECS) else u for u in units]
+    if not specs:
+        raise ValueError("units: need at least one units spec ('none' for float)")
+    if on_window is not None and not callable(on_window):
+        raise TypeError(f"on_window: expected a callable(done, total, spec) or None, got {type(on_window).__name__}")
+    batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
+    model, tokenizer, trained = _open(model_or_path, tokenizer, threads)
+    resolved = [None if s is None else resolve(s) for s in specs]     # every spec checked before any work
+    cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
+    L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
+    if model.hard_context is not None and L > model.hard_context:
+        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.hard_context} positions")
+    ids = _tokens(data, tokenizer, model.vocab, model.label)
+    n_win = (ids.size - 1) // L
+    if n_win < 1:
+        raise ValueError(f"data: {ids.size} tokens is fewer than one window of seq_len + 1 = {L + 1}")
+    wins = [ids[w * L: w * L + L + 1] for w in range(n_win)]          # each (L + 1,)
+    targets = np.stack([w[1:] for w in wins])                         # (n_win, L)
+    todo = [None] + [u for u in resolved if u is not None]
+    seen, order = set(), []
+    for u in todo:
+        key = None if u is None else u.digest
+        if key not in seen:
+            seen.add(key)
+            order.append(u)
+    total, done = len(order) * n_win, 0
+    float_top1, scored = None, {}
+    for u in order:
+        t0 = time.perf_counter()
+        score = model.scorer(u)
+        nll, top1 = 0.0, np.empty((n_win, L), np.int64)
+        step = batch_size if isinstance(model, _Own) else 1
+        for s in range(0, n_win, step):
+            chunk = wins[s:s + step]
+            logits = score([w[:-1] for w in chunk]).astype(np.float64)       # (b, L, V)
+            m = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]              # (b, L)
+            tg = targets[s:s + len(chunk)]
+            nll += float((lse - np.take_along_axis(logits, tg[..., None], -1)[..., 0]).sum())
+            top1[s:s + len(chunk)] = logits.argmax(-1)
+            done += len(chunk)
+            if on_window is not None:
+                on_window(done, total, "none" if u is None else u.name)
+        loss = nll / targets.size
+        if u is None:
+            float_top1 = top1
+        met = None if u is None else u.error_metrics()
+        scored[None if u is None else u.digest] = {
+            "name": "float" if u is None else u.name, "digest": None if u is None else u.digest,
+            "wce_pct": None if u is None else met["wce_pct"], "mae_pct": None if u is None else met["mae_pct"],
+            "loss": loss, "perplexity": math.exp(min(loss, 700.0)), "bits_per_token": loss / math.log(2),
+            "accuracy": float((top1 == targets).mean()),
+            "top1_agreement": float((top1 == float_top1).mean()),
+            "seconds": time.perf_counter() - t0}
+    ref = scored[None]
+    rows = []
+    for spec, u in zip(units, resolved):
+        r = dict(scored[None if u is None else u.digest])
+        r["dloss"] = r["loss"] - ref["loss"]
+        rows.append({"units": "none" if u is None else _label(spec), **r})
+    ref = {"units": "none", **ref, "dloss": 0.0}
+    config = {"model": model.label, "seq_len": L, "windows": n_win, "tokens": int(targets.size),
+              "data_tokens": int(ids.size), "trained_units": None if trained is None else trained.name,
+              "trained_units_digest": None if trained is None else trained.digest}
+    return EvalResult(config=config, rows=rows, reference=ref)
+
+
+def format_table(res: EvalResult) -> str:
+    c = res.config
+    head = ("units", "WCE%", "loss", "ppl", "bits/tok", "Δloss", "top-1 = float", "top-1 acc")
+    rows = [head]
+    for r in res.rows:
+        rows.append((r["units"], "-" if r["wce_pct"] is None else f"{r['wce_pct']:.3g}", f"{r['loss']:.4f}",
+                     f"{r['perplexity']:.3f}", f"{r['bits_per_token']:.3f}", f"{r['dloss']:+.4f}",
+                     f"{r['top1_agreement']:.3f}", f"{r['accuracy']:.3f}"))
+    w = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [f"{c['model']}: {c['tokens']:,} predicted tokens in {c['windows']} window(s) of {c['seq_len']}"]
+    for i, row in enumerate(rows):
+        lines.append("  ".join(x.ljust(w[j]) if j == 0 else x.rjust(w[j]) for j, x in enumerate(row)))
+        if i == 0:
+            lines.append("  ".join("-" * x for x in w))
+    return "\n".join(lines)
+
+
+def write_report(res: EvalResult, out) -> dict:
+    """eval.json (the rows, in order) and eval.png (Δloss per unit, labelled with WCE%) in ``out``."""
+    from lutcore._io import target_dir
+    out = target_dir(out, "out")
+    os.makedirs(out, exist_ok=True)
+    js, png = os.path.join(out, "eval.json"), os.path.join(out, "eval.png")
+    tmp = js + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res.to_dict(), f, indent=1)
+    os.replace(tmp, js)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{r['units']}\nWCE {'-' if r['wce_pct'] is None else format(r['wce_pct'], '.3g') + '%'}"
+              for r in res.rows]
+    d = [r["dloss"] for r in res.rows]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(d) + 2), 4.2))
+    bars = ax.bar(range(len(d)), d, color=["#888" if r["digest"] is None else "#c0504d" for r in res.rows])
+    for b, r in zip(bars, res.rows):
+        ax.annotate(f"ppl {r['perplexity']:.3g}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                    ha="center", va="bottom" if b.get_height() >= 0 else "top", fontsize=8)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(d)), labels, fontsize=8)
+    ax.set_ylabel("Δloss vs float (nats/token)")
+    c = res.config
+    ax.set_title(f"damage per unit: {os.path.basename(str(c['model']))[:60]}\n"
+                 f"float loss {res.reference['loss']:.4f}, {c['tokens']:,} tokens, windows of {c['seq_len']}",
+                 fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return {"json": js, "png": png}

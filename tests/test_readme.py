@@ -1,9 +1,12 @@
 """Every Python code block of README.md runs as written, so the README cannot drift.
 
 The blocks run in order, in one namespace, in a scratch directory that holds what their
-placeholders name: ``my_unit/`` (a units directory: mitchell's tables), ``hf_mamba_dir/`` (a
-Hugging Face Mamba checkpoint), ``llama_dir/`` (a 6-layer llama saved by transformers); the names
-the prose leaves to the reader (``ids``, ``targets``, ``prompt_ids``) are small token arrays.
+placeholders name: ``my_unit/`` (a units directory: mitchell's tables), ``mul8.v`` / ``cells.v``
+(a behavioural multiplier; the second with its top ``mul8`` beside another module), ``mul8.c``
+(``mul8_approx``), ``hf_mamba_dir/`` (a Hugging Face Mamba checkpoint), ``llama_dir/`` and
+``hf_llama_dir/`` (a 6-layer llama saved by transformers, the second with a word-level
+tokenizer.json) and ``text.txt`` (words of that tokenizer); the names the prose leaves to the
+reader (``ids``, ``targets``, ``prompt_ids``) are small token arrays.
 """
 import os
 import re
@@ -29,8 +32,28 @@ def readme_dir(tmp_path, monkeypatch):
     MambaLM(MambaConfig(d_model=32, n_layer=2, vocab_size=256, d_state=8, discretization="simplified",
                         seed=3)).save_pretrained(tmp_path / "hf_mamba_dir")
     save(hf_model("llama"), tmp_path / "llama_dir")
+    save(hf_model("llama"), tmp_path / "hf_llama_dir")
+    _word_tokenizer(tmp_path / "hf_llama_dir")
+    (tmp_path / "text.txt").write_text(" ".join(f"w{i % 127}" for i in range(0, 2000, 7)))
+    behavioural = ("module {name}(input signed [7:0] a, input signed [7:0] b, output signed [15:0] p);\n"
+                   "  assign p = a * b;\nendmodule\n")
+    (tmp_path / "mul8.v").write_text(behavioural.format(name="mul8"))
+    (tmp_path / "cells.v").write_text("module helper(input x, output y);\n  assign y = ~x;\nendmodule\n"
+                                      + behavioural.format(name="mul8"))
+    (tmp_path / "mul8.c").write_text("#include <stdint.h>\n"
+                                     "int16_t mul8_approx(int8_t a, int8_t b) { return (int16_t)((a * b) & ~15); }\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def _word_tokenizer(path):
+    """A word-level tokenizer.json over the test llama's 128 ids: "w0" .. "w126", "[UNK]"."""
+    from tokenizers import Tokenizer as HF, models, pre_tokenizers
+    vocab = {f"w{i}": i for i in range(127)}
+    vocab["[UNK]"] = 127
+    t = HF(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    t.save(os.path.join(path, "tokenizer.json"))
 
 
 def test_readme_has_python_blocks():

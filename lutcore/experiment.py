@@ -60,6 +60,7 @@ class Run:
     ratio: float | None = None        # tail / float tail (units runs)
     viable: bool | None = None        # ratio < VIABLE_RATIO (units runs)
     error: str | None = None          # why a run stopped early (its remaining losses are NaN)
+    units_defaulted: list | None = None   # tables the units directory lacked (exact defaults used)
 
 
 @dataclasses.dataclass
@@ -251,7 +252,7 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
             runs.append(Run(label=label, units=None if u is None else u.name,
                             units_digest=None if u is None else u.digest, unit_backward=ub, losses=losses,
                             ms_per_step=1e3 * total / done, first=first, tail=tail, converged=converged,
-                            error=error))
+                            error=error, units_defaulted=None if u is None else list(u.defaulted)))
     finally:
         if threads is not None:
             lutcore.set_num_threads(prev_threads)

@@ -260,3 +260,15 @@ def test_pipeline_logits_windows_long_text(tmp_path):
         diff = float(np.abs(out - want).max())
         print(f"stride {stride}: max |diff| vs transformers {diff:.2e}")
         assert diff < 1e-4 * max(1.0, float(np.abs(want).max()))
+
+
+def test_compare_report_names_defaulted_tables(tmp_path):
+    """A units directory holding only mul_lut.bin: the compare report says requant/relu defaulted."""
+    from lutcore.experiment import compare
+    from lutcore.units import approx
+    d = tmp_path / "only_mul"
+    d.mkdir()
+    approx.mitchell().mul.astype("<i2").tofile(d / "mul_lut.bin")
+    r = compare(units=[str(d)], steps=2, dim=16, context=8, batch=2, layers=1, threads=1)
+    assert r.runs[1].units_defaulted == ["requant", "relu"] and r.runs[0].units_defaulted is None
+    assert r.to_dict()["runs"][2]["units_defaulted"] == ["requant", "relu"]

@@ -270,9 +270,9 @@ def cmd_generate(args) -> int:
     if not args.checkpoint:
         raise ValueError("generate: --checkpoint DIR (a lutcore checkpoint) or --model DIR (a Hugging Face "
                          "directory) is required")
-    if args.stages != 1 or args.ray:
-        raise ValueError("--stages, --ray: pipeline stages are for --model (a Hugging Face directory), not "
-                         "--checkpoint")
+    if args.stages != 1 or args.ray or args.allow_empty_stages:
+        raise ValueError("--stages, --ray, --allow-empty-stages: pipeline stages are for --model (a Hugging Face "
+                         "directory), not --checkpoint")
     if args.tokenizer:
         raise ValueError("--tokenizer: a --checkpoint holds its tokenizer; --tokenizer is for --model")
     if args.threads:

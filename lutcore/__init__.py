@@ -8,6 +8,29 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+
+def _native_missing(err: ImportError) -> ImportError:
+    """Why ``import lutcore`` failed before its compiled extensions loaded, and what to do
+    (numpy says the same when imported from its source tree)."""
+    import os
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(pkg)
+    if os.path.isfile(os.path.join(root, "setup.py")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+        return ImportError(
+            f"Error importing lutcore: its compiled extensions (lutcore._native) are not built in the "
+            f"source tree {root}, which you are importing from (it shadows an installed lutcore). "
+            f"Leave the source directory and relaunch Python there to use the installed package, or build "
+            f"the extensions in place: `python setup.py build_ext --inplace` (or `pip install -e .`). "
+            f"[{err}]")
+    return ImportError(f"Error importing lutcore: its compiled extensions (lutcore._native) are missing or "
+                       f"broken in {pkg}; reinstall it (`pip install --force-reinstall lutcore`). [{err}]")
+
+
+try:
+    from lutcore._native import _cpu as _cpu, alloc as _alloc_native  # noqa: F401
+except ImportError as _e:
+    raise _native_missing(_e) from None
+
 from lutcore._alloc import cache_info, empty_cache, set_cache_limit
 from lutcore._simd import available_simd, get_simd, set_simd
 from lutcore._threads import get_num_threads, set_num_threads
@@ -31,6 +54,30 @@ __all__ = [
     "set_num_threads", "get_num_threads", "set_simd", "get_simd", "available_simd",
     "show_config", "config", "cache_info", "empty_cache", "set_cache_limit", "evaluate_units",
 ]
+
+
+# PEP 562: the heavier submodules load on first use, so ``import lutcore`` never imports
+# torch, transformers or ray.  ``lutcore.torch`` is the optional PyTorch bridge.
+_LAZY = ("models", "train", "pipeline", "torch", "experiment", "tokenizer", "sampling", "cli")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        try:
+            mod = importlib.import_module(f"lutcore.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"lutcore.{name}":        # the submodule itself is absent from this build
+                raise AttributeError(f"module 'lutcore' has no attribute {name!r} (lutcore.{name} is not "
+                                     f"part of this installation)") from None
+            raise
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'lutcore' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def config() -> dict:

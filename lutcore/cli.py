@@ -15,6 +15,17 @@ def _units_arg(s):
     return resolve(s)
 
 
+def _runtime(units=None, threads=None, mixed_precision=None) -> str:
+    """What runs, for a banner: units (name + digest, or float32), mixed precision, threads, SIMD."""
+    import lutcore
+    u = "float32 (no units)" if units is None else f"{units.name} (digest {units.digest[:16]})"
+    if units is not None and getattr(units, "defaulted", ()):
+        u += f", default {'+'.join(units.defaulted)}"
+    mp = "" if mixed_precision is None else f"; mixed precision: {'fp16' if mixed_precision else 'off'}"
+    nt = lutcore.get_num_threads() if threads is None else threads
+    return f"units: {u}{mp}; threads: {nt}; SIMD: {lutcore.get_simd()}"
+
+
 def cmd_units(args) -> int:
     from lutcore.units import resolve
     units = resolve(args.path)
@@ -64,14 +75,13 @@ def cmd_demo(args) -> int:
 
 
 
-def _load_text(path):
-    from lutcore.train.data import builtin_corpus
+def _load_text(path, encoding="utf-8"):
+    from lutcore.train.data import builtin_corpus, read_text
     if path is None:
         return builtin_corpus(), "built-in corpus (pydoc_data.topics)"
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--data: no such file {path!r}")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
+    text = read_text(path, encoding)
     if not text:
         raise ValueError(f"--data: {path!r} is empty")
     return text, path
@@ -79,7 +89,7 @@ def _load_text(path):
 
 def _tokenizer(path):
     from lutcore.tokenizer import Tokenizer
-    return Tokenizer.from_file(path) if path else Tokenizer.bytes()
+    return Tokenizer.from_file(path) if path and path != "bytes" else Tokenizer.bytes()
 
 
 def _plot_losses(history, path):
@@ -120,7 +130,10 @@ def cmd_train(args) -> int:
         lutcore.set_num_threads(args.threads)
     out = os.path.abspath(args.out)
     if args.resume:
-        trainer = Trainer.resume(args.resume, units=None if args.units in (None, "none") else args.units)
+        from lutcore.evaluate import checkpoint_units
+        units = (checkpoint_units(args.resume) if args.units is None
+                 else None if args.units == "none" else args.units)
+        trainer = Trainer.resume(args.resume, units=units)
         tok = trainer.tokenizer
         model = trainer.model
         if args.tokenizer:
@@ -132,7 +145,7 @@ def cmd_train(args) -> int:
                           d_state=args.d_state, seed=args.seed)
         model = MambaLM(cfg, units=units, unit_backward=args.unit_backward)
         trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed)
-    text, source = _load_text(args.data)
+    text, source = _load_text(args.data, args.encoding)
     ids = load_tokens(text, tok)
     n_hold = held_out_size(len(ids), args.seq_len)
     if len(ids) < n_hold + 2:
@@ -150,7 +163,9 @@ def cmd_train(args) -> int:
         total = max_steps
     print(f"lutcore train: {type(model).__name__} {model.num_parameters():,} params "
           f"(d_model {model.config.d_model}, {model.config.n_layer} layers), {tok.name}, "
-          f"{len(train_ids):,} training tokens from {source}")
+          f"{len(train_ids):,} training tokens from {source}\n  "
+          + _runtime(getattr(model, "units", None), args.threads, args.mixed_precision)
+          + ("; backward through the units" if getattr(model, "unit_backward", False) else ""))
     bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True, **_bar_opts())
     tok_s = []
 
@@ -250,11 +265,25 @@ def _trainer_from(path, units=None):
 
 
 def cmd_generate(args) -> int:
-    if args.checkpoint:
-        tr = _trainer_from(args.checkpoint)
-        model, tok = tr.model, tr.tokenizer
-    else:
-        raise ValueError("generate: --checkpoint DIR is required")
+    import lutcore
+    from lutcore.evaluate import load_checkpoint
+    if not args.checkpoint:
+        raise ValueError("generate: --checkpoint DIR (a lutcore checkpoint) or --model DIR (a Hugging Face "
+                         "directory) is required")
+    if args.stages != 1 or args.ray or args.allow_empty_stages:
+        raise ValueError("--stages, --ray, --allow-empty-stages: pipeline stages are for --model (a Hugging Face "
+                         "directory), not --checkpoint")
+    if args.tokenizer:
+        raise ValueError("--tokenizer: a --checkpoint holds its tokenizer; --tokenizer is for --model")
+    if args.threads:
+        lutcore.set_num_threads(args.threads)
+    tr = load_checkpoint(args.checkpoint, units=args.units, threads=args.threads)
+    model, tok = tr.model, tr.tokenizer
+    units = getattr(model, "units", None)
+    origin = ("the checkpoint's" if args.units is None else "--units") if units is not None else (
+        "the checkpoint was trained in float32" if args.units is None else "--units none")
+    print(f"lutcore generate: {type(model).__name__} {model.num_parameters():,} params from {args.checkpoint}, "
+          f"{tok.name}\n  {_runtime(units, args.threads)} ({origin})", file=sys.stderr)
     pids = tok.encode(args.prompt)
     if len(pids) == 0:
         raise ValueError("--prompt: empty after tokenization")
@@ -301,12 +330,18 @@ def cmd_eval(args) -> int:
 def cmd_compare(args) -> int:
     """Float vs units-forward vs units-forward+backward training on identical seeds and batches."""
     from tqdm import tqdm
+    import lutcore
     from lutcore.experiment import compare, format_table, write_report
 
     tok = _tokenizer(args.tokenizer)
-    if args.data is not None and not os.path.isfile(args.data):
-        raise FileNotFoundError(f"--data: no such file {args.data!r}")
-    units = [] if args.units == ["none"] else args.units
+    if args.data is not None:
+        _load_text(args.data, args.encoding)           # a missing or undecodable file fails before the bar
+    from lutcore.units import resolve
+    units = [] if args.units == ["none"] else [resolve(u) for u in args.units]    # bad specs fail before the bar
+    print(f"lutcore compare: {args.model}, float32 vs " + (", ".join(
+        f"{u.name} (digest {u.digest[:16]}" + (f", default {'+'.join(u.defaulted)})" if u.defaulted else ")")
+        for u in units) or "nothing (float only)") + f"; threads: {args.threads or lutcore.get_num_threads()}; "
+          f"SIMD: {lutcore.get_simd()}", file=sys.stderr)
     bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
 
     def on_step(rec):
@@ -318,10 +353,13 @@ def cmd_compare(args) -> int:
         res = compare(model=args.model, units=units, steps=args.steps, dim=args.dim, context=args.context,
                       batch=args.batch, layers=args.layers, heads=args.heads, lr=args.lr, seed=args.seed,
                       tokenizer=tok, data=args.data, on_step=on_step, weight_decay=args.weight_decay,
-                      max_grad_norm=args.clip, two_pass=args.two_pass, threads=args.threads)
+                      max_grad_norm=args.clip, two_pass=args.two_pass, threads=args.threads,
+                      encoding=args.encoding, warmup=args.warmup)
     finally:
         bar.close()
     print(format_table(res))
+    for w in res.warnings:
+        print(f"lutcore compare: warning: {w}", file=sys.stderr)
     paths = write_report(res, args.out)
     print(f"\nreport: {paths['json']}\ncurves: {paths['png']}")
     return 0
@@ -339,14 +377,20 @@ def cmd_pipeline_generate(args) -> int:
     from lutcore.pipeline import Pipeline, StageFailure
     from lutcore.tokenizer import Tokenizer
 
+    from lutcore.pipeline import ArchSpec
     if args.stages < 1:
         raise ValueError(f"--stages: expected a positive int, got {args.stages}")
-    tj = os.path.join(args.model, "tokenizer.json")
-    tok = Tokenizer.from_file(tj) if os.path.isfile(tj) else Tokenizer.bytes()
+    cfg = read_config(args.model)
+    spec = ArchSpec.from_config(cfg)
+    if args.stages > spec.layers and not args.allow_empty_stages:
+        raise ValueError(f"--stages: {args.stages} stages for a {spec.layers}-layer model would leave "
+                         f"{args.stages - spec.layers} stage(s) without a layer; use at most {spec.layers} "
+                         f"(or --allow-empty-stages)")
+    tok = _model_tokenizer(args.model, args.tokenizer, spec.vocab)
     pids = tok.encode(args.prompt)
     if len(pids) == 0:
         raise ValueError("--prompt: empty after tokenization")
-    eos = read_config(args.model).get("eos_token_id")
+    eos = cfg.get("eos_token_id")
     units = None if args.units in (None, "none", "float") else args.units
     devices = [{"id": f"stage{i}", "capacity": 1} for i in range(args.stages)]
     if args.ray:
@@ -357,7 +401,9 @@ def cmd_pipeline_generate(args) -> int:
     try:
         with Pipeline.from_pretrained(args.model, devices=devices, units=units,
                                       transport="ray" if args.ray else "local", threads=args.threads) as pipe:
-            print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}", file=sys.stderr)
+            from lutcore.units import resolve
+            print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}\n  "
+                  f"{_runtime(None if units is None else resolve(units), args.threads)}", file=sys.stderr)
             gen = pipe.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed, stop_ids=eos)
     except StageFailure as e:
@@ -365,6 +411,27 @@ def cmd_pipeline_generate(args) -> int:
         return 2
     print(tok.decode(gen))
     return 0
+
+
+def _model_tokenizer(model_dir, choice, vocab):
+    """The tokenizer for a Hugging Face directory: --tokenizer FILE or 'bytes', else its
+    tokenizer.json.  Without one, byte ids are used only for a byte-sized vocabulary (256) —
+    other vocabularies need a tokenizer or an explicit --tokenizer bytes."""
+    from lutcore.tokenizer import Tokenizer
+    if choice == "bytes":
+        return Tokenizer.bytes()
+    if choice:
+        return Tokenizer.from_file(choice)
+    tj = os.path.join(model_dir, "tokenizer.json")
+    if os.path.isfile(tj):
+        return Tokenizer.from_file(tj)
+    if vocab != 256:
+        raise ValueError(f"--model: no tokenizer.json in {model_dir!r}, and its vocabulary ({vocab:,} ids) is not "
+                         f"byte-sized (256), so byte-level tokens would not be its tokens; pass --tokenizer FILE "
+                         f"(a tokenizer.json), or --tokenizer bytes to feed byte ids anyway")
+    print(f"lutcore generate: note: no tokenizer.json in {model_dir!r}: using byte-level tokens "
+          f"(the vocabulary has 256 ids)", file=sys.stderr)
+    return Tokenizer.bytes()
 
 
 def cmd_inspect(args) -> int:
@@ -386,6 +453,9 @@ def cmd_inspect(args) -> int:
               + (f", missing: {missing[:8]}{' ...' if len(missing) > 8 else ''}" if missing else ""))
     devices = [{"id": f"stage{i}", "capacity": 1} for i in range(args.stages)]
     print(f"plan for {args.stages} equal stage(s) (float32 weight bytes):")
+    if args.stages > spec.layers:
+        print(f"  note: {args.stages} stages for {spec.layers} layers: {args.stages - spec.layers} stage(s) "
+              f"would hold no layer")
     for st in plan_stages(spec, devices):
         nb = 4 * sum(int(np.prod(s)) for s in stage_tensor_names(spec, st).values())
         print(f"  {st}: {nb / 2**20:.2f} MiB")
@@ -413,12 +483,30 @@ POS_INT, NONNEG_INT = _arg_type(int, 1), _arg_type(int, 0)
 NONNEG_FLOAT, POS_FLOAT = _arg_type(float, 0.0), _arg_type(float, 0.0, lo_open=True)
 
 
+def _show_defaults(parser) -> None:
+    """Append "(default: X)" to the help of every option of ``parser`` and its subcommands
+    that has a default and does not state it already (argparse's ArgumentDefaultsHelpFormatter
+    skips options without a help text and repeats stated defaults)."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                _show_defaults(sp)
+        elif (a.option_strings and not any(a.default is v for v in (None, False, argparse.SUPPRESS))
+              and a.help is not argparse.SUPPRESS and "default" not in (a.help or "")):
+            shown = " ".join(map(str, a.default)) if isinstance(a.default, list) else a.default
+            a.help = f"{a.help} (default: {shown})" if a.help else f"default: {shown}"
+
+
 def main(argv=None) -> int:
+    from lutcore import __version__
     p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--version", action="version", version=f"lutcore {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     t = sub.add_parser("train", help="train a Mamba LM (defaults: built-in corpus, byte tokens, < 5 min)")
     t.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
     t.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
+    t.add_argument("--encoding", default="utf-8", help="the text encoding of --data (text that is not "
+                                                       "valid in it is refused)")
     g = t.add_mutually_exclusive_group()
     g.add_argument("--steps", type=POS_INT, default=1000, help="optimizer steps (default 1000)")
     g.add_argument("--epochs", type=POS_INT, help="train whole epochs instead of --steps")
@@ -433,12 +521,13 @@ def main(argv=None) -> int:
     t.add_argument("--clip", type=POS_FLOAT, default=1.0, help="max global grad norm")
     t.add_argument("--mixed-precision", action="store_true", help="fp16 compute view + dynamic loss scaling")
     t.add_argument("--units", help="run matmuls through units: exact, a directory, or an approximate "
-                                   "multiplier name (truncated:K, mitchell, reduced:BITS)")
+                                   "multiplier name (truncated:K, mitchell, reduced:BITS) (default: float32; "
+                                   "with --resume the checkpoint's units)")
     t.add_argument("--unit-backward", action="store_true", help="also run backward matmuls through the units")
     t.add_argument("--out", default="lutcore-run", help="output directory (checkpoint/, loss.png)")
     t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory")
     t.add_argument("--seed", type=NONNEG_INT, default=0)
-    t.add_argument("--threads", type=POS_INT)
+    t.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
     t.add_argument("--sample-tokens", type=NONNEG_INT, default=120)
     t.add_argument("--eval-units", nargs="+", default=["exact", "mitchell", "truncated:6"], metavar="SPEC",
@@ -451,9 +540,15 @@ def main(argv=None) -> int:
     ge.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba)")
     ge.add_argument("--stages", type=POS_INT, default=1, help="with --model: pipeline stages (default 1)")
     ge.add_argument("--ray", action="store_true", help="with --model: one Ray actor per stage")
-    ge.add_argument("--units", help="with --model: run matmuls through units (exact, a directory, or an "
-                                    "approximate multiplier name); default float32")
-    ge.add_argument("--threads", type=POS_INT, help="with --model: lutcore kernel threads")
+    ge.add_argument("--allow-empty-stages", action="store_true",
+                    help="with --model: allow more --stages than the model has layers (the extra stages are empty)")
+    ge.add_argument("--units", help="run matmuls through units (exact, a directory, or an approximate "
+                                    "multiplier name: mitchell, truncated:K, reduced:BITS; 'none' = float32). "
+                                    "Default: with --checkpoint the units it was trained through, with --model "
+                                    "float32")
+    ge.add_argument("--tokenizer", help="with --model: a tokenizer.json, or 'bytes' for byte-level tokens "
+                                        "(default: the model directory's tokenizer.json)")
+    ge.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     ge.add_argument("--prompt", required=True)
     ge.add_argument("--max-new-tokens", type=NONNEG_INT, default=200)
     ge.add_argument("--temperature", type=NONNEG_FLOAT, default=0.0)
@@ -486,20 +581,24 @@ def main(argv=None) -> int:
     c.add_argument("--units", nargs="+", default=["exact"],
                    help="units specs: exact, truncated:K, mitchell, reduced:BITS or a directory "
                         "(default: exact; 'none' runs float only)")
-    c.add_argument("--steps", type=POS_INT, default=150)
+    c.add_argument("--steps", type=POS_INT, default=600)
+    c.add_argument("--warmup", type=NONNEG_INT, help="linear lr warmup steps, then a cosine decay to 0.1 x "
+                                                     "--lr (default: min(100, steps / 10))")
     c.add_argument("--dim", type=POS_INT, default=32)
     c.add_argument("--context", type=POS_INT, default=32)
     c.add_argument("--batch", type=POS_INT, default=8)
     c.add_argument("--layers", type=POS_INT, default=2)
     c.add_argument("--heads", type=POS_INT, default=2, help="attention heads (gpt)")
-    c.add_argument("--lr", type=NONNEG_FLOAT, default=0.02)
+    c.add_argument("--lr", type=NONNEG_FLOAT, default=0.01, help="peak learning rate")
     c.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.0)
     c.add_argument("--clip", type=POS_FLOAT, help="max global grad norm (default: no clipping)")
     c.add_argument("--two-pass", action="store_true", help="two-pass unit gradients (gpt)")
     c.add_argument("--seed", type=NONNEG_INT, default=0)
     c.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
     c.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")
-    c.add_argument("--threads", type=POS_INT)
+    c.add_argument("--encoding", default="utf-8", help="the text encoding of --data (text that is not "
+                                                       "valid in it is refused)")
+    c.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     c.add_argument("--out", default="lutcore-compare", help="output directory (compare.json, compare.png)")
     c.set_defaults(fn=cmd_compare)
     u = sub.add_parser("units", help="load, verify and fingerprint unit tables")
@@ -516,6 +615,11 @@ def main(argv=None) -> int:
     d.set_defaults(fn=cmd_demo)
     sub.add_parser("config", help="print build and CPU configuration").set_defaults(
         fn=lambda a: (__import__("lutcore").show_config(), 0)[1])
+    _show_defaults(p)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:                          # a bare `lutcore`: what it can do, not an error
+        p.print_help()
+        return 0
     try:
         args = p.parse_args(argv)
     except SystemExit as e:               # --help (0) or a bad argument (2, already printed by argparse)

@@ -33,6 +33,8 @@ import json
 import os
 import zlib
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -543,6 +545,42 @@ def test_native_model_saved_opens_in_transformers(tmp_path):
     assert m2.config.to_dict() == m.config.to_dict()
     for k, v in m.parameters().items():
         assert np.array_equal(m2.parameters()[k], v), k
+
+
+def test_zoh_model_save_warns_transformers_differs(tmp_path):
+    """The default zoh discretization has no transformers equivalent: saving warns with the reason,
+    transformers indeed computes other logits, lutcore restores zoh; the same weights as a
+    'simplified' model are what transformers computes (and save without a warning)."""
+    import warnings
+    _, tf = _hf()
+    cfg = MambaConfig(d_model=32, n_layer=2, vocab_size=50, d_state=8, d_conv=4, expand=2, dt_rank=4, seed=5)
+    assert cfg.discretization == "zoh"
+    m = _perturb(MambaLM(cfg), np.random.default_rng(72), scale=0.05)
+    assert "discretization='zoh'" in m.transformers_mismatch()
+    with pytest.warns(UserWarning, match=r"transformers.*different model.*zoh"):
+        m.save_pretrained(tmp_path / "z")
+    hm = tf.MambaForCausalLM.from_pretrained(tmp_path / "z").eval()
+    ids = _ids(9)
+    hf, lc = _hf_logits(hm, ids), m.forward(ids)
+    diff = float(np.max(np.abs(hf.astype(np.float64) - lc)))
+    print(f"zoh model: transformers vs lutcore max |diff| {diff:.3e} (tolerance {HF_F32_TOL * _scale(lc):.3e})")
+    assert diff > 10 * HF_F32_TOL * _scale(lc)                # the warning is not a false alarm
+    m2 = MambaLM.from_pretrained(tmp_path / "z")
+    assert m2.config.discretization == "zoh" and np.array_equal(m2.forward(ids), lc)
+    simp = MambaLM(dataclasses.replace(cfg, discretization="simplified"), params=m.parameters())
+    assert simp.transformers_mismatch() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        simp.save_pretrained(tmp_path / "s")
+    _compare_logits("simplified -> transformers", _hf_logits(tf.MambaForCausalLM.from_pretrained(tmp_path / "s")
+                                                            .eval(), ids), simp.forward(ids))
+
+
+def test_a_log_outside_clamp_is_a_transformers_mismatch():
+    cfg = MambaConfig(d_model=16, n_layer=1, vocab_size=20, d_state=4, discretization="simplified")
+    m = MambaLM(cfg)
+    m.parameters()["backbone.layers.0.mixer.A_log"][0, 0] = 6.0
+    assert "A_log" in m.transformers_mismatch()
 
 
 def test_native_zoh_roundtrip_keeps_discretization(tmp_path):

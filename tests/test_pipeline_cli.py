@@ -31,7 +31,7 @@ def test_generate_model_stages_matches_the_api(model_dir, tmp_path, capsys):
     eos = json.load(open(os.path.join(model_dir, "config.json"))).get("eos_token_id")
     for units in (None, "exact"):
         argv = ["generate", "--model", model_dir, "--prompt", "The cat", "--stages", "2",
-                "--max-new-tokens", "6", "--threads", "1"] + (["--units", units] if units else [])
+                "--max-new-tokens", "6", "--threads", "1", "--tokenizer", "bytes"] + (["--units", units] if units else [])
         assert main(argv) == 0
         out = capsys.readouterr()
         with Pipeline.from_pretrained(model_dir, splits=[3, 3], units=units, threads=1) as p:
@@ -60,10 +60,10 @@ def test_generate_uses_the_checkpoints_tokenizer(model_dir, tmp_path, capsys):
 
 def test_generate_argument_errors(model_dir, capsys):
     assert main(["generate", "--prompt", "x"]) == 2
-    assert "--checkpoint DIR is required" in capsys.readouterr().err
+    assert "--checkpoint DIR (a lutcore checkpoint) or --model DIR" in capsys.readouterr().err
     assert main(["generate", "--model", model_dir, "--checkpoint", model_dir, "--prompt", "x"]) == 2
     assert "not both" in capsys.readouterr().err
-    assert main(["generate", "--model", model_dir, "--prompt", "", "--stages", "2"]) == 2
+    assert main(["generate", "--model", model_dir, "--prompt", "", "--stages", "2", "--tokenizer", "bytes"]) == 2
     assert "empty" in capsys.readouterr().err
     assert main(["generate", "--model", model_dir, "--prompt", "x", "--stages", "0"]) == 2
     assert "--stages" in capsys.readouterr().err

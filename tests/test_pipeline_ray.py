@@ -106,7 +106,7 @@ def test_cli_generate_over_ray(cluster, ckpt, capsys):
     from lutcore.cli import main
     from lutcore.tokenizer import Tokenizer
     assert main(["generate", "--model", ckpt["gpt2"], "--prompt", "Hi there", "--stages", "2", "--ray",
-                 "--max-new-tokens", "5"]) == 0
+                 "--max-new-tokens", "5", "--tokenizer", "bytes"]) == 0
     out = capsys.readouterr()
     assert "transport: ray" in out.err
     tok = Tokenizer.bytes()
@@ -118,8 +118,9 @@ def test_cli_generate_over_ray(cluster, ckpt, capsys):
 def test_ray_bad_input_keeps_its_type_and_names_the_stage(cluster, ckpt):
     with Pipeline.from_pretrained(ckpt["gpt2"], splits=[3, 3], transport="ray") as p:
         with pytest.raises(ValueError, match="stage 0: .*learned positions"):
-            p.logits(np.zeros(65, np.int64))                                 # gpt2 has 64 positions
+            p.generate(np.zeros(60, np.int64), 8)                            # gpt2 has 64 positions
         assert p.logits(PROMPT).shape == (4, 128)
+        assert p.logits(np.zeros(65, np.int64)).shape == (65, 128)          # longer text is windowed
 
 
 def test_ray_compiled_graph_bits_errors_and_death(cluster, ckpt):

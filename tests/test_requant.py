@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import lutcore
-from reference.units_ref import default_relu_lut, default_requant_lut, relu8_ref, requant_ref
+from reference.units_ref import default_relu_lut, default_requant_lut, exact_mul_lut, relu8_ref, requant_ref
 
 SHIFTS = [0, 1, 7, 15, 31]
 EDGES = np.array([-2 ** 31, -2 ** 31 + 1, 2 ** 31 - 1, 2 ** 31 - 2, 0, 1, -1, 2, -2, 3, -3,
@@ -18,6 +18,7 @@ def random_tables_units(tmp_path_factory):
     rq = r.integers(-128, 128, 65536).astype(np.int8)
     rl = r.integers(-128, 128, 256).astype(np.int8)
     d = tmp_path_factory.mktemp("units_random")
+    (d / "mul_lut.bin").write_bytes(exact_mul_lut().astype("<i2").tobytes())   # a units dir needs mul_lut.bin
     (d / "requant_lut.bin").write_bytes(rq.tobytes())
     (d / "relu_lut.bin").write_bytes(rl.tobytes())
     u = lutcore.Units.load(d)

@@ -135,22 +135,59 @@ def test_load_custom_tables_little_endian(tmp_path, rng):
     assert u.is_exact == False  # noqa: E712
 
 
-def test_load_missing_files_are_exact_defaults(tmp_path):
-    u = lutcore.Units.load(tmp_path)                      # empty directory
+def _write_exact_mul(d):
+    (d / "mul_lut.bin").write_bytes(EXACT.astype("<i2").tobytes())
+
+
+def test_load_missing_requant_relu_are_exact_defaults_and_reported(tmp_path):
+    _write_exact_mul(tmp_path)                            # mul only
+    u = lutcore.Units.load(tmp_path)
     _assert_tables(u, EXACT, default_requant_lut(), default_relu_lut())
     assert u.is_exact == True  # noqa: E712
     assert u.digest == lutcore.Units.exact().digest
+    assert u.defaulted == ("requant", "relu")
+    assert "defaulted=requant+relu" in repr(u)
+    assert "exact defaults used: requant, relu" in str(u.verify())
     rl = np.arange(256).astype(np.uint8).view(np.int8).copy()
-    (tmp_path / "relu_lut.bin").write_bytes(rl.tobytes())  # only relu given
+    (tmp_path / "relu_lut.bin").write_bytes(rl.tobytes())  # relu given too
     u = lutcore.Units.load(tmp_path)
     _assert_tables(u, EXACT, default_requant_lut(), rl)
     assert u.digest != lutcore.Units.exact().digest
+    assert u.defaulted == ("requant",)
+
+
+@pytest.mark.parametrize("files", [[], ["mul_lut.bn"], ["relu_lut.bin"], ["model.safetensors", "trainer.json"]])
+def test_load_dir_without_mul_is_an_error(tmp_path, files):
+    """An empty directory, a typo or a checkpoint directory used to pass for the exact multiplier."""
+    for f in files:
+        (tmp_path / f).write_bytes(b"\0" * 512)
+    with pytest.raises(ValueError) as ei:
+        lutcore.Units.load(tmp_path)
+    msg = str(ei.value)
+    print(msg)
+    assert str(tmp_path) in msg and "mul_lut.bin" in msg and "requant_lut.bin" in msg and "relu_lut.bin" in msg
+    for f in files:
+        assert f in msg
+    from lutcore.units import resolve
+    with pytest.raises(ValueError, match="mul_lut.bin"):
+        resolve(str(tmp_path))
+
+
+def test_load_unknown_file_warns(tmp_path):
+    _write_exact_mul(tmp_path)
+    (tmp_path / "requant_lut.bn").write_bytes(b"\0" * 65536)
+    (tmp_path / ".hidden").write_bytes(b"")
+    with pytest.warns(UserWarning, match=r"requant_lut\.bn") as rec:
+        u = lutcore.Units.load(tmp_path)
+    assert not any(".hidden" in str(w.message) for w in rec)
+    assert u.defaulted == ("requant", "relu")
 
 
 @pytest.mark.parametrize("name,size", [("mul_lut.bin", 65536), ("mul_lut.bin", 131071),
                                        ("requant_lut.bin", 65535), ("relu_lut.bin", 512),
                                        ("relu_lut.bin", 0)])
 def test_load_wrong_size_names_file(tmp_path, name, size):
+    _write_exact_mul(tmp_path)
     (tmp_path / name).write_bytes(b"\x01" * size)
     with pytest.raises(ValueError) as ei:
         lutcore.Units.load(tmp_path)
@@ -197,6 +234,7 @@ def test_verify_requant_relu_errors(tmp_path):
     rq[5] = 9                                      # +4 at t = 5
     rl = default_relu_lut().copy()
     rl[(-1) & 0xFF] = -1                           # relu(-1) = -1: error -1
+    _write_exact_mul(tmp_path)
     (tmp_path / "requant_lut.bin").write_bytes(rq.tobytes())
     (tmp_path / "relu_lut.bin").write_bytes(rl.tobytes())
     rep = lutcore.Units.load(tmp_path).verify()
@@ -206,6 +244,32 @@ def test_verify_requant_relu_errors(tmp_path):
     assert rep.requant.bias > 0
     assert rep.relu.exact == False and rep.relu.max_abs_err == 1  # noqa: E712
     assert rep.relu.bias < 0
+
+
+def _natural_order(t):
+    """A (65536,) table rewritten with row/column 0 = -128 (entry [a + 128, b + 128])."""
+    return np.roll(np.asarray(t).reshape(256, 256), (128, 128), axis=(0, 1)).reshape(65536)
+
+
+@pytest.mark.parametrize("make", [lambda: EXACT, lambda: approx.mitchell().mul, lambda: approx.truncated(4).mul])
+def test_verify_flags_natural_order_table(make):
+    rep = lutcore.Units.from_mul(_natural_order(make())).verify()
+    print(rep)
+    assert rep.layout is not None and "natural order" in rep.layout and "(a & 0xff) * 256" in rep.layout
+    assert "WARNING" in str(rep)
+
+
+def test_verify_flags_one_axis_rotation():
+    rot = np.roll(EXACT.reshape(256, 256), 128, axis=1).reshape(65536)    # only b in natural order
+    rep = lutcore.Units.from_mul(rot).verify()
+    print(rep)
+    assert rep.layout is not None and "rotated" in rep.layout
+
+
+@pytest.mark.parametrize("u", [lutcore.Units.exact(), approx.mitchell(), approx.truncated(6),
+                               approx.reduced_operands(3)], ids=lambda u: u.name)
+def test_verify_no_layout_flag_for_correct_tables(u):
+    assert u.verify().layout is None
 
 
 # ---------------------------------------------------------------- shipped approximations

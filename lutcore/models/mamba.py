@@ -563,13 +563,43 @@ class MambaLM(LanguageModel):
         return res[0] if one else res
 
     # ---------------------------------------------------------------- I/O
+    def transformers_mismatch(self) -> str | None:
+        """Why transformers' ``MambaForCausalLM`` would compute a different function from these
+        weights, or None when it computes this model's.  It round-trips a model with
+        ``discretization="simplified"`` (B̄ = dt·B, as mamba-ssm) and every ``A_log`` inside
+        lutcore's clamp [-10, 5]; the default ``"zoh"`` (B̄ = (Ā − 1)/A · B) has no
+        transformers equivalent, and transformers does not clamp ``A_log``."""
+        why = []
+        if self.config.discretization != "simplified":
+            why.append(f"discretization={self.config.discretization!r}: transformers computes the 'simplified' "
+                       f"discretization (B̄ = dt·B), this model the exact zero-order hold (B̄ = (Ā − 1)/A · B)")
+        out = [k for k, v in self._params.items() if k.endswith("mixer.A_log")
+               and (v.min() < A_LOG_LO or v.max() > A_LOG_HI)]
+        if out:
+            why.append(f"{len(out)} A_log tensor(s) (e.g. {out[0]}) have entries outside lutcore's clamp "
+                       f"[{A_LOG_LO:g}, {A_LOG_HI:g}], which transformers does not apply")
+        return "; ".join(why) or None
+
     def save_pretrained(self, path) -> None:
         """Write config.json + model.safetensors in Hugging Face's MambaForCausalLM layout
         (crash-safe, see ``lutcore._io.atomic_dir``: a save killed at any instant
         leaves the old or the new model loadable; other files in the directory are
-        kept, an earlier save's index and shards go)."""
+        kept, an earlier save's index and shards go).
+
+        lutcore's ``from_pretrained`` restores the model exactly (config.json's ``"lutcore"``
+        entry keeps the discretization).  transformers computes the same function only for
+        ``discretization="simplified"``; saving any other model warns with the reason
+        (``transformers_mismatch()``) — train with ``MambaConfig(discretization="simplified")``
+        for a checkpoint transformers runs as lutcore does."""
         from safetensors.numpy import save_file
-        from lutcore._io import atomic_dir
+        from lutcore._io import atomic_dir, path_arg
+        path = path_arg(path)
+        why = self.transformers_mismatch()
+        if why:
+            import warnings
+            warnings.warn(f"save_pretrained({path!r}): transformers' MambaForCausalLM will load these "
+                          f"weights as a different model — {why}. lutcore's MambaLM.from_pretrained restores this "
+                          f"model exactly.", UserWarning, stacklevel=2)
         with atomic_dir(path) as tmp:
             with open(os.path.join(tmp, "config.json"), "w") as f:
                 json.dump(self.config.to_hf(), f, indent=2)

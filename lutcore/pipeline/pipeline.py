@@ -216,10 +216,34 @@ class Pipeline:
                              f"the pipeline it is called from: the stages hold that run's caches)")
         return self._ring
 
-    def logits(self, ids):
-        """Logits (T, V) float32 for every position of ``ids`` (one full pass, no cache)."""
+    def logits(self, ids, stride=None):
+        """Logits (T, V) float32 for every position of ``ids`` (full passes, no cache).
+
+        A model with learned positions (gpt2: P = ``spec.max_pos``) sees at most P tokens, so
+        longer text is scored in sliding windows of P tokens, as Hugging Face's perplexity
+        recipe does: the first window gives positions 0..P-1, each next window ends ``stride``
+        (default P // 2) tokens later and gives the logits of its last ``stride`` positions,
+        so every position from P on is predicted from at least P - stride tokens before it.
+        Text of at most P tokens (or any text, for rope and Mamba models) is one pass."""
         ids = self._ids(ids)
-        return self._ring_or_raise().forward(ids, 0, False, False)
+        ring = self._ring_or_raise()
+        P, T = self.spec.max_pos, ids.size
+        if stride is not None:
+            if P is None:
+                raise ValueError(f"stride: only models with learned positions are windowed; "
+                                 f"{self.spec.model_type} takes any length in one pass")
+            stride = _check.int_arg(stride, "stride", lo=1, hi=P)
+        if P is None or T <= P:
+            return ring.forward(ids, 0, False, False)
+        stride = P // 2 if stride is None else stride
+        out = [ring.forward(ids[:P], 0, False, False)]       # (P, V)
+        end = P
+        while end < T:
+            new_end = min(end + stride, T)
+            start = new_end - P
+            out.append(ring.forward(ids[start:new_end], 0, False, False)[end - start:])   # (new_end - end, V)
+            end = new_end
+        return np.concatenate(out, axis=0)                    # (T, V)
 
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None,
                  seed=None, prompt_len=None, stop_ids=None, on_token=None):

@@ -15,7 +15,8 @@ import numpy as np
 
 from lutcore import _check
 
-__all__ = ["load_tokens", "make_windows", "epoch_batches", "builtin_corpus", "held_out_size", "HELD_OUT_FRACTION"]
+__all__ = ["load_tokens", "read_text", "make_windows", "epoch_batches", "builtin_corpus", "held_out_size",
+           "HELD_OUT_FRACTION"]
 
 HELD_OUT_FRACTION = 0.05    # ``lutcore train`` holds out the last 5 % of the tokens (at least one window)
 
@@ -26,19 +27,48 @@ def builtin_corpus() -> str:
     return "\n\n".join(topics.topics[k] for k in sorted(topics.topics))
 
 
-def load_tokens(data, tokenizer) -> np.ndarray:
-    """``data``: text (str), a path (os.PathLike, or a str naming an existing file),
-    or token ids (sequence / array of ints)."""
+def read_text(path, encoding: str = "utf-8") -> str:
+    """The text of file ``path``, decoded strictly: a byte sequence that is not valid
+    ``encoding`` (Latin-1 or UTF-16 read as UTF-8, a binary file) is a ValueError naming the
+    file and the byte offset, never replacement characters trained on.  With the default
+    UTF-8, a NUL byte (UTF-16 text, binary data) is refused the same way."""
+    import codecs
+    path = os.fspath(path)
+    if not isinstance(encoding, str):
+        raise TypeError(f"encoding: expected a codec name such as 'utf-8', got {type(encoding).__name__}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"encoding: unknown text encoding {encoding!r}") from None
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data: no such file {path!r}")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        bad = raw[e.start:e.start + 4]
+        raise ValueError(f"{path}: not {encoding} text: invalid byte sequence {bad!r} at byte offset {e.start} "
+                         f"(of {len(raw):,}); if the file is text in another encoding, say which "
+                         f"(encoding=, --encoding latin-1 / utf-16 / ...)") from None
+    if codecs.lookup(encoding).name == "utf-8":
+        nul = raw.find(b"\0")
+        if nul >= 0:
+            raise ValueError(f"{path}: not utf-8 text: NUL byte at byte offset {nul} (of {len(raw):,}) — a binary "
+                             f"file or UTF-16 text; if it is text in another encoding, say which "
+                             f"(encoding=, --encoding utf-16 / ...)")
+    return text
+
+
+def load_tokens(data, tokenizer, encoding: str = "utf-8") -> np.ndarray:
+    """``data``: text (str), a path (os.PathLike, or a str naming an existing file; read with
+    ``read_text(path, encoding)``), or token ids (sequence / array of ints)."""
     from lutcore.tokenizer import Tokenizer
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"tokenizer: expected a lutcore Tokenizer, got {type(tokenizer).__name__}")
     if isinstance(data, os.PathLike) or (isinstance(data, str) and len(data) < 4096 and "\n" not in data
                                          and os.path.isfile(data)):
-        path = os.fspath(data)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"data: no such file {path!r}")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            data = f.read()
+        data = read_text(data, encoding)
     if isinstance(data, str):
         ids = tokenizer.encode(data)
     else:

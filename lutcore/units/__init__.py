@@ -82,6 +82,8 @@ class VerifyReport:
     mul: TableReport
     requant: TableReport
     relu: TableReport
+    defaulted: tuple = ()          # tables a units directory lacked: the exact defaults were used
+    layout: str | None = None      # set when mul looks like a rotated (e.g. natural-order) exact table
 
     @property
     def ok(self) -> bool:
@@ -89,7 +91,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict:
         """The report as plain numbers: {"digest", "ok", "mul": {..., "metrics": {...}}, ...}."""
-        return {"digest": self.digest, "ok": self.ok,
+        return {"digest": self.digest, "ok": self.ok, "defaulted": list(self.defaulted), "layout": self.layout,
                 **{t.name: dataclasses.asdict(t) for t in (self.mul, self.requant, self.relu)}}
 
     def rows(self):
@@ -112,7 +114,34 @@ class VerifyReport:
             lines.append("mul error metrics (EvoApproxLib; all 65536 pairs vs the exact product):")
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("mae", "mae_pct", "wce", "wce_pct")))
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("wcre_pct", "ep_pct", "mre_pct", "mse")))
+        if self.defaulted:
+            lines.append(f"not in the directory, exact defaults used: {', '.join(self.defaulted)}")
+        if self.layout:
+            lines.append(f"WARNING: {self.layout}")
         return "\n".join(lines)
+
+
+def _rotation(table: np.ndarray) -> str | None:
+    """A description if ``table`` (65536,) matches a row/column rotation of the exact product
+    better than the exact product itself — the signature of a table written in natural order
+    (row 0 = -128) or with an offset index — else None.  The zero operand's row and column
+    (all products 0, for exact and approximate units alike) locate the rotation."""
+    t = table.astype(np.int64).reshape(256, 256)
+    dr = int(np.argmin(np.abs(t).sum(axis=1)))        # where a = 0 sits
+    dc = int(np.argmin(np.abs(t).sum(axis=0)))        # where b = 0 sits
+    if dr == 0 and dc == 0:
+        return None
+    e = exact_mul_table().astype(np.int64).reshape(256, 256)
+    err = np.abs(t - e).mean()
+    err_rot = np.abs(t - np.roll(e, (dr, dc), axis=(0, 1))).mean()
+    if not err_rot < 0.5 * err:
+        return None
+    what = "natural order (row 0 = -128, entry [a + 128, b + 128])" if (dr, dc) == (128, 128) else \
+        f"a rotated index (the a = 0 row at {dr}, the b = 0 column at {dc})"
+    return (f"mul looks like a table laid out in {what}: it matches the exact product rotated by ({dr}, {dc}) "
+            f"rows/columns (mean|err| {err_rot:.4g}) far better than in lutcore's order (mean|err| {err:.4g}). "
+            f"lutcore indexes entry (a & 0xff) * 256 + (b & 0xff) (two's-complement bytes: row 0 is a = 0, "
+            f"row 255 is a = -1); rewrite the table in that order")
 
 
 def _compare(name, table, ref, symmetric=None, metrics=None) -> TableReport:
@@ -146,6 +175,7 @@ class Units:
             h.update(t.tobytes())
         self.digest = h.hexdigest()
         self.name = name or ("exact" if self.is_exact else "custom")
+        self.defaulted: tuple = ()          # Units.load: tables the directory lacked
         self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
@@ -205,9 +235,11 @@ class Units:
 
     @classmethod
     def load(cls, path) -> "Units":
-        """Read the three tables from directory ``path``; a missing file is the exact
-        default, a file that is there but cannot be read (a dangling or looping symlink,
-        no permission, the wrong size) a ValueError naming it."""
+        """Read the tables from directory ``path``: ``mul_lut.bin`` is required; a missing
+        ``requant_lut.bin`` / ``relu_lut.bin`` is the exact default (listed in ``defaulted``,
+        ``repr`` and ``verify()``); any other file draws a warning naming it; a file that is
+        there but cannot be read (a dangling or looping symlink, no permission, the wrong
+        size) is a ValueError naming it."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path: expected a directory path, got {type(path).__name__}")
         path = os.fspath(path)
@@ -235,10 +267,11 @@ class Units:
                                  + ("+" if len(raw) > nbytes else ""))
             return np.frombuffer(raw, dtype=dtype).copy()
 
+        _check_dir(src)
         mul = read(MUL_FILE, "<i2", 65536)
-        units = cls(exact_mul_table() if mul is None else mul.astype(np.int16),
-                    read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256),
-                    name=os.path.basename(os.path.normpath(path)))
+        requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
+        units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
+        units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
         return units
 
     def save(self, path) -> None:
@@ -269,6 +302,8 @@ class Units:
                          metrics=self.error_metrics()),
             requant=_compare("requant", self.requant_lut, default_requant_table()),
             relu=_compare("relu", self.relu_lut, default_relu_table()),
+            defaulted=self.defaulted,
+            layout=None if self.is_exact else _rotation(self.mul),
         )
 
     def error_metrics(self) -> dict:
@@ -279,13 +314,32 @@ class Units:
 
     def __repr__(self) -> str:
         kind = "exact" if self.is_exact else "approx"
-        return f"Units(name={self.name!r}, mul={kind}, digest={self.digest[:16]})"
+        dflt = f", defaulted={'+'.join(self.defaulted)}" if self.defaulted else ""
+        return f"Units(name={self.name!r}, mul={kind}, digest={self.digest[:16]}{dflt})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Units) and other.digest == self.digest
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+
+def _check_dir(path: str) -> None:
+    """A units directory must hold mul_lut.bin; other files than the three tables are named in a
+    warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
+    import warnings
+    names = sorted(n for n in os.listdir(path) if not n.startswith("."))
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE)
+    unknown = [n for n in names if n not in known]
+    expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
+                f"{REQUANT_FILE} (int8, 65536) and {RELU_FILE} (int8, 256)")
+    if MUL_FILE not in names:
+        found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
+        raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")
+    if unknown:
+        warnings.warn(f"units directory {path!r}: ignoring unknown file(s) {', '.join(unknown[:8])}"
+                      f"{' ...' if len(unknown) > 8 else ''} (a units directory holds {', '.join(known)})",
+                      UserWarning, stacklevel=3)
 
 
 _EXACT: Units | None = None

@@ -374,10 +374,7 @@ def cmd_pipeline_generate(args) -> int:
         raise ValueError("generate: give --checkpoint (a lutcore checkpoint) or --model (a Hugging Face "
                          "directory), not both")
     from lutcore._io import read_config
-    from lutcore.pipeline import Pipeline, StageFailure
-    from lutcore.tokenizer import Tokenizer
-
-    from lutcore.pipeline import ArchSpec
+    from lutcore.pipeline import ArchSpec, Pipeline, StageFailure
     if args.stages < 1:
         raise ValueError(f"--stages: expected a positive int, got {args.stages}")
     cfg = read_config(args.model)

@@ -1,0 +1,147 @@
+"""The gemm family's per-ISA bodies (src/gemm/*.c), each against the numpy oracle
+and bit for bit against the generic body, on odd shapes, at 1 and 2 threads.
+
+Every AVX-512 body runs twice where it can: through lutcore._native._simde (the
+same source compiled against SIMDe's exact emulation, AVX2+FMA flags — runs on
+any x86-64 CPU, so CI checks every body whatever its CPU), and natively where
+this CPU has the body's instructions.  A body is chosen by the C isa argument
+(level | extension bits), so a VNNI body is tested also on CPUs without VNNI.
+
+    body          isa                   needs
+    avx512bw      2                     AVX-512 F/BW/VL/DQ (vpmaddwd)
+    avx512vnni    2 | 4                 + VNNI (vpdpbusd)
+"""
+import platform
+
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore import _simd
+from lutcore._native import gemm as _g
+from reference.gemm_ref import lut_gemm_ref
+from reference.quant_ref import qmatmul_ref, quantize_ref
+from reference.units_ref import exact_mul_lut
+
+IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
+if IS_X86:
+    from lutcore._native import _simde  # built on every x86-64: a missing one is an error, not a skip
+else:
+    _simde = None
+
+AVX512, VNNI, VBMI = 2, _simd.VNNI, _simd.VBMI
+BODIES = {"avx512bw": AVX512, "avx512vnni": AVX512 | VNNI}
+NEEDS = {"avx512bw": 2, "avx512vnni": 2 | VNNI}    # cpu_features() bits the native run needs
+
+
+def runners():
+    """(label, module, isa): every body through SIMDe, and natively where the CPU can."""
+    out = []
+    for name, isa in BODIES.items():
+        if _simde is not None:
+            out.append((f"{name}-simde", _simde, isa))
+        if _simd._features & NEEDS[name] == NEEDS[name]:
+            out.append((f"{name}-native", _g, isa))
+    return out
+
+
+RUNNERS = runners()
+IDS = [r[0] for r in RUNNERS]
+# M: 1, < a tile, > a 48-row unit; K: 1, odd, not a multiple of 4 or 32; N: < and > a panel, > a 128-column unit
+SHAPES = [(1, 1, 1), (1, 7, 17), (7, 33, 5), (13, 2, 33), (33, 130, 65), (50, 37, 129), (3, 64, 200),
+          (49, 6, 16), (12, 255, 32)]
+
+
+def pack_exact(a, b, bk):
+    """gemm.h's packed operands: Ap int16 (Mp, Kp), Bp panels; blocks of bk padded to even bkp."""
+    M, K = a.shape
+    N = b.shape[1]
+    bkp = bk + (bk & 1)
+    nblk = -(-K // bk)
+    Kp = nblk * bkp
+    Mp = -(-M // _g.MR) * _g.MR
+    Np = -(-N // _g.NR) * _g.NR
+    ap = np.empty((Mp, Kp), np.int16)
+    _g.pack_a16(ap, a, bk, bkp, 1)
+    bp = np.empty(Np * Kp, np.int8)
+    _g.pack_b(bp, b, bk, bkp, Kp, 1)
+    return ap, bp, Kp, bkp, nblk
+
+
+def test_simde_extension_present_on_x86():
+    if not IS_X86:
+        pytest.skip("SIMDe copies are built for x86-64 only (no AVX-512 elsewhere)")
+    assert _simde.body_names(AVX512 | VNNI)["lut_gemm exact"].startswith("avx512vnni")
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_exact_gemm_body(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    b[0, :] = -128                                   # the extremes: -128 * -128 and the +128 offset
+    a[0, :] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    want = np.full((M, N), -1, np.int32)
+    _g.gemm_exact_packed(want, ap, bp, Kp, 0, 1)     # the generic body
+    assert np.array_equal(want, ref)
+    for threads in (1, 2):
+        got = np.full((M, N), -7, np.int32)
+        mod.gemm_exact_packed(got, ap, bp, Kp, isa, threads)
+        print(runner[0], threads, "entries differing:", np.sum(got != ref))
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((1, 64, 17), 32), ((7, 33, 5), 32), ((50, 96, 129), 32),
+                                         ((13, 30, 40), 5),     # odd block: 3 pairs, a half quad
+                                         ((9, 21, 33), 7), ((3, 200, 20), 64), ((14, 12, 16), 2)])
+def test_qmatmul_exact_body(rng, runner, shape, block):
+    _, mod, isa = runner
+    M, K, N = shape
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    x[0, :block] = 0.0                               # an all-zero block: scale 0
+    qa, sa = quantize_ref(x, block)                  # (M, Kq), (M, nblk)
+    qbt, sbt = quantize_ref(w.T, block)              # along K
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
+    ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
+    from lutcore.quant import _pack_scales
+    sbp = _pack_scales(sb)
+    want = np.full((M, N), np.nan, np.float32)
+    _g.qmatmul_exact_packed(want, ap, sa, bp, sbp, nblk, bkp, 0, 1)
+    assert np.array_equal(want.view(np.int32), ref.view(np.int32))
+    for threads in (1, 2):
+        got = np.full((M, N), np.nan, np.float32)
+        mod.qmatmul_exact_packed(got, ap, sa, bp, sbp, nblk, bkp, isa, threads)
+        print(runner[0], threads, "max |diff|:", np.nanmax(np.abs(got - ref)))
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32))
+
+
+@pytest.mark.parametrize("name", ["avx512bw", "avx512"])
+def test_isa_argument_and_dispatch(name):
+    """avx512bw never carries the extension bits; a VNNI body only with the VNNI bit."""
+    if name not in lutcore.available_simd():
+        with pytest.raises(ValueError):
+            lutcore.set_simd(name)
+        return
+    isa = _simd.isa_of(name)
+    if name == "avx512bw":
+        assert isa == AVX512
+    else:
+        assert isa == AVX512 | (_simd._features & (VNNI | VBMI))
+    names = _g.body_names(isa)
+    assert names["lut_gemm exact"].startswith("avx512vnni" if isa & VNNI else "avx512bw")
+    assert _g.body_names(AVX512)["qmatmul exact"].startswith("avx512bw")
+    assert _g.body_names(1)["lut_gemm exact"] == "avx2" and _g.body_names(0)["lut_gemm exact"] == "generic"
+
+
+def test_show_config_lists_each_family_body(capsys):
+    lutcore.show_config()
+    out = capsys.readouterr().out
+    for fam, body in _simd.bodies().items():
+        assert fam in out and body in out

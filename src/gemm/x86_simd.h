@@ -59,6 +59,7 @@ static inline __mmask16 lc_x_mask(int cols) { return cols >= 16 ? (__mmask16)0xf
 /* Per-row register variables (named, not an array: compilers keep an array of
  * vectors in memory): X(r) for r = 0..11; a row r >= R is dead code. */
 #define LC_X_REP12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define LC_X_REP4(X) X(0) X(1) X(2) X(3)
 #define LC_X_REP8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 /* tile instantiations: rows 1..12 x 1..2 panels, picked at run time from a table */

@@ -218,17 +218,27 @@ static void vnni_pack_b(uint8_t *bq, const int8_t *Bp, int64_t pstride, int npan
         }
 }
 
-/* The unit's scratch: au, rs, and the converted quads of two panels. */
+/* The unit's scratch: au, rs, and the converted quads of two panels, in a per-thread
+ * buffer that is kept and only grows (a fresh allocation per unit would be page
+ * faults per unit once it passes malloc's mmap threshold: K = 2048 ran at a third
+ * of the speed).  The OpenMP threads live as long as the process; so does this. */
+static _Thread_local char *vnni_tls;
+static _Thread_local size_t vnni_tls_size;
 static void *vnni_scratch(int64_t rows, int64_t lda, int64_t nblk, int64_t nqb, int8_t **au, int32_t **rs,
                           uint8_t **bq) {
     size_t abytes = lc_round_up((size_t)(rows * lda), 64), rbytes = lc_round_up((size_t)(rows * nblk) * 4, 64);
-    size_t bbytes = (size_t)(2 * nblk * nqb) * 64;
-    char *p = (char *)lc_aligned_alloc(abytes + rbytes + bbytes);
-    if (!p) return NULL;
-    *au = (int8_t *)p;
-    *rs = (int32_t *)(p + abytes);
-    *bq = (uint8_t *)(p + abytes + rbytes);
-    return p;
+    size_t bbytes = (size_t)(2 * nblk * nqb) * 64, need = abytes + rbytes + bbytes;
+    if (need > vnni_tls_size) {
+        char *p = (char *)lc_aligned_alloc(need);
+        if (!p) return NULL;
+        lc_aligned_free(vnni_tls);
+        vnni_tls = p;
+        vnni_tls_size = need;
+    }
+    *au = (int8_t *)vnni_tls;
+    *rs = (int32_t *)(vnni_tls + abytes);
+    *bq = (uint8_t *)(vnni_tls + abytes + rbytes);
+    return vnni_tls;
 }
 
 int LC_BODY(gemm_exact_unit)(int32_t *C, int64_t ldc, const int16_t *Ap, int64_t Kp, const int8_t *Bp,
@@ -253,7 +263,6 @@ int LC_BODY(gemm_exact_unit)(int32_t *C, int64_t ldc, const int16_t *Ap, int64_t
             exact_tiles[nc > LC_XNR][R](C + r * ldc + n, ldc, au + r * Kq, Kq, rs + r, bq, nq * 64, nq, nc);
         }
     }
-    lc_aligned_free(mem);
     return 0;
 }
 
@@ -282,7 +291,6 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
                                     nblk * nqb * 64, sb, nblk, nqb, pb, nc);
         }
     }
-    lc_aligned_free(mem);
     return 0;
 }
 

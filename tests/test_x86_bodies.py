@@ -7,9 +7,11 @@ any x86-64 CPU, so CI checks every body whatever its CPU), and natively where
 this CPU has the body's instructions.  A body is chosen by the C isa argument
 (level | extension bits), so a VNNI body is tested also on CPUs without VNNI.
 
-    body          isa                   needs
-    avx512bw      2                     AVX-512 F/BW/VL/DQ (vpmaddwd)
-    avx512vnni    2 | 4                 + VNNI (vpdpbusd)
+    body          isa                   needs                                 families
+    avx512bw      2                     AVX-512 F/BW/VL/DQ                    exact (vpmaddwd)
+    avx512vnni    2 | 4                 + VNNI                                exact (vpdpbusd)
+The any-table tests run the same grid at the AVX-512 isa values: today they check that
+those run the AVX2 body with the same bits; an AVX-512 table body gets them for free.
 """
 import platform
 
@@ -122,6 +124,60 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
         assert np.array_equal(got.view(np.int32), ref.view(np.int32))
 
 
+def random_table(seed=7):
+    """int16 products over the full range (K <= 300 keeps the sums in int32), as units._kernel_mul."""
+    mul = np.random.default_rng(seed).integers(-32768, 32768, 65536).astype(np.int16)
+    return mul, lutcore.Units.from_mul(mul)._kernel_mul
+
+
+TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31), (3, 64, 64), (64, 257, 40)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", TABLE_SHAPES)
+def test_table_gemm_body(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = random_table()
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, 0], b[0, 0] = -128, 127
+    ref = lut_gemm_ref(a, b, mul)
+    for threads in (1, 2):
+        for swapped in (False, True):       # the kernel as it is, and through the swapped table
+            A, B = (a, b) if not swapped else (np.ascontiguousarray(b.T), np.ascontiguousarray(a.T))
+            want = ref if not swapped else np.ascontiguousarray(ref.T)
+            got = np.full(want.shape, -7, np.int32)
+            work = np.empty(_g.table_work_size(*want.shape, threads, False), np.int32)
+            mod.gemm_table(got, A, B, T32, work, isa, threads, swapped=swapped)
+            print(runner[0], threads, swapped, "entries differing:", np.sum(got != want))
+            assert np.array_equal(got, want)
+        got = np.full((M, N), -7, np.int32)
+        work = np.empty(_g.table_auto_work_size(M, N, K, 0, threads, False), np.int32)
+        mod.gemm_table_auto(got, a, b, T32, work, isa, threads)
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7)])
+def test_qmatmul_table_body(rng, runner, shape, block):
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = random_table(11)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    qa, sa = quantize_ref(x, block)
+    qbt, sbt = quantize_ref(w.T, block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    nblk = sa.shape[1]
+    ref = qmatmul_ref(qa, sa, qb, sb, mul, block)
+    for threads in (1, 2):
+        got = np.full((M, N), np.nan, np.float32)
+        work = np.empty(_g.table_auto_work_size(M, N, nblk * block, nblk, threads, True), np.int32)
+        mod.qmatmul_table_auto(got, qa, sa, qb, sb, T32, nblk, block, work, isa, threads)
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32))
+
+
 @pytest.mark.parametrize("name", ["avx512bw", "avx512"])
 def test_isa_argument_and_dispatch(name):
     """avx512bw never carries the extension bits; a VNNI body only with the VNNI bit."""
@@ -137,6 +193,7 @@ def test_isa_argument_and_dispatch(name):
     names = _g.body_names(isa)
     assert names["lut_gemm exact"].startswith("avx512vnni" if isa & VNNI else "avx512bw")
     assert _g.body_names(AVX512)["qmatmul exact"].startswith("avx512bw")
+    assert names["lut_gemm any table"] == "avx2"      # no AVX-512 table body yet: the AVX2 one runs
     assert _g.body_names(1)["lut_gemm exact"] == "avx2" and _g.body_names(0)["lut_gemm exact"] == "generic"
 
 

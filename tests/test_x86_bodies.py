@@ -98,6 +98,23 @@ def test_exact_gemm_body(rng, runner, shape):
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("M", [2, 13])        # a few rows read B directly; more convert it first
+def test_exact_gemm_body_long_k_wraps_internally(runner, M):
+    """K = 70000 at the extremes: the result fits int32 (the contract's limit is K <= 131071),
+    the VNNI body's internal sum a * (b + 128) does not — modular arithmetic must still give it."""
+    _, mod, isa = runner
+    K, N = 70000, 17
+    a = np.full((M, K), -128, np.int8)
+    b = np.full((K, N), 127, np.int8)
+    b[::3, 5] = -128
+    ref = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    got = np.zeros((M, N), np.int32)
+    mod.gemm_exact_packed(got, ap, bp, Kp, isa, 2)
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape,block", [((1, 64, 17), 32), ((7, 33, 5), 32), ((50, 96, 129), 32),
                                          ((13, 30, 40), 5),     # odd block: 3 pairs, a half quad
                                          ((9, 21, 33), 7), ((3, 200, 20), 64), ((14, 12, 16), 2)])

@@ -196,7 +196,7 @@ static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, 
                 t += s[j];
             }
             for (j = bkp; j < bq4; j++) d[j] = 0;
-            rs[r * nblk + blk] = t * 128;
+            rs[r * nblk + blk] = (int32_t)((uint32_t)t * 128u);   /* modular, as the sums */
         }
 }
 

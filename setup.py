@@ -1,17 +1,24 @@
 """Build lutcore's native extensions.
 
 Design: every hot kernel lives in a C header under include/lutcore/ and is
-wrapped by a thin Cython module under lutcore/_native/.  SIMD bodies for AVX2
-and AVX-512 are compiled with per-function ``target`` attributes and chosen at
-run time from the CPU's features, so one binary runs on any x86-64 (and the
-portable C bodies run everywhere else).  The build is never tuned to the
+wrapped by a thin Cython module under lutcore/_native/.  AVX2 bodies are
+compiled with per-function ``target`` attributes inside those headers; bodies
+for wider ISAs live in their own translation units under src/<family>/, each
+compiled alone with its ISA's flags into a static library (``X86_BODIES``)
+that every extension links, and chosen at run time from the CPU's features —
+so one binary runs on any x86-64 (and the portable C bodies run everywhere
+else).  The same AVX-512 sources are compiled once more against SIMDe (the
+headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
+test-only extension lutcore._native._simde, which runs them on any x86-64.  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 
 OpenMP is used when the compiler supports it; LUTCORE_NO_OPENMP=1 forces a
 serial build.  ``lutcore.show_config()`` reports which one you got.
 """
+import glob
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -21,6 +28,7 @@ import tempfile
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,6 +76,33 @@ if HAVE_OMP:
 
 macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("LUTCORE_HAVE_OPENMP", "1" if HAVE_OMP else "0")]
 
+# Per-ISA translation units: (library, sources, ISA flags).  Objects are rebuilt when
+# any header under include/ or src/ changes (setuptools' build_clib compares times).
+IS_X86 = platform.machine().lower() in ("x86_64", "amd64", "x86-64") and sys.platform != "win32"
+AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c", "-mbmi2"]
+AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
+X86_BODIES = [
+    ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
+    ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
+]
+SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+libraries = []
+# Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
+deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
+              + glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True))
+if IS_X86:
+    try:
+        import simde_py
+        simde_include = [simde_py.get_include()]
+    except ImportError:
+        simde_include = None
+        print("lutcore: simde-py not installed: the test-only extension _simde is not built", file=sys.stderr)
+    body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function", "-Wno-psabi"]
+    for name, sources, flags in X86_BODIES + ([SIMDE_BODIES] if simde_include else []):
+        libraries.append((name, {"sources": sources, "include_dirs": ["include", "src"] + (simde_include or []),
+                                 "cflags": body_cflags + flags, "obj_deps": {"": deps}}))
+    macros.append(("LC_HAVE_X86_BODIES", "1"))
+
 MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "alloc", "im2col"]
 exts = [
     Extension(
@@ -77,11 +112,35 @@ exts = [
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros,
+        depends=deps,
     )
     for name in MODULES
 ]
+if IS_X86 and simde_include:
+    # test-only: gemm's wrappers (_simde.pyx includes gemm.pyx) with the AVX-512 bodies' SIMDe copies
+    exts.append(Extension(
+        "lutcore._native._simde",
+        ["lutcore/_native/_simde.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_GEMM_SIMDE", "1")],
+        depends=deps,
+    ))
+
+class BuildExtWithBodies(build_ext):
+    """build_ext that first builds the per-ISA libraries (plain build_ext, as in
+    ``setup.py build_ext --inplace`` or an editable install, would only link them)."""
+
+    def run(self):
+        if self.distribution.has_c_libraries():
+            self.run_command("build_clib")
+        super().run()
+
 
 setup(
+    cmdclass={"build_ext": BuildExtWithBodies},
+    libraries=libraries,
     ext_modules=cythonize(
         exts,
         compiler_directives={

@@ -206,7 +206,7 @@ def _config_lines(meta: dict) -> list[str]:
             cfg, when = lutcore.config(), " (read when the report was written, not recorded in the json)"
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             return [f"- lutcore config: unavailable ({type(exc).__name__})"]
-    bodies = "; ".join(f"{k}: {', '.join(v)}" for k, v in (cfg.get("kernel_bodies") or {}).items())
+    bodies = "; ".join(f"{k}: {v}" for k, v in (cfg.get("kernel_bodies") or {}).items())
     return [
         f"- lutcore {cfg.get('version', '?')}{when}: OpenMP {'on' if cfg.get('openmp') else 'off'}, "
         f"default SIMD path `{cfg.get('simd', '?')}` (available: {', '.join(cfg.get('simd_available') or [])}), "

@@ -91,8 +91,7 @@ def config() -> dict:
         "simd": get_simd(),
         "simd_available": available_simd(),
         "cpu_flags": _simd.cpu_flags(),
-        "kernel_bodies": {"lut_gemm/qmatmul": ["generic", "avx2"],
-                          "requant/fp16": ["generic", "avx2"]},
+        "kernel_bodies": _simd.bodies(),
         "audit_rate": get_audit(),
         "memory_reuse": _alloc.ENABLED,
     }
@@ -106,7 +105,8 @@ def show_config() -> None:
     print(f"  default threads: {c['default_threads']}")
     print(f"  SIMD path:       {c['simd']}  (available: {', '.join(c['simd_available'])})")
     print(f"  CPU features:    {', '.join(c['cpu_flags']) or 'none detected'}")
+    w = max(len(f) for f in c["kernel_bodies"]) + 1
     for fam, bodies in c["kernel_bodies"].items():
-        print(f"  bodies {fam}: {', '.join(bodies)} (a higher path runs the best lower body)")
+        print(f"  body {fam + ':':<{w}} {bodies}")
     print(f"  audit rate:      {c['audit_rate']}")
     print(f"  memory reuse:    {'on' if c['memory_reuse'] else 'off (LUTCORE_REUSE_MEMORY=0)'}")

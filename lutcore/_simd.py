@@ -1,11 +1,15 @@
 """Which SIMD bodies the kernels run.
 
-The CPU's features are read once at import; ``LUTCORE_SIMD=generic|avx2|avx512``
+The CPU's features are read once at import; ``LUTCORE_SIMD=generic|avx2|avx512bw|avx512``
 caps the choice (a cap above what the CPU has is refused with a warning and
 ignored), and ``set_simd`` changes it at run time so one machine can test every
-path it has.  Kernels receive the chosen ISA as an argument; there is no global
-state in C.  A family without a body for the chosen ISA runs the best lower one
-(``show_config`` lists which bodies exist).
+path it has.  ``avx512`` is AVX-512 F/BW/VL/DQ with the extensions this CPU has
+(VNNI, VBMI, detected separately); ``avx512bw`` is AVX-512 without them, so an
+AVX-512 CPU also runs the bodies meant for AVX-512 CPUs that lack VNNI/VBMI.
+Kernels receive the chosen ISA as an argument (level plus extension bits, as
+the C enum in common.h); there is no global state in C.  Each family picks its
+body from that argument; one without a body for the chosen ISA runs the best
+lower one (``show_config`` lists the body each family runs).
 """
 from __future__ import annotations
 
@@ -14,16 +18,19 @@ import warnings
 
 from lutcore._native import _cpu
 
-NAMES = ("generic", "avx2", "avx512")
+NAMES = ("generic", "avx2", "avx512bw", "avx512")
 _features = _cpu.cpu_features()
+VNNI, VBMI = 4, 8          # the extension bits of _cpu.cpu_features() and of the C isa argument
 
 
 def available_simd() -> list[str]:
+    """The paths this CPU runs, lowest first (on an AVX-512 CPU without VNNI and VBMI,
+    ``avx512bw`` and ``avx512`` run the same bodies)."""
     out = ["generic"]
     if _features & 1:
         out.append("avx2")
     if _features & 2:
-        out.append("avx512")
+        out += ["avx512bw", "avx512"]
     return out
 
 
@@ -61,11 +68,32 @@ def get_simd() -> str:
     return _current
 
 
+def isa_of(name: str) -> int:
+    """The C isa argument of path ``name``: 0 generic, 1 avx2, 2 AVX-512, plus VNNI (4) and
+    VBMI (8) where ``name`` is ``avx512`` and the CPU has them."""
+    if name == "avx512":
+        return 2 | (_features & (VNNI | VBMI))
+    return min(NAMES.index(name), 2)
+
+
 def isa() -> int:
-    """The chosen ISA as the C enum (0 generic, 1 avx2, 2 avx512)."""
-    return NAMES.index(_current)
+    """The chosen ISA as the C argument (see ``isa_of``)."""
+    return isa_of(_current)
 
 
 def cpu_flags() -> list[str]:
     names = [(1, "avx2+fma"), (2, "avx512f/bw/vl/dq"), (4, "avx512-vnni"), (8, "avx512-vbmi")]
     return [n for bit, n in names if _features & bit]
+
+
+def bodies(name: str | None = None) -> dict[str, str]:
+    """The body each kernel family runs on path ``name`` (default: the current one).
+    Families without a body for an ISA run their best lower one, named here."""
+    from lutcore._native import gemm as _g
+    name = _current if name is None else name
+    out = dict(_g.body_names(isa_of(name)))
+    lower = "avx2" if name != "generic" else "generic"
+    for fam in ("sgemm (ops.matmul)", "selective scan", "conv1d", "element-wise", "norms/softmax",
+                "AdamW", "decode layer (float parts)"):
+        out[fam] = lower
+    return out

@@ -7,7 +7,7 @@ import pytest
 import lutcore
 from reference.asserts import names_arg as _names_arg
 
-ALL_SIMD = ("generic", "avx2", "avx512")
+ALL_SIMD = ("generic", "avx2", "avx512bw", "avx512")
 
 
 def _i8(shape):

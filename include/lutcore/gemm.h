@@ -37,6 +37,52 @@
 #include <math.h>
 #include <float.h>
 
+/* ------------------------------------------------------------ the x86 bodies' table
+ * Bodies in their own translation units (gemm/x86.h, src/gemm/): built where
+ * setup.py defines LC_HAVE_X86_BODIES; LC_GEMM_SIMDE binds their SIMDe copies
+ * instead (the test-only extension).  NULL entries run the AVX2 body. */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "gemm/x86.h"
+#define LC_GEMM_X86 1
+#else
+#define LC_GEMM_X86 0
+#endif
+typedef struct {
+    const char *name;
+    int (*gemm_exact_unit)(int32_t *, int64_t, const int16_t *, int64_t, const int8_t *, int64_t, int64_t);
+    int (*qmatmul_exact_unit)(float *, int64_t, const int16_t *, int64_t, const float *, const int8_t *,
+                              const float *, int64_t, int64_t, int64_t, int64_t);
+    void (*table_accum)(int32_t *, int32_t *, const int8_t *, int64_t, const int8_t *, int64_t, const int32_t *,
+                        const int32_t *, int64_t, int64_t, int, int64_t, int64_t);
+} lc_gemm_body;
+#if LC_GEMM_X86
+#if defined(LC_GEMM_SIMDE)
+#define LC_GEMM_X(isa, fn) lc_simde_##isa##_##fn
+#else
+#define LC_GEMM_X(isa, fn) lc_##isa##_##fn
+#endif
+static const lc_gemm_body lc_gemm_bodies[2] = {
+    {"avx512bw", LC_GEMM_X(avx512, gemm_exact_unit), LC_GEMM_X(avx512, qmatmul_exact_unit), NULL},
+    {"avx512vnni", LC_GEMM_X(avx512vnni, gemm_exact_unit), LC_GEMM_X(avx512vnni, qmatmul_exact_unit), NULL},
+};
+#endif
+/* The exact path's body for `isa` (NULL: the AVX2 or generic body in this header). */
+static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
+#if LC_GEMM_X86
+    if (isa >= LC_ISA_AVX512) return &lc_gemm_bodies[(isa & LC_ISA_VNNI) ? 1 : 0];
+#endif
+    (void)isa;
+    return NULL;
+}
+/* Names of the bodies `isa` runs, for show_config: which = 0 exact, 1 block-scaled, 2 any table. */
+static const char *lc_gemm_body_name(int isa, int which) {
+    const lc_gemm_body *b = lc_gemm_exact_body(isa);
+    if (which == 0 && b && b->gemm_exact_unit) return (isa & LC_ISA_VNNI) ? "avx512vnni (vpdpbusd)" : "avx512bw (vpmaddwd)";
+    if (which == 1 && b && b->qmatmul_exact_unit) return (isa & LC_ISA_VNNI) ? "avx512vnni (vpdpbusd)" : "avx512bw (vpmaddwd)";
+    if (which == 2 && b && b->table_accum) return b->name;
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
 #define LC_MR 6
 #define LC_NR 16
 #define LC_TABLE_NB 32      /* output columns per row-table block (a multiple of 16: the AVX2 int16 rows) */
@@ -434,12 +480,17 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t P = Kp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         int32_t tile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        if (xb && xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
+                                      Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC,
+                                      n_end - nu * LC_NC) == 0)
+            continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
             int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
@@ -457,6 +508,8 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
  * rows lds apart) against one packed panel, y (R x LC_NR) from zero, blocks in order. */
 static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan, const float *sa,
                                   int64_t nblk, const float *sbpan, int64_t pb, int R, int isa) {
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+    if (xb && xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0) return;
     memset(y, 0, (size_t)R * LC_NR * sizeof(float));           /* the rows in use */
 #if LC_X86
     if (isa >= LC_ISA_AVX2) {
@@ -479,12 +532,18 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t Kp = nblk * bkp, P = Kp / 2, pb = bkp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         float ytile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        if (xb && xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
+                                         sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
+                                         sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp,
+                                         m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+            continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
             const float *sbpan = sbp + (n0 / LC_NR) * nblk * LC_NR;

@@ -39,6 +39,7 @@ cdef extern from "lutcore/gemm.h" nogil:
     int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
                              int64_t bk, int64_t nblk, int isa, int nthreads)
     int LC_MR, LC_NR, LC_TABLE_NB, LC_TABLE_DIRECT_M
+    const char *lc_gemm_body_name(int isa, int which)
 
 
 MR = LC_MR
@@ -52,6 +53,12 @@ cdef int _check_ld(Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t srow, Py_ssize_t
         raise ValueError(f"out: expected rows {ld} elements apart with unit stride, got strides "
                          f"({srow}, {scol}) bytes for shape ({rows}, {cols})")
     return 0
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"lut_gemm exact", "qmatmul exact", "lut_gemm any table"} -> name."""
+    return {fam: lc_gemm_body_name(isa, i).decode() for i, fam in
+            enumerate(("lut_gemm exact", "qmatmul exact", "lut_gemm any table"))}
+
+
 TABLE_NB = LC_TABLE_NB
 TABLE_DIRECT_M = LC_TABLE_DIRECT_M
 

@@ -1,0 +1,44 @@
+/* lutcore/gemm/x86.h — the gemm family's per-ISA bodies that live in their own
+ * translation units (src/gemm/<isa>.c, each compiled with that ISA's flags).
+ *
+ * Design: gemm.h keeps the packing, the drivers, the generic and AVX2 bodies; a
+ * body that needs instructions the baseline build must not assume (AVX-512 and
+ * its extensions) lives in src/gemm/ and is compiled alone with its flags, as
+ * ggml's arch/x86 files are.  Each such file defines the functions below under
+ * its own prefix (LC_GEMM_BODY(name) -> lc_<isa>_<name>); the same file built a
+ * second time against SIMDe (src/gemm/simde_<isa>.c, AVX2+FMA flags) defines
+ * them under lc_simde_<isa>_ — that copy backs the test-only extension
+ * lutcore._native._simde, so every body is checked on any x86-64 CPU.
+ * gemm.h's dispatch table (lc_gemm_bodies) binds one of the two sets.
+ *
+ * Unit functions: one driver work unit (rows <= LC_MC, ncols <= LC_NC):
+ *   C/Y    (rows, ncols) at the unit's corner, rows ldc/ldy apart    OUT
+ *   Ap     int16 (rows, Kp) packed rows of the unit (Kp apart)       IN
+ *   Bp     the unit's first packed panel; panels P*32 bytes apart     IN
+ *   sa     float (rows, nblk) the rows' block scales                  IN
+ *   sbp    float (panels, nblk, 16) the panels' column scales         IN
+ * They return 0, or -1 when a scratch allocation failed (the caller then runs
+ * the AVX2 body: same bits).  Table accumulate: as lc_table_accum_generic.
+ */
+#ifndef LUTCORE_GEMM_X86_H
+#define LUTCORE_GEMM_X86_H
+
+#include <stdint.h>
+
+#define LC_GEMM_X86_DECLARE(P)                                                                    \
+    int P##gemm_exact_unit(int32_t *C, int64_t ldc, const int16_t *Ap, int64_t Kp, const int8_t *Bp,  \
+                           int64_t rows, int64_t ncols);                                          \
+    int P##qmatmul_exact_unit(float *Y, int64_t ldy, const int16_t *Ap, int64_t Kp, const float *sa, \
+                              const int8_t *Bp, const float *sbp, int64_t nblk, int64_t bkp,      \
+                              int64_t rows, int64_t ncols);                                       \
+    void P##table_accum(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda, const int8_t *B, \
+                        int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t n0, int nc, \
+                        int64_t k0, int64_t k1);
+
+/* AVX-512 F/BW/VL/DQ (vpmaddwd; vpermi2w over the table) and + VNNI (vpdpbusd) */
+LC_GEMM_X86_DECLARE(lc_avx512_)
+LC_GEMM_X86_DECLARE(lc_avx512vnni_)
+LC_GEMM_X86_DECLARE(lc_simde_avx512_)
+LC_GEMM_X86_DECLARE(lc_simde_avx512vnni_)
+
+#endif /* LUTCORE_GEMM_X86_H */

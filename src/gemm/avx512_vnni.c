@@ -1,0 +1,297 @@
+/* src/gemm/avx512_vnni.c — the gemm family's AVX-512 VNNI bodies (vpdpbusd).
+ *
+ * Design: compiled alone with AVX-512 F/BW/VL/DQ + VNNI flags (setup.py), and
+ * once more against SIMDe for the tests (simde_avx512_vnni.c); dispatched only
+ * where the CPU reports avx512_vnni.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes, four k at a time.  B's codes
+ * are made unsigned with +128 (b ^ 0x80), so a lane sums a * (b + 128) over k;
+ * the row sum 128 * sum_k a (per row and block, taken when A is converted) is
+ * subtracted: a*b exactly (the arithmetic is modular, so the difference is
+ * exact whenever the result fits int32, as the contract's sums do).  A, the
+ * signed operand, is the one broadcast from memory ({1to16}).
+ *
+ * Layouts: B is read from gemm.h's packed panels (16 columns x k-pairs): two
+ * consecutive pairs are one 64-byte load, and one vpermw moves lane c's four
+ * bytes (b[k..k+3] of column c) together; each pair of panels is converted so
+ * (bq, with the ^ 0x80) once per unit, before the unit's row tiles stream it.
+ * A's unit rows are converted once per unit into bytes, each block padded to a
+ * multiple of 4 with zeros (a zero code adds nothing whatever B holds there):
+ *
+ *   au   int8  (rows, nblk, bq4)   bq4 = round_up(bkp, 4)     scratch
+ *   rs   int32 (rows, nblk)        128 * sum of the block's a  scratch
+ *   bq   uint8 (2, nblk, bq4/4, 64) two panels' quads          scratch
+ *   C    int32 (rows, ncols)  /  Y float (rows, ncols)          OUT
+ * Tiles: 12 rows x 2 panels (24 zmm accumulators, 2 B vectors); the
+ * block-scaled tile keeps its float sums in an L1 tile.  The float fold is the
+ * generic one: y = y + (sa*sb) * (float)I, block by block.
+ */
+#define LC_BODY_ISA avx512vnni
+#include "x86_simd.h"
+
+#if LC_X86
+
+/* lane c of the result = bytes (b[k], b[k+1]) of word c and (b[k+2], b[k+3]) of word 16 + c */
+static inline __m512i vnni_quad_index(void) {
+    return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                            23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+}
+
+/* acc += (unsigned bytes of v) . (the 4 signed bytes at p, broadcast).  Native: one
+ * instruction with the broadcast from memory, written out because GCC 12 keeps the
+ * intrinsic's operands in zmm0-15 and spills a 24-accumulator tile. */
+#if defined(LC_SIMDE)
+#define LC_DPB(acc, av, v) acc = _mm512_dpbusd_epi32(acc, v, av)
+#else
+#define LC_DPB(acc, av, v) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(v), "v"(av))
+#endif
+
+#define LC_DECL_I(r) __m512i c##r##_0 = _mm512_setzero_si512(), c##r##_1 = c##r##_0;
+#define LC_ZERO_I(r) c##r##_0 = c##r##_1 = _mm512_setzero_si512();
+#define LC_VNNI_ROW(r)                                                                                 \
+    if (r < R) {                                                                                       \
+        __m512i av = _mm512_set1_epi32(lc_x_ld32(a + r * lda + 4 * q));                                \
+        LC_DPB(c##r##_0, av, v0);                                                                      \
+        if (NP > 1) LC_DPB(c##r##_1, av, v1);                                                          \
+    }
+/* nq quads from quad q0 of the converted panels at b (bstride bytes apart) */
+#define LC_VNNI_ACCUM(REP, q0, nq)                                                                     \
+    for (int64_t q = 0; q < (nq); q++) {                                                               \
+        __m512i v0 = _mm512_load_si512((const void *)(b + ((q0) + q) * 64));                           \
+        __m512i v1 = NP > 1 ? _mm512_load_si512((const void *)(b + bstride + ((q0) + q) * 64)) : v0;   \
+        REP(LC_VNNI_ROW)                                                                               \
+    }
+/* the same from gemm.h's packed panels as they are (pairs from pair p0, np of them), each quad
+ * permuted as it is loaded: for a few rows, where converting B first would cost more than it saves */
+#define LC_VNNI_ACCUM_DIRECT(REP, p0, np)                                                              \
+    for (int64_t q = 0; q < ((np) + 1) / 2; q++) {                                                     \
+        __mmask8 m = 2 * q + 1 < (np) ? (__mmask8)0xff : (__mmask8)0x0f;                               \
+        const int8_t *bp_ = (const int8_t *)b + ((p0) + 2 * q) * 32;                                   \
+        __m512i v0 = _mm512_xor_si512(_mm512_permutexvar_epi16(idx, lc_x_maskz_loadu_epi64(m, bp_)), x80); \
+        __m512i v1 = NP > 1 ? _mm512_xor_si512(_mm512_permutexvar_epi16(                               \
+                                  idx, lc_x_maskz_loadu_epi64(m, bp_ + bstride)), x80) : v0;           \
+        REP(LC_VNNI_ROW)                                                                               \
+    }
+#define LC_STORE_I(r)                                                                                  \
+    if (r < R) {                                                                                       \
+        __m512i s = _mm512_set1_epi32(rs[r]);                                                          \
+        lc_x_mask_storeu_epi32(C + r * ldc, m0, _mm512_sub_epi32(c##r##_0, s));                      \
+        if (NP > 1) lc_x_mask_storeu_epi32(C + r * ldc + 16, m1, _mm512_sub_epi32(c##r##_1, s));     \
+    }
+/* y = y + (sa[r] * sb) * (float)I, the generic fold, into the L1 tile yt (rows of 32) */
+#define LC_FOLD(r)                                                                                     \
+    if (r < R) {                                                                                       \
+        __m512 s = _mm512_set1_ps(sa[r * nblk + blk]);                                                 \
+        __m512i o = _mm512_set1_epi32(rs[r * nblk + blk]);                                             \
+        __m512 i0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c##r##_0, o));                                 \
+        _mm512_store_ps(yt + r * 32, _mm512_add_ps(_mm512_load_ps(yt + r * 32), _mm512_mul_ps(_mm512_mul_ps(s, sb0), i0))); \
+        if (NP > 1) {                                                                                  \
+            __m512 i1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c##r##_1, o));                             \
+            _mm512_store_ps(yt + r * 32 + 16,                                                          \
+                            _mm512_add_ps(_mm512_load_ps(yt + r * 32 + 16), _mm512_mul_ps(_mm512_mul_ps(s, sb1), i1))); \
+        }                                                                                              \
+    }
+
+/* direct: b is the packed panels (bstride = their stride) and nq the pair count P */
+LC_AI void vnni_exact_tile(int32_t *C, int64_t ldc, const int8_t *a, int64_t lda, const int32_t *rs,
+                           const uint8_t *b, int64_t bstride, int64_t nq, int nc, const int R, const int NP,
+                           const int direct) {
+    const __m512i idx = vnni_quad_index(), x80 = _mm512_set1_epi8((char)0x80);
+    LC_X_REP12(LC_DECL_I)
+    if (direct) {
+        LC_VNNI_ACCUM_DIRECT(LC_X_REP4, 0, nq)
+    } else {
+        LC_VNNI_ACCUM(LC_X_REP12, 0, nq)
+    }
+    __mmask16 m0 = lc_x_mask(nc), m1 = NP > 1 ? lc_x_mask(nc - 16) : 0;
+    LC_X_REP12(LC_STORE_I)
+}
+
+/* direct: b is the packed panels (bstride = their stride), pairs pb = 2 * nqb - (odd) given as pb */
+LC_AI void vnni_q_tile(float *Y, int64_t ldy, const int8_t *au, int64_t lda, const int32_t *rs, const float *sa,
+                       const uint8_t *b, int64_t bstride, const float *sbp, int64_t nblk, int64_t nqb, int64_t pb,
+                       int nc, const int R, const int NP, const int direct) {
+    const __m512i idx = vnni_quad_index(), x80 = _mm512_set1_epi8((char)0x80);
+    float yt[LC_XTR * 32] __attribute__((aligned(64)));
+    for (int i = 0; i < R * 32; i++) yt[i] = 0.0f;
+    LC_X_REP12(LC_DECL_I)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        const int8_t *a = au + blk * 4 * nqb;
+        LC_X_REP12(LC_ZERO_I)
+        if (direct) {
+            LC_VNNI_ACCUM_DIRECT(LC_X_REP4, blk * pb, pb)
+        } else {
+            LC_VNNI_ACCUM(LC_X_REP12, blk * nqb, nqb)
+        }
+        __m512 sb0 = _mm512_loadu_ps(sbp + blk * LC_XNR);
+        __m512 sb1 = NP > 1 ? _mm512_loadu_ps(sbp + nblk * LC_XNR + blk * LC_XNR) : sb0;
+        LC_X_REP12(LC_FOLD)
+    }
+    __mmask16 m0 = lc_x_mask(nc), m1 = NP > 1 ? lc_x_mask(nc - 16) : 0;
+    for (int r = 0; r < R; r++) {
+        lc_x_mask_storeu_ps(Y + r * ldy, m0, _mm512_load_ps(yt + r * 32));
+        if (NP > 1) lc_x_mask_storeu_ps(Y + r * ldy + 16, m1, _mm512_load_ps(yt + r * 32 + 16));
+    }
+}
+
+typedef void (*vnni_exact_fn)(int32_t *, int64_t, const int8_t *, int64_t, const int32_t *, const uint8_t *,
+                              int64_t, int64_t, int);
+typedef void (*vnni_q_fn)(float *, int64_t, const int8_t *, int64_t, const int32_t *, const float *, const uint8_t *,
+                          int64_t, const float *, int64_t, int64_t, int64_t, int);
+#define LC_DEF_EXACT(R, NP)                                                                            \
+    static void exact_##R##_##NP(int32_t *C, int64_t ldc, const int8_t *a, int64_t lda, const int32_t *rs, \
+                                 const uint8_t *b, int64_t bs, int64_t nq, int nc) {                  \
+        vnni_exact_tile(C, ldc, a, lda, rs, b, bs, nq, nc, R, NP, 0);                                 \
+    }                                                                                                  \
+    static void dexact_##R##_##NP(int32_t *C, int64_t ldc, const int8_t *a, int64_t lda, const int32_t *rs, \
+                                  const uint8_t *b, int64_t bs, int64_t nq, int nc) {                 \
+        vnni_exact_tile(C, ldc, a, lda, rs, b, bs, nq, nc, R < 4 ? R : 4, NP, 1);                     \
+    }
+#define LC_DEF_Q(R, NP)                                                                                \
+    static void q_##R##_##NP(float *Y, int64_t ldy, const int8_t *a, int64_t lda, const int32_t *rs,     \
+                             const float *sa, const uint8_t *b, int64_t bs, const float *sbp, int64_t nblk, \
+                             int64_t nqb, int64_t pb, int nc) {                                       \
+        vnni_q_tile(Y, ldy, a, lda, rs, sa, b, bs, sbp, nblk, nqb, pb, nc, R, NP, 0);                 \
+    }                                                                                                  \
+    static void dq_##R##_##NP(float *Y, int64_t ldy, const int8_t *a, int64_t lda, const int32_t *rs,    \
+                              const float *sa, const uint8_t *b, int64_t bs, const float *sbp, int64_t nblk, \
+                              int64_t nqb, int64_t pb, int nc) {                                      \
+        vnni_q_tile(Y, ldy, a, lda, rs, sa, b, bs, sbp, nblk, nqb, pb, nc, R < 4 ? R : 4, NP, 1);     \
+    }
+LC_X_ROWS(LC_DEF_EXACT, 1) LC_X_ROWS(LC_DEF_EXACT, 2)
+LC_X_ROWS(LC_DEF_Q, 1) LC_X_ROWS(LC_DEF_Q, 2)
+#define LC_NAME_EXACT(R, NP) , exact_##R##_##NP
+#define LC_NAME_Q(R, NP) , q_##R##_##NP
+static const vnni_exact_fn exact_tiles[2][LC_XTR + 1] = {{0 LC_X_ROWS(LC_NAME_EXACT, 1)},
+                                                         {0 LC_X_ROWS(LC_NAME_EXACT, 2)}};
+static const vnni_q_fn q_tiles[2][LC_XTR + 1] = {{0 LC_X_ROWS(LC_NAME_Q, 1)}, {0 LC_X_ROWS(LC_NAME_Q, 2)}};
+#define LC_NAME_DEXACT(R, NP) , dexact_##R##_##NP
+#define LC_NAME_DQ(R, NP) , dq_##R##_##NP
+#define LC_X_ROWS4(X, NP) X(1, NP) X(2, NP) X(3, NP) X(4, NP)
+#define LC_DIRECT_ROWS 4     /* units of up to this many rows read B's panels directly */
+static const vnni_exact_fn dexact_tiles[2][LC_DIRECT_ROWS + 1] = {{0 LC_X_ROWS4(LC_NAME_DEXACT, 1)},
+                                                                  {0 LC_X_ROWS4(LC_NAME_DEXACT, 2)}};
+static const vnni_q_fn dq_tiles[2][LC_DIRECT_ROWS + 1] = {{0 LC_X_ROWS4(LC_NAME_DQ, 1)}, {0 LC_X_ROWS4(LC_NAME_DQ, 2)}};
+
+/* au (rows, nblk * bq4) = the unit's rows of Ap as bytes, blocks zero-padded to bq4;
+ * rs (rows, nblk) = 128 * each block's sum of codes */
+static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, int64_t rows, int64_t nblk,
+                        int64_t bkp, int64_t bq4) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const int16_t *s = Ap + r * Kp + blk * bkp;
+            int8_t *d = au + (r * nblk + blk) * bq4;
+            __m512i sum = _mm512_setzero_si512();
+            int64_t j = 0;
+            for (; j + 32 <= bkp; j += 32) {
+                __m512i w = _mm512_loadu_si512((const void *)(s + j));
+                _mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtepi16_epi8(w));
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(w, _mm512_set1_epi16(1)));
+            }
+            int32_t lanes[16], t = 0;
+            _mm512_storeu_si512((void *)lanes, sum);
+            for (int i = 0; i < 16; i++) t += lanes[i];
+            for (; j < bkp; j++) {
+                d[j] = (int8_t)s[j];
+                t += s[j];
+            }
+            for (j = bkp; j < bq4; j++) d[j] = 0;
+            rs[r * nblk + blk] = (int32_t)((uint32_t)t * 128u);   /* modular, as the sums */
+        }
+}
+
+/* bq (npan, nblk, nqb, 16 lanes x 4 bytes) = the panels' quads as vpdpbusd's unsigned
+ * operand: lane c holds (b[k..k+3] of column c) ^ 0x80, k = 4q within block blk; a block
+ * with an odd pair count ends with a half quad (its upper pair 0 ^ 0x80, against A's zeros). */
+static void vnni_pack_b(uint8_t *bq, const int8_t *Bp, int64_t pstride, int npan, int64_t nblk, int64_t pb) {
+    const __m512i idx = vnni_quad_index(), x80 = _mm512_set1_epi8((char)0x80);
+    int64_t nqb = (pb + 1) / 2;
+    for (int j = 0; j < npan; j++)
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const int8_t *src = Bp + j * pstride + blk * pb * 32;
+            uint8_t *dst = bq + ((j * nblk + blk) * nqb) * 64;
+            for (int64_t q = 0; q < nqb; q++) {
+                __mmask8 m = 2 * q + 1 < pb ? (__mmask8)0xff : (__mmask8)0x0f;
+                __m512i v = _mm512_permutexvar_epi16(idx, lc_x_maskz_loadu_epi64(m, src + q * 64));
+                _mm512_store_si512((void *)(dst + q * 64), _mm512_xor_si512(v, x80));
+            }
+        }
+}
+
+/* The unit's scratch: au, rs, and the converted quads of two panels, in a per-thread
+ * buffer that is kept and only grows (a fresh allocation per unit would be page
+ * faults per unit once it passes malloc's mmap threshold: K = 2048 ran at a third
+ * of the speed).  The OpenMP threads live as long as the process; so does this. */
+static _Thread_local char *vnni_tls;
+static _Thread_local size_t vnni_tls_size;
+static void *vnni_scratch(int64_t rows, int64_t lda, int64_t nblk, int64_t nqb, int8_t **au, int32_t **rs,
+                          uint8_t **bq) {
+    size_t abytes = lc_round_up((size_t)(rows * lda), 64), rbytes = lc_round_up((size_t)(rows * nblk) * 4, 64);
+    size_t bbytes = (size_t)(2 * nblk * nqb) * 64, need = abytes + rbytes + bbytes;
+    if (need > vnni_tls_size) {
+        char *p = (char *)lc_aligned_alloc(need);
+        if (!p) return NULL;
+        lc_aligned_free(vnni_tls);
+        vnni_tls = p;
+        vnni_tls_size = need;
+    }
+    *au = (int8_t *)vnni_tls;
+    *rs = (int32_t *)(vnni_tls + abytes);
+    *bq = (uint8_t *)(vnni_tls + abytes + rbytes);
+    return vnni_tls;
+}
+
+int LC_BODY(gemm_exact_unit)(int32_t *C, int64_t ldc, const int16_t *Ap, int64_t Kp, const int8_t *Bp,
+                             int64_t rows, int64_t ncols) {
+    int64_t P = Kp / 2, pstride = P * 32, nq = (P + 1) / 2, Kq = 4 * nq;
+    int8_t *au;
+    int32_t *rs;
+    uint8_t *bq;
+    void *mem = vnni_scratch(rows, Kq, 1, nq, &au, &rs, &bq);
+    if (!mem) return -1;
+    vnni_pack_a(au, rs, Ap, Kp, rows, 1, Kp, Kq);
+    for (int64_t n = 0; n < ncols; n += 2 * LC_XNR) {
+        int nc = (int)(ncols - n < 2 * LC_XNR ? ncols - n : 2 * LC_XNR);
+        if (rows <= LC_DIRECT_ROWS) {
+            dexact_tiles[nc > LC_XNR][rows](C + n, ldc, au, Kq, rs, (const uint8_t *)(Bp + (n / LC_XNR) * pstride),
+                                            pstride, P, nc);
+            continue;
+        }
+        vnni_pack_b(bq, Bp + (n / LC_XNR) * pstride, pstride, nc > LC_XNR ? 2 : 1, 1, P);
+        for (int64_t r = 0; r < rows; r += LC_XTR) {
+            int R = (int)(rows - r < LC_XTR ? rows - r : LC_XTR);
+            exact_tiles[nc > LC_XNR][R](C + r * ldc + n, ldc, au + r * Kq, Kq, rs + r, bq, nq * 64, nq, nc);
+        }
+    }
+    return 0;
+}
+
+int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_t Kp, const float *sa,
+                                const int8_t *Bp, const float *sbp, int64_t nblk, int64_t bkp, int64_t rows,
+                                int64_t ncols) {
+    int64_t pstride = Kp / 2 * 32, pb = bkp / 2, nqb = (pb + 1) / 2, lda = nblk * 4 * nqb;
+    int8_t *au;
+    int32_t *rs;
+    uint8_t *bq;
+    void *mem = vnni_scratch(rows, lda, nblk, nqb, &au, &rs, &bq);
+    if (!mem) return -1;
+    vnni_pack_a(au, rs, Ap, Kp, rows, nblk, bkp, 4 * nqb);
+    for (int64_t n = 0; n < ncols; n += 2 * LC_XNR) {
+        int nc = (int)(ncols - n < 2 * LC_XNR ? ncols - n : 2 * LC_XNR);
+        const float *sb = sbp + (n / LC_XNR) * nblk * LC_XNR;
+        if (rows <= LC_DIRECT_ROWS) {
+            dq_tiles[nc > LC_XNR][rows](Y + n, ldy, au, lda, rs, sa, (const uint8_t *)(Bp + (n / LC_XNR) * pstride),
+                                        pstride, sb, nblk, nqb, pb, nc);
+            continue;
+        }
+        vnni_pack_b(bq, Bp + (n / LC_XNR) * pstride, pstride, nc > LC_XNR ? 2 : 1, nblk, pb);
+        for (int64_t r = 0; r < rows; r += LC_XTR) {
+            int R = (int)(rows - r < LC_XTR ? rows - r : LC_XTR);
+            q_tiles[nc > LC_XNR][R](Y + r * ldy + n, ldy, au + r * lda, lda, rs + r * nblk, sa + r * nblk, bq,
+                                    nblk * nqb * 64, sb, nblk, nqb, pb, nc);
+        }
+    }
+    return 0;
+}
+
+#endif /* LC_X86 */

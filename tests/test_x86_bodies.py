@@ -1,0 +1,221 @@
+"""The gemm family's per-ISA bodies (src/gemm/*.c), each against the numpy oracle
+and bit for bit against the generic body, on odd shapes, at 1 and 2 threads.
+
+Every AVX-512 body runs twice where it can: through lutcore._native._simde (the
+same source compiled against SIMDe's exact emulation, AVX2+FMA flags — runs on
+any x86-64 CPU, so CI checks every body whatever its CPU), and natively where
+this CPU has the body's instructions.  A body is chosen by the C isa argument
+(level | extension bits), so a VNNI body is tested also on CPUs without VNNI.
+
+    body          isa                   needs                                 families
+    avx512bw      2                     AVX-512 F/BW/VL/DQ                    exact (vpmaddwd)
+    avx512vnni    2 | 4                 + VNNI                                exact (vpdpbusd)
+The any-table tests run the same grid at the AVX-512 isa values: today they check that
+those run the AVX2 body with the same bits; an AVX-512 table body gets them for free.
+"""
+import platform
+
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore import _simd
+from lutcore._native import gemm as _g
+from reference.gemm_ref import lut_gemm_ref
+from reference.quant_ref import qmatmul_ref, quantize_ref
+from reference.units_ref import exact_mul_lut
+
+IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
+if IS_X86:
+    from lutcore._native import _simde  # built on every x86-64: a missing one is an error, not a skip
+else:
+    _simde = None
+
+AVX512, VNNI, VBMI = 2, _simd.VNNI, _simd.VBMI
+BODIES = {"avx512bw": AVX512, "avx512vnni": AVX512 | VNNI}
+NEEDS = {"avx512bw": 2, "avx512vnni": 2 | VNNI}    # cpu_features() bits the native run needs
+
+
+def runners():
+    """(label, module, isa): every body through SIMDe, and natively where the CPU can."""
+    out = []
+    for name, isa in BODIES.items():
+        if _simde is not None:
+            out.append((f"{name}-simde", _simde, isa))
+        if _simd._features & NEEDS[name] == NEEDS[name]:
+            out.append((f"{name}-native", _g, isa))
+    return out
+
+
+RUNNERS = runners()
+IDS = [r[0] for r in RUNNERS]
+# M: 1, < a tile, > a 48-row unit; K: 1, odd, not a multiple of 4 or 32; N: < and > a panel, > a 128-column unit
+SHAPES = [(1, 1, 1), (1, 7, 17), (7, 33, 5), (13, 2, 33), (33, 130, 65), (50, 37, 129), (3, 64, 200),
+          (49, 6, 16), (12, 255, 32)]
+
+
+def pack_exact(a, b, bk):
+    """gemm.h's packed operands: Ap int16 (Mp, Kp), Bp panels; blocks of bk padded to even bkp."""
+    M, K = a.shape
+    N = b.shape[1]
+    bkp = bk + (bk & 1)
+    nblk = -(-K // bk)
+    Kp = nblk * bkp
+    Mp = -(-M // _g.MR) * _g.MR
+    Np = -(-N // _g.NR) * _g.NR
+    ap = np.empty((Mp, Kp), np.int16)
+    _g.pack_a16(ap, a, bk, bkp, 1)
+    bp = np.empty(Np * Kp, np.int8)
+    _g.pack_b(bp, b, bk, bkp, Kp, 1)
+    return ap, bp, Kp, bkp, nblk
+
+
+def test_simde_extension_present_on_x86():
+    if not IS_X86:
+        pytest.skip("SIMDe copies are built for x86-64 only (no AVX-512 elsewhere)")
+    assert _simde.body_names(AVX512 | VNNI)["lut_gemm exact"].startswith("avx512vnni")
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_exact_gemm_body(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    b[0, :] = -128                                   # the extremes: -128 * -128 and the +128 offset
+    a[0, :] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    want = np.full((M, N), -1, np.int32)
+    _g.gemm_exact_packed(want, ap, bp, Kp, 0, 1)     # the generic body
+    assert np.array_equal(want, ref)
+    for threads in (1, 2):
+        got = np.full((M, N), -7, np.int32)
+        mod.gemm_exact_packed(got, ap, bp, Kp, isa, threads)
+        print(runner[0], threads, "entries differing:", np.sum(got != ref))
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("M", [2, 13])        # a few rows read B directly; more convert it first
+def test_exact_gemm_body_long_k_wraps_internally(runner, M):
+    """K = 70000 at the extremes: the result fits int32 (the contract's limit is K <= 131071),
+    the VNNI body's internal sum a * (b + 128) does not — modular arithmetic must still give it."""
+    _, mod, isa = runner
+    K, N = 70000, 17
+    a = np.full((M, K), -128, np.int8)
+    b = np.full((K, N), 127, np.int8)
+    b[::3, 5] = -128
+    ref = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    got = np.zeros((M, N), np.int32)
+    mod.gemm_exact_packed(got, ap, bp, Kp, isa, 2)
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((1, 64, 17), 32), ((7, 33, 5), 32), ((50, 96, 129), 32),
+                                         ((13, 30, 40), 5),     # odd block: 3 pairs, a half quad
+                                         ((9, 21, 33), 7), ((3, 200, 20), 64), ((14, 12, 16), 2)])
+def test_qmatmul_exact_body(rng, runner, shape, block):
+    _, mod, isa = runner
+    M, K, N = shape
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    x[0, :block] = 0.0                               # an all-zero block: scale 0
+    qa, sa = quantize_ref(x, block)                  # (M, Kq), (M, nblk)
+    qbt, sbt = quantize_ref(w.T, block)              # along K
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
+    ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
+    from lutcore.quant import _pack_scales
+    sbp = _pack_scales(sb)
+    want = np.full((M, N), np.nan, np.float32)
+    _g.qmatmul_exact_packed(want, ap, sa, bp, sbp, nblk, bkp, 0, 1)
+    assert np.array_equal(want.view(np.int32), ref.view(np.int32))
+    for threads in (1, 2):
+        got = np.full((M, N), np.nan, np.float32)
+        mod.qmatmul_exact_packed(got, ap, sa, bp, sbp, nblk, bkp, isa, threads)
+        print(runner[0], threads, "max |diff|:", np.nanmax(np.abs(got - ref)))
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32))
+
+
+def random_table(seed=7):
+    """int16 products over the full range (K <= 300 keeps the sums in int32), as units._kernel_mul."""
+    mul = np.random.default_rng(seed).integers(-32768, 32768, 65536).astype(np.int16)
+    return mul, lutcore.Units.from_mul(mul)._kernel_mul
+
+
+TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31), (3, 64, 64), (64, 257, 40)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", TABLE_SHAPES)
+def test_table_gemm_body(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = random_table()
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, 0], b[0, 0] = -128, 127
+    ref = lut_gemm_ref(a, b, mul)
+    for threads in (1, 2):
+        for swapped in (False, True):       # the kernel as it is, and through the swapped table
+            A, B = (a, b) if not swapped else (np.ascontiguousarray(b.T), np.ascontiguousarray(a.T))
+            want = ref if not swapped else np.ascontiguousarray(ref.T)
+            got = np.full(want.shape, -7, np.int32)
+            work = np.empty(_g.table_work_size(*want.shape, threads, False), np.int32)
+            mod.gemm_table(got, A, B, T32, work, isa, threads, swapped=swapped)
+            print(runner[0], threads, swapped, "entries differing:", np.sum(got != want))
+            assert np.array_equal(got, want)
+        got = np.full((M, N), -7, np.int32)
+        work = np.empty(_g.table_auto_work_size(M, N, K, 0, threads, False), np.int32)
+        mod.gemm_table_auto(got, a, b, T32, work, isa, threads)
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7)])
+def test_qmatmul_table_body(rng, runner, shape, block):
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = random_table(11)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    qa, sa = quantize_ref(x, block)
+    qbt, sbt = quantize_ref(w.T, block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    nblk = sa.shape[1]
+    ref = qmatmul_ref(qa, sa, qb, sb, mul, block)
+    for threads in (1, 2):
+        got = np.full((M, N), np.nan, np.float32)
+        work = np.empty(_g.table_auto_work_size(M, N, nblk * block, nblk, threads, True), np.int32)
+        mod.qmatmul_table_auto(got, qa, sa, qb, sb, T32, nblk, block, work, isa, threads)
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32))
+
+
+@pytest.mark.parametrize("name", ["avx512bw", "avx512"])
+def test_isa_argument_and_dispatch(name):
+    """avx512bw never carries the extension bits; a VNNI body only with the VNNI bit."""
+    if name not in lutcore.available_simd():
+        with pytest.raises(ValueError):
+            lutcore.set_simd(name)
+        return
+    isa = _simd.isa_of(name)
+    if name == "avx512bw":
+        assert isa == AVX512
+    else:
+        assert isa == AVX512 | (_simd._features & (VNNI | VBMI))
+    names = _g.body_names(isa)
+    assert names["lut_gemm exact"].startswith("avx512vnni" if isa & VNNI else "avx512bw")
+    assert _g.body_names(AVX512)["qmatmul exact"].startswith("avx512bw")
+    assert names["lut_gemm any table"] == "avx2"      # no AVX-512 table body yet: the AVX2 one runs
+    assert _g.body_names(1)["lut_gemm exact"] == "avx2" and _g.body_names(0)["lut_gemm exact"] == "generic"
+
+
+def test_show_config_lists_each_family_body(capsys):
+    lutcore.show_config()
+    out = capsys.readouterr().out
+    for fam, body in _simd.bodies().items():
+        assert fam in out and body in out

@@ -86,6 +86,10 @@ X86_BODIES = [
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
 ]
 SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+# the element-wise family (src/elementwise/): AVX-512 F/BW, and + VBMI for relu8's byte permutes
+X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
+               ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]
+SIMDE_BODIES[1].extend(["src/elementwise/simde_avx512.c", "src/elementwise/simde_avx512_vbmi.c"])
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -125,6 +129,16 @@ if IS_X86 and simde_include:
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + [("LC_GEMM_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the element-wise wrappers (_simde_ew.pyx includes elementwise.pyx) with the SIMDe copies
+    exts.append(Extension(
+        "lutcore._native._simde_ew",
+        ["lutcore/_native/_simde_ew.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_EW_SIMDE", "1")],
         depends=deps,
     ))
 

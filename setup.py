@@ -90,6 +90,9 @@ SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx
 X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
                ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]
 SIMDE_BODIES[1].extend(["src/elementwise/simde_avx512.c", "src/elementwise/simde_avx512_vbmi.c"])
+# the math functions (src/mathfn/): AVX-512 F/DQ
+X86_BODIES += [("lutcore_mathfn_avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/mathfn/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -139,6 +142,16 @@ if IS_X86 and simde_include:
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + [("LC_EW_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the mamba wrappers (math functions; _simde_mamba.pyx includes mamba.pyx) with the SIMDe copies
+    exts.append(Extension(
+        "lutcore._native._simde_mamba",
+        ["lutcore/_native/_simde_mamba.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_MATHFN_SIMDE", "1")],
         depends=deps,
     ))
 

@@ -8,6 +8,7 @@ from libc.stdint cimport int64_t
 
 cdef extern from "lutcore/mathfn.h" nogil:
     void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
+    const char *lc_mathfn_body_name(int isa)
     void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads)
     void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads)
     void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
@@ -64,6 +65,11 @@ cdef inline void* _p(object a):
     if a is None:
         return NULL
     return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"math functions (exp, silu, gelu, ...)": name}."""
+    return {"math functions (exp, silu, gelu, ...)": lc_mathfn_body_name(isa).decode()}
 
 
 def mathfn(cnp.ndarray out, cnp.ndarray x, int fn, int isa, int nthreads):

@@ -93,6 +93,9 @@ SIMDE_BODIES[1].extend(["src/elementwise/simde_avx512.c", "src/elementwise/simde
 # the math functions (src/mathfn/): AVX-512 F/DQ
 X86_BODIES += [("lutcore_mathfn_avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)]
 SIMDE_BODIES[1].append("src/mathfn/simde_avx512.c")
+# AdamW (src/optim/): AVX-512 F/DQ
+X86_BODIES += [("lutcore_optim_avx512", ["src/optim/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/optim/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -152,6 +155,16 @@ if IS_X86 and simde_include:
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + [("LC_MATHFN_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the optimizer wrappers (_simde_optim.pyx includes optim.pyx) with the SIMDe copy
+    exts.append(Extension(
+        "lutcore._native._simde_optim",
+        ["lutcore/_native/_simde_optim.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_OPTIM_SIMDE", "1")],
         depends=deps,
     ))
 

@@ -96,6 +96,9 @@ SIMDE_BODIES[1].append("src/mathfn/simde_avx512.c")
 # AdamW (src/optim/): AVX-512 F/DQ
 X86_BODIES += [("lutcore_optim_avx512", ["src/optim/avx512.c"], AVX512_FLAGS)]
 SIMDE_BODIES[1].append("src/optim/simde_avx512.c")
+# causal conv1d (src/conv/): conv.h's loops compiled with the AVX-512 flags
+X86_BODIES += [("lutcore_conv_avx512", ["src/conv/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/conv/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -147,14 +150,14 @@ if IS_X86 and simde_include:
         define_macros=macros + [("LC_EW_SIMDE", "1")],
         depends=deps,
     ))
-    # test-only: the mamba wrappers (math functions; _simde_mamba.pyx includes mamba.pyx) with the SIMDe copies
+    # test-only: the mamba wrappers (math functions, conv1d; _simde_mamba.pyx includes mamba.pyx) with the SIMDe copies
     exts.append(Extension(
         "lutcore._native._simde_mamba",
         ["lutcore/_native/_simde_mamba.pyx"],
         include_dirs=[os.path.join(HERE, "include"), np.get_include()],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        define_macros=macros + [("LC_MATHFN_SIMDE", "1")],
+        define_macros=macros + [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")],
         depends=deps,
     ))
     # test-only: the optimizer wrappers (_simde_optim.pyx includes optim.pyx) with the SIMDe copy

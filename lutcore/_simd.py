@@ -96,7 +96,7 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out.update(_m.body_names(isa_of(name)))
     out.update(_o.body_names(isa_of(name)))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("sgemm (ops.matmul)", "selective scan", "conv1d", "norms/softmax",
+    for fam in ("sgemm (ops.matmul)", "selective scan", "norms/softmax",
                 "decode layer (float parts)"):
         out[fam] = lower
     return out

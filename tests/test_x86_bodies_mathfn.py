@@ -56,7 +56,7 @@ def same_bits(a, b, nan_any=False):
 def test_simde_extension_present_on_x86():
     if not IS_X86:
         pytest.skip("SIMDe copies are built for x86-64 only (no AVX-512 elsewhere)")
-    assert _simde_mamba.body_names(AVX512) == {"math functions (exp, silu, gelu, ...)": "avx512"}
+    assert _simde_mamba.body_names(AVX512)["math functions (exp, silu, gelu, ...)"] == "avx512"
     assert _m.body_names(1)["math functions (exp, silu, gelu, ...)"] == "avx2"
     assert _m.body_names(0)["math functions (exp, silu, gelu, ...)"] == "generic"
 

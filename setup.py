@@ -9,7 +9,9 @@ that every extension links, and chosen at run time from the CPU's features —
 so one binary runs on any x86-64 (and the portable C bodies run everywhere
 else).  The same AVX-512 sources are compiled once more against SIMDe (the
 headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
-test-only extension lutcore._native._simde, which runs them on any x86-64.  The build is never tuned to the
+test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
+_simde_mamba (math functions, conv1d) and _simde_optim (AdamW), which run them on
+any x86-64.  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 

@@ -9,7 +9,9 @@ that every extension links, and chosen at run time from the CPU's features —
 so one binary runs on any x86-64 (and the portable C bodies run everywhere
 else).  The same AVX-512 sources are compiled once more against SIMDe (the
 headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
-test-only extension lutcore._native._simde, which runs them on any x86-64.  The build is never tuned to the
+test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
+_simde_mamba (math functions, conv1d) and _simde_optim (AdamW), which run them on
+any x86-64.  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 
@@ -86,6 +88,19 @@ X86_BODIES = [
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
 ]
 SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+# the element-wise family (src/elementwise/): AVX-512 F/BW, and + VBMI for relu8's byte permutes
+X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
+               ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]
+SIMDE_BODIES[1].extend(["src/elementwise/simde_avx512.c", "src/elementwise/simde_avx512_vbmi.c"])
+# the math functions (src/mathfn/): AVX-512 F/DQ
+X86_BODIES += [("lutcore_mathfn_avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/mathfn/simde_avx512.c")
+# AdamW (src/optim/): AVX-512 F/DQ
+X86_BODIES += [("lutcore_optim_avx512", ["src/optim/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/optim/simde_avx512.c")
+# causal conv1d (src/conv/): conv.h's loops compiled with the AVX-512 flags
+X86_BODIES += [("lutcore_conv_avx512", ["src/conv/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/conv/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -125,6 +140,36 @@ if IS_X86 and simde_include:
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + [("LC_GEMM_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the element-wise wrappers (_simde_ew.pyx includes elementwise.pyx) with the SIMDe copies
+    exts.append(Extension(
+        "lutcore._native._simde_ew",
+        ["lutcore/_native/_simde_ew.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_EW_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the mamba wrappers (math functions, conv1d; _simde_mamba.pyx includes mamba.pyx) with the SIMDe copies
+    exts.append(Extension(
+        "lutcore._native._simde_mamba",
+        ["lutcore/_native/_simde_mamba.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")],
+        depends=deps,
+    ))
+    # test-only: the optimizer wrappers (_simde_optim.pyx includes optim.pyx) with the SIMDe copy
+    exts.append(Extension(
+        "lutcore._native._simde_optim",
+        ["lutcore/_native/_simde_optim.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_OPTIM_SIMDE", "1")],
         depends=deps,
     ))
 

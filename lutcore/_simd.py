@@ -89,11 +89,14 @@ def cpu_flags() -> list[str]:
 def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
-    from lutcore._native import gemm as _g
+    from lutcore._native import elementwise as _e, gemm as _g, mamba as _m, optim as _o
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
+    out.update(_e.body_names(isa_of(name)))
+    out.update(_m.body_names(isa_of(name)))
+    out.update(_o.body_names(isa_of(name)))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("sgemm (ops.matmul)", "selective scan", "conv1d", "element-wise", "norms/softmax",
-                "AdamW", "decode layer (float parts)"):
+    for fam in ("sgemm (ops.matmul)", "selective scan", "norms/softmax",
+                "decode layer (float parts)"):
         out[fam] = lower
     return out

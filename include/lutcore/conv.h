@@ -8,7 +8,8 @@
  * forward and dx split (batch, time) rows across threads; dw and db split
  * channels and sum over (b, t) in order, so no reduction depends on threads.
  * The inner loops run over contiguous channels; the same C is compiled once
- * portable and once for AVX2 (per-element arithmetic identical, no FMA).
+ * portable, once for AVX2 and once, in src/conv/avx512.c, for AVX-512
+ * (per-element arithmetic identical, no FMA).
  */
 #ifndef LUTCORE_CONV_H
 #define LUTCORE_CONV_H
@@ -67,6 +68,25 @@ static inline __attribute__((always_inline)) void lc_conv_dw_chunk_##SUF(ST *dwt
 LC_CONV_BODIES(float, f32)
 LC_CONV_BODIES(double, f64)
 
+/* The AVX-512 body lives in its own translation unit (conv/x86.h, src/conv/avx512.c),
+ * built where setup.py defines LC_HAVE_X86_BODIES; LC_CONV_SIMDE binds its copy
+ * built with the AVX2 flags (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "conv/x86.h"
+#define LC_CONV_X86 1
+#if defined(LC_CONV_SIMDE)
+#define LC_CONV_X512(fn) lc_simde_avx512_##fn
+#else
+#define LC_CONV_X512(fn) lc_avx512_##fn
+#endif
+#else
+#define LC_CONV_X86 0
+#endif
+static const char *lc_conv_body_name(int isa) {
+    if (LC_CONV_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
 #if LC_X86
 LC_TARGET_AVX2 static void lc_conv_fwd_rows_f32_avx2(float *y, const float *x, const float *wt, const float *bias,
         int64_t b, int64_t t0, int64_t t1, int64_t L, int64_t D, int64_t K) {
@@ -80,7 +100,20 @@ LC_TARGET_AVX2 static void lc_conv_dw_chunk_f32_avx2(float *dwt, float *db, cons
         int64_t d0, int64_t d1, int64_t Bsz, int64_t L, int64_t D, int64_t K) {
     lc_conv_dw_chunk_f32(dwt, db, dy, x, d0, d1, Bsz, L, D, K);
 }
+#if LC_CONV_X86
+/* fn is lc_conv_<name>_f32: the AVX-512 body is lc_avx512_conv_<name> */
+#define LC_CONV_AVX512_lc_conv_fwd_rows_f32 LC_CONV_X512(conv_fwd_rows)
+#define LC_CONV_AVX512_lc_conv_dx_rows_f32 LC_CONV_X512(conv_dx_rows)
+#define LC_CONV_AVX512_lc_conv_dw_chunk_f32 LC_CONV_X512(conv_dw_chunk)
+#define LC_CONV_ISA(fn, ...)                                                                         \
+    do {                                                                                             \
+        if (isa >= LC_ISA_AVX512) LC_CONV_AVX512_##fn(__VA_ARGS__);                                  \
+        else if (isa >= LC_ISA_AVX2) fn##_avx2(__VA_ARGS__);                                         \
+        else fn(__VA_ARGS__);                                                                        \
+    } while (0)
+#else
 #define LC_CONV_ISA(fn, ...) do { if (isa >= LC_ISA_AVX2) fn##_avx2(__VA_ARGS__); else fn(__VA_ARGS__); } while (0)
+#endif
 #else
 #define LC_CONV_ISA(fn, ...) fn(__VA_ARGS__)
 #endif

@@ -13,7 +13,10 @@
  * The rounding add is done in 64-bit so acc near INT32_MAX does not wrap.
  *
  * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
- * SIMD bodies are chosen by `isa`.
+ * SIMD bodies are chosen by `isa`: the generic and AVX2 bodies live here, the
+ * AVX-512 ones (16 lanes; relu8 with VBMI byte permutes) in their own
+ * translation units (elementwise/x86.h, src/elementwise/), picked per chunk
+ * from lc_ew_bodies by the isa argument's level and VBMI bit.
  */
 #ifndef LUTCORE_ELEMENTWISE_H
 #define LUTCORE_ELEMENTWISE_H
@@ -21,6 +24,52 @@
 #include "common.h"
 
 #define LC_EW_CHUNK 65536
+
+/* ------------------------------------------------------------ the x86 bodies' table
+ * Built where setup.py defines LC_HAVE_X86_BODIES; LC_EW_SIMDE binds their SIMDe
+ * copies (the test-only extension).  NULL: the AVX2 (or generic) body here. */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "elementwise/x86.h"
+#define LC_EW_X86 1
+#else
+#define LC_EW_X86 0
+#endif
+typedef struct {
+    const char *name, *relu8_name;
+    void (*requant_clamp)(int8_t *, const int32_t *, int64_t, int, int, int);
+    void (*fp16_encode)(uint16_t *, const float *, int64_t, int);
+    void (*fp16_decode)(float *, const uint16_t *, int64_t);
+    void (*fp16_round)(float *, const float *, int64_t, int);
+    void (*relu8)(int8_t *, const int8_t *, int64_t, const int8_t *);
+} lc_ew_body;
+#if LC_EW_X86
+#if defined(LC_EW_SIMDE)
+#define LC_EW_X(isa, fn) lc_simde_##isa##_##fn
+#else
+#define LC_EW_X(isa, fn) lc_##isa##_##fn
+#endif
+#define LC_EW_AVX512_FNS LC_EW_X(avx512, ew_requant_clamp), LC_EW_X(avx512, ew_fp16_encode), \
+    LC_EW_X(avx512, ew_fp16_decode), LC_EW_X(avx512, ew_fp16_round)
+static const lc_ew_body lc_ew_bodies[2] = {
+    {"avx512", "generic (a table per byte)", LC_EW_AVX512_FNS, NULL},
+    {"avx512", "avx512vbmi (vpermi2b)", LC_EW_AVX512_FNS, LC_EW_X(avx512vbmi, ew_relu8)},
+};
+#endif
+/* The AVX-512 bodies for `isa` (NULL below AVX-512 or without the libraries). */
+static inline const lc_ew_body *lc_ew_body_of(int isa) {
+#if LC_EW_X86
+    if (isa >= LC_ISA_AVX512) return &lc_ew_bodies[(isa & LC_ISA_VBMI) ? 1 : 0];
+#endif
+    (void)isa;
+    return NULL;
+}
+/* For show_config: which = 0 requant/fp16, 1 relu8. */
+static const char *lc_ew_body_name(int isa, int which) {
+    const lc_ew_body *b = lc_ew_body_of(isa);
+    if (b) return which == 0 ? b->name : b->relu8_name;
+    if (which == 1) return "generic (a table per byte)";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
 
 static inline int16_t lc_requant_t(int32_t acc, int shift) {
     int64_t t = shift == 0 ? (int64_t)acc : (((int64_t)acc + ((int64_t)1 << (shift - 1))) >> shift);
@@ -80,11 +129,13 @@ LC_TARGET_AVX2 static void lc_requant_clamp_avx2(int8_t *out, const int32_t *acc
 
 static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
                        int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads) {
+    const lc_ew_body *xb = lc_ew_body_of(isa);
     int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
         if (!is_clamp) { lc_requant_generic(out + i0, acc + i0, len, shift, lut); continue; }
+        if (xb) { xb->requant_clamp(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi); continue; }
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_requant_clamp_avx2(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi); continue; }
 #endif
@@ -92,12 +143,18 @@ static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, co
     }
 }
 
-static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int nthreads) {
+static inline void lc_relu8_generic(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut) {
+    for (int64_t i = 0; i < n; i++) out[i] = lut[(uint8_t)x[i]];
+}
+
+static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads) {
+    const lc_ew_body *xb = lc_ew_body_of(isa);
     int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, i1 = n - i0 < LC_EW_CHUNK ? n : i0 + LC_EW_CHUNK;
-        for (int64_t i = i0; i < i1; i++) out[i] = lut[(uint8_t)x[i]];
+        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+        if (xb && xb->relu8) { xb->relu8(out + i0, x + i0, len, lut); continue; }
+        lc_relu8_generic(out + i0, x + i0, len, lut);
     }
 }
 
@@ -238,10 +295,12 @@ LC_TARGET_AVX2 static void lc_fp16_round_avx2(float *out, const float *x, int64_
 #endif
 
 static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
+    const lc_ew_body *xb = lc_ew_body_of(isa);
     int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+        if (xb) { xb->fp16_encode(out + i0, x + i0, len, mode); continue; }
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_fp16_encode_avx2(out + i0, x + i0, len, mode); continue; }
 #endif
@@ -249,10 +308,12 @@ static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, i
     }
 }
 static void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads) {
+    const lc_ew_body *xb = lc_ew_body_of(isa);
     int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+        if (xb) { xb->fp16_decode(out + i0, h + i0, len); continue; }
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_fp16_decode_avx2(out + i0, h + i0, len); continue; }
 #endif
@@ -260,10 +321,12 @@ static void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, in
     }
 }
 static void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
+    const lc_ew_body *xb = lc_ew_body_of(isa);
     int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
+        if (xb) { xb->fp16_round(out + i0, x + i0, len, mode); continue; }
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_fp16_round_avx2(out + i0, x + i0, len, mode); continue; }
 #endif

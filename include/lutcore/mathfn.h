@@ -433,6 +433,25 @@ LC_TARGET_AVX2 static inline __m256 lc_dphi1_ps(__m256 x, __m256 ex, __m256 phi)
 #endif
 
 /* ------------------------------------------------ whole-array entry points */
+/* The AVX-512 bodies live in their own translation unit (mathfn/x86.h,
+ * src/mathfn/avx512.c), built where setup.py defines LC_HAVE_X86_BODIES;
+ * LC_MATHFN_SIMDE binds their SIMDe copies (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "mathfn/x86.h"
+#define LC_MATHFN_X86 1
+#if defined(LC_MATHFN_SIMDE)
+#define LC_MATHFN_X(fn) lc_simde_avx512_##fn
+#else
+#define LC_MATHFN_X(fn) lc_avx512_##fn
+#endif
+#else
+#define LC_MATHFN_X86 0
+#endif
+/* the body the whole-array functions run for `isa`, for show_config */
+static const char *lc_mathfn_body_name(int isa) {
+    if (LC_MATHFN_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
 enum { LC_FN_EXP = 0, LC_FN_SOFTPLUS = 1, LC_FN_SILU = 2, LC_FN_SIGMOID = 3, LC_FN_EXP2 = 4 };
 
 static inline float lc_apply_f(int fn, float x) {
@@ -472,6 +491,9 @@ LC_TARGET_AVX2 static void lc_mathfn_avx2(float *out, const float *x, int64_t n,
 #endif
 /* fn over n values on the calling thread (a row of a caller's own loop) */
 static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
+#if LC_MATHFN_X86
+    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(mathfn_row)(out, x, n, fn); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
 #endif
@@ -557,6 +579,9 @@ LC_TARGET_AVX2 static void lc_gelu_bwd_avx2(float *dx, const float *dy, const fl
 #endif
 /* one run of each elementwise kernel below, by isa */
 static inline void lc_gelu_run(float *y, float *t, const float *u, int64_t n, int isa) {
+#if LC_MATHFN_X86
+    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(gelu)(y, t, u, n); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_gelu_avx2(y, t, u, n); return; }
 #endif
@@ -564,6 +589,9 @@ static inline void lc_gelu_run(float *y, float *t, const float *u, int64_t n, in
     for (int64_t i = 0; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
 }
 static inline void lc_gelu_bwd_run(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa) {
+#if LC_MATHFN_X86
+    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(gelu_bwd)(dx, dy, u, t, n); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_gelu_bwd_avx2(dx, dy, u, t, n); return; }
 #endif
@@ -603,6 +631,9 @@ LC_TARGET_AVX2 static void lc_silu_bwd_avx2(float *dx, const float *dy, const fl
 }
 #endif
 static inline void lc_silu_bwd_run(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa) {
+#if LC_MATHFN_X86
+    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(silu_bwd)(dx, dy, dy2, x, n); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_silu_bwd_avx2(dx, dy, dy2, x, n); return; }
 #endif

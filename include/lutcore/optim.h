@@ -9,8 +9,8 @@
  *        lr/bc1 and 1/sqrt(bc2) are formed once per step in double)
  *   s  = clamp(s, -max_delta, max_delta)   when max_delta > 0 (trust region)
  *   p  = p (1 - lr wd) - s                 (decoupled decay, outside the region)
- * float32 arithmetic in exactly this order, no FMA: the portable and AVX2
- * bodies give the same bits, and any thread count too (elementwise).
+ * float32 arithmetic in exactly this order, no FMA: the portable, AVX2 and
+ * AVX-512 bodies give the same bits, and any thread count too (elementwise).
  *
  * Sum of squares: float64 over fixed chunks of LC_SS_CHUNK elements, each
  * chunk summed in 4 interleaved lanes then ((l0+l1)+(l2+l3)); chunk partials
@@ -30,6 +30,25 @@
 typedef struct {
     float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale;
 } lc_adamw_hp;
+
+/* AdamW's AVX-512 body lives in its own translation unit (optim/x86.h,
+ * src/optim/avx512.c), built where setup.py defines LC_HAVE_X86_BODIES;
+ * LC_OPTIM_SIMDE binds its SIMDe copy (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "optim/x86.h"
+#define LC_OPTIM_X86 1
+#if defined(LC_OPTIM_SIMDE)
+#define LC_ADAMW_AVX512 lc_simde_avx512_adamw
+#else
+#define LC_ADAMW_AVX512 lc_avx512_adamw
+#endif
+#else
+#define LC_OPTIM_X86 0
+#endif
+static const char *lc_adamw_body_name(int isa) {
+    if (LC_OPTIM_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
 
 static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
                                     const lc_adamw_hp *h) {
@@ -80,6 +99,9 @@ static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, co
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_OPT_CHUNK, len = n - i0 < LC_OPT_CHUNK ? n - i0 : LC_OPT_CHUNK;
+#if LC_OPTIM_X86
+        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
+#endif
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
 #endif
@@ -174,6 +196,9 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t k = 0; k < total; k++) {
         int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_OPT_CHUNK ? n[t] - i0 : LC_OPT_CHUNK;
+#if LC_OPTIM_X86
+        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
+#endif
 #if LC_X86
         if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
 #endif

@@ -5,10 +5,11 @@ from libc.stdint cimport int8_t, uint16_t, int32_t, int64_t
 cdef extern from "lutcore/elementwise.h" nogil:
     void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
                     int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads)
-    void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int nthreads)
+    void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads)
     void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads)
     void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads)
     void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads)
+    const char *lc_ew_body_name(int isa, int which)
     void lc_scatter_add_rows(float *grad, int64_t C, const int64_t *ids, int64_t n, const float *dy, int nthreads)
 
 
@@ -21,12 +22,18 @@ def requant(int8_t[::1] out, const int32_t[::1] acc, int shift, const int8_t[::1
         lc_requant(&out[0], &acc[0], n, shift, &lut[0], clamp_lo, clamp_hi, is_clamp, isa, nthreads)
 
 
-def relu8(int8_t[::1] out, const int8_t[::1] x, const int8_t[::1] lut, int nthreads):
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"element-wise (requant, fp16)", "relu8"} -> name."""
+    return {fam: lc_ew_body_name(isa, i).decode() for i, fam in
+            enumerate(("element-wise (requant, fp16)", "relu8"))}
+
+
+def relu8(int8_t[::1] out, const int8_t[::1] x, const int8_t[::1] lut, int isa, int nthreads):
     cdef int64_t n = x.shape[0]
     if n == 0:
         return
     with nogil:
-        lc_relu8(&out[0], &x[0], n, &lut[0], nthreads)
+        lc_relu8(&out[0], &x[0], n, &lut[0], isa, nthreads)
 
 
 def fp16_encode(uint16_t[::1] out, const float[::1] x, int mode, int isa, int nthreads):

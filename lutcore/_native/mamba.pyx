@@ -8,6 +8,7 @@ from libc.stdint cimport int64_t
 
 cdef extern from "lutcore/mathfn.h" nogil:
     void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
+    const char *lc_mathfn_body_name(int isa)
     void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads)
     void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads)
     void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
@@ -39,6 +40,7 @@ cdef extern from "lutcore/scan.h" nogil:
                         int64_t T, int softplus, int zoh, int isa, int nthreads)
 
 cdef extern from "lutcore/conv.h" nogil:
+    const char *lc_conv_body_name(int isa)
     void lc_conv_fwd_f32(float *y, const float *x, const float *wt, const float *bias, int64_t Bsz, int64_t L,
                          int64_t D, int64_t K, int isa, int nthreads)
     void lc_conv_fwd_f64(double *y, const double *x, const double *wt, const double *bias, int64_t Bsz, int64_t L,
@@ -64,6 +66,12 @@ cdef inline void* _p(object a):
     if a is None:
         return NULL
     return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"math functions (exp, silu, gelu, ...)", "conv1d"} -> name."""
+    return {"math functions (exp, silu, gelu, ...)": lc_mathfn_body_name(isa).decode(),
+            "conv1d": lc_conv_body_name(isa).decode()}
 
 
 def mathfn(cnp.ndarray out, cnp.ndarray x, int fn, int isa, int nthreads):

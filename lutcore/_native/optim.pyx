@@ -14,7 +14,13 @@ cdef extern from "lutcore/optim.h" nogil:
     void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                         const lc_adamw_hp *h, int isa, int nthreads)
     int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
+    const char *lc_adamw_body_name(int isa)
 
+
+
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"AdamW": name}."""
+    return {"AdamW": lc_adamw_body_name(isa).decode()}
 
 
 def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,

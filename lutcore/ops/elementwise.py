@@ -52,7 +52,7 @@ def relu8(x, units: Units | None = None, threads: int | None = None, out=None):
     units = _resolve_units(units)
     x = _arr(x, "x", np.int8)
     o = _check.out_flat(out, "out", x.shape, np.int8, x)
-    _e.relu8(o.reshape(-1), x.reshape(-1), units.relu_lut, resolve_threads(threads))
+    _e.relu8(o.reshape(-1), x.reshape(-1), units.relu_lut, _simd.isa(), resolve_threads(threads))
     return _check.out_done(out, o)
 
 

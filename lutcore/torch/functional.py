@@ -102,9 +102,10 @@ class QWeight:
             self.q, self.scale = np.zeros((O, 0), np.int8), np.zeros(O, np.float32)
         else:
             q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")       # one block = one row
-            self.q, self.scale = q8.q[:, :K], np.ascontiguousarray(q8.scale[:, 0])
+            self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
         Og = O // groups
         self.groups = groups
+        self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
         self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
 
     @classmethod
@@ -162,6 +163,13 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
 # busy machine a descheduled team member stalls the call for a whole time slice.
 SERIAL_MACS_EXACT = 1 << 21
 SERIAL_MACS_TABLE = 1 << 18
+
+
+# Grouped convolutions with fewer output channels per group than this (depthwise: 1) run
+# every group in one native pass of direct products from the codes (im2col.h,
+# lc_grouped_direct) instead of im2col and one LUT GEMM per group, whose call, packing and
+# thread team cost more than its few products; the same integer sums, so the same bits.
+NARROW_GROUP = 8
 
 
 def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
@@ -228,6 +236,10 @@ class _Conv:
                         self.dilation[1], nt)
         return A
 
+    def narrow(self) -> bool:
+        """Groups narrow enough for the one-pass direct product (NARROW_GROUP)."""
+        return self.groups > 1 and self.Og < NARROW_GROUP
+
     def aten_args(self):
         n = 1 if self.d1 else 2
         return (list(self.stride[-n:]), list(self.padding[-n:]), list(self.dilation[-n:]), False,
@@ -252,11 +264,16 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     """(y, s_x): the contract's convolution of a dense float32 x."""
     _check_k(geo.Kg, units, layer)
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
-    A = geo.patches(q, nt)
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
-    t = gemm_threads(geo.M, geo.Kg, geo.Og, units, nt)
-    for g in range(geo.groups):
-        lut_gemm(A[g], qw.b[g], units, threads=t, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
+    if geo.narrow():                                         # depthwise and the like: one pass, no patches
+        _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,
+                           geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0],
+                           geo.dilation[1], qw.qt, units._kernel_mul[0], units.is_exact, _simd.isa(), nt)
+    else:
+        A = geo.patches(q, nt)
+        t = gemm_threads(geo.M, geo.Kg, geo.Og, units, nt)
+        for g in range(geo.groups):
+            lut_gemm(A[g], qw.b[g], units, threads=t, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
     return _dequant(acc, qw, s_x, bias, geo.out_shape(), geo.N, geo.OH * geo.OW, nt), s_x
 
 

@@ -53,6 +53,8 @@ CONV_CASES = [
     ("depthwise", lambda: nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), (2, 6, 7, 7)),
     ("depthwise_x2", lambda: nn.Conv2d(5, 10, 3, stride=2, padding=1, groups=5), (1, 5, 9, 8)),
     ("groups2_wide", lambda: nn.Conv2d(4, 18, 3, padding=1, groups=2), (2, 4, 5, 6)),   # Og 9: a GEMM per group
+    ("batch1_wide", lambda: nn.Conv2d(6, 260, 3, stride=2, padding=1), (1, 6, 7, 7)),  # M 16: transposed
+    ("groups2_batch1_wide", lambda: nn.Conv2d(4, 512, 1, groups=2), (1, 4, 3, 3)),        # M 9, Og 256
     ("1x1", lambda: nn.Conv2d(33, 7, 1), (1, 33, 5, 3)),
     ("rect_kernel", lambda: nn.Conv2d(3, 4, (3, 5), stride=(2, 1), padding=(1, 2)), (1, 3, 8, 9)),
     ("reflect", lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), (1, 3, 6, 7)),
@@ -109,7 +111,8 @@ def test_conv_bits_every_simd_and_layout(rng, simd, units, groups):
             assert np.array_equal(a(xin).detach().numpy(), want)
 
 
-LINEAR_CASES = [((1, 7), 33), ((7, 33), 5), ((3, 5, 7), 1), ((33,), 7), ((4, 64), 48)]
+LINEAR_CASES = [((1, 7), 33), ((7, 33), 5), ((3, 5, 7), 1), ((33,), 7), ((4, 64), 48),
+                ((2, 9, 19), 257), ((63, 5), 256)]       # few rows, many columns: the transposed product
 
 
 @pytest.mark.parametrize("threads", [1, 2])

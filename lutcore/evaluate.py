@@ -64,18 +64,17 @@ class EvalResult:
 def checkpoint_units(path):
     """The units a lutcore checkpoint was trained through (None: float): its own tables
     (units.safetensors, written by save_checkpoint), else its built-in units name; either
-    must match the digest trainer.json records."""
-    from lutcore._io import load_json, load_tensors, path_arg
+    must match the digest trainer.json records.  Reads the save Trainer.resume reads
+    (an interrupted save's complete copy)."""
+    from lutcore._io import load_tensors, path_arg
+    from lutcore.train.trainer import read_trainer_json
     from lutcore.units import Units, approx
     path = path_arg(path)
-    f = os.path.join(path, "trainer.json")
-    if not os.path.isfile(f):
-        raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
-    meta = load_json(f)
+    src, _, meta = read_trainer_json(path)
     digest, name = meta.get("units_digest"), meta.get("units_name")
     if not digest:
         return None
-    tf = os.path.join(path, "units.safetensors")
+    tf = os.path.join(src, "units.safetensors")
     if os.path.isfile(tf):
         t = load_tensors(tf)
         try:

@@ -176,6 +176,24 @@ def test_checkpoint_trained_through_units_evaluates_and_generates(tmp_path, caps
     assert main(["generate", "--checkpoint", ckpt, "--prompt", "def ", "--max-new-tokens", "5"]) == 0
 
 
+def test_checkpoint_units_read_the_save_resume_reads(tmp_path, monkeypatch):
+    """An interrupted save is read from its complete copy (lutcore._io.saved_dir): the units
+    a checkpoint was trained through come from there too, as its weights do."""
+    import shutil
+
+    import lutcore._io as io
+    from lutcore.evaluate import checkpoint_units, load_checkpoint
+    ckpt = _tiny_run(tmp_path, "truncated:6")
+    complete = str(tmp_path / "complete")
+    shutil.copytree(ckpt, complete)
+    for n in ("trainer.json", "units.safetensors"):               # the directory itself: a torn mixture
+        if os.path.exists(os.path.join(ckpt, n)):
+            os.remove(os.path.join(ckpt, n))
+    monkeypatch.setattr(io, "saved_dir", lambda p: complete if os.path.abspath(p) == os.path.abspath(ckpt) else p)
+    assert checkpoint_units(ckpt) == lutcore.units.approx.truncated(6)
+    assert load_checkpoint(ckpt).model.units == lutcore.units.approx.truncated(6)
+
+
 def test_eval_without_data_scores_the_held_out_split(tmp_path, capsys):
     ckpt = _tiny_run(tmp_path, None, eval_units=None)              # train's default: its damage table
     out = capsys.readouterr().out

@@ -76,12 +76,13 @@ def _transformers_loss(model, ids, L):
     return float(loss), logits.argmax(-1).numpy()
 
 
-@pytest.mark.parametrize("kind,layers", [("llama", 2), ("gpt2", 2), ("mamba", 2)])
+@pytest.mark.parametrize("kind,layers", [("llama", 2), ("gpt2", 2), ("qwen2", 2), ("mistral", 2), ("mamba", 2)])
 def test_float_row_equals_transformers_loss(tmp_path, tokenizer_json, data_file, kind, layers):
     path, model = _hf_dir(tmp_path, kind, tokenizer_json, num_hidden_layers=layers)
-    res = evaluate_units(path, data_file, units=["none", "exact", "mitchell"], seq_len=None if kind != "mamba" else 48)
+    own_context = kind in ("llama", "gpt2")                  # 64 positions; the others: long contexts, given 48
+    res = evaluate_units(path, data_file, units=["none", "exact", "mitchell"], seq_len=None if own_context else 48)
     L = res.config["seq_len"]
-    assert L == (64 if kind != "mamba" else 48)              # the model's 64 positions (< 512)
+    assert L == (64 if own_context else 48)                  # the model's 64 positions (< 512)
     ids = Tokenizer.from_file(tokenizer_json).encode(open(data_file, encoding="utf-8").read())
     want, hf_top1 = _transformers_loss(model, ids, L)
     f, ex, mi = res.rows

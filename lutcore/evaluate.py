@@ -155,10 +155,11 @@ class _Own:
 
 def _open(model_or_path, tokenizer, threads):
     """-> (model wrapper, tokenizer or None, trained units or None)."""
+    from lutcore._io import saved_dir
     from lutcore.tokenizer import Tokenizer
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
-        if os.path.isfile(os.path.join(path, "trainer.json")):
+        if os.path.isfile(os.path.join(saved_dir(path), "trainer.json")):
             tr = load_checkpoint(path, threads=threads)
             return _Own(tr.model, threads, f"{type(tr.model).__name__} checkpoint {path}"), \
                 tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
@@ -299,14 +300,12 @@ def format_table(res: EvalResult) -> str:
 
 def write_report(res: EvalResult, out) -> dict:
     """eval.json (the rows, in order) and eval.png (Δloss per unit, labelled with WCE%) in ``out``."""
-    from lutcore._io import target_dir
+    from lutcore._io import atomic_file, target_dir
     out = target_dir(out, "out")
     os.makedirs(out, exist_ok=True)
     js, png = os.path.join(out, "eval.json"), os.path.join(out, "eval.png")
-    tmp = js + ".tmp"
-    with open(tmp, "w") as f:
+    with atomic_file(js) as tmp, open(tmp, "w") as f:                 # a failed write keeps the old report
         json.dump(res.to_dict(), f, indent=1)
-    os.replace(tmp, js)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -327,6 +326,7 @@ def write_report(res: EvalResult, out) -> dict:
                  fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    with atomic_file(png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return {"json": js, "png": png}

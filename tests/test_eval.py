@@ -193,6 +193,8 @@ def test_checkpoint_units_read_the_save_resume_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "saved_dir", lambda p: complete if os.path.abspath(p) == os.path.abspath(ckpt) else p)
     assert checkpoint_units(ckpt) == lutcore.units.approx.truncated(6)
     assert load_checkpoint(ckpt).model.units == lutcore.units.approx.truncated(6)
+    res = evaluate_units(ckpt, TEXT[:2000], units=["none"], seq_len=32)             # the directory is found
+    assert res.config["trained_units"] == "truncated:6"
 
 
 def test_eval_without_data_scores_the_held_out_split(tmp_path, capsys):

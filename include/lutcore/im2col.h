@@ -246,7 +246,8 @@ static inline __attribute__((always_inline)) void lc_gd_rows(
                     } else {
                         for (int64_t o = 0; o < O; o++) {
                             int8_t x = px[(o / Og) * Cg + cc];
-                            c[o] += exact ? (int32_t)x * (int32_t)wt[o] : mul[((int32_t)(uint8_t)x << 8) | (uint8_t)wt[o]];
+                            c[o] += exact ? (int32_t)x * (int32_t)wt[o]
+                                          : mul[((int32_t)(uint8_t)x << 8) | (uint8_t)wt[o]];
                         }
                     }
                 }

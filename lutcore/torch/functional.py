@@ -187,10 +187,13 @@ _TRANSPOSED: dict = {}
 
 
 def _transposed(units: Units) -> Units:
-    """units with its table's operands swapped (cached by digest)."""
+    """units with its table's operands swapped (the last 8 cached by digest)."""
     t = _TRANSPOSED.get(units.digest)
     if t is None:
-        t = _TRANSPOSED[units.digest] = Units.from_mul(np.ascontiguousarray(units.mul.reshape(256, 256).T), name=f"{units.name}^T")
+        if len(_TRANSPOSED) >= 8:                       # a sweep over many units keeps only the recent
+            _TRANSPOSED.pop(next(iter(_TRANSPOSED)))
+        mul_t = np.ascontiguousarray(units.mul.reshape(256, 256).T)          # mul_t[b, a] = mul[a, b]
+        t = _TRANSPOSED[units.digest] = Units.from_mul(mul_t, name=f"{units.name}^T")
     return t
 
 

@@ -394,18 +394,16 @@ class LutConvFunction(torch.autograd.Function):
         x, weight, bias = ctx.saved_tensors
         qw, units, geo, backward, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
+        ste = backward == "ste"
         dx = dw = db = None
-        if backward == "ste":
-            stride, padding, dilation, tr, opad, groups = geo.aten_args()
-            dx, dw, db = torch.ops.aten.convolution_backward(
-                dy, x, weight, None if bias is None else [bias.shape[0]], stride, padding, dilation, tr, opad,
-                groups, [nx, nw, nb and bias is not None])
-        else:
+        if not ste:
             dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
-            if nb and bias is not None:                  # db in float, as the STE (the same kernel)
-                stride, padding, dilation, tr, opad, groups = geo.aten_args()
-                db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], stride, padding,
-                                                         dilation, tr, opad, groups, [False, False, True])[2]
+        mask = [nx and ste, nw and ste, nb and bias is not None]     # db in float in both modes
+        if any(mask):
+            gx, gw, db = torch.ops.aten.convolution_backward(
+                dy, x, weight, None if bias is None else [bias.shape[0]], *geo.aten_args(), mask)
+            if ste:
+                dx, dw = gx, gw
         return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 7
 
 

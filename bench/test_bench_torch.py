@@ -10,6 +10,7 @@ bench/torch_ratios.py, which alternates the implementations round by round.
     group                                   lutcore                peers
     torch layer[mitchell] <kind> MxKxN      ApproxConv2d/Linear    TorchApprox algorithm (C++ extension)
     torch layer[exact] <kind> MxKxN         same, exact table      TorchApprox algorithm; torch float
+    torch depthwise 3x3[units] BxCxHxW      ApproxConv2d(groups=C) torch float (exact group)
 """
 from __future__ import annotations
 
@@ -83,3 +84,42 @@ def test_layer_torch_float(benchmark, record, units, kind, spec):
         record("torch layer[exact]", _shape(c), "torch float32", threads=torch.get_num_threads(), ops=2 * c.macs,
                call="F.conv2d / F.linear")
         benchmark(f)
+
+
+# Depthwise 3x3 (MobileNet's kind): the narrow-group pass (im2col.h lc_grouped_direct) beside
+# torch's float depthwise conv on the same input (no TorchApprox peer: its CPU backend has no
+# grouped product).  (B, C, HW)
+DEPTHWISE = [(8, 64, 32), (8, 256, 8), (1, 128, 16)]
+
+
+def _dw_params(units_list):
+    return [pytest.param(units, B, C, HW, id=f"{units}-{B}x{C}x{HW}x{HW}",
+                         marks=pytest.mark.benchmark(group=f"torch depthwise 3x3[{units}] {B}x{C}x{HW}x{HW}"))
+            for units in units_list for B, C, HW in DEPTHWISE]
+
+
+def _dw_case(B, C, HW):
+    g = torch.Generator().manual_seed(5)
+    flt = torch.nn.Conv2d(C, C, 3, padding=1, groups=C).requires_grad_(False)
+    return flt, torch.randn(B, C, HW, HW, generator=g)
+
+
+@pytest.mark.parametrize("units,B,C,HW", _dw_params(("mitchell", "exact")))
+def test_depthwise_lutcore(benchmark, record, units, B, C, HW):
+    import lutcore.torch as lt
+    flt, x = _dw_case(B, C, HW)
+    layer = lt.approximate(flt, units)
+    with torch.no_grad():
+        assert float((layer(x) - flt(x)).norm() / flt(x).norm()) < 0.2             # through the unit, near float
+        record(f"torch depthwise[{units}]", (B, C, HW, HW), "lutcore", ops=2 * B * C * HW * HW * 9,
+               call="ApproxConv2d(groups=C)(x)")
+        benchmark(layer, x)
+
+
+@pytest.mark.parametrize("units,B,C,HW", _dw_params(("exact",)))
+def test_depthwise_torch_float(benchmark, record, units, B, C, HW):
+    flt, x = _dw_case(B, C, HW)
+    with torch.no_grad():
+        record(f"torch depthwise[{units}]", (B, C, HW, HW), "torch float32", threads=torch.get_num_threads(),
+               ops=2 * B * C * HW * HW * 9, call="F.conv2d(groups=C)")
+        benchmark(flt, x)

@@ -64,18 +64,17 @@ class EvalResult:
 def checkpoint_units(path):
     """The units a lutcore checkpoint was trained through (None: float): its own tables
     (units.safetensors, written by save_checkpoint), else its built-in units name; either
-    must match the digest trainer.json records."""
-    from lutcore._io import load_json, load_tensors, path_arg
+    must match the digest trainer.json records.  Reads the save Trainer.resume reads
+    (an interrupted save's complete copy)."""
+    from lutcore._io import load_tensors, path_arg
+    from lutcore.train.trainer import read_trainer_json
     from lutcore.units import Units, approx
     path = path_arg(path)
-    f = os.path.join(path, "trainer.json")
-    if not os.path.isfile(f):
-        raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
-    meta = load_json(f)
+    src, _, meta = read_trainer_json(path)
     digest, name = meta.get("units_digest"), meta.get("units_name")
     if not digest:
         return None
-    tf = os.path.join(path, "units.safetensors")
+    tf = os.path.join(src, "units.safetensors")
     if os.path.isfile(tf):
         t = load_tensors(tf)
         try:
@@ -156,10 +155,11 @@ class _Own:
 
 def _open(model_or_path, tokenizer, threads):
     """-> (model wrapper, tokenizer or None, trained units or None)."""
+    from lutcore._io import saved_dir
     from lutcore.tokenizer import Tokenizer
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
-        if os.path.isfile(os.path.join(path, "trainer.json")):
+        if os.path.isfile(os.path.join(saved_dir(path), "trainer.json")):
             tr = load_checkpoint(path, threads=threads)
             return _Own(tr.model, threads, f"{type(tr.model).__name__} checkpoint {path}"), \
                 tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
@@ -300,14 +300,12 @@ def format_table(res: EvalResult) -> str:
 
 def write_report(res: EvalResult, out) -> dict:
     """eval.json (the rows, in order) and eval.png (Δloss per unit, labelled with WCE%) in ``out``."""
-    from lutcore._io import target_dir
+    from lutcore._io import atomic_file, target_dir
     out = target_dir(out, "out")
     os.makedirs(out, exist_ok=True)
     js, png = os.path.join(out, "eval.json"), os.path.join(out, "eval.png")
-    tmp = js + ".tmp"
-    with open(tmp, "w") as f:
+    with atomic_file(js) as tmp, open(tmp, "w") as f:                 # a failed write keeps the old report
         json.dump(res.to_dict(), f, indent=1)
-    os.replace(tmp, js)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -328,6 +326,7 @@ def write_report(res: EvalResult, out) -> dict:
                  fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    with atomic_file(png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return {"json": js, "png": png}

@@ -76,12 +76,13 @@ def _transformers_loss(model, ids, L):
     return float(loss), logits.argmax(-1).numpy()
 
 
-@pytest.mark.parametrize("kind,layers", [("llama", 2), ("gpt2", 2), ("mamba", 2)])
+@pytest.mark.parametrize("kind,layers", [("llama", 2), ("gpt2", 2), ("qwen2", 2), ("mistral", 2), ("mamba", 2)])
 def test_float_row_equals_transformers_loss(tmp_path, tokenizer_json, data_file, kind, layers):
     path, model = _hf_dir(tmp_path, kind, tokenizer_json, num_hidden_layers=layers)
-    res = evaluate_units(path, data_file, units=["none", "exact", "mitchell"], seq_len=None if kind != "mamba" else 48)
+    own_context = kind in ("llama", "gpt2")                  # 64 positions; the others: long contexts, given 48
+    res = evaluate_units(path, data_file, units=["none", "exact", "mitchell"], seq_len=None if own_context else 48)
     L = res.config["seq_len"]
-    assert L == (64 if kind != "mamba" else 48)              # the model's 64 positions (< 512)
+    assert L == (64 if own_context else 48)                  # the model's 64 positions (< 512)
     ids = Tokenizer.from_file(tokenizer_json).encode(open(data_file, encoding="utf-8").read())
     want, hf_top1 = _transformers_loss(model, ids, L)
     f, ex, mi = res.rows
@@ -174,6 +175,26 @@ def test_checkpoint_trained_through_units_evaluates_and_generates(tmp_path, caps
     rows = json.load(open(tmp_path / "e2" / "eval.json"))["results"]
     assert rows[0]["units"] == "none" and rows[1]["loss"] != rows[0]["loss"]
     assert main(["generate", "--checkpoint", ckpt, "--prompt", "def ", "--max-new-tokens", "5"]) == 0
+
+
+def test_checkpoint_units_read_the_save_resume_reads(tmp_path, monkeypatch):
+    """An interrupted save is read from its complete copy (lutcore._io.saved_dir): the units
+    a checkpoint was trained through come from there too, as its weights do."""
+    import shutil
+
+    import lutcore._io as io
+    from lutcore.evaluate import checkpoint_units, load_checkpoint
+    ckpt = _tiny_run(tmp_path, "truncated:6")
+    complete = str(tmp_path / "complete")
+    shutil.copytree(ckpt, complete)
+    for n in ("trainer.json", "units.safetensors"):               # the directory itself: a torn mixture
+        if os.path.exists(os.path.join(ckpt, n)):
+            os.remove(os.path.join(ckpt, n))
+    monkeypatch.setattr(io, "saved_dir", lambda p: complete if os.path.abspath(p) == os.path.abspath(ckpt) else p)
+    assert checkpoint_units(ckpt) == lutcore.units.approx.truncated(6)
+    assert load_checkpoint(ckpt).model.units == lutcore.units.approx.truncated(6)
+    res = evaluate_units(ckpt, TEXT[:2000], units=["none"], seq_len=32)             # the directory is found
+    assert res.config["trained_units"] == "truncated:6"
 
 
 def test_eval_without_data_scores_the_held_out_split(tmp_path, capsys):

@@ -6,7 +6,7 @@
  * convolution is the LUT GEMM over im2col patches, padding being the code 0; the
  * result is y = float32(acc) * scale[o] + bias[o] with scale[o] = s_x * s_w[o].
  *
- * Three passes, each threaded over independent outputs (so any thread count gives
+ * Four passes, each threaded over independent outputs (so any thread count gives
  * the same bits; the only reduction, the max, is exact in any order):
  *   lc_absmax        x float32 (n,)                      IN   -> max|x|, count of non-finite
  *   lc_quantize_nhwc x float32 (N, H, W, C) any strides   IN   (an NCHW tensor is the view
@@ -14,6 +14,8 @@
  *   lc_im2col_nhwc   q int8    (N, H, W, C)               IN
  *                    A int8    (G, M, Kg)                 OUT  M = N*OH*OW, Kg = KH*KW*Cg,
  *                                                              k = (i*KW + j)*Cg + c
+ *   lc_grouped_direct q int8 (N, H, W, C), Wt int8 (Kg, O) IN  -> acc int32 (M, O): narrow groups
+ *                                                              (depthwise) without im2col or a GEMM per group
  *   lc_dequant       acc int32 (N*P, O) rows ldacc apart   IN
  *                    y float32 (N, O, P)                  OUT  P = OH*OW (1 for a linear layer)
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
@@ -202,6 +204,83 @@ static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int
             }
         }
     }
+}
+
+/* ------------------------------------------------------- narrow groups */
+
+/* acc[m, o] = sum over taps (i, j) and c < Cg of mul[q[pixel(m, i, j), g*Cg + c], w]
+ * with g = o / Og, w = Wt[(i*KW + j)*Cg + c, o], a padding pixel giving the code 0
+ * (through the table like any other input): the product of the patches with the
+ * weight, for all G groups in one pass straight from the NHWC codes.  For grouped
+ * convolutions with narrow groups (depthwise: Cg = Og = 1), where im2col copies one
+ * byte per tap and one GEMM per group costs a call, a packing and a thread team for a
+ * few products.  Depthwise runs over contiguous channels (q's pixel, Wt's tap row).
+ * Integer sums: the bits of lut_gemm over the patches at any thread count and ISA.
+ * Threads over rows m = (n*OH + oh)*OW + ow.
+ *   q   int8  (N, H, W, C)      IN     Wt  int8 (Kg, O), Kg = KH*KW*Cg   IN
+ *   mul int32 (65536,)          IN     entry a*256 + b (exact: products computed)
+ *   acc int32 (M, O)            OUT    rows ldacc apart */
+static inline __attribute__((always_inline)) void lc_gd_rows(
+        int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C, int64_t G,
+        int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+        int64_t dh, int64_t dw, const int8_t *Wt, const int32_t *mul, int exact, int64_t O, int64_t m0,
+        int64_t m1) {
+    int64_t Cg = C / G, Og = O / G;
+    for (int64_t m = m0; m < m1; m++) {
+        int64_t n = m / (OH * OW), p = m % (OH * OW), oh = p / OW, ow = p % OW;
+        int32_t *c = acc + m * ldacc;
+        for (int64_t o = 0; o < O; o++) c[o] = 0;
+        for (int64_t i = 0; i < KH; i++) {
+            int64_t ih = oh * sh - ph + i * dh;
+            for (int64_t j = 0; j < KW; j++) {
+                int64_t iw = ow * sw - pw + j * dw;
+                const int8_t *px = (ih < 0 || ih >= H || iw < 0 || iw >= W) ? NULL : q + ((n * H + ih) * W + iw) * C;
+                for (int64_t cc = 0; cc < Cg; cc++) {
+                    const int8_t *wt = Wt + ((i * KW + j) * Cg + cc) * O;
+                    if (!px) {                                       /* padding: the code 0 */
+                        if (!exact) for (int64_t o = 0; o < O; o++) c[o] += mul[(uint8_t)wt[o]];
+                    } else if (Cg == 1 && Og == 1) {                 /* depthwise: channel o = group o */
+                        if (exact) for (int64_t o = 0; o < O; o++) c[o] += (int32_t)px[o] * (int32_t)wt[o];
+                        else for (int64_t o = 0; o < O; o++)
+                            c[o] += mul[((int32_t)(uint8_t)px[o] << 8) | (uint8_t)wt[o]];
+                    } else {
+                        for (int64_t o = 0; o < O; o++) {
+                            int8_t x = px[(o / Og) * Cg + cc];
+                            c[o] += exact ? (int32_t)x * (int32_t)wt[o]
+                                          : mul[((int32_t)(uint8_t)x << 8) | (uint8_t)wt[o]];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#define LC_GD_ARGS acc, ldacc, q, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, Wt, mul, exact, O
+#define LC_GD_PARAMS int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C, \
+        int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, \
+        int64_t pw, int64_t dh, int64_t dw, const int8_t *Wt, const int32_t *mul, int exact, int64_t O
+
+static void lc_gd_rows_generic(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_rows(LC_GD_ARGS, m0, m1); }
+#if LC_X86
+LC_TARGET_AVX2 static void lc_gd_rows_avx2(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_rows(LC_GD_ARGS, m0, m1); }
+#endif
+
+#define LC_GD_MB 16      /* rows per work unit */
+
+static void lc_grouped_direct(LC_GD_PARAMS, int64_t N, int isa, int nthreads) {
+    int64_t M = N * OH * OW, nmb = (M + LC_GD_MB - 1) / LC_GD_MB;
+    int64_t work = M * KH * KW * (C / G) * O;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(work > LC_IM2COL_PAR_MIN))
+    for (int64_t mb = 0; mb < nmb; mb++) {
+        int64_t m0 = mb * LC_GD_MB, m1 = m0 + LC_GD_MB < M ? m0 + LC_GD_MB : M;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) lc_gd_rows_avx2(LC_GD_ARGS, m0, m1);
+        else
+#endif
+            lc_gd_rows_generic(LC_GD_ARGS, m0, m1);
+    }
+    (void)isa;
 }
 
 /* --------------------------------------------------------------- dequantize */

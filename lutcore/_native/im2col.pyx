@@ -15,6 +15,10 @@ cdef extern from "lutcore/im2col.h" nogil:
     void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
                         int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
                         int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads)
+    void lc_grouped_direct(int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C,
+                           int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw,
+                           int64_t ph, int64_t pw, int64_t dh, int64_t dw, const int8_t *Wt,
+                           const int32_t *mul, int exact, int64_t O, int64_t N, int isa, int nthreads)
     void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
                     int64_t N, int64_t P, int64_t O, int nthreads)
 
@@ -59,6 +63,26 @@ def im2col_nhwc(int8_t[:, :, ::1] A, const int8_t[::1] q, shape, int64_t KH, int
         return
     with nogil:
         lc_im2col_nhwc(&A[0, 0, 0], &q[0], N, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+
+
+def grouped_direct(int32_t[:, ::1] acc, const int8_t[::1] q, shape, int64_t G, int64_t KH, int64_t KW,
+                   int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                   int64_t dw, const int8_t[:, ::1] Wt, const int32_t[::1] mul, bint exact, int isa,
+                   int nthreads):
+    """acc (N*OH*OW, O) = the patches of the NHWC codes q of ``shape`` (N, H, W, C) in G groups
+    times Wt (KH*KW*C/G, O) through ``mul`` (int32 (65536,), entry a*256 + b; ``exact``: a*b)."""
+    cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3], O = Wt.shape[1]
+    if G < 1 or C % G or O % G or Wt.shape[0] != KH * KW * (C // G) or acc.shape[0] != N * OH * OW or \
+            acc.shape[1] != O or q.shape[0] < N * H * W * C or mul.shape[0] != 65536:
+        raise ValueError("acc, q, Wt, mul: shapes do not match the geometry")
+    if N * OH * OW * O == 0:
+        return
+    if Wt.shape[0] == 0:
+        acc[:, :] = 0
+        return
+    with nogil:
+        lc_grouped_direct(&acc[0, 0], O, &q[0], H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, &Wt[0, 0],
+                          &mul[0], exact, O, N, isa, nthreads)
 
 
 def dequant(float[::1] y, const int32_t[:, ::1] acc, const float[::1] scale, bias, int64_t N, int64_t P,

@@ -102,9 +102,10 @@ class QWeight:
             self.q, self.scale = np.zeros((O, 0), np.int8), np.zeros(O, np.float32)
         else:
             q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")       # one block = one row
-            self.q, self.scale = q8.q[:, :K], np.ascontiguousarray(q8.scale[:, 0])
+            self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
         Og = O // groups
         self.groups = groups
+        self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
         self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
 
     @classmethod
@@ -164,8 +165,48 @@ SERIAL_MACS_EXACT = 1 << 21
 SERIAL_MACS_TABLE = 1 << 18
 
 
+# Grouped convolutions with fewer output channels per group than this (depthwise: 1) run
+# every group in one native pass of direct products from the codes (im2col.h,
+# lc_grouped_direct) instead of im2col and one LUT GEMM per group, whose call, packing and
+# thread team cost more than its few products; the same integer sums, so the same bits.
+NARROW_GROUP = 8
+
+
 def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
     return 1 if M * K * N < (SERIAL_MACS_EXACT if units.is_exact else SERIAL_MACS_TABLE) else nt
+
+
+# A table product with few rows and many columns (batch-1 and small-batch inference: M of
+# 8..63 against hundreds of output channels) runs as its transpose, acc^T = W (O, K) times
+# x^T (K, M) through the transposed table (mul^T[b, a] = mul[a, b]: the same products, the
+# same integer sums, the same bits): lut_gemm's table path is several times faster with
+# the long side as rows (measured 16x4608x512 Mitchell, 1 thread: 69 -> 16 ms).
+TRANSPOSE_ROWS = (8, 64)
+TRANSPOSE_MIN_COLS = 256
+_TRANSPOSED: dict = {}
+
+
+def _transposed(units: Units) -> Units:
+    """units with its table's operands swapped (the last 8 cached by digest)."""
+    t = _TRANSPOSED.get(units.digest)
+    if t is None:
+        if len(_TRANSPOSED) >= 8:                       # a sweep over many units keeps only the recent
+            _TRANSPOSED.pop(next(iter(_TRANSPOSED)))
+        mul_t = np.ascontiguousarray(units.mul.reshape(256, 256).T)          # mul_t[b, a] = mul[a, b]
+        t = _TRANSPOSED[units.digest] = Units.from_mul(mul_t, name=f"{units.name}^T")
+    return t
+
+
+def product(a: np.ndarray, qw: "QWeight", g: int, units: Units, nt: int, out: np.ndarray) -> np.ndarray:
+    """out (M, Og) int32 = sum_k mul8[a[m, k], q_w[g*Og + o, k]] for group g of qw, a (M, K)
+    int8: lut_gemm in the faster orientation (TRANSPOSE_ROWS)."""
+    M, K = a.shape
+    Og = out.shape[1]
+    t = gemm_threads(M, K, Og, units, nt)
+    if not units.is_exact and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
+        out[...] = lut_gemm(qw.q[g * Og:(g + 1) * Og], np.ascontiguousarray(a.T), _transposed(units), threads=t).T
+        return out
+    return lut_gemm(a, qw.b[g], units, threads=t, out=out)
 
 
 def _reduction_chunk(units: Units) -> int:
@@ -228,6 +269,10 @@ class _Conv:
                         self.dilation[1], nt)
         return A
 
+    def narrow(self) -> bool:
+        """Groups narrow enough for the one-pass direct product (NARROW_GROUP)."""
+        return self.groups > 1 and self.Og < NARROW_GROUP
+
     def aten_args(self):
         n = 1 if self.d1 else 2
         return (list(self.stride[-n:]), list(self.padding[-n:]), list(self.dilation[-n:]), False,
@@ -252,11 +297,15 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     """(y, s_x): the contract's convolution of a dense float32 x."""
     _check_k(geo.Kg, units, layer)
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
-    A = geo.patches(q, nt)
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
-    t = gemm_threads(geo.M, geo.Kg, geo.Og, units, nt)
-    for g in range(geo.groups):
-        lut_gemm(A[g], qw.b[g], units, threads=t, out=acc[:, g * geo.Og:(g + 1) * geo.Og])
+    if geo.narrow():                                         # depthwise and the like: one pass, no patches
+        _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,
+                           geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0],
+                           geo.dilation[1], qw.qt, units._kernel_mul[0], units.is_exact, _simd.isa(), nt)
+    else:
+        A = geo.patches(q, nt)
+        for g in range(geo.groups):
+            product(A[g], qw, g, units, nt, acc[:, g * geo.Og:(g + 1) * geo.Og])
     return _dequant(acc, qw, s_x, bias, geo.out_shape(), geo.N, geo.OH * geo.OW, nt), s_x
 
 
@@ -266,8 +315,7 @@ def linear_forward(x2, bias, qw: QWeight, units: Units, input_scale, layer: str,
     O = qw.q.shape[0]
     _check_k(K, units, layer)
     q, s_x = quantize_tensor(x2, input_scale, "input", layer, nt)
-    acc = lut_gemm(q.reshape(M, K), qw.b[0], units, threads=gemm_threads(M, K, O, units, nt),
-                   out=_workspace.scratch("lt_acc", M * O, np.int32).reshape(M, O))
+    acc = product(q.reshape(M, K), qw, 0, units, nt, _workspace.scratch("lt_acc", M * O, np.int32).reshape(M, O))
     return _dequant(acc, qw, s_x, bias, (M, O), M, 1, nt), s_x
 
 
@@ -346,18 +394,16 @@ class LutConvFunction(torch.autograd.Function):
         x, weight, bias = ctx.saved_tensors
         qw, units, geo, backward, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
+        ste = backward == "ste"
         dx = dw = db = None
-        if backward == "ste":
-            stride, padding, dilation, tr, opad, groups = geo.aten_args()
-            dx, dw, db = torch.ops.aten.convolution_backward(
-                dy, x, weight, None if bias is None else [bias.shape[0]], stride, padding, dilation, tr, opad,
-                groups, [nx, nw, nb and bias is not None])
-        else:
+        if not ste:
             dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
-            if nb and bias is not None:                  # db in float, as the STE (the same kernel)
-                stride, padding, dilation, tr, opad, groups = geo.aten_args()
-                db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], stride, padding,
-                                                         dilation, tr, opad, groups, [False, False, True])[2]
+        mask = [nx and ste, nw and ste, nb and bias is not None]     # db in float in both modes
+        if any(mask):
+            gx, gw, db = torch.ops.aten.convolution_backward(
+                dy, x, weight, None if bias is None else [bias.shape[0]], *geo.aten_args(), mask)
+            if ste:
+                dx, dw = gx, gw
         return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 7
 
 

@@ -315,13 +315,9 @@ class Trainer:
         Reads the save ``lutcore._io.saved_dir`` points at (a save killed while switching
         its files is read from its complete copy).  trainer.json is checked whole: a bad
         field is a ValueError naming the file and the field."""
-        from lutcore._io import load_json, load_tensors as load_file, path_arg, saved_dir
+        from lutcore._io import load_tensors as load_file, path_arg
         path = path_arg(path)
-        src = saved_dir(path)
-        f = os.path.join(src, "trainer.json")
-        if not os.path.isfile(f):
-            raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
-        meta = load_json(f)
+        src, f, meta = read_trainer_json(path)
         if meta.get("format") != CKPT_FORMAT:
             raise ValueError(f"checkpoint {path!r}: unknown format {meta.get('format')!r}")
         missing = [k for k in ("model_class", "model_config", "optimizer", "tokenizer", "seed", "global_step")
@@ -380,6 +376,18 @@ class Trainer:
             with _field(f, "scaler"):
                 tr.scaler.load_state_dict(meta["scaler"])
         return tr
+
+
+def read_trainer_json(path) -> tuple:
+    """(directory to read the save from, its trainer.json path, the parsed json) of a
+    checkpoint: the save ``lutcore._io.saved_dir`` points at (an interrupted save is read
+    from its complete copy).  FileNotFoundError when there is no trainer.json."""
+    from lutcore._io import load_json, saved_dir
+    src = saved_dir(path)
+    f = os.path.join(src, "trainer.json")
+    if not os.path.isfile(f):
+        raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
+    return src, f, load_json(f)
 
 
 @contextlib.contextmanager

@@ -96,7 +96,12 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out.update(_m.body_names(isa_of(name)))
     out.update(_o.body_names(isa_of(name)))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("sgemm (ops.matmul)", "selective scan", "norms/softmax",
-                "decode layer (float parts)"):
+    for fam in ("sgemm (ops.matmul)", "selective scan", "attention (decode)"):
         out[fam] = lower
+    # softmax evaluates its exponentials through the math functions' body; the norms are
+    # plain C with in-order sums (no SIMD body); the decode layer is made of the families above
+    mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)
+    out["softmax"] = mf
+    out["norms (RMSNorm, LayerNorm)"] = "generic (no SIMD body)"
+    out["decode layer"] = "the bodies above (gemm, sgemm, math functions, attention)"
     return out

@@ -193,16 +193,17 @@ def test_ray_stalled_stage_is_named_within_call_timeout(cluster, ckpt):
     import signal
     import time
     for compile_after in (1, None):
-        # start-up (actors import lutcore and load weights) may take longer than a decode call
-        # on a loaded machine: the 3 s budget applies from the first pass on
+        # start-up (actors import lutcore and load weights) and the first generate (which
+        # compiles the graph) may take longer than a decode call on a loaded machine: the
+        # 3 s budget applies once the pipeline has run
         p = Pipeline.from_pretrained(ckpt["llama"], splits=[3, 3], transport="ray", compile_after=compile_after,
                                      call_timeout=120, decode_chunk=2)
-        p._ring.call_timeout = 3
         pid = None
         try:
             pid = p._ring.info()[1]["pid"]
             assert p.generate(PROMPT, 3).size == len(PROMPT) + 3
             assert (p._ring._graph is not None) == (compile_after is not None)
+            p._ring.call_timeout = 3
             os.kill(pid, signal.SIGSTOP)
             t0 = time.monotonic()
             with pytest.raises(StageFailure, match=r"no answer within 3 s \(stage 1 .*does not answer\)") as e:

@@ -84,8 +84,10 @@ AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 X86_BODIES = [
     ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
+    ("lutcore_avx512vbmi", ["src/gemm/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]),
 ]
-SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c",
+                                 "src/gemm/simde_avx512_vbmi.c"], AVX2_FLAGS)
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)

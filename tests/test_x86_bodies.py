@@ -194,7 +194,8 @@ def test_table_gemm_body(rng, runner, shape, table):
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
-@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7)])
+@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7),
+                                         ((1, 24, 300), 8), ((130, 33, 257), 11)])
 def test_qmatmul_table_body(rng, runner, shape, block):
     _, mod, isa = runner
     M, K, N = shape

@@ -777,16 +777,38 @@ static inline void lc_table16(int32_t *Pbuf, const int32_t *T, int planes) {
     }
 }
 
-/* C (M,N) int32 through a body's table_unit: units of (LC_TABLE_WNB columns, row chunk),
- * each thread's table as int16 in its Pbuf.  A unit whose scratch allocation fails is
- * computed by direct lookups (the same sums). */
-static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
-                               const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
-                               int64_t K, int32_t *work, size_t per, int nthreads) {
+/* C[m, n0+c] = sum_{k0 <= k < k1} mul(A[m,k], B[k, n0+c]) (m < rows, c < nc <= LC_TABLE_WNB)
+ * through xb's table_unit, or by direct lookups (the same sums) when its scratch
+ * allocation fails. */
+static void lc_table_unit_run(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
+                              const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Pbuf, int64_t rows,
+                              int64_t n0, int nc, int64_t k0, int64_t k1) {
+    if (xb->table_unit(C, ldc, A, lda, B, ldb, (const int16_t *)Pbuf, rows, n0, nc, k0, k1) == 0) return;
+    for (int64_t m = 0; m < rows; m++)
+        for (int c = 0; c < nc; c++) {
+            int32_t s = 0;
+            for (int64_t k = k0; k < k1; k++)
+                s += T[(int64_t)(uint8_t)A[m * lda + k] * 256 + (uint8_t)B[k * ldb + n0 + c]];
+            C[m * ldc + c] = s;
+        }
+}
+
+/* The wide drivers' units: (LC_TABLE_WNB columns, row chunk), at least 2 per thread. */
+static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int nthreads, int64_t *rows_per) {
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
     int64_t nrc = ncb >= 2 * nthreads ? 1 : (2 * nthreads + ncb - 1) / ncb;
     if (nrc > M) nrc = M;
-    int64_t rows_per = (M + nrc - 1) / nrc, units = ncb * nrc;
+    if (nrc < 1) nrc = 1;
+    *rows_per = (M + nrc - 1) / nrc;
+    return nrc;
+}
+
+/* C (M,N) int32 through a body's table_unit, each thread's table (lc_table16) in its Pbuf. */
+static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
+                               const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
+                               int64_t K, int32_t *work, size_t per, int nthreads) {
+    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
+    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
@@ -798,18 +820,50 @@ static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, 
             if (m1 <= m0) continue;
             int64_t n0 = cb * LC_TABLE_WNB;
             int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
-            if (xb->table_unit(C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, (const int16_t *)Pbuf, m1 - m0,
-                               n0, nc, 0, K) == 0)
-                continue;
-            for (int64_t m = m0; m < m1; m++)
-                for (int c = 0; c < nc; c++) {
-                    int32_t s = 0;
-                    for (int64_t k = 0; k < K; k++)
-                        s += T[(int64_t)(uint8_t)A[m * lda + k] * 256 + (uint8_t)B[k * ldb + n0 + c]];
-                    C[m * ldc + n0 + c] = s;
-                }
+            lc_table_unit_run(xb, C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, T, Pbuf, m1 - m0, n0, nc, 0, K);
         }
     }
+}
+
+/* Y (M,N) float32 as lc_qmatmul_table, each block's int32 sums from a body's table_unit
+ * into a per-unit scratch, folded in the generic order straight into Y.  Returns -1
+ * (nothing written) when a scratch allocation fails: the caller runs the AVX2 body. */
+static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, const int8_t *qa, const float *sa,
+                                 const int8_t *qb, const float *sb, const int32_t *T, int64_t M, int64_t N,
+                                 int64_t nblk, int64_t bk, int32_t *work, size_t per, int nthreads) {
+    int64_t Kq = nblk * bk, ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
+    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    int32_t *accs = (int32_t *)lc_aligned_alloc((size_t)nthreads * rows_per * LC_TABLE_WNB * sizeof(int32_t));
+    if (!accs) return -1;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
+        int32_t *acc = accs + (size_t)omp_get_thread_num() * rows_per * LC_TABLE_WNB;
+        lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t u = 0; u < units; u++) {
+            int64_t cb = u / nrc, rc = u % nrc;
+            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
+            if (m1 <= m0) continue;
+            int64_t n0 = cb * LC_TABLE_WNB;
+            int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+            for (int64_t m = m0; m < m1; m++)
+                for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
+            for (int64_t b = 0; b < nblk; b++) {
+                lc_table_unit_run(xb, acc, LC_TABLE_WNB, qa + m0 * Kq, Kq, qb, N, T, Pbuf, m1 - m0, n0, nc,
+                                  b * bk, (b + 1) * bk);
+                for (int64_t m = m0; m < m1; m++) {
+                    float s = sa[m * nblk + b];
+                    const float *sbr = sb + b * N + n0;
+                    float *y = Y + m * ldy + n0;
+                    const int32_t *ai = acc + (m - m0) * LC_TABLE_WNB;
+                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
+                }
+            }
+        }
+    }
+    lc_aligned_free(accs);
+    return 0;
 }
 
 /* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
@@ -852,6 +906,8 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
     size_t per = lc_table_layout(M, N, nthreads, 1, &nrc, &rows_per);
     int64_t units = ncb * nrc;
+    const lc_gemm_body *xb = lc_gemm_table_body(isa);
+    if (xb && lc_qmatmul_table_wide(xb, Y, ldy, qa, sa, qb, sb, T, M, N, nblk, bk, work, per, nthreads) == 0) return;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *mine = work + (size_t)omp_get_thread_num() * per;

@@ -17,6 +17,7 @@
  *
  *   TP    uint8 (256, 2, 256)   TP[a][0][b] / TP[a][1][b]: low / high byte   IN (the driver's Pbuf)
  *   idx   uint8 (kn, 2, 64)     B[k, n0 + g*64 + lc_vb_col(p)]               scratch
+ *   msk   uint64 (kn, 2)        their bit 7 (the blends' masks: loads, not ALU ops) scratch
  *   C     int32 (rows, nc <= 128) rows ldc apart                             OUT
  */
 #define LC_BODY_ISA avx512vbmi
@@ -34,16 +35,26 @@ int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, c
                         const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
     int64_t kn = k1 - k0;
     uint8_t *idx = (uint8_t *)lc_aligned_alloc((size_t)(kn > 0 ? kn : 1) * 128);
-    if (!idx) return -1;
+    uint64_t *msk = (uint64_t *)malloc((size_t)(kn > 0 ? kn : 1) * 2 * sizeof(uint64_t));
+    if (!idx || !msk) {
+        lc_aligned_free(idx);
+        free(msk);
+        return -1;
+    }
     int src[64];
     for (int p = 0; p < 64; p++) src[p] = lc_vb_col(p);
     for (int64_t k = 0; k < kn; k++) {
         const uint8_t *bk = (const uint8_t *)(B + (k0 + k) * ldb + n0);
-        for (int g = 0; g < 2; g++)
+        for (int g = 0; g < 2; g++) {
+            uint64_t b7 = 0;
             for (int p = 0; p < 64; p++) {
                 int col = g * 64 + src[p];
-                idx[k * 128 + g * 64 + p] = col < nc ? bk[col] : 0;
+                uint8_t b = col < nc ? bk[col] : 0;
+                idx[k * 128 + g * 64 + p] = b;
+                b7 |= (uint64_t)(b >> 7) << p;
             }
+            msk[k * 2 + g] = b7;
+        }
     }
     const uint8_t *TP = (const uint8_t *)T16;
     const __m512i w_even = _mm512_set1_epi32(1), w_odd = _mm512_set1_epi32(0x10000);
@@ -58,10 +69,11 @@ int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, c
             __m512i h0 = _mm512_loadu_si512((const void *)(row + 256)), h1 = _mm512_loadu_si512((const void *)(row + 320));
             __m512i h2 = _mm512_loadu_si512((const void *)(row + 384)), h3 = _mm512_loadu_si512((const void *)(row + 448));
             const uint8_t *ik = idx + k * 128;
+            const uint64_t *mk = msk + k * 2;
 #define LC_VB_GROUP(g, sa, sb, sc, sd)                                                                  \
     {                                                                                                   \
         __m512i i = _mm512_load_si512((const void *)(ik + 64 * (g)));                                   \
-        __mmask64 b7 = _mm512_movepi8_mask(i);                                                          \
+        __mmask64 b7 = (__mmask64)mk[g];                                                                \
         __m512i lo = _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(l0, i, l1),                    \
                                             _mm512_permutex2var_epi8(l2, i, l3));                       \
         __m512i hi = _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(h0, i, h1),                    \
@@ -82,6 +94,7 @@ int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, c
             lc_x_mask_storeu_epi32(c + q * 16, lc_x_mask(nc - q * 16), out[q]);
     }
     lc_aligned_free(idx);
+    free(msk);
     return 0;
 }
 

@@ -86,8 +86,10 @@ AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 X86_BODIES = [
     ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
+    ("lutcore_avx512vbmi", ["src/gemm/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]),
 ]
-SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c",
+                                  "src/gemm/simde_avx512_vbmi.c"], AVX2_FLAGS)
 # the element-wise family (src/elementwise/): AVX-512 F/BW, and + VBMI for relu8's byte permutes
 X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
                ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]

@@ -9,9 +9,10 @@ this CPU has the body's instructions.  A body is chosen by the C isa argument
 
     body          isa                   needs                                 families
     avx512bw      2                     AVX-512 F/BW/VL/DQ                    exact (vpmaddwd)
+    avx512bw      2                     AVX-512 F/BW/VL/DQ                    any table (vpermi2w)
     avx512vnni    2 | 4                 + VNNI                                exact (vpdpbusd)
-The any-table tests run the same grid at the AVX-512 isa values: today they check that
-those run the AVX2 body with the same bits; an AVX-512 table body gets them for free.
+    avx512vbmi    2 | 4 | 8             + VNNI + VBMI                         any table (vpermi2b planes)
+The any-table bodies run in units of 128 columns: the shapes' N cross that (129, 257, 300).
 """
 import platform
 
@@ -32,8 +33,8 @@ else:
     _simde = None
 
 AVX512, VNNI, VBMI = 2, _simd.VNNI, _simd.VBMI
-BODIES = {"avx512bw": AVX512, "avx512vnni": AVX512 | VNNI}
-NEEDS = {"avx512bw": 2, "avx512vnni": 2 | VNNI}    # cpu_features() bits the native run needs
+BODIES = {"avx512bw": AVX512, "avx512vnni": AVX512 | VNNI, "avx512vbmi": AVX512 | VNNI | VBMI}
+NEEDS = {"avx512bw": 2, "avx512vnni": 2 | VNNI, "avx512vbmi": 2 | VNNI | VBMI}    # cpu_features() bits the native run needs
 
 
 def runners():
@@ -147,15 +148,32 @@ def random_table(seed=7):
     return mul, lutcore.Units.from_mul(mul)._kernel_mul
 
 
-TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31), (3, 64, 64), (64, 257, 40)]
+def mitchell_table():
+    units = lutcore.units.approx.mitchell()
+    return units.mul, units._kernel_mul
+
+
+def asymmetric_table():
+    """mul(a, b) != mul(b, a): a swapped operand or table shows."""
+    a = np.arange(-128, 128, dtype=np.int64)[:, None]
+    b = np.arange(-128, 128, dtype=np.int64)[None, :]
+    mul = (a * 3 - b * 2 + (a * b) // 7).astype(np.int16)
+    return mul.ravel(), lutcore.Units.from_mul(mul.ravel())._kernel_mul
+
+
+TABLES = {"random": random_table, "mitchell": mitchell_table, "asymmetric": asymmetric_table}
+# M: 1, odd, around the 48-row direct limit; N: 1, 7, 33, and around / over a 128-column unit
+TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31), (3, 64, 64), (64, 257, 40),
+                (1, 70, 300), (33, 19, 257), (5, 9, 128), (130, 3, 7)]
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape", TABLE_SHAPES)
-def test_table_gemm_body(rng, runner, shape):
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_table_gemm_body(rng, runner, shape, table):
     _, mod, isa = runner
     M, K, N = shape
-    mul, T32 = random_table()
+    mul, T32 = TABLES[table]()
     a = rng.integers(-128, 128, (M, K), dtype=np.int8)
     b = rng.integers(-128, 128, (K, N), dtype=np.int8)
     a[0, 0], b[0, 0] = -128, 127
@@ -176,7 +194,8 @@ def test_table_gemm_body(rng, runner, shape):
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
-@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7)])
+@pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7),
+                                         ((1, 24, 300), 8), ((130, 33, 257), 11)])
 def test_qmatmul_table_body(rng, runner, shape, block):
     _, mod, isa = runner
     M, K, N = shape
@@ -210,7 +229,11 @@ def test_isa_argument_and_dispatch(name):
     names = _g.body_names(isa)
     assert names["lut_gemm exact"].startswith("avx512vnni" if isa & VNNI else "avx512bw")
     assert _g.body_names(AVX512)["qmatmul exact"].startswith("avx512bw")
-    assert names["lut_gemm any table"] == "avx2"      # no AVX-512 table body yet: the AVX2 one runs
+    assert names["lut_gemm any table"] == ("avx512vbmi (vpermi2b)" if (isa & VNNI and isa & VBMI)
+                                           else "avx512bw (vpermi2w)")
+    assert _g.body_names(AVX512 | VNNI)["lut_gemm any table"] == "avx512bw (vpermi2w)"
+    assert _g.body_names(AVX512 | VNNI | VBMI)["lut_gemm any table"] == "avx512vbmi (vpermi2b)"
+    assert _g.body_names(1)["lut_gemm any table"] == "avx2"
     assert _g.body_names(1)["lut_gemm exact"] == "avx2" and _g.body_names(0)["lut_gemm exact"] == "generic"
 
 

@@ -52,8 +52,8 @@ typedef struct {
     int (*gemm_exact_unit)(int32_t *, int64_t, const int16_t *, int64_t, const int8_t *, int64_t, int64_t);
     int (*qmatmul_exact_unit)(float *, int64_t, const int16_t *, int64_t, const float *, const int8_t *,
                               const float *, int64_t, int64_t, int64_t, int64_t);
-    void (*table_accum)(int32_t *, int32_t *, const int8_t *, int64_t, const int8_t *, int64_t, const int32_t *,
-                        const int32_t *, int64_t, int64_t, int, int64_t, int64_t);
+    int (*table_unit)(int32_t *, int64_t, const int8_t *, int64_t, const int8_t *, int64_t, const int16_t *,
+                      int64_t, int64_t, int, int64_t, int64_t);
 } lc_gemm_body;
 #if LC_GEMM_X86
 #if defined(LC_GEMM_SIMDE)
@@ -62,9 +62,13 @@ typedef struct {
 #define LC_GEMM_X(isa, fn) lc_##isa##_##fn
 #endif
 static const lc_gemm_body lc_gemm_bodies[2] = {
-    {"avx512bw", LC_GEMM_X(avx512, gemm_exact_unit), LC_GEMM_X(avx512, qmatmul_exact_unit), NULL},
-    {"avx512vnni", LC_GEMM_X(avx512vnni, gemm_exact_unit), LC_GEMM_X(avx512vnni, qmatmul_exact_unit), NULL},
+    {"avx512bw", LC_GEMM_X(avx512, gemm_exact_unit), LC_GEMM_X(avx512, qmatmul_exact_unit),
+     LC_GEMM_X(avx512, table_unit)},
+    {"avx512vnni", LC_GEMM_X(avx512vnni, gemm_exact_unit), LC_GEMM_X(avx512vnni, qmatmul_exact_unit),
+     LC_GEMM_X(avx512, table_unit)},   /* the table path needs no VNNI: the BW body */
 };
+/* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16's planes = 1) */
+static const lc_gemm_body lc_gemm_body_vbmi = {"avx512vbmi", NULL, NULL, LC_GEMM_X(avx512vbmi, table_unit)};
 #endif
 /* The exact path's body for `isa` (NULL: the AVX2 or generic body in this header). */
 static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
@@ -74,12 +78,23 @@ static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
     (void)isa;
     return NULL;
 }
+/* The any-table path's body (NULL: the AVX2 or generic one).  Its table_unit reads the
+ * table as int16 (lc_table16) and writes C for one (row range, <= LC_TABLE_WNB columns). */
+static inline const lc_gemm_body *lc_gemm_table_body(int isa) {
+#if LC_GEMM_X86
+    if (isa >= LC_ISA_AVX512 && (isa & LC_ISA_VBMI) && (isa & LC_ISA_VNNI)) return &lc_gemm_body_vbmi;
+#endif
+    const lc_gemm_body *b = lc_gemm_exact_body(isa);
+    return b && b->table_unit ? b : NULL;
+}
+#define LC_TABLE_WNB 128    /* columns per table_unit (its register-resident accumulators) */
 /* Names of the bodies `isa` runs, for show_config: which = 0 exact, 1 block-scaled, 2 any table. */
 static const char *lc_gemm_body_name(int isa, int which) {
     const lc_gemm_body *b = lc_gemm_exact_body(isa);
     if (which == 0 && b && b->gemm_exact_unit) return (isa & LC_ISA_VNNI) ? "avx512vnni (vpdpbusd)" : "avx512bw (vpmaddwd)";
     if (which == 1 && b && b->qmatmul_exact_unit) return (isa & LC_ISA_VNNI) ? "avx512vnni (vpdpbusd)" : "avx512bw (vpmaddwd)";
-    if (which == 2 && b && b->table_accum) return b->name;
+    if (which == 2) b = lc_gemm_table_body(isa);
+    if (which == 2 && b) return b->gemm_exact_unit ? "avx512bw (vpermi2w)" : "avx512vbmi (vpermi2b)";
     return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
 }
 
@@ -744,6 +759,113 @@ static inline size_t lc_table_layout(int64_t M, int64_t N, int nthreads, int wit
     return (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB + (size_t)(with_float ? 2 : 1) * *rows_per * LC_TABLE_NB;
 }
 
+/* The thread's Pbuf (65536 int16: exactly the row tables' LC_TABLE_KB * 256 * LC_TABLE_NB
+ * int32 words) = T, each entry an int16 product (DESIGN.md's mul8 contract): as int16
+ * rows (planes 0), or each row as its 256 low bytes then its 256 high bytes (planes 1). */
+_Static_assert(LC_TABLE_KB * 256 * LC_TABLE_NB * 2 >= 65536, "Pbuf holds the int16 table");
+static inline void lc_table16(int32_t *Pbuf, const int32_t *T, int planes) {
+    int16_t *d = (int16_t *)Pbuf;
+    uint8_t *p = (uint8_t *)Pbuf;
+    for (int i = 0; i < 65536; i++) {
+        uint16_t v = (uint16_t)(int16_t)T[i];
+        if (planes) {
+            p[(i >> 8) * 512 + (i & 255)] = (uint8_t)v;
+            p[(i >> 8) * 512 + 256 + (i & 255)] = (uint8_t)(v >> 8);
+        } else {
+            d[i] = (int16_t)v;
+        }
+    }
+}
+
+/* C[m, n0+c] = sum_{k0 <= k < k1} mul(A[m,k], B[k, n0+c]) (m < rows, c < nc <= LC_TABLE_WNB)
+ * through xb's table_unit, or by direct lookups (the same sums) when its scratch
+ * allocation fails. */
+static void lc_table_unit_run(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
+                              const int8_t *B, int64_t ldb, const int32_t *T, const int32_t *Pbuf, int64_t rows,
+                              int64_t n0, int nc, int64_t k0, int64_t k1) {
+    if (xb->table_unit(C, ldc, A, lda, B, ldb, (const int16_t *)Pbuf, rows, n0, nc, k0, k1) == 0) return;
+    for (int64_t m = 0; m < rows; m++)
+        for (int c = 0; c < nc; c++) {
+            int32_t s = 0;
+            for (int64_t k = k0; k < k1; k++)
+                s += T[(int64_t)(uint8_t)A[m * lda + k] * 256 + (uint8_t)B[k * ldb + n0 + c]];
+            C[m * ldc + c] = s;
+        }
+}
+
+/* The wide drivers' units: (LC_TABLE_WNB columns, row chunk), at least 2 per thread. */
+static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int nthreads, int64_t *rows_per) {
+    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
+    int64_t nrc = ncb >= 2 * nthreads ? 1 : (2 * nthreads + ncb - 1) / ncb;
+    if (nrc > M) nrc = M;
+    if (nrc < 1) nrc = 1;
+    *rows_per = (M + nrc - 1) / nrc;
+    return nrc;
+}
+
+/* C (M,N) int32 through a body's table_unit, each thread's table (lc_table16) in its Pbuf. */
+static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
+                               const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
+                               int64_t K, int32_t *work, size_t per, int nthreads) {
+    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
+    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
+        lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);   /* the VBMI body: byte planes */
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t u = 0; u < units; u++) {
+            int64_t cb = u / nrc, rc = u % nrc;
+            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
+            if (m1 <= m0) continue;
+            int64_t n0 = cb * LC_TABLE_WNB;
+            int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+            lc_table_unit_run(xb, C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, T, Pbuf, m1 - m0, n0, nc, 0, K);
+        }
+    }
+}
+
+/* Y (M,N) float32 as lc_qmatmul_table, each block's int32 sums from a body's table_unit
+ * into a per-unit scratch, folded in the generic order straight into Y.  Returns -1
+ * (nothing written) when a scratch allocation fails: the caller runs the AVX2 body. */
+static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, const int8_t *qa, const float *sa,
+                                 const int8_t *qb, const float *sb, const int32_t *T, int64_t M, int64_t N,
+                                 int64_t nblk, int64_t bk, int32_t *work, size_t per, int nthreads) {
+    int64_t Kq = nblk * bk, ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
+    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    int32_t *accs = (int32_t *)lc_aligned_alloc((size_t)nthreads * rows_per * LC_TABLE_WNB * sizeof(int32_t));
+    if (!accs) return -1;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
+        int32_t *acc = accs + (size_t)omp_get_thread_num() * rows_per * LC_TABLE_WNB;
+        lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);
+        LC_PRAGMA(omp for schedule(static))
+        for (int64_t u = 0; u < units; u++) {
+            int64_t cb = u / nrc, rc = u % nrc;
+            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
+            if (m1 <= m0) continue;
+            int64_t n0 = cb * LC_TABLE_WNB;
+            int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+            for (int64_t m = m0; m < m1; m++)
+                for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
+            for (int64_t b = 0; b < nblk; b++) {
+                lc_table_unit_run(xb, acc, LC_TABLE_WNB, qa + m0 * Kq, Kq, qb, N, T, Pbuf, m1 - m0, n0, nc,
+                                  b * bk, (b + 1) * bk);
+                for (int64_t m = m0; m < m1; m++) {
+                    float s = sa[m * nblk + b];
+                    const float *sbr = sb + b * N + n0;
+                    float *y = Y + m * ldy + n0;
+                    const int32_t *ai = acc + (m - m0) * LC_TABLE_WNB;
+                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
+                }
+            }
+        }
+    }
+    lc_aligned_free(accs);
+    return 0;
+}
+
 /* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
 static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
                           int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
@@ -751,6 +873,11 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
     size_t per = lc_table_layout(M, N, nthreads, 0, &nrc, &rows_per);
     int64_t units = ncb * nrc;
+    const lc_gemm_body *xb = lc_gemm_table_body(isa);
+    if (xb) {
+        lc_gemm_table_wide(xb, C, ldc, A, lda, B, ldb, T, M, N, K, work, per, nthreads);
+        return;
+    }
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *mine = work + (size_t)omp_get_thread_num() * per;
@@ -779,6 +906,8 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
     size_t per = lc_table_layout(M, N, nthreads, 1, &nrc, &rows_per);
     int64_t units = ncb * nrc;
+    const lc_gemm_body *xb = lc_gemm_table_body(isa);
+    if (xb && lc_qmatmul_table_wide(xb, Y, ldy, qa, sa, qb, sb, T, M, N, nblk, bk, work, per, nthreads) == 0) return;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *mine = work + (size_t)omp_get_thread_num() * per;

@@ -15,6 +15,21 @@
  *   C   int32 (rows, ncols) rows ldc apart                 OUT
  *   Ap  int16 (rows, Kp)                                    IN
  *   Bp  int8  (ceil(ncols/16), Kp/2, 16, 2) panels          IN
+ *
+ * Any table (table_unit): the table as int16 (a mul8 product is an int16,
+ * DESIGN.md), row a = T16[a][0..255] = 8 zmm held in registers while one output
+ * row's 128 columns (16 int32 accumulators in registers) take the products of
+ * one k: per 32 columns four two-source word permutes (vpermi2w: 64 entries,
+ * index bits 0-5) and two levels of masked blends (bits 6 and 7); vpmaddwd
+ * against (1,0) / (0,1) sign-extends the even / odd words into int32.  The B
+ * indices of the unit are staged once, pre-arranged so that word 2i of a group
+ * is column i and word 2i+1 column 16+i: the two accumulators of a group are
+ * then columns 0-15 and 16-31 in order.  Each loaded table row serves 128
+ * columns (not 32, as the drivers' row-table blocks would: L2 traffic).
+ *
+ *   idx   uint16 (kn, 4, 32)   B[k, n0 + col(g, w)] as unsigned bytes   scratch
+ *   msk   uint32 (kn, 4, 2)    their bit 6 / bit 7 lane masks           scratch
+ *   C     int32 (rows, nc <= 128) rows ldc apart                        OUT
  */
 #define LC_BODY_ISA avx512
 #include "x86_simd.h"
@@ -132,6 +147,75 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
                                     bkp / 2, nc);
         }
     }
+    return 0;
+}
+
+
+/* ------------------------------------------------------------------ any table */
+#define LC_TW 128            /* columns per unit: 4 groups of 32 */
+int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
+                        const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+    int64_t kn = k1 - k0;
+    uint16_t *idx = (uint16_t *)lc_aligned_alloc((size_t)(kn > 0 ? kn : 1) * LC_TW * sizeof(uint16_t));
+    uint32_t *msk = (uint32_t *)malloc((size_t)(kn > 0 ? kn : 1) * 8 * sizeof(uint32_t));
+    if (!idx || !msk) {
+        lc_aligned_free(idx);
+        free(msk);
+        return -1;
+    }
+    for (int64_t k = 0; k < kn; k++) {
+        const uint8_t *bk = (const uint8_t *)(B + (k0 + k) * ldb + n0);
+        for (int g = 0; g < 4; g++) {
+            uint32_t m6 = 0, m7 = 0;
+            for (int w = 0; w < 32; w++) {
+                int col = g * 32 + ((w & 1) ? 16 : 0) + (w >> 1);
+                unsigned b = col < nc ? bk[col] : 0u;
+                idx[k * LC_TW + g * 32 + w] = (uint16_t)b;
+                m6 |= ((b >> 6) & 1u) << w;
+                m7 |= ((b >> 7) & 1u) << w;
+            }
+            msk[k * 8 + 2 * g] = m6;
+            msk[k * 8 + 2 * g + 1] = m7;
+        }
+    }
+    const __m512i w_even = _mm512_set1_epi32(1), w_odd = _mm512_set1_epi32(0x10000);
+    int ng = (nc + 31) / 32;
+    for (int64_t m = 0; m < rows; m++) {
+        const uint8_t *ar = (const uint8_t *)(A + m * lda + k0);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int64_t k = 0; k < kn; k++) {
+            const int16_t *row = T16 + (int64_t)ar[k] * 256;
+            __m512i r0 = _mm512_loadu_si512((const void *)(row + 0)), r1 = _mm512_loadu_si512((const void *)(row + 32));
+            __m512i r2 = _mm512_loadu_si512((const void *)(row + 64)), r3 = _mm512_loadu_si512((const void *)(row + 96));
+            __m512i r4 = _mm512_loadu_si512((const void *)(row + 128)), r5 = _mm512_loadu_si512((const void *)(row + 160));
+            __m512i r6 = _mm512_loadu_si512((const void *)(row + 192)), r7 = _mm512_loadu_si512((const void *)(row + 224));
+            const uint16_t *ik = idx + k * LC_TW;
+            const uint32_t *mk = msk + k * 8;
+#define LC_TB_GROUP(g, sa, sb)                                                                          \
+    {                                                                                                   \
+        __m512i i = _mm512_load_si512((const void *)(ik + 32 * (g)));                                   \
+        __mmask32 b6 = (__mmask32)mk[2 * (g)], b7 = (__mmask32)mk[2 * (g) + 1];                         \
+        __m512i lo = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(r0, i, r1),                  \
+                                             _mm512_permutex2var_epi16(r2, i, r3));                     \
+        __m512i hi = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(r4, i, r5),                  \
+                                             _mm512_permutex2var_epi16(r6, i, r7));                     \
+        __m512i v = _mm512_mask_blend_epi16(b7, lo, hi);                                                \
+        sa = _mm512_add_epi32(sa, _mm512_madd_epi16(v, w_even));                                        \
+        sb = _mm512_add_epi32(sb, _mm512_madd_epi16(v, w_odd));                                         \
+    }
+            LC_TB_GROUP(0, s0, s1)
+            if (ng > 1) LC_TB_GROUP(1, s2, s3)
+            if (ng > 2) LC_TB_GROUP(2, s4, s5)
+            if (ng > 3) LC_TB_GROUP(3, s6, s7)
+#undef LC_TB_GROUP
+        }
+        int32_t *c = C + m * ldc;
+        __m512i out[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+        for (int q = 0; q < 8 && q * 16 < nc; q++)
+            lc_x_mask_storeu_epi32(c + q * 16, lc_x_mask(nc - q * 16), out[q]);
+    }
+    lc_aligned_free(idx);
+    free(msk);
     return 0;
 }
 

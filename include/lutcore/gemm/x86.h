@@ -18,7 +18,9 @@
  *   sa     float (rows, nblk) the rows' block scales                  IN
  *   sbp    float (panels, nblk, 16) the panels' column scales         IN
  * They return 0, or -1 when a scratch allocation failed (the caller then runs
- * the AVX2 body: same bits).  Table accumulate: as lc_table_accum_generic.
+ * the AVX2 body: same bits).  Table unit (any table, avx512 prefix only):
+ *   C[m, n0+c] = sum_{k0 <= k < k1} T16[A[m,k]][B[k, n0+c]]   m < rows, c < nc <= 128
+ *   T16 int16 (256, 256) the table by (a, b) as unsigned bytes            IN
  */
 #ifndef LUTCORE_GEMM_X86_H
 #define LUTCORE_GEMM_X86_H
@@ -31,14 +33,19 @@
     int P##qmatmul_exact_unit(float *Y, int64_t ldy, const int16_t *Ap, int64_t Kp, const float *sa, \
                               const int8_t *Bp, const float *sbp, int64_t nblk, int64_t bkp,      \
                               int64_t rows, int64_t ncols);                                       \
-    void P##table_accum(int32_t *acc, int32_t *Pbuf, const int8_t *A, int64_t lda, const int8_t *B, \
-                        int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t n0, int nc, \
-                        int64_t k0, int64_t k1);
+    int P##table_unit(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb, \
+                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);
 
 /* AVX-512 F/BW/VL/DQ (vpmaddwd; vpermi2w over the table) and + VNNI (vpdpbusd) */
 LC_GEMM_X86_DECLARE(lc_avx512_)
 LC_GEMM_X86_DECLARE(lc_avx512vnni_)
 LC_GEMM_X86_DECLARE(lc_simde_avx512_)
 LC_GEMM_X86_DECLARE(lc_simde_avx512vnni_)
+/* AVX-512 VBMI + VNNI: the any-table body only (vpermi2b over the table's byte planes) */
+#define LC_GEMM_X86_DECLARE_VBMI(P)                                                               \
+    int P##table_unit(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb, \
+                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);
+LC_GEMM_X86_DECLARE_VBMI(lc_avx512vbmi_)
+LC_GEMM_X86_DECLARE_VBMI(lc_simde_avx512vbmi_)
 
 #endif /* LUTCORE_GEMM_X86_H */

@@ -121,59 +121,32 @@ if IS_X86:
     macros.append(("LC_HAVE_X86_BODIES", "1"))
 
 MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "alloc", "im2col"]
-exts = [
-    Extension(
+# Test-only extensions: a family's wrappers (_simde*.pyx include the family's .pyx) linked with
+# the SIMDe copies of its AVX-512 bodies, selected by the macros.
+SIMDE_MODULES = [
+    ("_simde", [("LC_GEMM_SIMDE", "1")]),                                  # gemm
+    ("_simde_ew", [("LC_EW_SIMDE", "1")]),                                 # element-wise
+    ("_simde_mamba", [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")]),  # math functions, conv1d
+    ("_simde_optim", [("LC_OPTIM_SIMDE", "1")]),                           # AdamW
+]
+
+
+def _extension(name, extra_macros=()):
+    return Extension(
         f"lutcore._native.{name}",
         [f"lutcore/_native/{name}.pyx"],
         include_dirs=[os.path.join(HERE, "include"), np.get_include()],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        define_macros=macros,
+        define_macros=macros + list(extra_macros),
         depends=deps,
     )
-    for name in MODULES
-]
+
+
+exts = [_extension(name) for name in MODULES]
 if IS_X86 and simde_include:
-    # test-only: gemm's wrappers (_simde.pyx includes gemm.pyx) with the AVX-512 bodies' SIMDe copies
-    exts.append(Extension(
-        "lutcore._native._simde",
-        ["lutcore/_native/_simde.pyx"],
-        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
-        extra_compile_args=cflags,
-        extra_link_args=ldflags,
-        define_macros=macros + [("LC_GEMM_SIMDE", "1")],
-        depends=deps,
-    ))
-    # test-only: the element-wise wrappers (_simde_ew.pyx includes elementwise.pyx) with the SIMDe copies
-    exts.append(Extension(
-        "lutcore._native._simde_ew",
-        ["lutcore/_native/_simde_ew.pyx"],
-        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
-        extra_compile_args=cflags,
-        extra_link_args=ldflags,
-        define_macros=macros + [("LC_EW_SIMDE", "1")],
-        depends=deps,
-    ))
-    # test-only: the mamba wrappers (math functions, conv1d; _simde_mamba.pyx includes mamba.pyx) with the SIMDe copies
-    exts.append(Extension(
-        "lutcore._native._simde_mamba",
-        ["lutcore/_native/_simde_mamba.pyx"],
-        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
-        extra_compile_args=cflags,
-        extra_link_args=ldflags,
-        define_macros=macros + [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")],
-        depends=deps,
-    ))
-    # test-only: the optimizer wrappers (_simde_optim.pyx includes optim.pyx) with the SIMDe copy
-    exts.append(Extension(
-        "lutcore._native._simde_optim",
-        ["lutcore/_native/_simde_optim.pyx"],
-        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
-        extra_compile_args=cflags,
-        extra_link_args=ldflags,
-        define_macros=macros + [("LC_OPTIM_SIMDE", "1")],
-        depends=deps,
-    ))
+    exts += [_extension(name, extra) for name, extra in SIMDE_MODULES]
+
 
 class BuildExtWithBodies(build_ext):
     """build_ext that first builds the per-ISA libraries (plain build_ext, as in

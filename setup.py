@@ -84,8 +84,10 @@ AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 X86_BODIES = [
     ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
+    ("lutcore_sgemm_avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS),
 ]
-SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c"], AVX2_FLAGS)
+SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c",
+                                  "src/sgemm/simde_sgemm_avx512.c"], AVX2_FLAGS)
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -125,6 +127,17 @@ if IS_X86 and simde_include:
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + [("LC_GEMM_SIMDE", "1")],
+        depends=deps,
+    ))
+
+    # test-only: sgemm's wrappers (_simde_sgemm.pyx includes sgemm.pyx) with its AVX-512 body's SIMDe copy
+    exts.append(Extension(
+        "lutcore._native._simde_sgemm",
+        ["lutcore/_native/_simde_sgemm.pyx"],
+        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        define_macros=macros + [("LC_SGEMM_SIMDE", "1")],
         depends=deps,
     ))
 

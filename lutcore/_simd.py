@@ -90,10 +90,12 @@ def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
     from lutcore._native import gemm as _g
+    from lutcore._native import sgemm as _sg
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
+    out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("sgemm (ops.matmul)", "selective scan", "conv1d", "element-wise", "norms/softmax",
+    for fam in ("selective scan", "conv1d", "element-wise", "norms/softmax",
                 "AdamW", "decode layer (float parts)"):
         out[fam] = lower
     return out

@@ -44,6 +44,7 @@
 #define LC_SMC 48
 #define LC_SNC 128
 #define LC_SKC 256   /* k block: a 6x256 A panel and a 256x16 B panel stay in L1 */
+#define LC_SKC_WIDE 128   /* the zmm tile's: a 6x128 A panel and two 128x16 B panels (19 KB) */
 
 /* Known zeros (attention's causal structure, square M = K or M = N), `tri`:
  *   LC_TRI_A_LOWER  A[i][k] = 0 for k > i: row tile i0..i0+R-1 adds k < i0 + R only
@@ -378,7 +379,7 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
             int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
             int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
             int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
-            const int64_t kstep = part ? LC_SKC : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+            const int64_t kstep = part ? (wide ? LC_SKC_WIDE : LC_SKC) : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
             for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
                 for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
                     /* panels this column step: two side by side for the zmm tile */

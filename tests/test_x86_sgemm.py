@@ -91,6 +91,8 @@ def test_simde_sgemm_present_and_named():
         pytest.skip("SIMDe copies are built for x86-64 only")
     assert _simde_sgemm.body_name(AVX512).startswith("avx512")
     assert _s.body_name(AVX2) == "avx2" and _s.body_name(0) == "generic"
+    assert _simd.bodies("avx512")["sgemm (ops.matmul)"].startswith("avx512")   # show_config's line
+    assert _simd.bodies("generic")["sgemm (ops.matmul)"] == "generic"
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)

@@ -87,9 +87,10 @@ X86_BODIES = [
     ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
     ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
     ("lutcore_avx512vbmi", ["src/gemm/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]),
+    ("lutcore_sgemm_avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS),
 ]
 SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c",
-                                  "src/gemm/simde_avx512_vbmi.c"], AVX2_FLAGS)
+                                  "src/gemm/simde_avx512_vbmi.c", "src/sgemm/simde_sgemm_avx512.c"], AVX2_FLAGS)
 # the element-wise family (src/elementwise/): AVX-512 F/BW, and + VBMI for relu8's byte permutes
 X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
                ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]
@@ -128,6 +129,7 @@ SIMDE_MODULES = [
     ("_simde_ew", [("LC_EW_SIMDE", "1")]),                                 # element-wise
     ("_simde_mamba", [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")]),  # math functions, conv1d
     ("_simde_optim", [("LC_OPTIM_SIMDE", "1")]),                           # AdamW
+    ("_simde_sgemm", [("LC_SGEMM_SIMDE", "1")]),                           # sgemm (ops.matmul)
 ]
 
 
@@ -146,6 +148,7 @@ def _extension(name, extra_macros=()):
 exts = [_extension(name) for name in MODULES]
 if IS_X86 and simde_include:
     exts += [_extension(name, extra) for name, extra in SIMDE_MODULES]
+
 
 
 class BuildExtWithBodies(build_ext):

@@ -89,14 +89,15 @@ def cpu_flags() -> list[str]:
 def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
-    from lutcore._native import elementwise as _e, gemm as _g, mamba as _m, optim as _o
+    from lutcore._native import elementwise as _e, gemm as _g, mamba as _m, optim as _o, sgemm as _sg
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
     out.update(_e.body_names(isa_of(name)))
     out.update(_m.body_names(isa_of(name)))
     out.update(_o.body_names(isa_of(name)))
+    out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("sgemm (ops.matmul)", "selective scan", "attention (decode)"):
+    for fam in ("selective scan", "attention (decode)"):
         out[fam] = lower
     # softmax evaluates its exponentials through the math functions' body; the norms are
     # plain C with in-order sums (no SIMD body); the decode layer is made of the families above

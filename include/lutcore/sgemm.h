@@ -15,6 +15,8 @@
  * (12 ymm accumulators) streams both.  Work units are (batch, 48-row block,
  * 128-column block).  A constant right operand (weights) can be packed once
  * (lc_sgemm_pack_b over every panel) and passed as Bpre (batch 1).
+ * On AVX-512 (sgemm/x86.h, src/sgemm/) the tile is 6 rows x 2 panels of zmm
+ * (12 accumulators): the driver hands it two adjacent column panels at a time.
  */
 #ifndef LUTCORE_SGEMM_H
 #define LUTCORE_SGEMM_H
@@ -22,11 +24,27 @@
 #include "common.h"
 #include <math.h>
 
+/* The bodies in their own translation units (sgemm/x86.h): built where setup.py
+ * defines LC_HAVE_X86_BODIES; LC_SGEMM_SIMDE binds their SIMDe copies instead
+ * (the test-only extension _simde_sgemm). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "sgemm/x86.h"
+#if defined(LC_SGEMM_SIMDE)
+#define LC_SGEMM_TILE512 lc_simde_avx512_sgemm_tile
+#else
+#define LC_SGEMM_TILE512 lc_avx512_sgemm_tile
+#endif
+#define LC_SGEMM_X86 1
+#else
+#define LC_SGEMM_X86 0
+#endif
+
 #define LC_SMR 6
 #define LC_SNR 16
 #define LC_SMC 48
 #define LC_SNC 128
 #define LC_SKC 256   /* k block: a 6x256 A panel and a 256x16 B panel stay in L1 */
+#define LC_SKC_WIDE 128   /* the zmm tile's: a 6x128 A panel and two 128x16 B panels (19 KB) */
 
 /* Known zeros (attention's causal structure, square M = K or M = N), `tri`:
  *   LC_TRI_A_LOWER  A[i][k] = 0 for k > i: row tile i0..i0+R-1 adds k < i0 + R only
@@ -263,6 +281,24 @@ static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, in
     lc_sgemv_panels_generic(y, x, Bp, K, N, q0, q1, accumulate);
 }
 
+/* The tile body `isa` runs, for show_config. */
+static const char *lc_sgemm_body_name(int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) return "avx512 (6x32 zmm tile)";
+#endif
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+/* a finished tile (R rows, nc columns, rows of LC_SNR in t) into C at (i0, j0), or added */
+static inline void lc_stile_out(float *Cb, int64_t ldc, const float *t, int64_t i0, int64_t j0, int R, int nc,
+                                int accumulate) {
+    for (int r = 0; r < R; r++) {
+        float *cr = Cb + (i0 + r) * ldc + j0;
+        if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + t[r * LC_SNR + c];
+        else memcpy(cr, t + r * LC_SNR, (size_t)nc * sizeof(float));
+    }
+}
+
 /* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
  * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
 static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
@@ -285,7 +321,11 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
     int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
     size_t per = lc_sgemm_work(M, N, K);
     int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;
-    (void)isa;
+#if LC_SGEMM_X86
+    const int wide = isa >= LC_ISA_AVX512;      /* the 6x32 zmm tile (two panels a call) */
+#else
+    const int wide = 0;
+#endif
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         /* pack every batch's operands (independent of the thread count): A is read in
@@ -332,37 +372,51 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
         for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
             int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
             const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;
-            float tile[LC_SMR * LC_SNR];
+            float tile[2 * LC_SMR * LC_SNR];    /* no buffer: the tile(s) of one column step */
+            int np2 = 1;
             float *Cb = C + b * scb;
             int64_t m0 = mu * LC_SMC, n0 = nu * LC_SNC;
             int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
             int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
             int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
-            const int64_t kstep = part ? LC_SKC : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+            const int64_t kstep = part ? (wide ? LC_SKC_WIDE : LC_SKC) : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
             for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
-                for (int64_t j0 = n0; j0 < n_end; j0 += LC_SNR) {
-                    const int nc = (int)(n_end - j0 < LC_SNR ? n_end - j0 : LC_SNR);
+                for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
+                    /* panels this column step: two side by side for the zmm tile */
+                    np2 = wide && j0 + LC_SNR < n_end ? 2 : 1;
+                    int ncp[2];
+                    for (int p = 0; p < np2; p++) {
+                        const int64_t jp = j0 + p * LC_SNR;
+                        ncp[p] = (int)(n_end - jp < LC_SNR ? n_end - jp : LC_SNR);
+                    }
                     for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
                         const int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
                         /* the tile's k range: zero terms of a triangular A are not added (a chain
                            then differs from the full one only in the sign of an exact zero) */
                         int64_t klo, khi;
                         lc_stri_krange(tri, i0, R, K, &klo, &khi);
-                        const int skip = (tri == LC_TRI_C_LOWER && j0 > i0 + R - 1) || klo >= khi;
+                        /* panels from npc on lie wholly above the diagonal (or have no k): zeros */
+                        int npc = 0;
+                        while (npc < np2 && !((tri == LC_TRI_C_LOWER && j0 + npc * LC_SNR > i0 + R - 1) || klo >= khi))
+                            npc++;
+                        if (k0 == 0 && !accumulate)     /* nothing to add: those tiles are zero */
+                            for (int p = npc; p < np2; p++)
+                                for (int r = 0; r < R; r++)
+                                    memset(Cb + (i0 + r) * ldc + j0 + p * LC_SNR, 0, (size_t)ncp[p] * sizeof(float));
+                        if (npc == 0) continue;
                         const int64_t lo = k0 > klo ? k0 : klo, hi = k0 + kstep < khi ? k0 + kstep : khi;
+                        if (lo >= hi) continue;         /* this k block is outside the tile's range */
                         float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
                                         : tile;
-                        if (skip) {                     /* nothing to add: the tile is zero */
-                            if (k0 == 0 && !accumulate)
-                                for (int r = 0; r < R; r++) memset(Cb + (i0 + r) * ldc + j0, 0, (size_t)nc * sizeof(float));
-                            continue;
-                        }
-                        if (lo >= hi) continue;         /* this k block is outside the tile's range */
                         const float *ap = direct_a ? A + b * sab + i0 * sar + lo
                                                    : Ap + (i0 / LC_SMR) * K * LC_SMR + lo * LC_SMR;
                         const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
                         const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1, kn = hi - lo;
                         const int init = lo > klo;
+#if LC_SGEMM_X86
+                        if (wide) LC_SGEMM_TILE512(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
+                        else
+#endif
 #if LC_X86
                         if (isa >= LC_ISA_AVX2) {
                             switch (R) {
@@ -376,13 +430,10 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
                         } else
 #endif
                         lc_smk_generic(t, ap, aks, ars, bp, kn, init, R);
-                        if (hi == khi) {                /* the tile's chains are complete */
-                            for (int r = 0; r < R; r++) {
-                                float *cr = Cb + (i0 + r) * ldc + j0;
-                                if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + t[r * LC_SNR + c];
-                                else memcpy(cr, t + r * LC_SNR, (size_t)nc * sizeof(float));
-                            }
-                        }
+                        if (hi == khi)                  /* the tiles' chains are complete */
+                            for (int p = 0; p < npc; p++)
+                                lc_stile_out(Cb, ldc, t + p * (LC_SMR * LC_SNR), i0, j0 + p * LC_SNR, R, ncp[p],
+                                             accumulate);
                     }
                 }
             }

@@ -5,6 +5,7 @@ cdef extern from "lutcore/sgemm.h" nogil:
     void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                       const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                       int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads)
+    const char *lc_sgemm_body_name(int isa)
     size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
     void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc)
     int LC_SNR

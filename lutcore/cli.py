@@ -238,9 +238,12 @@ def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
     """evaluate_units with a progress bar over units x windows."""
     from tqdm import tqdm
     from lutcore.evaluate import evaluate_units
-    bar = tqdm(unit="window", dynamic_ncols=True, desc="eval", **_bar_opts())
+    bar = None                        # made at the first window, when the total is known
 
     def on_window(done, total, spec):
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit="window", dynamic_ncols=True, desc=f"eval {spec}", **_bar_opts())
         bar.total = total
         bar.set_description(f"eval {spec}", refresh=False)
         bar.update(done - bar.n)
@@ -249,7 +252,8 @@ def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
         return evaluate_units(model, data, units=specs, seq_len=seq_len, tokenizer=tok, threads=threads,
                               on_window=on_window, batch_size=batch_size)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
 
 
 def _eval_report(res, out):

@@ -803,6 +803,17 @@ static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int nthreads, i
     return nrc;
 }
 
+/* Work unit u of the wide drivers: rows [m0, m1) of column block n0 .. n0 + nc; 0 when the
+ * unit's row chunk is empty (M not a multiple of the chunk). */
+static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_t M, int64_t N,
+                                     int64_t *m0, int64_t *m1, int64_t *n0, int *nc) {
+    *m0 = (u % nrc) * rows_per;
+    *m1 = *m0 + rows_per < M ? *m0 + rows_per : M;
+    *n0 = (u / nrc) * LC_TABLE_WNB;
+    *nc = (int)(N - *n0 < LC_TABLE_WNB ? N - *n0 : LC_TABLE_WNB);
+    return *m1 > *m0;
+}
+
 /* C (M,N) int32 through a body's table_unit, each thread's table (lc_table16) in its Pbuf. */
 static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
                                const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
@@ -815,11 +826,9 @@ static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, 
         lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);   /* the VBMI body: byte planes */
         LC_PRAGMA(omp for schedule(static))
         for (int64_t u = 0; u < units; u++) {
-            int64_t cb = u / nrc, rc = u % nrc;
-            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
-            if (m1 <= m0) continue;
-            int64_t n0 = cb * LC_TABLE_WNB;
-            int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+            int64_t m0, m1, n0;
+            int nc;
+            if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
             lc_table_unit_run(xb, C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, T, Pbuf, m1 - m0, n0, nc, 0, K);
         }
     }
@@ -842,11 +851,9 @@ static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, 
         lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);
         LC_PRAGMA(omp for schedule(static))
         for (int64_t u = 0; u < units; u++) {
-            int64_t cb = u / nrc, rc = u % nrc;
-            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
-            if (m1 <= m0) continue;
-            int64_t n0 = cb * LC_TABLE_WNB;
-            int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+            int64_t m0, m1, n0;
+            int nc;
+            if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
             for (int64_t m = m0; m < m1; m++)
                 for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
             for (int64_t b = 0; b < nblk; b++) {

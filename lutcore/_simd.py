@@ -97,8 +97,8 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out.update(_o.body_names(isa_of(name)))
     out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("selective scan", "attention (decode)"):
-        out[fam] = lower
+    for fam in ("attention (decode)",):
+        out.setdefault(fam, lower)
     # softmax evaluates its exponentials through the math functions' body; the norms are
     # plain C with in-order sums (no SIMD body); the decode layer is made of the families above
     mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)

@@ -25,7 +25,11 @@
 
 /* vectors per 16-lane unit; a statement over each of them (a literal count: unrolled) */
 #define LC_VN (16 / LC_VL)
+#if defined(__GNUC__) && !defined(__clang__)
 #define LC_EACH(i) _Pragma("GCC unroll 2") for (int i = 0; i < LC_VN; i++)
+#else
+#define LC_EACH(i) for (int i = 0; i < LC_VN; i++)
+#endif
 /* store at p the 8-lane sum (lanes i + lanes i + 8) of a unit's vectors v[] */
 #if LC_VL == 8
 #define LC_FOLD8(p, v) LC_VSTORE(p, LC_VADD((v)[0], (v)[1]))
@@ -83,7 +87,9 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_ste
     if (zoh) {                                            /* Bbar u = (phi1(x) dt u) B */
         LC_VT ph[LC_VN];
         LC_EACH(i) ph[i] = LC_VPHI1(x[i], a[i]);
-        if (p) LC_EACH(i) p[i] = ph[i];
+        if (p) {
+            LC_EACH(i) p[i] = ph[i];
+        }
         LC_EACH(i) w[i] = LC_VMUL(ph[i], w[i]);
     }
 }
@@ -263,7 +269,9 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_rec
         LC_VT Bt = LC_VSET1(Bn[t * N]);
         LC_VT a[LC_VN], w[LC_VN], p[LC_VN];
         LC_V_NAME(scan_step)(a, w, p, dtb + r, wb + r, Ae, zoh, fast);
-        if (zoh) LC_EACH(i) LC_VSTORE(pb + r + LC_VL * i, p[i]);
+        if (zoh) {
+            LC_EACH(i) LC_VSTORE(pb + r + LC_VL * i, p[i]);
+        }
         LC_EACH(i) hv[i] = LC_VFMA(a[i], hv[i], LC_VMUL(w[i], Bt));
         LC_EACH(i) LC_VSTORE(hb + r + LC_VL * i, hv[i]);
         LC_EACH(i) LC_VSTORE(ab + r + LC_VL * i, a[i]);

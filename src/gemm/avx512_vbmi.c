@@ -36,6 +36,11 @@
 
 #define LC_VB_NB 256   /* columns per unit (gemm.h LC_TABLE_WNB): 4 groups of 64 */
 #define LC_VB_KC 128   /* k per 16-bit chunk (<= 256) */
+#if defined(LC_SIMDE)
+#define LC_VB_SIMDE 1
+#else
+#define LC_VB_SIMDE 0
+#endif
 
 /* byte p of a staged 64-column group -> its column */
 static inline int lc_vb_col(int p) { return (p & 1) * 32 + p / 2; }
@@ -56,6 +61,89 @@ LC_AI void lc_vb_flush(int32_t *acc, __m512i F, __m512i O, __m512i G, __m512i P,
     }
 }
 
+#if !defined(LC_SIMDE)
+/* The 4-group k loop (c1 > c0) by hand: the compilers spill 4 of the 16 accumulators and
+ * rotate the rest through moves.  zmm0-7 the table row, zmm24-31 the groups' permutes. */
+#define LC_VB_ASM_G(ik, mk, F, O, G, P, t0, t1, ka, kb) \
+    "vmovdqa64 " ik "(%[ik]), %%" t0 "\n\t" \
+    "vmovdqa64 " ik "(%[ik]), %%" t1 "\n\t" \
+    "kmovq " mk "(%[mk]), %%" ka "\n\t" \
+    "kmovq 8+" mk "(%[mk]), %%" kb "\n\t" \
+    "vpermi2b %%zmm1, %%zmm0, %%" t0 "%{%%" ka "%}\n\t" \
+    "vpermi2b %%zmm5, %%zmm4, %%" t1 "%{%%" ka "%}\n\t" \
+    "vpermi2b %%zmm3, %%zmm2, %%" t0 "%{%%" kb "%}\n\t" \
+    "vpermi2b %%zmm7, %%zmm6, %%" t1 "%{%%" kb "%}\n\t" \
+    "vpaddw %%" t0 ", %%" F ", %%" F "\n\t" \
+    "vpsrlw $8, %%" t0 ", %%" t0 "\n\t" \
+    "vpaddw %%" t0 ", %%" O ", %%" O "\n\t" \
+    "vpaddw %%" t1 ", %%" G ", %%" G "\n\t" \
+    "vpsrlw $8, %%" t1 ", %%" t1 "\n\t" \
+    "vpaddw %%" t1 ", %%" P ", %%" P "\n\t"
+LC_AI void lc_vb_loop4(const uint8_t *ar, const uint8_t *ae, const uint8_t *TP, const uint8_t *ik,
+                              const uint64_t *mk, __m512i *acc) {
+    __asm__ volatile(
+        "vmovdqa64 0(%[acc]), %%zmm8\n\t"
+        "vmovdqa64 64(%[acc]), %%zmm9\n\t"
+        "vmovdqa64 128(%[acc]), %%zmm10\n\t"
+        "vmovdqa64 192(%[acc]), %%zmm11\n\t"
+        "vmovdqa64 256(%[acc]), %%zmm12\n\t"
+        "vmovdqa64 320(%[acc]), %%zmm13\n\t"
+        "vmovdqa64 384(%[acc]), %%zmm14\n\t"
+        "vmovdqa64 448(%[acc]), %%zmm15\n\t"
+        "vmovdqa64 512(%[acc]), %%zmm16\n\t"
+        "vmovdqa64 576(%[acc]), %%zmm17\n\t"
+        "vmovdqa64 640(%[acc]), %%zmm18\n\t"
+        "vmovdqa64 704(%[acc]), %%zmm19\n\t"
+        "vmovdqa64 768(%[acc]), %%zmm20\n\t"
+        "vmovdqa64 832(%[acc]), %%zmm21\n\t"
+        "vmovdqa64 896(%[acc]), %%zmm22\n\t"
+        "vmovdqa64 960(%[acc]), %%zmm23\n\t"
+        "1:\n\t"
+        "movzbl (%[ar]), %%eax\n\t"
+        "shl $9, %%rax\n\t"
+        "add %[tp], %%rax\n\t"
+        "vmovdqu64 (%%rax), %%zmm0\n\t"
+        "vmovdqu64 64(%%rax), %%zmm1\n\t"
+        "vmovdqu64 128(%%rax), %%zmm2\n\t"
+        "vmovdqu64 192(%%rax), %%zmm3\n\t"
+        "vmovdqu64 256(%%rax), %%zmm4\n\t"
+        "vmovdqu64 320(%%rax), %%zmm5\n\t"
+        "vmovdqu64 384(%%rax), %%zmm6\n\t"
+        "vmovdqu64 448(%%rax), %%zmm7\n\t"
+        LC_VB_ASM_G("0", "0", "zmm8", "zmm9", "zmm10", "zmm11", "zmm24", "zmm25", "k1", "k2")
+        LC_VB_ASM_G("64", "16", "zmm12", "zmm13", "zmm14", "zmm15", "zmm26", "zmm27", "k3", "k4")
+        LC_VB_ASM_G("128", "32", "zmm16", "zmm17", "zmm18", "zmm19", "zmm28", "zmm29", "k5", "k6")
+        LC_VB_ASM_G("192", "48", "zmm20", "zmm21", "zmm22", "zmm23", "zmm30", "zmm31", "k7", "k1")
+        "add $256, %[ik]\n\t"
+        "add $64, %[mk]\n\t"
+        "inc %[ar]\n\t"
+        "cmp %[ae], %[ar]\n\t"
+        "jne 1b\n\t"
+        "vmovdqa64 %%zmm8, 0(%[acc])\n\t"
+        "vmovdqa64 %%zmm9, 64(%[acc])\n\t"
+        "vmovdqa64 %%zmm10, 128(%[acc])\n\t"
+        "vmovdqa64 %%zmm11, 192(%[acc])\n\t"
+        "vmovdqa64 %%zmm12, 256(%[acc])\n\t"
+        "vmovdqa64 %%zmm13, 320(%[acc])\n\t"
+        "vmovdqa64 %%zmm14, 384(%[acc])\n\t"
+        "vmovdqa64 %%zmm15, 448(%[acc])\n\t"
+        "vmovdqa64 %%zmm16, 512(%[acc])\n\t"
+        "vmovdqa64 %%zmm17, 576(%[acc])\n\t"
+        "vmovdqa64 %%zmm18, 640(%[acc])\n\t"
+        "vmovdqa64 %%zmm19, 704(%[acc])\n\t"
+        "vmovdqa64 %%zmm20, 768(%[acc])\n\t"
+        "vmovdqa64 %%zmm21, 832(%[acc])\n\t"
+        "vmovdqa64 %%zmm22, 896(%[acc])\n\t"
+        "vmovdqa64 %%zmm23, 960(%[acc])\n\t"
+        : [ar] "+r"(ar), [ik] "+r"(ik), [mk] "+r"(mk)
+        : [ae] "r"(ae), [tp] "r"(TP), [acc] "r"(acc)
+        : "rax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+          "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23",
+          "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "k4", "k5", "k6",
+          "k7", "cc", "memory");
+}
+#endif
+
 /* rows of C for NG groups of 64 columns (NG a constant at each call) */
 LC_AI void lc_vb_rows(int32_t *C, int64_t ldc, const uint8_t *A, int64_t lda, const uint8_t *TP,
                              const uint8_t *idx, const uint64_t *msk, int64_t rows, int nc, int64_t kn, const int NG) {
@@ -68,7 +156,17 @@ LC_AI void lc_vb_rows(int32_t *C, int64_t ldc, const uint8_t *A, int64_t lda, co
             int64_t c1 = c0 + LC_VB_KC < kn ? c0 + LC_VB_KC : kn;
             __m512i f0 = z, o0 = z, g0 = z, p0 = z, f1 = z, o1 = z, g1 = z, p1 = z;
             __m512i f2 = z, o2 = z, g2 = z, p2 = z, f3 = z, o3 = z, g3 = z, p3 = z;
-            for (int64_t k = c0; k < c1; k++) {
+#if !defined(LC_SIMDE)
+            if (NG == 4) {
+                __m512i a16[16] __attribute__((aligned(64))) = {f0, o0, g0, p0, f1, o1, g1, p1,
+                                                                f2, o2, g2, p2, f3, o3, g3, p3};
+                lc_vb_loop4(ar + c0, ar + c1, TP, idx + c0 * 256, msk + c0 * 8, a16);
+                f0 = a16[0], o0 = a16[1], g0 = a16[2], p0 = a16[3], f1 = a16[4], o1 = a16[5], g1 = a16[6];
+                p1 = a16[7], f2 = a16[8], o2 = a16[9], g2 = a16[10], p2 = a16[11], f3 = a16[12], o3 = a16[13];
+                g3 = a16[14], p3 = a16[15];
+            }
+#endif
+            for (int64_t k = NG == 4 && !LC_VB_SIMDE ? c1 : c0; k < c1; k++) {
                 const uint8_t *row = TP + (int64_t)ar[k] * 512;
                 __m512i l0 = _mm512_loadu_si512((const void *)(row + 0)), l1 = _mm512_loadu_si512((const void *)(row + 64));
                 __m512i l2 = _mm512_loadu_si512((const void *)(row + 128)), l3 = _mm512_loadu_si512((const void *)(row + 192));

@@ -12,7 +12,9 @@ this CPU has the body's instructions.  A body is chosen by the C isa argument
     avx512bw      2                     AVX-512 F/BW/VL/DQ                    any table (vpermi2w)
     avx512vnni    2 | 4                 + VNNI                                exact (vpdpbusd)
     avx512vbmi    2 | 4 | 8             + VNNI + VBMI                         any table (vpermi2b planes)
-The any-table bodies run in units of 128 columns: the shapes' N cross that (129, 257, 300).
+The any-table bodies run in units of 256 columns (the vpermi2w body as two 128-column
+passes, the VBMI body as 64-column groups over k chunks of 128 in uint16 words): the
+shapes' N cross those (65, 129, 191, 257, 300), K crosses the chunks (129, 256, 300, 513).
 """
 import platform
 
@@ -143,7 +145,7 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
 
 
 def random_table(seed=7):
-    """int16 products over the full range (K <= 300 keeps the sums in int32), as units._kernel_mul."""
+    """int16 products over the full range (the shapes' K <= 513 keep the sums in int32), as units._kernel_mul."""
     mul = np.random.default_rng(seed).integers(-32768, 32768, 65536).astype(np.int16)
     return mul, lutcore.Units.from_mul(mul)._kernel_mul
 
@@ -161,10 +163,19 @@ def asymmetric_table():
     return mul.ravel(), lutcore.Units.from_mul(mul.ravel())._kernel_mul
 
 
-TABLES = {"random": random_table, "mitchell": mitchell_table, "asymmetric": asymmetric_table}
+def extreme_table(seed=5):
+    """Entries at the int16 ends and at the byte planes' edges (low byte 0 / 255, high byte 0x7f / 0x80)."""
+    vals = np.array([-32768, 32767, -1, 0, 1, 255, 256, -256, 128, -129, 32512, -32513], np.int16)
+    mul = np.random.default_rng(seed).choice(vals, 65536)
+    return mul, lutcore.Units.from_mul(mul)._kernel_mul
+
+
+TABLES = {"random": random_table, "mitchell": mitchell_table, "asymmetric": asymmetric_table,
+          "extreme": extreme_table}
 # M: 1, odd, around the 48-row direct limit; N: 1, 7, 33, and around / over a 128-column unit
 TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31), (3, 64, 64), (64, 257, 40),
-                (1, 70, 300), (33, 19, 257), (5, 9, 128), (130, 3, 7)]
+                (1, 70, 300), (33, 19, 257), (5, 9, 128), (130, 3, 7),
+                (3, 129, 65), (2, 300, 191), (5, 256, 256), (4, 513, 200), (1, 128, 64)]
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
@@ -195,7 +206,7 @@ def test_table_gemm_body(rng, runner, shape, table):
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7),
-                                         ((1, 24, 300), 8), ((130, 33, 257), 11)])
+                                         ((1, 24, 300), 8), ((130, 33, 257), 11), ((3, 260, 70), 130)])
 def test_qmatmul_table_body(rng, runner, shape, block):
     _, mod, isa = runner
     M, K, N = shape

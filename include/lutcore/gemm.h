@@ -87,7 +87,7 @@ static inline const lc_gemm_body *lc_gemm_table_body(int isa) {
     const lc_gemm_body *b = lc_gemm_exact_body(isa);
     return b && b->table_unit ? b : NULL;
 }
-#define LC_TABLE_WNB 128    /* columns per table_unit (its register-resident accumulators) */
+#define LC_TABLE_WNB 256    /* columns per table_unit (each loaded table row serves them all) */
 /* Names of the bodies `isa` runs, for show_config: which = 0 exact, 1 block-scaled, 2 any table. */
 static const char *lc_gemm_body_name(int isa, int which) {
     const lc_gemm_body *b = lc_gemm_exact_body(isa);
@@ -761,18 +761,22 @@ static inline size_t lc_table_layout(int64_t M, int64_t N, int nthreads, int wit
 
 /* The thread's Pbuf (65536 int16: exactly the row tables' LC_TABLE_KB * 256 * LC_TABLE_NB
  * int32 words) = T, each entry an int16 product (DESIGN.md's mul8 contract): as int16
- * rows (planes 0), or each row as its 256 low bytes then its 256 high bytes (planes 1). */
+ * rows (planes 0), or each row as its 256 low bytes then its 256 high bytes XOR 0x80
+ * (the high byte + 128 as unsigned: planes 1, the VBMI body's form). */
 _Static_assert(LC_TABLE_KB * 256 * LC_TABLE_NB * 2 >= 65536, "Pbuf holds the int16 table");
 static inline void lc_table16(int32_t *Pbuf, const int32_t *T, int planes) {
     int16_t *d = (int16_t *)Pbuf;
     uint8_t *p = (uint8_t *)Pbuf;
-    for (int i = 0; i < 65536; i++) {
-        uint16_t v = (uint16_t)(int16_t)T[i];
+    for (int a = 0; a < 256; a++) {
+        const int32_t *t = T + a * 256;
         if (planes) {
-            p[(i >> 8) * 512 + (i & 255)] = (uint8_t)v;
-            p[(i >> 8) * 512 + 256 + (i & 255)] = (uint8_t)(v >> 8);
+            uint8_t *lo = p + a * 512, *hi = lo + 256;
+            for (int b = 0; b < 256; b++) {
+                lo[b] = (uint8_t)t[b];
+                hi[b] = (uint8_t)(((uint16_t)(int16_t)t[b] >> 8) ^ 0x80u);
+            }
         } else {
-            d[i] = (int16_t)v;
+            for (int b = 0; b < 256; b++) d[a * 256 + b] = (int16_t)t[b];
         }
     }
 }

@@ -24,12 +24,13 @@
  * against (1,0) / (0,1) sign-extends the even / odd words into int32.  The B
  * indices of the unit are staged once, pre-arranged so that word 2i of a group
  * is column i and word 2i+1 column 16+i: the two accumulators of a group are
- * then columns 0-15 and 16-31 in order.  Each loaded table row serves 128
- * columns (not 32, as the drivers' row-table blocks would: L2 traffic).
+ * then columns 0-15 and 16-31 in order.  Each loaded table row serves a pass
+ * of 128 columns (not 32, as the drivers' row-table blocks would: L2 traffic);
+ * the drivers' 256-column unit (LC_TABLE_WNB, the VBMI body's width) is two passes.
  *
  *   idx   uint16 (kn, 4, 32)   B[k, n0 + col(g, w)] as unsigned bytes   scratch
  *   msk   uint32 (kn, 4, 2)    their bit 6 / bit 7 lane masks           scratch
- *   C     int32 (rows, nc <= 128) rows ldc apart                        OUT
+ *   C     int32 (rows, nc <= 128) rows ldc apart (one pass)             OUT
  */
 #define LC_BODY_ISA avx512
 #include "x86_simd.h"
@@ -152,9 +153,9 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
 
 
 /* ------------------------------------------------------------------ any table */
-#define LC_TW 128            /* columns per unit: 4 groups of 32 */
-int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
-                        const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+#define LC_TW 128            /* columns per pass: 4 groups of 32 */
+static int lc_table_pass(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
+                         const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
     int64_t kn = k1 - k0;
     uint16_t *idx = (uint16_t *)lc_aligned_alloc((size_t)(kn > 0 ? kn : 1) * LC_TW * sizeof(uint16_t));
     uint32_t *msk = (uint32_t *)malloc((size_t)(kn > 0 ? kn : 1) * 8 * sizeof(uint32_t));
@@ -216,6 +217,15 @@ int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, c
     }
     lc_aligned_free(idx);
     free(msk);
+    return 0;
+}
+
+/* the drivers' unit (nc <= LC_TABLE_WNB = 256) as passes of LC_TW columns */
+int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
+                        const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+    for (int c = 0; c < nc; c += LC_TW)
+        if (lc_table_pass(C + c, ldc, A, lda, B, ldb, T16, rows, n0 + c, nc - c < LC_TW ? nc - c : LC_TW, k0, k1))
+            return -1;
     return 0;
 }
 

@@ -54,6 +54,11 @@ typedef struct {
                               const float *, int64_t, int64_t, int64_t, int64_t);
     int (*table_unit)(int32_t *, int64_t, const int8_t *, int64_t, const int8_t *, int64_t, const int16_t *,
                       int64_t, int64_t, int, int64_t, int64_t);
+    /* exact and block-scaled whole calls (gemm/x86.h; NULL: per unit) */
+    int (*x_begin)(struct lc_gemm_x_call *);
+    void (*x_conv)(const struct lc_gemm_x_call *, int64_t);
+    void (*x_unit)(const struct lc_gemm_x_call *, int64_t);
+    void (*x_end)(struct lc_gemm_x_call *);
 } lc_gemm_body;
 #if LC_GEMM_X86
 #if defined(LC_GEMM_SIMDE)
@@ -63,12 +68,15 @@ typedef struct {
 #endif
 static const lc_gemm_body lc_gemm_bodies[2] = {
     {"avx512bw", LC_GEMM_X(avx512, gemm_exact_unit), LC_GEMM_X(avx512, qmatmul_exact_unit),
-     LC_GEMM_X(avx512, table_unit)},
+     LC_GEMM_X(avx512, table_unit), NULL, NULL, NULL, NULL},
     {"avx512vnni", LC_GEMM_X(avx512vnni, gemm_exact_unit), LC_GEMM_X(avx512vnni, qmatmul_exact_unit),
-     LC_GEMM_X(avx512, table_unit)},   /* the table path needs no VNNI: the BW body */
+     LC_GEMM_X(avx512, table_unit),    /* the table path needs no VNNI: the BW body */
+     LC_GEMM_X(avx512vnni, x_begin), LC_GEMM_X(avx512vnni, x_conv), LC_GEMM_X(avx512vnni, x_unit),
+     LC_GEMM_X(avx512vnni, x_end)},
 };
 /* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16's planes = 1) */
-static const lc_gemm_body lc_gemm_body_vbmi = {"avx512vbmi", NULL, NULL, LC_GEMM_X(avx512vbmi, table_unit)};
+static const lc_gemm_body lc_gemm_body_vbmi = {"avx512vbmi", NULL, NULL, LC_GEMM_X(avx512vbmi, table_unit),
+                                                NULL, NULL, NULL, NULL};
 #endif
 /* The exact path's body for `isa` (NULL: the AVX2 or generic body in this header). */
 static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
@@ -489,6 +497,24 @@ static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t 
  * one thread, so the bits do not depend on who takes which (and ragged unit
  * counts, e.g. 3 row blocks x 4 column blocks on 2 threads, stay balanced). */
 
+/* A body's whole call (gemm/x86.h): its conversions, then its units, on the team;
+ * 0 = done, -1 = not taken (the caller runs the per-unit loop). */
+#if LC_GEMM_X86
+static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthreads) {
+    x->nthreads = nthreads;
+    if (!xb || !xb->x_begin || xb->x_begin(x) != 0) return -1;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t i = 0; i < x->nconv; i++) xb->x_conv(x, i);
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u);
+    }
+    xb->x_end(x);
+    return 0;
+}
+#endif
+
 /* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
 static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
                                  int64_t M, int64_t N, int64_t Kp, int isa, int nthreads) {
@@ -496,6 +522,10 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {C, NULL, ldc, Ap, Kp, Bp, NULL, NULL, 1, Kp, M, N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
@@ -548,6 +578,10 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {NULL, Y, ldy, Ap, Kp, Bp, sa, sbp, nblk, bkp, M, N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;

@@ -6,22 +6,27 @@
  *
  * vpdpbusd multiplies unsigned by signed bytes, four k at a time.  B's codes
  * are made unsigned with +128 (b ^ 0x80), so a lane sums a * (b + 128) over k;
- * the row sum 128 * sum_k a (per row and block, taken when A is converted) is
- * subtracted: a*b exactly (the arithmetic is modular, so the difference is
- * exact whenever the result fits int32, as the contract's sums do).  A, the
- * signed operand, is the one broadcast from memory ({1to16}).
+ * the accumulators start at -128 * sum_k a (per row and block, taken when A is
+ * converted): they end at a*b exactly (the arithmetic is modular, so the result
+ * is exact whenever it fits int32, as the contract's sums do).  A, the signed
+ * operand, is broadcast (a register broadcast: GCC keeps 24 accumulators then).
  *
  * Layouts: B is read from gemm.h's packed panels (16 columns x k-pairs): two
  * consecutive pairs are one 64-byte load, and one vpermw moves lane c's four
- * bytes (b[k..k+3] of column c) together; each pair of panels is converted so
- * (bq, with the ^ 0x80) once per unit, before the unit's row tiles stream it.
- * A's unit rows are converted once per unit into bytes, each block padded to a
- * multiple of 4 with zeros (a zero code adds nothing whatever B holds there):
+ * bytes (b[k..k+3] of column c) together; a pair of panels converted so (bq,
+ * with the ^ 0x80) is streamed by many row tiles.  A's rows are converted into
+ * bytes, each block padded to a multiple of 4 with zeros (a zero code adds
+ * nothing whatever B holds there), 12-row tile by tile with the tile's rows
+ * interleaved per k-quad (a tile reads one contiguous 48-byte run per quad, not
+ * 12 rows' cache lines: ~20% of the tile's speed at K >= 256):
  *
- *   au   int8  (rows, nblk, bq4)   bq4 = round_up(bkp, 4)     scratch
- *   rs   int32 (rows, nblk)        128 * sum of the block's a  scratch
- *   bq   uint8 (2, nblk, bq4/4, 64) two panels' quads          scratch
- *   C    int32 (rows, ncols)  /  Y float (rows, ncols)          OUT
+ *   au   int8  tiles of (nblk * bq4 / 4, R, 4)  bq4 = round_up(bkp, 4)   scratch
+ *   rs   int32 (rows, nblk)       -128 * sum of the block's a           scratch
+ *   bq   uint8 (2, nblk, bq4/4, 64) two panels' quads                   scratch
+ *   C    int32 (rows, ncols)  /  Y float (rows, ncols)                   OUT
+ * Whole calls (M > 4, see "whole calls" below) convert both operands once per
+ * call; the per-unit entry points (units of <= 4 rows read B's panels directly,
+ * and single tiles from gemm.h's fallbacks) convert per unit.
  * Tiles: 12 rows x 2 panels (24 zmm accumulators, 2 B vectors); the
  * block-scaled tile keeps its float sums in an L1 tile.  The float fold is the
  * generic one: y = y + (sa*sb) * (float)I, block by block.
@@ -46,9 +51,9 @@ static inline __m512i vnni_quad_index(void) {
 #define LC_DPB(acc, av, v) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(v), "v"(av))
 #endif
 
-/* the accumulators start at -128 * (the row's sum of a), so they end at the sum of a * b */
+/* the accumulators start at rs = -128 * (the row's sum of a), so they end at the sum of a * b */
 #define LC_DECL_I(r) __m512i c##r##_0 = _mm512_setzero_si512(), c##r##_1 = c##r##_0;
-#define LC_INIT_I(r, o) if (r < R) c##r##_0 = c##r##_1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(o));
+#define LC_INIT_I(r, o) if (r < R) c##r##_0 = c##r##_1 = _mm512_set1_epi32(o);   /* a broadcast load, no ALU op */
 #define LC_VNNI_ROW(r)                                                                                 \
     if (r < R) {                                                                                       \
         __m512i av = _mm512_set1_epi32(lc_x_ld32(a + 4 * (q * R + r)));                                \
@@ -179,7 +184,7 @@ static const vnni_q_fn dq_tiles[2][LC_DIRECT_ROWS + 1] = {{0 LC_X_ROWS4(LC_NAME_
  * of rows [r0, r0 + R) (R = 12, or what is left) starts at byte r0 * lda (lda = nblk * bq4)
  * and holds quad g (k = 4g..4g+3 of the padded blocks laid end to end) of its row r at
  * 4 * (g * R + r): the tile's k-quad is one contiguous run of 4R bytes.
- * rs (rows, nblk) = 128 * each block's sum of codes */
+ * rs (rows, nblk) = -128 * each block's sum of codes */
 static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, int64_t rows, int64_t nblk,
                         int64_t bkp, int64_t bq4) {
     int64_t lda = nblk * bq4, nqb = bq4 / 4;
@@ -195,8 +200,12 @@ static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, 
                 int64_t j = 0;
                 for (; j + 32 <= bkp; j += 32) {
                     __m512i w = _mm512_loadu_si512((const void *)(s + j));
-                    _mm256_storeu_si256((__m256i *)quads, _mm512_cvtepi16_epi8(w));
                     sum = _mm512_add_epi32(sum, _mm512_madd_epi16(w, _mm512_set1_epi16(1)));
+                    if (R == 1) {   /* one row (GEMV): the plain row */
+                        _mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtepi16_epi8(w));
+                        continue;
+                    }
+                    _mm256_storeu_si256((__m256i *)quads, _mm512_cvtepi16_epi8(w));
                     for (int i = 0; i < 8; i++) memcpy(d + 4 * (j / 4 + i) * R, &quads[i], 4);
                 }
                 int32_t lanes[16], t = 0;
@@ -207,7 +216,7 @@ static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, 
                     d[4 * (j / 4) * R + (j % 4)] = v;
                     t += v;
                 }
-                rs[(r0 + r) * nblk + blk] = (int32_t)((uint32_t)t * 128u);   /* modular, as the sums */
+                rs[(r0 + r) * nblk + blk] = (int32_t)(0u - (uint32_t)t * 128u);   /* modular, as the sums */
             }
     }
 }

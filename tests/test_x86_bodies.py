@@ -168,6 +168,31 @@ def test_exact_gemm_body_whole_call(rng, runner, shape):
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", WHOLE_SHAPES + [(4, 9, 20), (7, 1, 1), (13, 65, 31)])
+def test_exact_gemm_body_from_int8_rows(rng, runner, shape):
+    """gemm_exact_a8: the VNNI whole call reading A's int8 rows (no int16 copy; K odd: the
+    packed pair's padding read as 0); other bodies and M <= 4 decline and write nothing."""
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, :] = -128
+    b[:, 0] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    _, bp, Kp, _, _ = pack_exact(a, b, K)
+    takes = bool(isa & VNNI) and M > 4
+    for threads in (1, 2, 3):
+        big = np.full((M, N + 3), -7, np.int32)
+        got = big[:, 1:1 + N]
+        assert mod.gemm_exact_a8(got, a, bp, Kp, isa, threads, N + 3) is takes
+        if takes:
+            assert np.array_equal(got, ref), (runner[0], threads, np.sum(got != ref))
+            assert np.all(big[:, :1] == -7) and np.all(big[:, 1 + N:] == -7)
+        else:
+            assert np.all(big == -7)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape,block", [((197, 70, 71), 32), ((61, 130, 263), 5), ((37, 96, 600), 64),
                                          ((9, 21, 33), 7)])
 def test_qmatmul_exact_body_whole_call(rng, runner, shape, block):

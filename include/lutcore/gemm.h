@@ -47,6 +47,7 @@
 #else
 #define LC_GEMM_X86 0
 #endif
+struct lc_gemm_x_call;   /* gemm/x86.h */
 typedef struct {
     const char *name;
     int (*gemm_exact_unit)(int32_t *, int64_t, const int16_t *, int64_t, const int8_t *, int64_t, int64_t);
@@ -523,7 +524,7 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
 #if LC_GEMM_X86
-    lc_gemm_x_call x = {C, NULL, ldc, Ap, Kp, Bp, NULL, NULL, 1, Kp, M, N};
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .nblk = 1, .bkp = Kp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
 #endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
@@ -547,6 +548,21 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
             }
         }
     }
+}
+
+/* C (M,N) int32 = A's int8 rows (M, K, lda apart) x packed Bp (Kp = K rounded up to even),
+ * when the body takes whole calls from int8 rows (no int16 copy of A): 0 = done, -1 = not
+ * taken (the caller packs A and runs lc_gemm_exact_packed: same bits). */
+static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+                            int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp, .nblk = 1, .bkp = Kp,
+                        .M = M, .N = N};
+    return lc_gemm_x_whole(lc_gemm_exact_body(isa), &x, nthreads);
+#else
+    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)M, (void)N, (void)K, (void)Kp, (void)isa, (void)nthreads;
+    return -1;
+#endif
 }
 
 /* One register tile of the block-scaled product: R <= LC_MR packed rows (sa's
@@ -579,7 +595,8 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
 #if LC_GEMM_X86
-    lc_gemm_x_call x = {NULL, Y, ldy, Ap, Kp, Bp, sa, sbp, nblk, bkp, M, N};
+    lc_gemm_x_call x = {.Y = Y, .ldc = ldy, .Ap = Ap, .Kp = Kp, .Bp = Bp, .sa = sa, .sbp = sbp, .nblk = nblk,
+                        .bkp = bkp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
 #endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))

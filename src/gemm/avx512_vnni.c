@@ -185,21 +185,25 @@ static const vnni_q_fn dq_tiles[2][LC_DIRECT_ROWS + 1] = {{0 LC_X_ROWS4(LC_NAME_
  * and holds quad g (k = 4g..4g+3 of the padded blocks laid end to end) of its row r at
  * 4 * (g * R + r): the tile's k-quad is one contiguous run of 4R bytes.
  * rs (rows, nblk) = -128 * each block's sum of codes */
-static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, int64_t rows, int64_t nblk,
-                        int64_t bkp, int64_t bq4) {
-    int64_t lda = nblk * bq4, nqb = bq4 / 4;
+/* Ap (int16, rows Kp apart), or with a8 != NULL a8's int8 rows (lds apart, nblk = 1,
+ * codes k >= kv read as 0). */
+static void vnni_pack_a_from(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, const int8_t *a8,
+                             int64_t lds, int64_t kv, int64_t rows, int64_t nblk, int64_t bkp, int64_t bq4) {
+    int64_t lda = nblk * bq4, nqb = bq4 / 4, kvalid = a8 ? (kv < bkp ? kv : bkp) : bkp;
     for (int64_t r0 = 0; r0 < rows; r0 += LC_XTR) {
         int64_t R = rows - r0 < LC_XTR ? rows - r0 : LC_XTR;
         int8_t *tile = au + r0 * lda;
         for (int64_t r = 0; r < R; r++)
             for (int64_t blk = 0; blk < nblk; blk++) {
-                const int16_t *s = Ap + (r0 + r) * Kp + blk * bkp;
+                const int16_t *s = a8 ? NULL : Ap + (r0 + r) * Kp + blk * bkp;
+                const int8_t *s8 = a8 ? a8 + (r0 + r) * lds : NULL;
                 int8_t *d = tile + 4 * (blk * nqb * R + r);   /* quad q of this block at d + 4 * q * R */
                 __m512i sum = _mm512_setzero_si512();
                 int32_t quads[8];
                 int64_t j = 0;
-                for (; j + 32 <= bkp; j += 32) {
-                    __m512i w = _mm512_loadu_si512((const void *)(s + j));
+                for (; j + 32 <= kvalid; j += 32) {
+                    __m512i w = s8 ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(s8 + j)))
+                                   : _mm512_loadu_si512((const void *)(s + j));
                     sum = _mm512_add_epi32(sum, _mm512_madd_epi16(w, _mm512_set1_epi16(1)));
                     if (R == 1) {   /* one row (GEMV): the plain row */
                         _mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtepi16_epi8(w));
@@ -212,13 +216,17 @@ static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, 
                 _mm512_storeu_si512((void *)lanes, sum);
                 for (int i = 0; i < 16; i++) t += lanes[i];
                 for (; j < bq4; j++) {
-                    int8_t v = j < bkp ? (int8_t)s[j] : 0;
+                    int8_t v = j < kvalid ? (s8 ? s8[j] : (int8_t)s[j]) : 0;
                     d[4 * (j / 4) * R + (j % 4)] = v;
                     t += v;
                 }
                 rs[(r0 + r) * nblk + blk] = (int32_t)(0u - (uint32_t)t * 128u);   /* modular, as the sums */
             }
     }
+}
+static void vnni_pack_a(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, int64_t rows, int64_t nblk,
+                        int64_t bkp, int64_t bq4) {
+    vnni_pack_a_from(au, rs, Ap, Kp, NULL, 0, 0, rows, nblk, bkp, bq4);
 }
 
 /* bq (npan, nblk, nqb, 16 lanes x 4 bytes) = the panels' quads as vpdpbusd's unsigned
@@ -322,6 +330,7 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
  *   au  int8   (M, lda) tile-interleaved as vnni_pack_a, lda = nblk * 4 * nqb
  *   rs  int32  (M, nblk)
  *   bq  uint8  (pairs, 2, nblk, nqb, 64) as vnni_pack_b, a pair 32 * lda bytes
+ * (from the int16 packed rows, or — lc_gemm_exact_a8 — the caller's int8 rows),
  * then a unit = (mc rows) x (nc columns): per panel pair, its row tiles
  * (the unit's au rows stay in L2; the pair streams).  The shape is the largest
  * of 192 x 256 halved (columns first) until the threads have >= 4 units each.
@@ -374,8 +383,12 @@ void LC_BODY(x_conv)(const lc_gemm_x_call *x, int64_t i) {
     int64_t pb = x->bkp / 2;
     if (i < x->na) {
         int64_t r0 = i * LC_XCA * LC_XTR, rows = x->M - r0 < LC_XCA * LC_XTR ? x->M - r0 : LC_XCA * LC_XTR;
-        vnni_pack_a(x->au + r0 * x->lda, x->rs + r0 * x->nblk, x->Ap + r0 * x->Kp, x->Kp, rows, x->nblk, x->bkp,
-                    4 * x->nqb);
+        if (x->A8)
+            vnni_pack_a_from(x->au + r0 * x->lda, x->rs + r0, NULL, 0, x->A8 + r0 * x->lda8, x->lda8, x->K, rows, 1,
+                             x->bkp, 4 * x->nqb);
+        else
+            vnni_pack_a(x->au + r0 * x->lda, x->rs + r0 * x->nblk, x->Ap + r0 * x->Kp, x->Kp, rows, x->nblk,
+                        x->bkp, 4 * x->nqb);
         return;
     }
     int64_t j = i - x->na, pstride = x->Kp / 2 * 32;

@@ -28,7 +28,8 @@
  * units), then x_conv(i) for i < nconv and, after a barrier, x_unit(u) for
  * u < nunits on its threads (any order, any thread), then x_end.  Y == NULL:
  * C = the exact product over all of Kp (nblk = 1, bkp = Kp); else Y = the
- * block-scaled product.  The body's plan (unit shape, scratch) lives in the
+ * block-scaled product.  A8 != NULL (exact only): the conversions read A's
+ * int8 rows directly (k >= K reads as 0) and Ap is unused.  The body's plan (unit shape, scratch) lives in the
  * struct's second half.
  */
 #ifndef LUTCORE_GEMM_X86_H
@@ -42,6 +43,8 @@ typedef struct lc_gemm_x_call {
     int64_t ldc;
     const int16_t *Ap;          /* (M, Kp) packed rows                   IN */
     int64_t Kp;
+    const int8_t *A8;           /* exact, instead of Ap: A's int8 rows (M, K), lda8 apart IN */
+    int64_t lda8, K;
     const int8_t *Bp;           /* packed panels, P * 32 bytes apart     IN */
     const float *sa, *sbp;      /* block-scaled: (M, nblk), (panels, nblk, 16) */
     int64_t nblk, bkp, M, N;

@@ -144,6 +144,79 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
         assert np.array_equal(got.view(np.int32), ref.view(np.int32))
 
 
+# The VNNI body's whole calls (M > 4): A and B converted once per call in items of 48 rows /
+# 32 columns, then units of up to 192 x 256 halved until each thread has 4 — ragged tiles,
+# pairs with one panel, several conversion items and unit shapes; out a slice of a wider array.
+WHOLE_SHAPES = [(5, 7, 33), (197, 33, 71), (61, 130, 263), (100, 1, 40), (250, 64, 17), (37, 260, 600)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", WHOLE_SHAPES)
+def test_exact_gemm_body_whole_call(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[-1, :] = -128
+    b[:, -1] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    for threads in (1, 2, 3):
+        big = np.full((M, N + 9), -7, np.int32)
+        got = big[:, 4:4 + N]
+        mod.gemm_exact_packed(got, ap, bp, Kp, isa, threads, N + 9)
+        assert np.array_equal(got, ref), (runner[0], threads, np.sum(got != ref))
+        assert np.all(big[:, :4] == -7) and np.all(big[:, 4 + N:] == -7)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", WHOLE_SHAPES + [(4, 9, 20), (7, 1, 1), (13, 65, 31)])
+def test_exact_gemm_body_from_int8_rows(rng, runner, shape):
+    """gemm_exact_a8: the VNNI whole call reading A's int8 rows (no int16 copy; K odd: the
+    packed pair's padding read as 0); other bodies and M <= 4 decline and write nothing."""
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, :] = -128
+    b[:, 0] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    _, bp, Kp, _, _ = pack_exact(a, b, K)
+    takes = bool(isa & VNNI) and M > 4
+    for threads in (1, 2, 3):
+        big = np.full((M, N + 3), -7, np.int32)
+        got = big[:, 1:1 + N]
+        assert mod.gemm_exact_a8(got, a, bp, Kp, isa, threads, N + 3) is takes
+        if takes:
+            assert np.array_equal(got, ref), (runner[0], threads, np.sum(got != ref))
+            assert np.all(big[:, :1] == -7) and np.all(big[:, 1 + N:] == -7)
+        else:
+            assert np.all(big == -7)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((197, 70, 71), 32), ((61, 130, 263), 5), ((37, 96, 600), 64),
+                                         ((9, 21, 33), 7)])
+def test_qmatmul_exact_body_whole_call(rng, runner, shape, block):
+    _, mod, isa = runner
+    M, K, N = shape
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    qa, sa = quantize_ref(x, block)
+    qbt, sbt = quantize_ref(w.T, block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
+    ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
+    from lutcore.quant import _pack_scales
+    sbp = _pack_scales(sb)
+    for threads in (1, 2, 3):
+        big = np.full((M, N + 5), np.nan, np.float32)
+        got = big[:, 2:2 + N]
+        mod.qmatmul_exact_packed(got, ap, sa, bp, sbp, nblk, bkp, isa, threads, N + 5)
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32)), (runner[0], threads)
+        assert np.all(np.isnan(big[:, :2])) and np.all(np.isnan(big[:, 2 + N:]))
+
+
 def random_table(seed=7):
     """int16 products over the full range (the shapes' K <= 513 keep the sums in int32), as units._kernel_mul."""
     mul = np.random.default_rng(seed).integers(-32768, 32768, 65536).astype(np.int16)

@@ -47,6 +47,7 @@
 #else
 #define LC_GEMM_X86 0
 #endif
+struct lc_gemm_x_call;   /* gemm/x86.h */
 typedef struct {
     const char *name;
     int (*gemm_exact_unit)(int32_t *, int64_t, const int16_t *, int64_t, const int8_t *, int64_t, int64_t);
@@ -54,6 +55,11 @@ typedef struct {
                               const float *, int64_t, int64_t, int64_t, int64_t);
     int (*table_unit)(int32_t *, int64_t, const int8_t *, int64_t, const int8_t *, int64_t, const int16_t *,
                       int64_t, int64_t, int, int64_t, int64_t);
+    /* exact and block-scaled whole calls (gemm/x86.h; NULL: per unit) */
+    int (*x_begin)(struct lc_gemm_x_call *);
+    void (*x_conv)(const struct lc_gemm_x_call *, int64_t);
+    void (*x_unit)(const struct lc_gemm_x_call *, int64_t);
+    void (*x_end)(struct lc_gemm_x_call *);
 } lc_gemm_body;
 #if LC_GEMM_X86
 #if defined(LC_GEMM_SIMDE)
@@ -63,12 +69,15 @@ typedef struct {
 #endif
 static const lc_gemm_body lc_gemm_bodies[2] = {
     {"avx512bw", LC_GEMM_X(avx512, gemm_exact_unit), LC_GEMM_X(avx512, qmatmul_exact_unit),
-     LC_GEMM_X(avx512, table_unit)},
+     LC_GEMM_X(avx512, table_unit), NULL, NULL, NULL, NULL},
     {"avx512vnni", LC_GEMM_X(avx512vnni, gemm_exact_unit), LC_GEMM_X(avx512vnni, qmatmul_exact_unit),
-     LC_GEMM_X(avx512, table_unit)},   /* the table path needs no VNNI: the BW body */
+     LC_GEMM_X(avx512, table_unit),    /* the table path needs no VNNI: the BW body */
+     LC_GEMM_X(avx512vnni, x_begin), LC_GEMM_X(avx512vnni, x_conv), LC_GEMM_X(avx512vnni, x_unit),
+     LC_GEMM_X(avx512vnni, x_end)},
 };
 /* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16's planes = 1) */
-static const lc_gemm_body lc_gemm_body_vbmi = {"avx512vbmi", NULL, NULL, LC_GEMM_X(avx512vbmi, table_unit)};
+static const lc_gemm_body lc_gemm_body_vbmi = {"avx512vbmi", NULL, NULL, LC_GEMM_X(avx512vbmi, table_unit),
+                                                NULL, NULL, NULL, NULL};
 #endif
 /* The exact path's body for `isa` (NULL: the AVX2 or generic body in this header). */
 static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
@@ -489,6 +498,24 @@ static inline void lc_fold_generic(float *y /* [LC_MR][LC_NR] */, const int32_t 
  * one thread, so the bits do not depend on who takes which (and ragged unit
  * counts, e.g. 3 row blocks x 4 column blocks on 2 threads, stay balanced). */
 
+/* A body's whole call (gemm/x86.h): its conversions, then its units, on the team;
+ * 0 = done, -1 = not taken (the caller runs the per-unit loop). */
+#if LC_GEMM_X86
+static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthreads) {
+    x->nthreads = nthreads;
+    if (!xb || !xb->x_begin || xb->x_begin(x) != 0) return -1;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t i = 0; i < x->nconv; i++) xb->x_conv(x, i);
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u);
+    }
+    xb->x_end(x);
+    return 0;
+}
+#endif
+
 /* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
 static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
                                  int64_t M, int64_t N, int64_t Kp, int isa, int nthreads) {
@@ -496,6 +523,10 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .nblk = 1, .bkp = Kp, .M = M, .N = N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
@@ -517,6 +548,21 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
             }
         }
     }
+}
+
+/* C (M,N) int32 = A's int8 rows (M, K, lda apart) x packed Bp (Kp = K rounded up to even),
+ * when the body takes whole calls from int8 rows (no int16 copy of A): 0 = done, -1 = not
+ * taken (the caller packs A and runs lc_gemm_exact_packed: same bits). */
+static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+                            int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp, .nblk = 1, .bkp = Kp,
+                        .M = M, .N = N};
+    return lc_gemm_x_whole(lc_gemm_exact_body(isa), &x, nthreads);
+#else
+    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)M, (void)N, (void)K, (void)Kp, (void)isa, (void)nthreads;
+    return -1;
+#endif
 }
 
 /* One register tile of the block-scaled product: R <= LC_MR packed rows (sa's
@@ -548,6 +594,11 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.Y = Y, .ldc = ldy, .Ap = Ap, .Kp = Kp, .Bp = Bp, .sa = sa, .sbp = sbp, .nblk = nblk,
+                        .bkp = bkp, .M = M, .N = N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;

@@ -16,6 +16,8 @@ cdef extern from "lutcore/gemm.h" nogil:
                    int64_t bkp, int64_t Kp, int nthreads)
     void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
                               int64_t M, int64_t N, int64_t Kp, int isa, int nthreads)
+    int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+                         int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads)
     void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
                                  const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
                                  int64_t nblk, int64_t bkp, int isa, int nthreads)
@@ -92,6 +94,22 @@ def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     with nogil:
         lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
+
+
+def gemm_exact_a8(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp, int isa,
+                  int nthreads, int64_t ldc=-1):
+    """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), when
+    the body for ``isa`` takes A unpacked (VNNI, more than 4 rows): True; else False and
+    nothing written (pack A with pack_a16 and call gemm_exact_packed: same bits)."""
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    cdef int r
+    if M == 0 or N == 0 or K == 0:
+        return False
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    with nogil:
+        r = lc_gemm_exact_a8(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], M, N, K, Kp, isa, nthreads)
+    return r == 0
 
 
 def qmatmul_exact_packed(float[:, :] Y, const int16_t[:, ::1] Ap, const float[:, ::1] sa,

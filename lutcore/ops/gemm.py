@@ -117,8 +117,9 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
         else:
             Np = -(-N // _g.NR) * _g.NR
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
-        ap = pack_a16(a, bk, bkp, nt)
-        _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt, ldc)
+        if not _g.gemm_exact_a8(c, a, bp, Kp, isa, nt, ldc):    # VNNI converts A's int8 rows itself
+            ap = pack_a16(a, bk, bkp, nt)
+            _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt, ldc)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
         _g.gemm_table_auto(c, a, b, units._kernel_mul, work, isa, nt, ldc)

@@ -22,11 +22,51 @@
  *   C[m, n0+c] = sum_{k0 <= k < k1} T[A[m,k]][B[k, n0+c]]   m < rows, c < nc <= 256 (LC_TABLE_WNB)
  *   T16 the table by (a, b) as unsigned bytes, in gemm.h lc_table16's form      IN
  *       (int16 rows for the avx512 bodies, byte planes for avx512vbmi)
+ *
+ * Whole calls (VNNI): a body that converts the operands into its own layouts
+ * does so once per call, not once per work unit.  The driver fills an
+ * lc_gemm_x_call, calls x_begin on its own thread (-1: not taken, run the
+ * units), then x_conv(i) for i < nconv and, after a barrier, x_unit(u) for
+ * u < nunits on its threads (any order, any thread), then x_end.  Y == NULL:
+ * C = the exact product over all of Kp (nblk = 1, bkp = Kp); else Y = the
+ * block-scaled product.  A8 != NULL (exact only): the conversions read A's
+ * int8 rows directly (k >= K reads as 0) and Ap is unused.  The body's plan (unit shape, scratch) lives in the
+ * struct's second half.
  */
 #ifndef LUTCORE_GEMM_X86_H
 #define LUTCORE_GEMM_X86_H
 
 #include <stdint.h>
+
+typedef struct lc_gemm_x_call {
+    int32_t *C;                 /* exact: C (M, N) rows ldc apart        OUT */
+    float *Y;                   /* block-scaled: Y (M, N) rows ldc apart OUT */
+    int64_t ldc;
+    const int16_t *Ap;          /* (M, Kp) packed rows                   IN */
+    int64_t Kp;
+    const int8_t *A8;           /* exact, instead of Ap: A's int8 rows (M, K), lda8 apart IN */
+    int64_t lda8, K;
+    const int8_t *Bp;           /* packed panels, P * 32 bytes apart     IN */
+    const float *sa, *sbp;      /* block-scaled: (M, nblk), (panels, nblk, 16) */
+    int64_t nblk, bkp, M, N;
+    int nthreads;
+    int64_t nconv, nunits;      /* set by x_begin */
+    /* the body's plan */
+    char *ws;
+    int ws_owned;
+    int64_t mc, nc, nqb, lda, na;
+    int8_t *au;
+    int32_t *rs;
+    uint8_t *bq;
+} lc_gemm_x_call;
+
+#define LC_GEMM_X86_DECLARE_WHOLE(P)                                                              \
+    int P##x_begin(lc_gemm_x_call *x);                                                            \
+    void P##x_conv(const lc_gemm_x_call *x, int64_t i);                                           \
+    void P##x_unit(const lc_gemm_x_call *x, int64_t u);                                           \
+    void P##x_end(lc_gemm_x_call *x);
+LC_GEMM_X86_DECLARE_WHOLE(lc_avx512vnni_)
+LC_GEMM_X86_DECLARE_WHOLE(lc_simde_avx512vnni_)
 
 #define LC_GEMM_X86_DECLARE(P)                                                                    \
     int P##gemm_exact_unit(int32_t *C, int64_t ldc, const int16_t *Ap, int64_t Kp, const int8_t *Bp,  \

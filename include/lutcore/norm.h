@@ -170,7 +170,7 @@ static const char *lc_norm_body_name(int isa) {
     return "generic";
 }
 
-/* rows [r0, r0 + n) (n <= LC_NORM_GROUP) in calls of the body's width */
+/* rows [r0, r0 + n) in calls of the body's width, in row order (CALL sees rr, nr) */
 #define LC_NORM_CALLS(B, r0, n, CALL)                                              \
     for (int64_t s_ = (r0); s_ < (r0) + (n); s_ += (B)->w) {                       \
         const int nr = (int)((r0) + (n) - s_ < (B)->w ? (r0) + (n) - s_ : (B)->w); \

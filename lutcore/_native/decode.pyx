@@ -102,7 +102,8 @@ def body_names(int isa):
     return {"norms (RMSNorm, LayerNorm)": lc_norm_body_name(isa).decode(),
             "attention (decode)": att,
             "sgemv (decode, ops.matmul M = 1)": gemv,
-            "decode layer": f"attention {att}, float GEMV {gemv}, RMSNorm generic (one row: one in-order chain)"}
+            "decode layer": f"attention {att}, float GEMV {gemv}, RMSNorm generic (one row: one in-order "
+                            f"chain); Q8 linears, softmax, SiLU: the gemm and math-function bodies"}
 
 
 cdef inline float* _f(object a):

@@ -10,8 +10,8 @@ so one binary runs on any x86-64 (and the portable C bodies run everywhere
 else).  The same AVX-512 sources are compiled once more against SIMDe (the
 headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
 test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
-_simde_mamba (math functions, conv1d), _simde_optim (AdamW), _simde_sgemm and
-_simde_decode (norms, decode attention, the decode layer), which run them on
+_simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm
+and _simde_decode (norms, decode attention, the decode layer), which run them on
 any x86-64.  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
@@ -105,6 +105,9 @@ SIMDE_BODIES[1].append("src/optim/simde_avx512.c")
 # causal conv1d (src/conv/): conv.h's loops compiled with the AVX-512 flags
 X86_BODIES += [("lutcore_conv_avx512", ["src/conv/avx512.c"], AVX512_FLAGS)]
 SIMDE_BODIES[1].append("src/conv/simde_avx512.c")
+# the selective scan (src/scan/): scan_impl.h at 16 lanes, AVX-512 F/DQ
+X86_BODIES += [("lutcore_scan_avx512", ["src/scan/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/scan/simde_avx512.c")
 # the norms (src/norm/, one source body.h): AVX2 (8 rows a vector) and AVX-512 (16)
 X86_BODIES += [("lutcore_norm_avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
                ("lutcore_norm_avx512", ["src/norm/avx512.c"], AVX512_FLAGS)]
@@ -135,7 +138,8 @@ MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "
 SIMDE_MODULES = [
     ("_simde", [("LC_GEMM_SIMDE", "1")]),                                  # gemm
     ("_simde_ew", [("LC_EW_SIMDE", "1")]),                                 # element-wise
-    ("_simde_mamba", [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1")]),  # math functions, conv1d
+    ("_simde_mamba", [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1"),   # math functions, conv1d,
+                      ("LC_SCAN_SIMDE", "1")]),                              # selective scan
     ("_simde_optim", [("LC_OPTIM_SIMDE", "1")]),                           # AdamW
     ("_simde_sgemm", [("LC_SGEMM_SIMDE", "1")]),                           # sgemm (ops.matmul)
     ("_simde_decode", [("LC_NORM_SIMDE", "1"), ("LC_ATTN_SIMDE", "1"),     # norms, attention, and the

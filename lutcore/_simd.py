@@ -98,8 +98,6 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out.update(_o.body_names(isa_of(name)))
     out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("selective scan",):
-        out[fam] = lower
     # softmax evaluates its exponentials through the math functions' body
     mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)
     out["softmax"] = mf

@@ -6,7 +6,9 @@
  * then y * silu(z).
  *
  * The algorithm lives in scan_impl.h and is instantiated here for generic
- * float, generic double and AVX2 float.  Memory: the backward never holds the
+ * float, generic double and AVX2 float (8-lane vectors, two per 16-channel
+ * unit), and in src/scan/avx512.c for AVX-512 float (one zmm per unit; its own
+ * translation unit, scan/x86.h), all with the same bits.  Memory: the backward never holds the
  * (B, L, D, N) states — the forward saves the state at the start of every
  * chunk of T steps (hs, O(B D N L / T)) and the backward recomputes a chunk at
  * a time.  Threads split (batch, channel-block) units; the channel-reduced
@@ -72,6 +74,7 @@ LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_
 /* instantiate: generic float */
 #define LC_ST float
 #define LC_VT lc_v8f
+#define LC_VL 8
 #define LC_V_TARGET
 #define LC_V_NAME(x) lc_##x##_gf
 #define LC_VZERO lc_v8f_set1(0.0f)
@@ -96,7 +99,7 @@ LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_
 #define LC_VDSOFTPLUS_E lc_v8f_dsoftplus_e
 #define LC_VPHI1 lc_v8f_phi1
 #define LC_VDPHI1 lc_v8f_dphi1
-#define LC_VHSUM lc_v8f_hsum
+#define LC_VHSUM(p) lc_v8f_hsum(lc_v8f_load(p))
 #define LC_VHSUM8 lc_v8f_hsum8
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
@@ -104,6 +107,7 @@ LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_
 #define LC_ST double
 #define LC_V_TARGET
 #define LC_VT lc_v8d
+#define LC_VL 8
 #define LC_V_NAME(x) lc_##x##_gd
 #define LC_VZERO lc_v8d_set1(0.0)
 #define LC_VLOAD lc_v8d_load
@@ -127,7 +131,7 @@ LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_
 #define LC_VDSOFTPLUS_E lc_v8d_dsoftplus_e
 #define LC_VPHI1 lc_v8d_phi1
 #define LC_VDPHI1 lc_v8d_dphi1
-#define LC_VHSUM lc_v8d_hsum
+#define LC_VHSUM(p) lc_v8d_hsum(lc_v8d_load(p))
 #define LC_VHSUM8 lc_v8d_hsum8
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 
@@ -151,6 +155,7 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 }
 #define LC_ST float
 #define LC_VT __m256
+#define LC_VL 8
 #define LC_V_TARGET LC_TARGET_AVX2
 #define LC_V_NAME(x) lc_##x##_avx2
 #define LC_VZERO _mm256_setzero_ps()
@@ -175,7 +180,7 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
 #define LC_VDSOFTPLUS_E lc_dsoftplus_e_ps
 #define LC_VPHI1 lc_phi1_ps
 #define LC_VDPHI1 lc_dphi1_ps
-#define LC_VHSUM lc_hsum_ps
+#define LC_VHSUM(p) lc_hsum_ps(_mm256_loadu_ps(p))
 #define LC_VHSUM8 lc_hsum8_ps
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
 #endif
@@ -282,7 +287,40 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
     return fail;                                                                                     \
 }
 
-#if LC_X86
+/* The AVX-512 body lives in its own translation unit (scan/x86.h, src/scan/avx512.c),
+ * built where setup.py defines LC_HAVE_X86_BODIES; LC_SCAN_SIMDE binds its copy
+ * built against SIMDe with the AVX2 flags (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "scan/x86.h"
+#define LC_SCAN_X86 1
+#if defined(LC_SCAN_SIMDE)
+#define LC_SCAN_X512(fn) lc_simde_avx512_##fn
+#else
+#define LC_SCAN_X512(fn) lc_avx512_##fn
+#endif
+#else
+#define LC_SCAN_X86 0
+#endif
+/* the body the float32 scan runs for `isa`, for show_config */
+static const char *lc_scan_body_name(int isa) {
+    if (LC_SCAN_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+#if LC_SCAN_X86
+#define LC_SCAN_FWD_F32(...)                                                                         \
+    do {                                                                                             \
+        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_fwd_span)(__VA_ARGS__);                          \
+        else if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__);                            \
+        else lc_scan_fwd_span_gf(__VA_ARGS__);                                                       \
+    } while (0)
+#define LC_SCAN_BWD_F32(...)                                                                         \
+    do {                                                                                             \
+        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_bwd_group)(__VA_ARGS__);                         \
+        else if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__);                           \
+        else lc_scan_bwd_group_gf(__VA_ARGS__);                                                      \
+    } while (0)
+#elif LC_X86
 #define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__); else lc_scan_fwd_span_gf(__VA_ARGS__); } while (0)
 #define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__); else lc_scan_bwd_group_gf(__VA_ARGS__); } while (0)
 #else

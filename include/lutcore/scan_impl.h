@@ -1,13 +1,17 @@
 /* lutcore/scan_impl.h — the selective-scan algorithm, written once.
  *
  * Included by scan.h three times (generic float, generic double, AVX2 float)
- * with the LC_V_* vector vocabulary defined, so every body performs the same
- * operations in the same order: generic float32 and AVX2 give the same bits.
+ * and by src/scan/avx512.c (AVX-512 float) with the LC_V_* vector vocabulary
+ * defined, so every body performs the same operations in the same order:
+ * generic float32, AVX2 and AVX-512 give the same bits.
  *
- * Unit of work: one batch row b and one block of 8 channels ("lanes"); a
- * partial block is zero-padded (padding lanes contribute exact zeros).  State
- * index n is the outer loop, time the inner one: the 8-lane state lives in a
- * register, and y accumulates over n in a fixed order (n = 0..N-1).
+ * Unit of work: one batch row b and one block of 16 channels ("lanes"); a
+ * partial block is zero-padded (padding lanes contribute exact zeros).  A unit
+ * is LC_VN = 16 / LC_VL vectors of LC_VL lanes (the vocabulary's width: 8 lanes,
+ * two "halves" side by side; or 16, one zmm); every lane's operations are the
+ * same at either width.  State index n is the outer loop, time the inner one:
+ * the unit's state lives in registers, and y accumulates over n in a fixed
+ * order (n = 0..N-1).
  *
  * Buffers (row-major, contiguous):
  *   u, delta, z, y, ypre      (B, L, D)        IN / OUT
@@ -19,22 +23,36 @@
  *                             before each chunk of T steps, for the backward
  */
 
-/* gather 8 lanes of a (.., D) row into a contiguous block, zero padding */
+/* vectors per 16-lane unit; a statement over each of them (a literal count: unrolled) */
+#define LC_VN (16 / LC_VL)
+#if defined(__GNUC__) && !defined(__clang__)
+#define LC_EACH(i) _Pragma("GCC unroll 2") for (int i = 0; i < LC_VN; i++)
+#else
+#define LC_EACH(i) for (int i = 0; i < LC_VN; i++)
+#endif
+/* store at p the 8-lane sum (lanes i + lanes i + 8) of a unit's vectors v[] */
+#if LC_VL == 8
+#define LC_FOLD8(p, v) LC_VSTORE(p, LC_VADD((v)[0], (v)[1]))
+#else
+#define LC_FOLD8(p, v) LC_VFOLD8(p, (v)[0])
+#endif
+
+/* gather LC_VL lanes of a (.., D) row into a contiguous block, zero padding */
 LC_V_TARGET static inline void LC_V_NAME(lanes_in)(LC_ST *dst, const LC_ST *src, int nl) {
     int i = 0;
     for (; i < nl; i++) dst[i] = src[i];
-    for (; i < 8; i++) dst[i] = 0;
+    for (; i < LC_VL; i++) dst[i] = 0;
 }
-/* 8 lanes of a row as a vector (zero-padded past nl) */
-#define LC_LANES(src, nl, tmp) ((nl) == 8 ? LC_VLOAD(src) : (LC_V_NAME(lanes_in)(tmp, src, nl), LC_VLOAD(tmp)))
+/* LC_VL lanes of a row as a vector (zero-padded past nl) */
+#define LC_LANES(src, nl, tmp) ((nl) == LC_VL ? LC_VLOAD(src) : (LC_V_NAME(lanes_in)(tmp, src, nl), LC_VLOAD(tmp)))
 /* store the first nl lanes */
 #define LC_LANES_OUT(dst, v, nl, tmp)                                                        \
     do {                                                                                     \
-        if ((nl) == 8) LC_VSTORE(dst, v);                                                    \
+        if ((nl) == LC_VL) LC_VSTORE(dst, v);                                                \
         else { LC_VSTORE(tmp, v); for (int i_ = 0; i_ < (nl); i_++) (dst)[i_] = (tmp)[i_]; } \
     } while (0)
-/* the lanes of half k (0: lanes 0..7, 1: lanes 8..15) of a 16-lane unit holding nl lanes */
-#define LC_HALF(nl, k) ((nl) - 8 * (k) >= 8 ? 8 : ((nl) - 8 * (k) > 0 ? (nl) - 8 * (k) : 0))
+/* the lanes of vector k (lanes LC_VL k ..) of a 16-lane unit holding nl lanes */
+#define LC_PART(nl, k) ((nl) - LC_VL * (k) >= LC_VL ? LC_VL : ((nl) - LC_VL * (k) > 0 ? (nl) - LC_VL * (k) : 0))
 /* the lanes of unit k (16 channels each) in a run of dw channels */
 #define LC_UNIT_NL(dw, k) ((int)((dw) - (k) * 16 < 16 ? (dw) - (k) * 16 : 16))
 
@@ -46,58 +64,54 @@ static inline void LC_V_NAME(fetch_run)(const LC_ST *p, int64_t n) {
     __builtin_prefetch(p + n - 1, 0, 3);
 }
 
-/* One time step of both halves (8 lanes each) of a unit, from its dt and dt u rows
- * dr, wr: the decays a = exp(x) ("zoh", A0/A1 = A) or 2^x ("simplified", A log2 e),
- * x = dt A0 (dt A1 for the second half), and the input factor w = dt u, times phi1(x) for zoh (kept in p when
+/* One time step of a unit's vectors, from its dt and dt u rows dr, wr: the
+ * decays a = exp(x) ("zoh", Ar = A) or 2^x ("simplified", Ar = A log2 e),
+ * x = dt Ar, and the input factor w = dt u, times phi1(x) for zoh (kept in p when
  * p is not NULL).  Written once for the forward and the backward's recompute, so
  * both make the same operations; inlined with literal zoh and fast.  fast: the
  * caller proved |x| <= LC_EXP_FAST_ABS on every lane, so exp needs no range check
  * (the same bits as the checked one there). */
 LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_step)(
-    LC_VT *a, LC_VT *w, LC_VT *p, const LC_ST *dr, const LC_ST *wr, LC_VT A0, LC_VT A1, const int zoh,
+    LC_VT *a, LC_VT *w, LC_VT *p, const LC_ST *dr, const LC_ST *wr, const LC_VT *Ar, const int zoh,
     const int fast) {
-    /* the halves side by side, not one after the other: their exp chains overlap
-       (a loop over the two halves was ~8% slower in the forward) */
-    LC_VT x0 = LC_VMUL(LC_VLOAD(dr), A0), x1 = LC_VMUL(LC_VLOAD(dr + 8), A1);
+    /* the halves side by side (statement by statement), not one after the other:
+       their exp chains overlap (a whole step per half was ~8% slower in the forward) */
+    LC_VT x[LC_VN];
+    LC_EACH(i) x[i] = LC_VMUL(LC_VLOAD(dr + LC_VL * i), Ar[i]);
     if (zoh) {
-        a[0] = fast ? LC_VEXP_FAST(x0) : LC_VEXP(x0);
-        a[1] = fast ? LC_VEXP_FAST(x1) : LC_VEXP(x1);
+        LC_EACH(i) a[i] = fast ? LC_VEXP_FAST(x[i]) : LC_VEXP(x[i]);
     } else {
-        a[0] = fast ? LC_VEXP2_FAST(x0) : LC_VEXP2(x0);
-        a[1] = fast ? LC_VEXP2_FAST(x1) : LC_VEXP2(x1);
+        LC_EACH(i) a[i] = fast ? LC_VEXP2_FAST(x[i]) : LC_VEXP2(x[i]);
     }
-    w[0] = LC_VLOAD(wr);
-    w[1] = LC_VLOAD(wr + 8);
+    LC_EACH(i) w[i] = LC_VLOAD(wr + LC_VL * i);
     if (zoh) {                                            /* Bbar u = (phi1(x) dt u) B */
-        LC_VT p0 = LC_VPHI1(x0, a[0]), p1 = LC_VPHI1(x1, a[1]);
+        LC_VT ph[LC_VN];
+        LC_EACH(i) ph[i] = LC_VPHI1(x[i], a[i]);
         if (p) {
-            p[0] = p0;
-            p[1] = p1;
+            LC_EACH(i) p[i] = ph[i];
         }
-        w[0] = LC_VMUL(p0, w[0]);
-        w[1] = LC_VMUL(p1, w[1]);
+        LC_EACH(i) w[i] = LC_VMUL(ph[i], w[i]);
     }
 }
 
-/* One state n over nt time steps for both halves of a 16-lane unit: two
- * independent recurrences sharing the B/C broadcasts.  dtb/wb/yb are (nt, 16)
- * lane rows, wb = dt * u.  Inlined with literal zoh and fast so the branches go. */
+/* One state n over nt time steps for a 16-lane unit: one recurrence per
+ * vector (two independent ones at 8 lanes) sharing the B/C broadcasts.
+ * dtb/wb/yb are (nt, 16) lane rows, wb = dt * u.  Inlined with literal zoh and
+ * fast so the branches go. */
 LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_fwd_run)(
-    LC_VT *h0p, LC_VT *h1p, LC_VT A0, LC_VT A1, const LC_ST *dtb, const LC_ST *wb, LC_ST *yb,
+    LC_VT *hp, const LC_VT *Ar, const LC_ST *dtb, const LC_ST *wb, LC_ST *yb,
     const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh, const int fast) {
-    LC_VT h0 = *h0p, h1 = *h1p;
+    LC_VT h[LC_VN];
+    LC_EACH(i) h[i] = hp[i];
     for (int64_t t = 0; t < nt; t++) {
         LC_ST *yr = yb + t * 16;
         LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
-        LC_VT a[2], w[2];
-        LC_V_NAME(scan_step)(a, w, NULL, dtb + t * 16, wb + t * 16, A0, A1, zoh, fast);
-        h0 = LC_VFMA(a[0], h0, LC_VMUL(w[0], Bt));        /* one rounding: a h + (dt u) B */
-        h1 = LC_VFMA(a[1], h1, LC_VMUL(w[1], Bt));
-        LC_VSTORE(yr, LC_VFMA(Ct, h0, LC_VLOAD(yr)));
-        LC_VSTORE(yr + 8, LC_VFMA(Ct, h1, LC_VLOAD(yr + 8)));
+        LC_VT a[LC_VN], w[LC_VN];
+        LC_V_NAME(scan_step)(a, w, NULL, dtb + t * 16, wb + t * 16, Ar, zoh, fast);
+        LC_EACH(i) h[i] = LC_VFMA(a[i], h[i], LC_VMUL(w[i], Bt));   /* one rounding: a h + (dt u) B */
+        LC_EACH(i) LC_VSTORE(yr + LC_VL * i, LC_VFMA(Ct, h[i], LC_VLOAD(yr + LC_VL * i)));
     }
-    *h0p = h0;
-    *h1p = h1;
+    LC_EACH(i) hp[i] = h[i];
 }
 
 /* A's rows for one unit, times scale (1, or log2 e for the decays as powers of 2),
@@ -115,11 +129,11 @@ static inline void LC_V_NAME(a_lanes)(LC_ST *ak, LC_ST *amx, const LC_ST *A, int
 
 /* per unit, max |dt| over its lane maxima (NaN sticky) */
 LC_V_TARGET static inline void LC_V_NAME(unit_max)(LC_ST *dmx, const LC_VT *mx, int64_t ns) {
-    LC_ST tmp[8];
+    LC_ST tmp[LC_VL];
     for (int64_t k = 0; k < ns; k++) {
         LC_VSTORE(tmp, mx[k]);
         dmx[k] = 0;
-        for (int i = 0; i < 8; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
+        for (int i = 0; i < LC_VL; i++) dmx[k] = LC_SMAXABS(dmx[k], tmp[i]);
     }
 }
 
@@ -171,11 +185,11 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
                 LC_V_NAME(fetch_run)(u + row + LC_SCAN_PF * D, dw);
                 LC_V_NAME(fetch_run)(delta + row + LC_SCAN_PF * D, dw);
             }
-            for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
-                const int64_t k = j >> 1, o = k * BS + r + 8 * (j & 1), c = row + 8 * j;
-                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
+            for (int64_t j = 0; j < LC_VN * ns; j++) {      /* vector j: unit j / LC_VN, part j % LC_VN */
+                const int64_t k = j / LC_VN, o = k * BS + r + LC_VL * (j % LC_VN), c = row + LC_VL * j;
+                const int nh = LC_PART(LC_UNIT_NL(dw, k), (int)(j % LC_VN));
                 LC_VT uu = LC_LANES(u + c, nh, tmp), v = LC_LANES(delta + c, nh, tmp);
-                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
+                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + LC_VL * j));
                 if (softplus) v = LC_VSOFTPLUS(v);
                 mx[k] = LC_VMAXABS(mx[k], v);
                 LC_VSTORE(dtb + o, v);
@@ -190,16 +204,16 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
             LC_ST *hk = hst + k * N * 16;
             const LC_ST *ak = Ast + k * N * 16;
             for (int64_t n = 0; n < N; n++) {
-                LC_VT A0 = LC_VLOAD(ak + n * 16), A1 = LC_VLOAD(ak + n * 16 + 8);
-                LC_VT h[2] = {LC_VLOAD(hk + n * 16), LC_VLOAD(hk + n * 16 + 8)};
+                LC_VT Ar[LC_VN], h[LC_VN];
+                LC_EACH(i) Ar[i] = LC_VLOAD(ak + n * 16 + LC_VL * i);
+                LC_EACH(i) h[i] = LC_VLOAD(hk + n * 16 + LC_VL * i);
                 const LC_ST *Bn = Bm + b * L * N + n, *Cn = Cm + b * L * N + n;
                 /* |dt A| <= max|dt| max|A| (rounding is monotonic); NaN fails the test */
                 const int fast = dmx[k] * amx[k * N + n] <= (zoh ? (LC_ST)LC_EXP_FAST_ABS : (LC_ST)LC_EXP2_FAST_ABS);
                 for (int64_t t = tb; t < te;) {
                     const int64_t se = (t / T + 1) * T < te ? (t / T + 1) * T : te;   /* chunk-aligned segment */
                     if (hs && t % T == 0) {
-                        LC_VSTORE(tmp, h[0]);
-                        LC_VSTORE(tmp + 8, h[1]);
+                        LC_EACH(i) LC_VSTORE(tmp + LC_VL * i, h[i]);
                         LC_ST *dst = hs + ((b * nck + t / T) * D + d0) * N + n;
                         for (int i = 0; i < nl; i++) dst[i * N] = tmp[i];
                     }
@@ -207,25 +221,24 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
                     const LC_ST *dr = dtb + o, *wr = wb + o, *Bt = Bn + t * N, *Ct = Cn + t * N;
                     LC_ST *yr = yb + o;
                     /* literal flags, so each inlined copy loses its branches */
-#define LC_RUN(Z, F) LC_V_NAME(scan_fwd_run)(&h[0], &h[1], A0, A1, dr, wr, yr, Bt, Ct, N, se - t, Z, F)
+#define LC_RUN(Z, F) LC_V_NAME(scan_fwd_run)(h, Ar, dr, wr, yr, Bt, Ct, N, se - t, Z, F)
                     if (zoh) { if (fast) LC_RUN(1, 1); else LC_RUN(1, 0); }
                     else { if (fast) LC_RUN(0, 1); else LC_RUN(0, 0); }
 #undef LC_RUN
                     t = se;
                 }
-                LC_VSTORE(hk + n * 16, h[0]);
-                LC_VSTORE(hk + n * 16 + 8, h[1]);
+                LC_EACH(i) LC_VSTORE(hk + n * 16 + LC_VL * i, h[i]);
             }
         }
         for (int64_t t = tb; t < te; t++) {
             const int64_t row = (b * L + t) * D + d0s, r = (t - tb) * 16;
             if (z && t + LC_SCAN_PF < L) LC_V_NAME(fetch_run)(z + row + LC_SCAN_PF * D, dw);
-            for (int64_t j = 0; j < 2 * ns; j++) {
-                const int64_t c = row + 8 * j;
-                const int nh = LC_HALF(LC_UNIT_NL(dw, j >> 1), (int)(j & 1));
+            for (int64_t j = 0; j < LC_VN * ns; j++) {
+                const int64_t c = row + LC_VL * j;
+                const int nh = LC_PART(LC_UNIT_NL(dw, j / LC_VN), (int)(j % LC_VN));
                 if (!nh) continue;
-                LC_VT yt = LC_VLOAD(yb + (j >> 1) * BS + r + 8 * (j & 1));
-                if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + 8 * j), LC_LANES(u + c, nh, tmp)));
+                LC_VT yt = LC_VLOAD(yb + (j / LC_VN) * BS + r + LC_VL * (j % LC_VN));
+                if (Dv) yt = LC_VADD(yt, LC_VMUL(LC_VLOAD(vd + LC_VL * j), LC_LANES(u + c, nh, tmp)));
                 if (z) {
                     if (ypre) LC_LANES_OUT(ypre + c, yt, nh, tmp);
                     yt = LC_VMUL(yt, LC_VSILU(LC_LANES(z + c, nh, tmp)));
@@ -242,53 +255,51 @@ LC_V_TARGET static void LC_V_NAME(scan_fwd_span)(
         }
 }
 
-/* The backward's recompute of one state n over one chunk, both halves of a unit:
+/* The backward's recompute of one state n over one chunk, a unit's vectors:
  * the forward's recurrence (scan_step) from the saved chunk start, storing each
  * step's state (hb), decay (ab) and, zoh, phi1 (pb) as (nt, 16) rows.  Inlined with
  * literal zoh and fast, so the loop carries no branches. */
 LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_rec_run)(
     LC_VT *h, const LC_VT *Ae, const LC_ST *dtb, const LC_ST *wb, LC_ST *hb, LC_ST *ab, LC_ST *pb,
     const LC_ST *Bn, int64_t N, int64_t nt, const int zoh, const int fast) {
-    LC_VT h0 = h[0], h1 = h[1];
+    LC_VT hv[LC_VN];
+    LC_EACH(i) hv[i] = h[i];
     for (int64_t t = 0; t < nt; t++) {
         const int64_t r = t * 16;
         LC_VT Bt = LC_VSET1(Bn[t * N]);
-        LC_VT a[2], w[2], p[2];
-        LC_V_NAME(scan_step)(a, w, p, dtb + r, wb + r, Ae[0], Ae[1], zoh, fast);
+        LC_VT a[LC_VN], w[LC_VN], p[LC_VN];
+        LC_V_NAME(scan_step)(a, w, p, dtb + r, wb + r, Ae, zoh, fast);
         if (zoh) {
-            LC_VSTORE(pb + r, p[0]);
-            LC_VSTORE(pb + r + 8, p[1]);
+            LC_EACH(i) LC_VSTORE(pb + r + LC_VL * i, p[i]);
         }
-        h0 = LC_VFMA(a[0], h0, LC_VMUL(w[0], Bt));
-        h1 = LC_VFMA(a[1], h1, LC_VMUL(w[1], Bt));
-        LC_VSTORE(hb + r, h0);
-        LC_VSTORE(hb + r + 8, h1);
-        LC_VSTORE(ab + r, a[0]);
-        LC_VSTORE(ab + r + 8, a[1]);
+        LC_EACH(i) hv[i] = LC_VFMA(a[i], hv[i], LC_VMUL(w[i], Bt));
+        LC_EACH(i) LC_VSTORE(hb + r + LC_VL * i, hv[i]);
+        LC_EACH(i) LC_VSTORE(ab + r + LC_VL * i, a[i]);
     }
-    h[0] = h0;
-    h[1] = h1;
+    LC_EACH(i) h[i] = hv[i];
 }
 
-/* Reverse pass of one state n over one chunk, both halves (8 lanes each) of a
- * unit at once: two independent carry chains share the B/C broadcasts and
- * overlap their latencies.  hb/ab/pb: the chunk's recomputed states, Abar and
+/* Reverse pass of one state n over one chunk, a unit's vectors at once (at 8
+ * lanes, two independent carry chains share the B/C broadcasts and overlap
+ * their latencies).  hb/ab/pb: the chunk's recomputed states, Abar and
  * (zoh) phi1 rows, (nt, 16); hp0: the state before the chunk.  Accumulates sdw
  * (sum over n of d(dt u)), sdx (sum over n of dx A), dA (dx dt over t); writes
- * the per-step dC/dB products, half 0 + half 1, into pcv/pbv (nt, 8).  An
+ * the per-step dC/dB products, lanes 0..7 + lanes 8..15, into pcv/pbv (nt, 8).  An
  * inlined literal zoh removes the branch. */
 LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_bwd_rev)(
     LC_VT *carry, LC_VT *dAacc, const LC_VT *An, const LC_VT *hp0, const LC_ST *hb, const LC_ST *ab,
     const LC_ST *pb, const LC_ST *dtb, const LC_ST *wb, const LC_ST *dyb, LC_ST *sdw, LC_ST *sdx,
     LC_ST *pcv, LC_ST *pbv, const LC_ST *Bn, const LC_ST *Cn, int64_t N, int64_t nt, const int zoh) {
-    LC_VT c0 = carry[0], c1 = carry[1], dA0 = dAacc[0], dA1 = dAacc[1];
+    LC_VT cv[LC_VN], dAv[LC_VN];
+    LC_EACH(i) cv[i] = carry[i];
+    LC_EACH(i) dAv[i] = dAacc[i];
     for (int64_t t = nt - 1; t >= 0; t--) {
         const int64_t r = t * 16;
         LC_VT Bt = LC_VSET1(Bn[t * N]), Ct = LC_VSET1(Cn[t * N]);
-        LC_VT cprod[2], bprod[2];
+        LC_VT cprod[LC_VN], bprod[LC_VN];
 #define LC_REV_HALF(k, cr, dA)                                                                    \
         {                                                                                         \
-            const int64_t o = r + 8 * (k);                                                        \
+            const int64_t o = r + LC_VL * (k);                                                    \
             LC_VT dyy = LC_VLOAD(dyb + o), a = LC_VLOAD(ab + o), w = LC_VLOAD(wb + o);            \
             LC_VT hp = t > 0 ? LC_VLOAD(hb + o - 16) : hp0[k];                                    \
             LC_VT g = LC_VFMA(dyy, Ct, cr);                              /* dL/dh_t */            \
@@ -308,16 +319,13 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_bwd
             dA = LC_VFMA(dx, LC_VLOAD(dtb + o), dA);                                              \
             cr = LC_VMUL(a, g);                                                                   \
         }
-        LC_REV_HALF(0, c0, dA0)
-        LC_REV_HALF(1, c1, dA1)
+        LC_EACH(i) LC_REV_HALF(i, cv[i], dAv[i])        /* each vector's whole step, in turn */
 #undef LC_REV_HALF
-        LC_VSTORE(pcv + t * 8, LC_VADD(cprod[0], cprod[1]));
-        LC_VSTORE(pbv + t * 8, LC_VADD(bprod[0], bprod[1]));
+        LC_FOLD8(pcv + t * 8, cprod);
+        LC_FOLD8(pbv + t * 8, bprod);
     }
-    carry[0] = c0;
-    carry[1] = c1;
-    dAacc[0] = dA0;
-    dAacc[1] = dA1;
+    LC_EACH(i) carry[i] = cv[i];
+    LC_EACH(i) dAacc[i] = dAv[i];
 }
 
 /* Backward of a group of units [k0, k1) (16 channels each, the last one
@@ -331,8 +339,8 @@ LC_V_TARGET static inline __attribute__((always_inline)) void LC_V_NAME(scan_bwd
  *           pass;
  *   finish  row by row, du, ddelta, dz.
  * dB/dC (reduced over channels) are added into the group partials dBp/dCp,
- * laid out (N, L); the per-step lane sums of 8 steps at a time go through
- * LC_VHSUM8, units in order.  dA/dD/ddelta_bias go to per-batch partials.  The
+ * laid out (N, L); the per-step lane sums (LC_FOLD8's 8 lanes, in the hadd
+ * tree's order) of 8 steps at a time go through LC_VHSUM8, units in order.  dA/dD/ddelta_bias go to per-batch partials.  The
  * caller reduces partials in a fixed order. */
 LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
     LC_ST *du, LC_ST *ddelta, LC_ST *dAp, LC_ST *dBp, LC_ST *dCp, LC_ST *dDp, LC_ST *dz,
@@ -390,12 +398,12 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                 LC_V_NAME(fetch_run)(dout + pr, dw);
                 LC_V_NAME(fetch_run)(z ? z + pr : NULL, dw);
             }
-            for (int64_t j = 0; j < 2 * ns; j++) {          /* 8 lanes j: unit j / 2, half j % 2 */
-                const int64_t k = j >> 1, o = k * TU + r + 8 * (j & 1), cc = row + 8 * j;
-                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
+            for (int64_t j = 0; j < LC_VN * ns; j++) {      /* vector j: unit j / LC_VN, part j % LC_VN */
+                const int64_t k = j / LC_VN, o = k * TU + r + LC_VL * (j % LC_VN), cc = row + LC_VL * j;
+                const int nh = LC_PART(LC_UNIT_NL(dw, k), (int)(j % LC_VN));
                 LC_VT uu = LC_LANES(u + cc, nh, tmp);
                 LC_VT v = LC_LANES(delta + cc, nh, tmp);
-                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + 8 * j));
+                if (dbias) v = LC_VADD(v, LC_VLOAD(vb + LC_VL * j));
                 if (softplus) {                     /* dt exactly as the forward; softplus' from its exp */
                     LC_VT e;
                     LC_VT sp = LC_VSOFTPLUS_E(v, &e);
@@ -427,34 +435,35 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             for (int64_t n = 0; n < N; n++) {
                 const LC_ST *Bn = Bm + (b * L + t0) * N + n, *Cn = Cm + (b * L + t0) * N + n;
                 const int64_t q = (k * N + n) * 16;
-                LC_VT An[2] = {LC_VLOAD(Ast + q), LC_VLOAD(Ast + q + 8)};
+                LC_VT An[LC_VN], Ae[LC_VN];
+                LC_EACH(i) An[i] = LC_VLOAD(Ast + q + LC_VL * i);
                 /* the forward's decay factors: exp(dt A) ("zoh"), 2^(dt (A log2 e)) ("simplified") */
-                const LC_VT Ae[2] = {zoh ? An[0] : LC_VLOAD(A2st + q), zoh ? An[1] : LC_VLOAD(A2st + q + 8)};
+                LC_EACH(i) Ae[i] = zoh ? An[i] : LC_VLOAD(A2st + q + LC_VL * i);
                 /* |dt A| <= max|dt| max|A|: exp needs no range check (NaN fails the test) */
                 const int fast = zoh ? dmx[k] * amx[k * N + n] <= (LC_ST)LC_EXP_FAST_ABS
                                      : dmx[k] * amx2[k * N + n] <= (LC_ST)LC_EXP2_FAST_ABS;
                 const LC_ST *src = hs + ((b * nck + c) * D + d0) * N + n;
                 for (int i = 0; i < 16; i++) tmp[i] = i < nl ? src[i * N] : 0;
-                LC_VT hp0[2] = {LC_VLOAD(tmp), LC_VLOAD(tmp + 8)};
+                LC_VT hp0[LC_VN], h[LC_VN];
+                LC_EACH(i) hp0[i] = LC_VLOAD(tmp + LC_VL * i);
                 /* recompute the chunk's states exactly as the forward does */
-                LC_VT h[2] = {hp0[0], hp0[1]};
+                LC_EACH(i) h[i] = hp0[i];
 #define LC_REC(Z, F) LC_V_NAME(scan_rec_run)(h, Ae, dtb + ko, wb + ko, hb, ab, pb, Bn, N, nt, Z, F)
                 if (zoh) { if (fast) LC_REC(1, 1); else LC_REC(1, 0); }
                 else { if (fast) LC_REC(0, 1); else LC_REC(0, 0); }
 #undef LC_REC
                 {
-                    LC_VT cr[2] = {LC_VLOAD(carr + q), LC_VLOAD(carr + q + 8)};
-                    LC_VT dA[2] = {LC_VLOAD(dAa + q), LC_VLOAD(dAa + q + 8)};
+                    LC_VT cr[LC_VN], dA[LC_VN];
+                    LC_EACH(i) cr[i] = LC_VLOAD(carr + q + LC_VL * i);
+                    LC_EACH(i) dA[i] = LC_VLOAD(dAa + q + LC_VL * i);
                     if (zoh)
                         LC_V_NAME(scan_bwd_rev)(cr, dA, An, hp0, hb, ab, pb, dtb + ko, wb + ko, dyb + ko,
                                                 sdw + ko, sdx + ko, pcv, pbv, Bn, Cn, N, nt, 1);
                     else
                         LC_V_NAME(scan_bwd_rev)(cr, dA, An, hp0, hb, ab, pb, dtb + ko, wb + ko, dyb + ko,
                                                 sdw + ko, sdx + ko, pcv, pbv, Bn, Cn, N, nt, 0);
-                    LC_VSTORE(carr + q, cr[0]);
-                    LC_VSTORE(carr + q + 8, cr[1]);
-                    LC_VSTORE(dAa + q, dA[0]);
-                    LC_VSTORE(dAa + q + 8, dA[1]);
+                    LC_EACH(i) LC_VSTORE(carr + q + LC_VL * i, cr[i]);
+                    LC_EACH(i) LC_VSTORE(dAa + q + LC_VL * i, dA[i]);
                 }
                 /* lane sums of the per-step products, 8 steps at a time, into the (N, L) partials */
                 LC_ST *dCr = dCp + n * L + t0, *dBr = dBp + n * L + t0;
@@ -466,8 +475,8 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
                     for (int i = 0; i < 8; i++) dBr[t + i] += sums[i];
                 }
                 for (; t < nt; t++) {
-                    dCr[t] += LC_VHSUM(LC_VLOAD(pcv + t * 8));
-                    dBr[t] += LC_VHSUM(LC_VLOAD(pbv + t * 8));
+                    dCr[t] += LC_VHSUM(pcv + t * 8);
+                    dBr[t] += LC_VHSUM(pbv + t * 8);
                 }
             }
         }
@@ -476,19 +485,19 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
             const int64_t row = (b * L + t0 + t) * D + d0s, r = t * 16;
             const int64_t tp = t + LC_SCAN_PF < nt ? t + LC_SCAN_PF : t + LC_SCAN_PF - nt - T;
             if (ypre && t0 + tp >= 0 && t0 + tp < L) LC_V_NAME(fetch_run)(ypre + (b * L + t0 + tp) * D + d0s, dw);
-            for (int64_t j = 0; j < 2 * ns; j++) {
-                const int64_t k = j >> 1, o = k * TU + r + 8 * (j & 1), cc = row + 8 * j;
-                const int nh = LC_HALF(LC_UNIT_NL(dw, k), (int)(j & 1));
+            for (int64_t j = 0; j < LC_VN * ns; j++) {
+                const int64_t k = j / LC_VN, o = k * TU + r + LC_VL * (j % LC_VN), cc = row + LC_VL * j;
+                const int nh = LC_PART(LC_UNIT_NL(dw, k), (int)(j % LC_VN));
                 if (!nh) continue;
                 LC_VT dyy = LC_VLOAD(dyb + o), uu = LC_VLOAD(ub + o), sw = LC_VLOAD(sdw + o);
                 LC_VT duv = LC_VMUL(LC_VLOAD(dtb + o), sw);                       /* d(dt u)/du = dt */
                 if (Dv) {
-                    duv = LC_VFMA(dyy, LC_VLOAD(vd + 8 * j), duv);
-                    LC_VSTORE(dDs + 8 * j, LC_VFMA(dyy, uu, LC_VLOAD(dDs + 8 * j)));
+                    duv = LC_VFMA(dyy, LC_VLOAD(vd + LC_VL * j), duv);
+                    LC_VSTORE(dDs + LC_VL * j, LC_VFMA(dyy, uu, LC_VLOAD(dDs + LC_VL * j)));
                 }
                 LC_VT gd = LC_VFMA(uu, sw, LC_VLOAD(sdx + o));                   /* d/d dt */
                 if (softplus) gd = LC_VMUL(gd, LC_VLOAD(dspb + o));
-                LC_VSTORE(dbs + 8 * j, LC_VADD(LC_VLOAD(dbs + 8 * j), gd));
+                LC_VSTORE(dbs + LC_VL * j, LC_VADD(LC_VLOAD(dbs + LC_VL * j), gd));
                 LC_LANES_OUT(du + cc, duv, nh, tmp);
                 LC_LANES_OUT(ddelta + cc, gd, nh, tmp);
                 if (z) {
@@ -518,6 +527,9 @@ LC_V_TARGET static void LC_V_NAME(scan_bwd_group)(
 }
 
 /* the vocabulary belongs to one instantiation */
+#undef LC_FOLD8
+#undef LC_VFOLD8
+#undef LC_VL
 #undef LC_ST
 #undef LC_VT
 #undef LC_V_NAME

@@ -18,6 +18,7 @@ cdef extern from "lutcore/mathfn.h" nogil:
 
 cdef extern from "lutcore/scan.h" nogil:
     int LC_SCAN_GROUP_UNITS
+    const char *lc_scan_body_name(int isa)
     int lc_scan_fwd_f32(float *y, float *ypre, float *hs, float *hlast, const float *u, const float *delta,
                         const float *A, const float *Bm, const float *Cm, const float *Dv, const float *z,
                         const float *dbias, const float *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N,
@@ -69,9 +70,11 @@ cdef inline void* _p(object a):
 
 
 def body_names(int isa):
-    """The bodies ``isa`` runs: {"math functions (exp, silu, gelu, ...)", "conv1d"} -> name."""
+    """The bodies ``isa`` runs: {"math functions (exp, silu, gelu, ...)", "conv1d",
+    "selective scan"} -> name (the scan's: its float32 body; float64 is always generic)."""
     return {"math functions (exp, silu, gelu, ...)": lc_mathfn_body_name(isa).decode(),
-            "conv1d": lc_conv_body_name(isa).decode()}
+            "conv1d": lc_conv_body_name(isa).decode(),
+            "selective scan": lc_scan_body_name(isa).decode()}
 
 
 def mathfn(cnp.ndarray out, cnp.ndarray x, int fn, int isa, int nthreads):

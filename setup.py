@@ -10,7 +10,8 @@ so one binary runs on any x86-64 (and the portable C bodies run everywhere
 else).  The same AVX-512 sources are compiled once more against SIMDe (the
 headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
 test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
-_simde_mamba (math functions, conv1d, selective scan) and _simde_optim (AdamW), which run them on
+_simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm
+and _simde_decode (norms, decode attention, the decode layer), which run them on
 any x86-64.  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
@@ -107,6 +108,13 @@ SIMDE_BODIES[1].append("src/conv/simde_avx512.c")
 # the selective scan (src/scan/): scan_impl.h at 16 lanes, AVX-512 F/DQ
 X86_BODIES += [("lutcore_scan_avx512", ["src/scan/avx512.c"], AVX512_FLAGS)]
 SIMDE_BODIES[1].append("src/scan/simde_avx512.c")
+# the norms (src/norm/, one source body.h): AVX2 (8 rows a vector) and AVX-512 (16)
+X86_BODIES += [("lutcore_norm_avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
+               ("lutcore_norm_avx512", ["src/norm/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/norm/simde_avx512.c")
+# decode attention (src/attn/): AVX-512 F
+X86_BODIES += [("lutcore_attn_avx512", ["src/attn/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/attn/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -134,6 +142,9 @@ SIMDE_MODULES = [
                       ("LC_SCAN_SIMDE", "1")]),                              # selective scan
     ("_simde_optim", [("LC_OPTIM_SIMDE", "1")]),                           # AdamW
     ("_simde_sgemm", [("LC_SGEMM_SIMDE", "1")]),                           # sgemm (ops.matmul)
+    ("_simde_decode", [("LC_NORM_SIMDE", "1"), ("LC_ATTN_SIMDE", "1"),     # norms, attention, and the
+                       ("LC_SGEMM_SIMDE", "1"), ("LC_GEMM_SIMDE", "1"),    # decode layer with every
+                       ("LC_MATHFN_SIMDE", "1")]),                         # AVX-512 body it calls
 ]
 
 

@@ -90,6 +90,7 @@ def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
     from lutcore._native import elementwise as _e, gemm as _g, mamba as _m, optim as _o, sgemm as _sg
+    from lutcore._native import decode as _d
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
     out.update(_e.body_names(isa_of(name)))
@@ -97,12 +98,9 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out.update(_o.body_names(isa_of(name)))
     out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
-    for fam in ("attention (decode)",):
-        out.setdefault(fam, lower)
-    # softmax evaluates its exponentials through the math functions' body; the norms are
-    # plain C with in-order sums (no SIMD body); the decode layer is made of the families above
+    # softmax evaluates its exponentials through the math functions' body
     mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)
     out["softmax"] = mf
-    out["norms (RMSNorm, LayerNorm)"] = "generic (no SIMD body)"
-    out["decode layer"] = "the bodies above (gemm, sgemm, math functions, attention)"
+    # norms, decode attention, the float GEMV, and the decode layer made of them (+ gemm, math functions)
+    out.update(_d.body_names(isa_of(name)))
     return out

@@ -108,3 +108,34 @@ def test_default_threads_on_a_long_prompt(tmp_path):
     with Pipeline.from_pretrained(tmp_path, threads=1) as p:
         want = p.logits(prompt)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "mistral"])
+def test_every_simd_path_gives_the_generic_bits(tmp_path, kind):
+    """Prefill (the norms' rows, sgemm, softmax) and cached decode (the decode layer: the
+    one-row norm, attention, the float GEMV) on every SIMD path give the generic path's
+    logits bit for bit, at two threads."""
+    model = hf_model(kind, seed=20 + KINDS.index(kind))
+    save(model, tmp_path)
+    prev, got = lutcore.get_simd(), {}
+    try:
+        with Pipeline.from_pretrained(tmp_path, splits=_split(model), threads=2) as p:
+            for path in lutcore.available_simd():
+                lutcore.set_simd(path)
+                seq = p.generate(PROMPT, N_NEW)
+                st = p.stages
+                caches = [s.new_cache() for s in st]
+                steps = []
+                for t in range(len(seq)):
+                    x = st[0].embed(seq[t:t + 1], t)
+                    for s, c in zip(st, caches):
+                        x = s.run_layers(x, c)
+                    steps.append(st[0].readout(x))
+                got[path] = (seq, p.logits(seq), np.concatenate(steps))
+    finally:
+        lutcore.set_simd(prev)
+    want = got["generic"]
+    for path, (seq, full, steps) in got.items():
+        assert seq.tolist() == want[0].tolist(), path
+        assert np.array_equal(full.view(np.uint32), want[1].view(np.uint32)), f"{path}: full-pass logits bits"
+        assert np.array_equal(steps.view(np.uint32), want[2].view(np.uint32)), f"{path}: cached decode bits"

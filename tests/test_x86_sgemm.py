@@ -150,3 +150,32 @@ def test_tri_bits_equal_generic(runner, tri, M, N):
     for t in (1, 2):
         assert same_bits(run(mod, isa, a, b, t, tri=TRI[tri]), want), t
         assert same_bits(run(mod, isa, a, b, t, tri=TRI[tri], accumulate=True, c0=c0), acc), t
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("K,N", [(1, 1), (7, 15), (33, 17), (300, 205), (64, 16 * 8 * 2 + 7), (17, 16 * 21),
+                                 (5, 16 * 4)])
+def test_gemv_prepacked_bits_equal_generic(runner, K, N):
+    """M = 1 against prepacked panels: the GEMV (lc_sgemv_panels; the zmm body streams 8
+    panels, then 4, then 1: 205 columns are 13 panels = 8 + 4 + 1), = and +=."""
+    _, mod, isa = runner
+    a, b = operands(1, K, N, 1, "rows", "rows", seed=K + N)
+    want = run(_s, 0, a, b, 1)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(want - ref).max() <= 1e-5 * np.sqrt(K) * np.abs(ref).max() + 1e-30
+    c0 = np.random.default_rng(3).standard_normal(want.shape).astype(np.float32)
+    for t in (1, 2):
+        assert same_bits(run(mod, isa, a, b, t, prepack=True), want), t
+        assert same_bits(run(mod, isa, a, b, t, prepack=True, accumulate=True, c0=c0), c0 + want), t
+    assert same_bits(run(_s, 0, a, b, 1, prepack=True), want)
+
+
+def test_gemv_body_named():
+    from lutcore._native import decode as _d
+    key = "sgemv (decode, ops.matmul M = 1)"
+    assert _d.body_names(0)[key] == "generic"
+    if _simd._features & AVX512:
+        assert _simd.bodies("avx512")[key].startswith("avx512")
+        assert "GEMV avx512" in _simd.bodies("avx512")["decode layer"]
+    if _simd._features & AVX2:
+        assert _simd.bodies("avx2")[key] == "avx2"

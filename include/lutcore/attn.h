@@ -13,13 +13,32 @@
  *                    (8 dims per vector, value rows read in place)
  *
  * Layouts: q (R, ldq), sc/p (R, lds), K/V rows hd apart (S, hd), out (R, ldo).
- * The generic body is the scalar chain (fmaf), the reference, for both.
+ * The generic body is the scalar chain (fmaf), the reference, for both.  The
+ * AVX-512 bodies (attn/x86.h, src/attn/avx512.c) run the same chains 16 lanes wide
+ * (16 keys a transposed block; 16 dims a vector).  kt, the scores' scratch: LC_ATTN_KT(hd)
+ * floats (enough for either body's transposed block).
  */
 #ifndef LUTCORE_ATTN_H
 #define LUTCORE_ATTN_H
 
 #include <math.h>
 #include "common.h"
+
+#define LC_ATTN_KT(hd) ((hd) * 16 + 16)
+
+/* The AVX-512 bodies, built where setup.py defines LC_HAVE_X86_BODIES; LC_ATTN_SIMDE binds
+ * their SIMDe copies (the test-only extension _simde_decode). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "attn/x86.h"
+#define LC_ATTN_X86 1
+#if defined(LC_ATTN_SIMDE)
+#define LC_ATTN_X(fn) lc_simde_avx512_##fn
+#else
+#define LC_ATTN_X(fn) lc_avx512_##fn
+#endif
+#else
+#define LC_ATTN_X86 0
+#endif
 
 /* out[r][c] = the fma chain over k < nk of a[r][k] * b[k * sbk + c * sbc], from zero */
 static void lc_attn_chain_generic(float *out, int64_t ldo, const float *a, int64_t lda, int64_t R,
@@ -114,9 +133,20 @@ LC_TARGET_AVX2 static void lc_attn_values_avx2(float *out, int64_t ldo, const fl
 }
 #endif
 
-/* dispatch; kt: hd * 8 floats of scratch */
+/* the body lc_attn_scores/values run for `isa`, for show_config */
+static const char *lc_attn_body_name(int isa) {
+#if LC_ATTN_X86
+    if (isa >= LC_ISA_AVX512) return "avx512";
+#endif
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+/* dispatch; kt: LC_ATTN_KT(hd) floats of scratch */
 static void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
                            int64_t S, int64_t hd, float *kt, int isa) {
+#if LC_ATTN_X86
+    if (isa >= LC_ISA_AVX512) { LC_ATTN_X(attn_scores)(sc, lds, q, ldq, R, K, S, hd, kt); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_attn_scores_avx2(sc, lds, q, ldq, R, K, S, hd, kt); return; }
 #endif
@@ -126,6 +156,9 @@ static void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, 
 
 static void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
                            int64_t S, int64_t hd, int isa) {
+#if LC_ATTN_X86
+    if (isa >= LC_ISA_AVX512) { LC_ATTN_X(attn_values)(out, ldo, p, ldp, R, V, S, hd); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_attn_values_avx2(out, ldo, p, ldp, R, V, S, hd); return; }
 #endif

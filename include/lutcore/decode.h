@@ -174,7 +174,7 @@ static void lc_dec_head(const lc_dlayer *L, lc_dctx *c, int64_t kv, int64_t pos,
     memcpy(L->Vc + (kv * L->cap + pos) * hd, c->qkvb + Q + KVd + kv * hd, (size_t)hd * sizeof(float));
     /* scores (g, S) = q (g, hd) @ K^T: the sgemm's chains (lutcore/attn.h) */
     lc_attn_scores(c->sc + kv * g * S, S, q + kv * g * hd, hd, g, L->Kc + kv * L->cap * hd, S, hd,
-                   c->kt + kv * (hd * 8 + 16), isa);
+                   c->kt + kv * LC_ATTN_KT(hd), isa);
     for (int64_t r = kv * g; r < (kv + 1) * g; r++) lc_softmax_row(c->sc + r * S, S, pos, L->window, isa);
     /* att (g, hd) = p (g, S) @ V (S, hd); (KV, g) row order is head order */
     lc_attn_values(c->att + kv * g * hd, hd, c->sc + kv * g * S, S, g, L->Vc + kv * L->cap * hd, S, hd, isa);

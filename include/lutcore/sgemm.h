@@ -31,8 +31,10 @@
 #include "sgemm/x86.h"
 #if defined(LC_SGEMM_SIMDE)
 #define LC_SGEMM_TILE512 lc_simde_avx512_sgemm_tile
+#define LC_SGEMV512 lc_simde_avx512_sgemv_panels
 #else
 #define LC_SGEMM_TILE512 lc_avx512_sgemm_tile
+#define LC_SGEMV512 lc_avx512_sgemv_panels
 #endif
 #define LC_SGEMM_X86 1
 #else
@@ -274,6 +276,9 @@ LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const 
 /* panels [q0, q1) of the one-row product, by isa */
 static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0,
                                    int64_t q1, int accumulate, int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) { LC_SGEMV512(y, x, Bp, K, N, q0, q1, accumulate); return; }
+#endif
 #if LC_X86
     if (isa >= LC_ISA_AVX2) { lc_sgemv_panels_avx2(y, x, Bp, K, N, q0, q1, accumulate); return; }
 #endif
@@ -285,6 +290,14 @@ static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, in
 static const char *lc_sgemm_body_name(int isa) {
 #if LC_SGEMM_X86
     if (isa >= LC_ISA_AVX512) return "avx512 (6x32 zmm tile)";
+#endif
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+/* The GEMV body (lc_sgemv_panels) `isa` runs, for show_config. */
+static const char *lc_sgemv_body_name(int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) return "avx512 (a zmm per panel)";
 #endif
     return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
 }
@@ -310,10 +323,11 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
                          int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
     if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
-        const int64_t np = (N + LC_SNR - 1) / LC_SNR, ng = (np + 3) / 4;
+        /* groups of panels: the zmm body streams eight at a time, the ymm one four */
+        const int64_t gp = isa >= LC_ISA_AVX512 ? 8 : 4, np = (N + LC_SNR - 1) / LC_SNR, ng = (np + gp - 1) / gp;
         LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
         for (int64_t gi = 0; gi < ng; gi++) {
-            const int64_t q0 = gi * 4, q1 = q0 + 4 < np ? q0 + 4 : np;
+            const int64_t q0 = gi * gp, q1 = q0 + gp < np ? q0 + gp : np;
             lc_sgemv_panels(C, A, Bpre, K, N, q0, q1, accumulate, isa);
         }
         return;

@@ -21,6 +21,8 @@ cdef extern from "lutcore/gemm.h" nogil:
     int LC_MR
 
 cdef extern from "lutcore/attn.h" nogil:
+    int64_t LC_ATTN_KT(int64_t hd)
+    const char *lc_attn_body_name(int isa)
     void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
                         int64_t S, int64_t hd, float *kt, int isa)
     void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
@@ -32,14 +34,19 @@ cdef extern from "lutcore/softmax.h" nogil:
 
 cdef extern from "lutcore/norm.h" nogil:
     void lc_rmsnorm_rows(float *y, float *rstd, const float *x, const float *w, int64_t R, int64_t C, float eps,
-                         int nthreads)
+                         int isa, int nthreads)
     void lc_rmsnorm_rows_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                             const float *rstd, int64_t R, int64_t C, float *work, int nthreads)
+                             const float *rstd, int64_t R, int64_t C, float *work, int isa, int nthreads)
     void lc_layernorm_rows(float *y, float *xhat, float *rstd, const float *x, const float *w, const float *b,
-                           int64_t R, int64_t C, float eps, int nthreads)
+                           int64_t R, int64_t C, float eps, int isa, int nthreads)
     void lc_layernorm_rows_bwd(float *dx, float *dw, float *db, const float *dy, const float *xhat,
-                               const float *w, const float *rstd, int64_t R, int64_t C, float *work, int nthreads)
+                               const float *w, const float *rstd, int64_t R, int64_t C, float *work, int isa,
+                               int nthreads)
+    const char *lc_norm_body_name(int isa)
     int LC_NORM_ROWS
+
+cdef extern from "lutcore/sgemm.h" nogil:
+    const char *lc_sgemv_body_name(int isa)
 
 cdef extern from "lutcore/decode.h" nogil:
     int LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE
@@ -83,6 +90,22 @@ cdef extern from "lutcore/decode.h" nogil:
 MR = LC_MR
 
 
+def kt_floats(int64_t hd):
+    """Floats of the scores' transposed-key scratch per KV head (lutcore/attn.h LC_ATTN_KT)."""
+    return LC_ATTN_KT(hd)
+
+
+def body_names(int isa):
+    """The bodies this module's kernels run for `isa` (show_config)."""
+    att = lc_attn_body_name(isa).decode()
+    gemv = lc_sgemv_body_name(isa).decode()
+    return {"norms (RMSNorm, LayerNorm)": lc_norm_body_name(isa).decode(),
+            "attention (decode)": att,
+            "sgemv (decode, ops.matmul M = 1)": gemv,
+            "decode layer": f"attention {att}, float GEMV {gemv}, RMSNorm generic (one row: one in-order "
+                            f"chain); Q8 linears, softmax, SiLU: the gemm and math-function bodies"}
+
+
 cdef inline float* _f(object a):
     return <float *>cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
 
@@ -123,7 +146,7 @@ cdef class DecodeLayer:
     def __init__(self, Linear qkv, Linear o, Linear up, Linear down, n1w, n2w, int64_t heads, int64_t kv_heads,
                  int64_t head_dim, int64_t inter, double eps, double scale, int64_t window, dict scratch):
         """scratch: h (C), qkv (Q + 2 KVd), rq (Q + KVd), att (Q), o (C), up (2 I), scores (H * smax),
-        kt (KV * (8 hd + 16): each KV head's transposed key block, lutcore/attn.h); smax: the
+        kt (KV * kt_floats(hd): each KV head's transposed key block, lutcore/attn.h); smax: the
         longest context.  Layers of a stage share one scratch."""
         self.keep = (qkv, o, up, down, n1w, n2w, dict(scratch))
         self.d.qkv, self.d.o, self.d.up, self.d.down = qkv.d, o.d, up.d, down.d
@@ -201,7 +224,7 @@ def attn_scores(const float[:, ::1] q, const float[:, ::1] K, int isa):
     if K.shape[1] != hd:
         raise ValueError(f"K: expected (S, {hd}), got ({K.shape[0]}, {K.shape[1]})")
     out = cnp.PyArray_EMPTY(2, [R, S], cnp.NPY_FLOAT32, 0)
-    kt = cnp.PyArray_EMPTY(1, [hd * 8 + 1], cnp.NPY_FLOAT32, 0)
+    kt = cnp.PyArray_EMPTY(1, [LC_ATTN_KT(hd)], cnp.NPY_FLOAT32, 0)
     cdef float *po = _f(out)
     cdef float *pk = _f(kt)
     if R and S:
@@ -223,10 +246,10 @@ def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
     return out
 
 
-def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps, rstd=None,
-                 int nthreads=1):
+def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps, rstd, int isa,
+                 int nthreads):
     """Rows of RMSNorm (lutcore/norm.h): out = (x * r) * w, r = 1/sqrt(in-order mean(x*x) + eps);
-    r per row into rstd (R,) float32 when given."""
+    r per row into rstd (R,) float32 when given (else None); the body for `isa`."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     cdef float[::1] rs
     cdef float *pr = NULL
@@ -241,11 +264,11 @@ def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, d
             pr = &rs[0]
     if R and C:
         with nogil:
-            lc_rmsnorm_rows(&out[0, 0], pr, &x[0, 0], &w[0], R, C, <float>eps, nthreads)
+            lc_rmsnorm_rows(&out[0, 0], pr, &x[0, 0], &w[0], R, C, <float>eps, isa, nthreads)
 
 
 def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] dy, const float[:, ::1] x,
-                          const float[::1] w, const float[::1] rstd, int nthreads):
+                          const float[::1] w, const float[::1] rstd, int isa, int nthreads):
     """dx of RMSNorm rows, and dw += the weight's gradient (lutcore/norm.h; the same bits at
     any thread count)."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
@@ -259,11 +282,11 @@ def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] d
         return
     cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * C, np.float32)
     with nogil:
-        lc_rmsnorm_rows_bwd(&dx[0, 0], &dw[0], &dy[0, 0], &x[0, 0], &w[0], &rstd[0], R, C, &work[0], nthreads)
+        lc_rmsnorm_rows_bwd(&dx[0, 0], &dw[0], &dy[0, 0], &x[0, 0], &w[0], &rstd[0], R, C, &work[0], isa, nthreads)
 
 
 def layernorm_rows(float[:, ::1] y, float[:, ::1] xhat, float[::1] rstd, const float[:, ::1] x,
-                   const float[::1] w, const float[::1] b, double eps, int nthreads):
+                   const float[::1] w, const float[::1] b, double eps, int isa, int nthreads):
     """Rows of LayerNorm (lutcore/norm.h): y, and xhat and rstd for the backward."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     if y.shape[0] != R or y.shape[1] != C or xhat.shape[0] != R or xhat.shape[1] != C or rstd.shape[0] != R:
@@ -273,11 +296,12 @@ def layernorm_rows(float[:, ::1] y, float[:, ::1] xhat, float[::1] rstd, const f
         raise ValueError(f"w, b: expected ({C},), got ({w.shape[0]},) and ({b.shape[0]},)")
     if R and C:
         with nogil:
-            lc_layernorm_rows(&y[0, 0], &xhat[0, 0], &rstd[0], &x[0, 0], &w[0], &b[0], R, C, <float>eps, nthreads)
+            lc_layernorm_rows(&y[0, 0], &xhat[0, 0], &rstd[0], &x[0, 0], &w[0], &b[0], R, C, <float>eps, isa, nthreads)
 
 
 def layernorm_rows_backward(float[:, ::1] dx, float[::1] dw, float[::1] db, const float[:, ::1] dy,
-                            const float[:, ::1] xhat, const float[::1] w, const float[::1] rstd, int nthreads):
+                            const float[:, ::1] xhat, const float[::1] w, const float[::1] rstd, int isa,
+                            int nthreads):
     """dx of LayerNorm rows; dw, db += their gradients (the same bits at any thread count)."""
     cdef int64_t R = xhat.shape[0], C = xhat.shape[1]
     if dx.shape[0] != R or dx.shape[1] != C or dy.shape[0] != R or dy.shape[1] != C:
@@ -291,7 +315,7 @@ def layernorm_rows_backward(float[:, ::1] dx, float[::1] dw, float[::1] db, cons
     cdef float[::1] work = np.empty(((R + LC_NORM_ROWS - 1) // LC_NORM_ROWS) * 2 * C, np.float32)
     with nogil:
         lc_layernorm_rows_bwd(&dx[0, 0], &dw[0], &db[0], &dy[0, 0], &xhat[0, 0], &w[0], &rstd[0], R, C, &work[0],
-                              nthreads)
+                              isa, nthreads)
 
 
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lutcore import _simd
 from lutcore._native import decode as _rows
 from lutcore._native import elementwise as _ew
 from lutcore._threads import resolve_threads
@@ -67,7 +68,7 @@ def rmsnorm_fwd(x, w, eps):
         x2 = np.ascontiguousarray(x).reshape(-1, C)
         y = np.empty(x2.shape, np.float32)
         rstd = np.empty(x2.shape[0], np.float32)
-        _rows.rmsnorm_rows(y, x2, np.ascontiguousarray(w), float(eps), rstd, resolve_threads(None))
+        _rows.rmsnorm_rows(y, x2, np.ascontiguousarray(w), float(eps), rstd, _simd.isa(), resolve_threads(None))
         return y.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1)
     ms = np.mean(x * x, axis=-1, keepdims=True)
     rstd = 1.0 / np.sqrt(ms + x.dtype.type(eps))
@@ -80,7 +81,7 @@ def rmsnorm_bwd(dy, x, w, rstd, dw):
         x2 = np.ascontiguousarray(x).reshape(-1, C)
         dx = np.empty(x2.shape, np.float32)
         _rows.rmsnorm_rows_backward(dx, dw, np.ascontiguousarray(dy).reshape(-1, C), x2, np.ascontiguousarray(w),
-                                    np.ascontiguousarray(rstd).reshape(-1), resolve_threads(None))
+                                    np.ascontiguousarray(rstd).reshape(-1), _simd.isa(), resolve_threads(None))
         return dx.reshape(x.shape)
     g = dy * w
     dw += (dy * x * rstd).reshape(-1, x.shape[-1]).sum(axis=0)
@@ -98,7 +99,7 @@ def layernorm_fwd(x, w, b, eps):
         y, xhat = np.empty(x2.shape, np.float32), np.empty(x2.shape, np.float32)
         rstd = np.empty(x2.shape[0], np.float32)
         _rows.layernorm_rows(y, xhat, rstd, x2, np.ascontiguousarray(w), np.ascontiguousarray(b), float(eps),
-                             resolve_threads(None))
+                             _simd.isa(), resolve_threads(None))
         return y.reshape(x.shape), (xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1))
     mu = np.mean(x, axis=-1, keepdims=True)
     xc = x - mu
@@ -115,7 +116,7 @@ def layernorm_bwd(dy, w, cache, dw, db):
         dx = np.empty((xhat.size // max(C, 1), C), np.float32)
         _rows.layernorm_rows_backward(dx, dw, db, np.ascontiguousarray(dy).reshape(-1, C),
                                       np.ascontiguousarray(xhat).reshape(-1, C), np.ascontiguousarray(w),
-                                      np.ascontiguousarray(rstd).reshape(-1), resolve_threads(None))
+                                      np.ascontiguousarray(rstd).reshape(-1), _simd.isa(), resolve_threads(None))
         return dx.reshape(xhat.shape)
     dw += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
     db += dy.reshape(-1, dy.shape[-1]).sum(axis=0)

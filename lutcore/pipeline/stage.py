@@ -261,10 +261,11 @@ class Stage:
         the spec: one native pass over the rows (lutcore/norm.h, the decode layer's steps)."""
         eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
         if b is None:
-            _dec.rmsnorm_rows(out, x, w, eps, None, nt)
+            _dec.rmsnorm_rows(out, x, w, eps, None, _simd.isa(), nt)
         else:
             T, C = x.shape
-            _dec.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, nt)
+            _dec.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, _simd.isa(),
+                                nt)
         return out
 
     def _ew(self, n):
@@ -360,7 +361,7 @@ class Stage:
                    "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
                    "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
                    "scores": np.empty(H * cap, np.float32),
-                   "kt": np.empty(KV * (8 * hd + 16), np.float32)}
+                   "kt": np.empty(KV * _dec.kt_floats(hd), np.float32)}
         layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
                                    float(L.scale), int(L.window or 0), scratch)
                   for L, lin in zip(self.layers, lins)]

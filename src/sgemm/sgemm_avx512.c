@@ -13,6 +13,7 @@
  *   t   float (NP, 6, 16) tile sums, panel p at t + p*96     IN (init) / OUT
  *   ap  element (r, k) of A at ap[k*aks + r*ars], r < R       IN
  *   bp  NP panels (K, 16), bps floats apart                   IN
+ * and the one-row product against prepacked panels (sgemv_panels, decoding's GEMV).
  */
 #define LC_BODY_ISA avx512
 #include "gemm/x86_simd.h"
@@ -71,6 +72,42 @@ static const lc_s_tile_fn lc_s_tiles[2][6] = {{LC_S_ROWS(LC_S_PTR, 1)}, {LC_S_RO
 void LC_BODY(sgemm_tile)(float *t, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t bps,
                          int64_t K, int init, int R, int NP) {
     lc_s_tiles[NP > 1][(R < 1 ? 1 : R > 6 ? 6 : R) - 1](t, ap, aks, ars, bp, bps, K, init);
+}
+
+/* One row against prepacked panels (decoding's GEMV, sgemm.h's lc_sgemv_panels): a zmm
+ * per panel (its 16 columns), eight panels at a time (eight independent chains, eight
+ * weight streams), then four, then one; each column one fma chain over k from zero. */
+LC_AI void lc_s_gemv(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q, int accumulate,
+                     const int NP) {
+    __m512 a[8];
+    const float *b[8];
+    for (int p = 0; p < NP; p++) {
+        a[p] = _mm512_setzero_ps();
+        b[p] = Bp + (q + p) * K * 16;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const __m512 xv = _mm512_set1_ps(x[k]);
+        for (int p = 0; p < NP; p++) a[p] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b[p] + k * 16), a[p]);
+    }
+    for (int p = 0; p < NP; p++) {
+        const int64_t c0 = (q + p) * 16, nc = N - c0 < 16 ? N - c0 : 16;
+        float *yp = y + c0;
+        if (nc == 16) {
+            _mm512_storeu_ps(yp, accumulate ? _mm512_add_ps(_mm512_loadu_ps(yp), a[p]) : a[p]);
+        } else {
+            float t[16];
+            _mm512_storeu_ps(t, a[p]);
+            for (int64_t c = 0; c < nc; c++) yp[c] = accumulate ? yp[c] + t[c] : t[c];
+        }
+    }
+}
+
+void LC_BODY(sgemv_panels)(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0, int64_t q1,
+                           int accumulate) {
+    int64_t q = q0;
+    for (; q + 8 <= q1; q += 8) lc_s_gemv(y, x, Bp, K, N, q, accumulate, 8);
+    for (; q + 4 <= q1; q += 4) lc_s_gemv(y, x, Bp, K, N, q, accumulate, 4);
+    for (; q < q1; q++) lc_s_gemv(y, x, Bp, K, N, q, accumulate, 1);
 }
 
 #endif /* LC_X86 */

@@ -8,6 +8,7 @@
  *   bp   NP packed B panels (K, 16), panel p at bp + p*bps           IN
  * Rows r >= R of t are left as they are.  Each element of t is one in-order fma
  * chain over k, continued from t when init (the generic and AVX2 bodies' bits).
+ * And the GEMV of sgemm.h's lc_sgemv_panels (y (N) = or += x (K) @ panels [q0, q1)).
  */
 #ifndef LUTCORE_SGEMM_X86_H
 #define LUTCORE_SGEMM_X86_H
@@ -16,7 +17,9 @@
 
 #define LC_SGEMM_X86_DECLARE(P)                                                                     \
     void P##sgemm_tile(float *t, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t bps, \
-                       int64_t K, int init, int R, int NP);
+                       int64_t K, int init, int R, int NP);                                          \
+    void P##sgemv_panels(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0,       \
+                         int64_t q1, int accumulate);
 
 /* AVX-512 F: a 6-row x 2-panel zmm tile (12 accumulators) */
 LC_SGEMM_X86_DECLARE(lc_avx512_)

@@ -30,17 +30,9 @@ import lutcore
 from lutcore import _simd
 from lutcore._native import decode as _d
 from lutcore.ops.matmul import matmul, pack_matrix
+from lutbench import best_of
 
 PATHS = ("avx512", "avx2", "generic")
-
-
-def best(fn, calls):
-    t = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return min(t)
 
 
 def norm_cases(rng, nt):
@@ -131,9 +123,9 @@ def gpt(args):
         for path in ("avx512", "avx2"):
             lutcore.set_simd(path)
             ours()
-            res[path].append(best(ours, args.calls))
+            res[path].append(best_of(ours, args.calls))
         theirs()
-        res["torch"].append(best(theirs, args.calls))
+        res["torch"].append(best_of(theirs, args.calls))
     z, v, t = (min(res[p]) * 1e3 for p in ("avx512", "avx2", "torch"))
     tok = shape[0] * shape[1]
     print("| GPT float train step | shape | threads | avx512 (ms) | avx2 (ms) | torch (ms) | avx512/torch | avx2/torch |"
@@ -213,7 +205,7 @@ def main():
                 for path in PATHS:
                     lutcore.set_simd(path)
                     fn()
-                    res[path].append(best(fn, args.calls))
+                    res[path].append(best_of(fn, args.calls))
                     outs[path] = result()
             for path in PATHS[1:]:
                 assert np.array_equal(outs[path].view(np.uint32), outs["avx512"].view(np.uint32)), (name, path)

@@ -16,7 +16,6 @@ Usage: python bench/ab_scan.py [--threads 2] [--rounds 5] [--calls 3] [--no-bloc
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lutcore  # noqa: E402
 import test_bench_mamba as tb  # noqa: E402
-from lutbench import rel_err, torch  # noqa: E402
-
-
-def best(fn, calls):
-    t = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return min(t)
+from lutbench import best_of, rel_err, torch  # noqa: E402
 
 
 def main():
@@ -84,8 +74,8 @@ def main():
         for g, _, run, peer, _ in groups:
             for path in ("avx512", "avx2"):
                 lutcore.set_simd(path)
-                res[g][path].append(best(run, args.calls))
-            res[g]["peer"].append(best(peer, 1))
+                res[g][path].append(best_of(run, args.calls))
+            res[g]["peer"].append(best_of(peer, 1))
     print(f"| group | shape | threads | avx512 (ms) | avx2 (ms) | peer | peer (ms) | peer/avx512 | peer/avx2 | "
           f"avx2/avx512 |")
     print("|---|---|--:|--:|--:|---|--:|--:|--:|--:|")

@@ -9,24 +9,15 @@ Prints a table (min ms over rounds of best-of-`calls`, GFLOP/s, ratios).
 Usage: python bench/ab_sgemm.py [--threads 2] [--rounds 5] [--calls 5]
 """
 import argparse
-import time
 
 import numpy as np
 import torch
 
 import lutcore
 from lutcore.ops.matmul import matmul
+from lutbench import best_of
 
 SHAPES = [(1024, 1024, 1024), (2048, 768, 3072), (256, 4096, 4096)]
-
-
-def best(fn, calls):
-    t = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return min(t)
 
 
 def main():
@@ -50,10 +41,10 @@ def main():
             for path in ("avx512", "avx2"):
                 lutcore.set_simd(path)
                 matmul(a, b, out=out, threads=args.threads)      # warm
-                res[path].append(best(lambda: matmul(a, b, out=out, threads=args.threads), args.calls))
+                res[path].append(best_of(lambda: matmul(a, b, out=out, threads=args.threads), args.calls))
                 outs[path] = out.copy()
             torch.matmul(ta, tb, out=to)
-            res["torch"].append(best(lambda: torch.matmul(ta, tb, out=to), args.calls))
+            res["torch"].append(best_of(lambda: torch.matmul(ta, tb, out=to), args.calls))
         assert np.array_equal(outs["avx512"].view(np.uint32), outs["avx2"].view(np.uint32))
         z, v, t = (min(res[k]) * 1e3 for k in ("avx512", "avx2", "torch"))
         gf = 2 * M * K * N / (z * 1e-3) / 1e9

@@ -27,6 +27,7 @@ import gc
 import importlib
 import os
 import resource
+import time
 
 import numpy as np
 import pytest
@@ -53,6 +54,17 @@ requires_mambapy = pytest.mark.skipif(mambapy_pscan is None, reason="mambapy is 
 
 # Few rounds for anything slower than ~0.5 s per call (a min over 3 is still a min).
 SLOW = dict(rounds=3, iterations=1, warmup_rounds=1)
+
+
+def best_of(fn, calls: int) -> float:
+    """The fastest of `calls` back-to-back calls of fn(), in seconds (the same-process A/B scripts'
+    unit: alternate implementations round by round, take each one's best call per round)."""
+    t = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        t.append(time.perf_counter() - t0)
+    return min(t)
 
 
 def dim(n: int) -> int:

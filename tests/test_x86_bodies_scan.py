@@ -24,6 +24,7 @@ from lutcore import _simd
 from lutcore._native import mamba as _m
 from reference.asserts import assert_bits_equal
 from reference.scan_ref import selective_scan_backward_ref, selective_scan_ref
+from test_scan import make_inputs as _scan_inputs
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
@@ -49,22 +50,8 @@ F32_GRAD_REL = 1e-4
 
 
 def make_inputs(rng, batch, L, Dm, N, opts):
-    """Mamba-like magnitudes (as tests/test_scan.py), float32."""
-    u = rng.standard_normal((batch, L, Dm))
-    delta = rng.normal(-1.0, 1.0, (batch, L, Dm)) if opts["softplus"] else rng.uniform(0.02, 0.6, (batch, L, Dm))
-    kw = dict(u=u, delta=delta, A=-np.exp(rng.normal(0.0, 0.8, (Dm, N))),
-              B=rng.standard_normal((batch, L, N)), C=rng.standard_normal((batch, L, N)))
-    if opts["D"]:
-        kw["D"] = rng.standard_normal(Dm)
-    if opts["z"]:
-        kw["z"] = rng.standard_normal((batch, L, Dm))
-    if opts["delta_bias"]:
-        kw["delta_bias"] = rng.uniform(0.0, 0.3, Dm)
-    if opts["initial_state"]:
-        kw["initial_state"] = rng.standard_normal((batch, Dm, N))
-    kw = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in kw.items()}
-    kw["delta_softplus"] = bool(opts["softplus"])
-    return kw
+    """tests/test_scan.py's Mamba-like inputs, float32."""
+    return _scan_inputs(rng, batch, L, Dm, N, np.float32, opts)
 
 
 def run(mod, isa, kw, disc, dy, threads, chunk=None):

@@ -23,7 +23,7 @@ and ``max_examples`` keeps the file to seconds.
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+# the test extra installs it (pyproject [test]): a missing one is an error, not a skip
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import lutcore  # noqa: E402

@@ -7,13 +7,13 @@ exact unit may move it; AGGRESSIVE_DROP the least drop truncated:11 must cause;
 RECOVER the least a few epochs of approximation-aware training must win back.
 Runs in ~15 s on 2 cores.
 """
-import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+# torch and scikit-learn come with the test extra (pyproject [test]): a missing one is an error, not a skip
+import sklearn  # noqa: F401  (load_digits, imported by lutcore.torch.digits)
+import torch
 
-import lutcore.torch as lt  # noqa: E402
-from lutcore.torch import digits  # noqa: E402
+import lutcore.torch as lt
+from lutcore.torch import digits
 
 FLOAT_MIN = 0.9
 EXACT_TOL = 0.02

@@ -17,7 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# the test extra installs it (pyproject [test]): a missing one is an error, not a skip
+import torch
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -132,7 +133,7 @@ def test_linear_bits(rng, xshape, out, units, threads):
 
 @pytest.mark.parametrize("units", list(UNITS))
 def test_hf_conv1d_bits(rng, units, simd):
-    pytorch_utils = pytest.importorskip("transformers.pytorch_utils")
+    from transformers import pytorch_utils
     torch.manual_seed(3)
     m = pytorch_utils.Conv1D(13, 7)                     # nf=13 outputs, nx=7 inputs; weight (7, 13)
     nn.init.normal_(m.bias)
@@ -437,7 +438,7 @@ def test_import_without_torch_is_one_clear_error():
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hf_causal_lm_converted(arch):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     torch.manual_seed(15)
     if arch == "gpt2":
         cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=97, n_positions=32)

@@ -1097,15 +1097,23 @@ static inline int8_t lc_q8_code(float x, float sc) {
     return (int8_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));
 }
 
+/* max |x[i]| over n floats (NaN and inf count into *bad, not into the max). */
+static inline float lc_absmax_generic(const float *x, int64_t n, int64_t *bad) {
+    float m = 0.0f;
+    int64_t nf = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        nf += !(a <= FLT_MAX);
+        m = a > m ? a : m;
+    }
+    *bad += nf;
+    return m;
+}
+
 /* One Q8 block of a row: returns the count of non-finite values. */
 static inline int64_t lc_q8_block_generic(int8_t *q, float *s, const float *x, int64_t len, int64_t bk) {
-    float amax = 0.0f;
     int64_t nf = 0;
-    for (int64_t k = 0; k < len; k++) {
-        float a = fabsf(x[k]);
-        nf += !(a <= FLT_MAX);
-        amax = a > amax ? a : amax;
-    }
+    float amax = lc_absmax_generic(x, len, &nf);
     float sc = amax / 127.0f;
     *s = sc;
     for (int64_t k = 0; k < len; k++) q[k] = lc_q8_code(x[k], sc);

@@ -28,23 +28,13 @@
 #define LUTCORE_IM2COL_H
 
 #include "common.h"
-#include "gemm.h"          /* lc_q8_code: the one scalar quantizer */
+#include "gemm.h"          /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
 #include <float.h>
 #include <math.h>
 
 /* ------------------------------------------------------------------ max|x| */
 
-static inline float lc_absmax_generic(const float *x, int64_t n, int64_t *bad) {
-    float m = 0.0f;
-    int64_t nf = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        nf += !(a <= FLT_MAX);
-        m = a > m ? a : m;
-    }
-    *bad += nf;
-    return m;
-}
+/* lc_absmax_generic: gemm.h (the Q8 block quantizer uses it too) */
 
 #if LC_X86
 LC_TARGET_AVX2 static float lc_absmax_avx2(const float *x, int64_t n, int64_t *bad) {

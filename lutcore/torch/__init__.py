@@ -11,6 +11,8 @@ the layer.
                 skip=(), inplace=False)                      -> nn.Module
     set_units(model, units)                                   swap the multiplier, no reconversion
     calibrate(model, batches)                                 static input scales
+    sensitivity(model, units, evaluate)                       one layer at a time through each unit
+    search(model, units, evaluate, example_input, budget=...) per-layer units: the energy/metric front
     lut_linear(x, weight, bias, units, ...), lut_conv1d / lut_conv2d(x, weight, bias, units,
                 stride, padding, dilation, groups, ...)      autograd Functions for custom layers
 """
@@ -23,10 +25,11 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
 from lutcore.torch.convert import approximate, approximate_layers, calibrate, set_units
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
+from lutcore.torch.search import count_products, search, sensitivity
 
 __all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
-           "ApproxConv1d", "ApproxConv2d"]
+           "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search"]
 
 try:
     from lutcore.torch.layers import ApproxConv1D  # noqa: F401  (needs transformers)

@@ -177,6 +177,9 @@ class Units:
         self.name = name or ("exact" if self.is_exact else "custom")
         self.defaulted: tuple = ()          # Units.load: tables the directory lacked
         self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
+        self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
+        self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
+        self.loaded_from = None    # the directory or circuit file it was built from, if any
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
@@ -288,6 +291,31 @@ class Units:
                                (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
+
+    _COST_KEYS = ("power_mw", "area_um2", "delay_ns")
+
+    def with_cost(self, *, power_mw=None, area_um2=None, delay_ns=None, source: str | None = None) -> "Units":
+        """A copy of these units with hardware cost figures attached (the tables are shared, not
+        copied).  Figures not given keep their current value; each given one must be a finite
+        number >= 0.  ``source`` says where the figures come from (default: "stated by the user")."""
+        import copy
+        import math
+        new = dict(self.cost)
+        for key, v in (("power_mw", power_mw), ("area_um2", area_um2), ("delay_ns", delay_ns)):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{key}: expected a number, got {type(v).__name__}")
+            if not math.isfinite(float(v)) or float(v) < 0:
+                raise ValueError(f"{key}: expected a finite number >= 0, got {v!r}")
+            new[key] = float(v)
+        if source is not None and not isinstance(source, str):
+            raise TypeError(f"source: expected a str, got {type(source).__name__}")
+        new["source"] = source or new.get("source") or "stated by the user"
+        out = copy.copy(self)
+        out.cost = new
+        out.published = dict(self.published)
+        return out
 
     # ------------------------------------------------------------- inspection
     def table(self) -> np.ndarray:

@@ -1,0 +1,548 @@
+"""Which unit where: the energy of a per-layer assignment, one-layer sensitivity, and a Pareto search.
+
+Design: this module knows no model.  A search *space* is a list of layer names, each with
+its product count (the multiplications the layer performs on a given input, counted by a
+dry run of the front end), and a list of candidate units with their costs; an *assignment*
+maps every layer to the name of one candidate.  The front ends (``lutcore.torch.search``
+for PyTorch models, ``lutcore search`` for language models) supply the one thing that
+depends on the model — ``evaluate_many(assignments) -> metrics`` — and everything else
+lives here: the energy model, the sensitivity table and its heatmap, the search (pymoo's
+NSGA-II, seeded with every uniform assignment and a sensitivity-guided greedy path), the
+evaluation cache, the result with its front, search.json and front.png.
+
+Energy.  With ``P(u)`` the unit's power (``Units.cost["power_mw"]``) and ``n_l`` the layer's
+products, the relative multiplier energy of an assignment is
+``sum_l n_l * P(u_l) / sum_l n_l * P(reference)``; the reference is the exact multiplier
+(the candidate whose table is exact, or one the caller names).  Where power is known the
+absolute figure ``sum_l n_l * P(u_l)`` (mW x products; times the delay in ns it is pJ per
+input) is reported too; ``area`` is the same ratio with area in place of power and
+``delay_ns`` the largest delay of the units used.  A unit without the cost a figure needs is
+a ValueError naming it.
+
+Metric.  ``evaluate`` returns one float per assignment, lower is better (``maximize=True``
+flips it for an accuracy).  A NaN or infinite metric marks the point invalid (kept in
+``points``, never on the front); the search goes on.  Every evaluation is cached by its
+assignment, so a point is evaluated once, a search resumed from its search.json replays the
+same generations (same seed) without evaluating anything twice, and Ctrl-C (or any error)
+leaves search.json holding every point evaluated so far (written atomically after every
+batch).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+
+__all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "run_sensitivity", "run_search",
+           "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
+
+SEARCH_FILE, FRONT_FILE = "search.json", "front.png"
+SENS_FILE, SENS_PNG = "sensitivity.json", "sensitivity.png"
+_FORMAT = "lutcore-search/1"
+
+
+def unit_cost(u) -> dict:
+    """The cost mapping of a Units (``power_mw``, ``area_um2``, ``delay_ns``, ``source``; any
+    may be missing), an empty dict when it has none."""
+    c = getattr(u, "cost", None)
+    return dict(c) if c else {}
+
+
+# ----------------------------------------------------------------------------- the space
+
+class Candidates:
+    """The candidate units of a search, each under a unique name, and the energy model.
+
+    ``units``: Units objects (already resolved); ``macs``: {layer: products};
+    ``reference``: the Units energy is relative to (default: the candidate whose table is
+    exact; a ValueError when there is none and no reference is given)."""
+
+    def __init__(self, units, macs: dict, reference=None):
+        if not units:
+            raise ValueError("units: expected at least one candidate unit, got none")
+        names, seen = [], {}
+        for u in units:
+            n = u.name
+            if n in seen and seen[n].digest != u.digest:
+                n = f"{u.name}@{u.digest[:8]}"
+            if n in seen:
+                continue                               # the same unit twice: once is enough
+            seen[n] = u
+            names.append(n)
+        self.names = names
+        self.units = [seen[n] for n in names]
+        self.by_name = dict(seen)
+        self.macs = {k: int(v) for k, v in macs.items()}
+        if not self.macs:
+            raise ValueError("macs: the model has no layers to assign units to")
+        if reference is None:
+            exact = [u for u in self.units if u.is_exact]
+            if not exact:
+                raise ValueError("reference: none of the candidate units is exact; name the unit energy is "
+                                 "relative to (reference=...)")
+            reference = exact[0]
+        self.reference = reference
+
+    @property
+    def layers(self) -> list:
+        return list(self.macs)
+
+    def _figure(self, u, key, what):
+        c = unit_cost(u)
+        v = c.get(key)
+        if v is None:
+            raise ValueError(f"units {u.name!r} has no {key} in its cost ({what} needs it): give it one with "
+                             f"units.with_cost({key}=...), or a circuit header / meta.json that states it; "
+                             f"its cost: {c or 'none'}")
+        return float(v)
+
+    def check_power(self) -> None:
+        """Every candidate and the reference have a power figure (else the ValueError naming the first)."""
+        for u in [self.reference] + self.units:
+            self._figure(u, "power_mw", "the relative energy")
+
+    def energy(self, assignment: dict) -> dict:
+        """{"energy": relative multiplier energy, "power_mw_products": absolute, and "area" /
+        "delay_ns" where every unit used states them} of an assignment {layer: candidate name}."""
+        units = {l: self.by_name[assignment[l]] for l in self.macs}
+        tot = sum(self.macs.values())
+        if not tot or any(unit_cost(u).get("power_mw") is None for u in list(units.values()) + [self.reference]):
+            return {"energy": float("nan")}           # no energy asked for (a sensitivity table)
+        ref_p = self._figure(self.reference, "power_mw", "the relative energy")
+        p = sum(n * self._figure(units[l], "power_mw", "the relative energy") for l, n in self.macs.items())
+        out = {"energy": p / (tot * ref_p) if tot and ref_p else 0.0, "power_mw_products": p}
+        used = list(units.values()) + [self.reference]
+        if all(unit_cost(u).get("area_um2") is not None for u in used):
+            ref_a = float(unit_cost(self.reference)["area_um2"])
+            a = sum(n * float(unit_cost(units[l])["area_um2"]) for l, n in self.macs.items())
+            out["area"] = a / (tot * ref_a) if tot and ref_a else 0.0
+        if all(unit_cost(u).get("delay_ns") is not None for u in units.values()):
+            out["delay_ns"] = max(float(unit_cost(u)["delay_ns"]) for u in units.values())
+        return out
+
+    def uniform(self, name: str) -> dict:
+        return {l: name for l in self.macs}
+
+    def reference_name(self) -> str:
+        for n, u in zip(self.names, self.units):
+            if u.digest == self.reference.digest:
+                return n
+        raise ValueError(f"reference: {self.reference.name!r} is not one of the candidate units {self.names}; "
+                         f"the baseline assignment (every layer through the reference) needs it among them")
+
+
+def _key(assignment: dict, layers) -> str:
+    return json.dumps([assignment[l] for l in layers])
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclasses.dataclass
+class Point:
+    """One evaluated assignment: ``assignment`` {layer: units name}, ``energy`` (relative),
+    ``metric`` (as ``evaluate`` returned it; NaN when invalid), ``valid``, ``seed`` ("uniform",
+    "greedy", "sensitivity" or None for a point the search proposed), ``index`` (evaluation
+    order) and ``costs`` (the absolute, area and delay figures where known)."""
+    assignment: dict
+    energy: float
+    metric: float
+    valid: bool
+    seed: str | None
+    index: int
+    costs: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["metric"] = self.metric if self.valid else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> "Point":
+        m = d.get("metric")
+        return cls(assignment=dict(d["assignment"]), energy=float(d["energy"]),
+                   metric=float("nan") if m is None else float(m), valid=bool(d["valid"]), seed=d.get("seed"),
+                   index=int(d["index"]), costs=dict(d.get("costs", {})))
+
+
+def _front(points, maximize):
+    """The non-dominated valid points (minimise energy, minimise the metric or maximise it),
+    sorted by energy; points with equal objectives are all kept."""
+    pts = [p for p in points if p.valid]
+    sign = -1.0 if maximize else 1.0
+    obj = [(p.energy, sign * p.metric) for p in pts]
+    out = []
+    for i, (e, m) in enumerate(obj):
+        if not any((e2 <= e and m2 <= m) and (e2 < e or m2 < m) for e2, m2 in obj):
+            out.append(pts[i])
+    return sorted(out, key=lambda p: (p.energy, sign * p.metric, p.index))
+
+
+class SearchResult:
+    """Every evaluated point (``points``, in evaluation order) and the non-dominated ``front``."""
+
+    def __init__(self, points, config: dict, maximize: bool = False, complete: bool = True):
+        self.points = list(points)
+        self.config = dict(config)
+        self.maximize = bool(maximize)
+        self.complete = bool(complete)
+        self._model_at = None              # set by a front end that can re-apply a point
+
+    @property
+    def front(self) -> list:
+        return _front(self.points, self.maximize)
+
+    def uniform(self) -> list:
+        return [p for p in self.points if p.seed == "uniform"]
+
+    def best(self, max_metric=None, min_metric=None):
+        """The lowest-energy front point whose metric is at most ``max_metric`` (or, for
+        ``maximize=True``, at least ``min_metric``); None if none qualifies."""
+        for p in self.front:
+            if (max_metric is None or p.metric <= max_metric) and (min_metric is None or p.metric >= min_metric):
+                return p
+        return None
+
+    def model_at(self, point):
+        """The front end's model configured at ``point`` (lutcore.torch.search: the search's own
+        converted copy with that assignment and compensation) — evaluate it again to get the
+        point's metric bit for bit."""
+        if self._model_at is None:
+            raise ValueError("model_at: this result was loaded from search.json and holds no model; apply "
+                             "point.assignment with lutcore.torch.set_units(model, point.assignment)")
+        return self._model_at(point)
+
+    def to_dict(self) -> dict:
+        return {"format": _FORMAT, "complete": self.complete, "maximize": self.maximize, "config": self.config,
+                "points": [p.to_dict() for p in self.points],
+                "front": [p.index for p in self.front]}
+
+    @classmethod
+    def load(cls, path) -> "SearchResult":
+        """A result from ``path`` (a search.json, or the directory holding it)."""
+        from lutcore._io import load_json
+        f = os.path.join(path, SEARCH_FILE) if os.path.isdir(path) else path
+        d = load_json(f)
+        if not isinstance(d, dict) or d.get("format") != _FORMAT or not isinstance(d.get("points"), list):
+            raise ValueError(f"{f}: not a lutcore search result (expected format {_FORMAT!r} with a points list)")
+        try:
+            pts = [Point.from_dict(p) for p in d["points"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{f}: a point is malformed ({e})") from None
+        return cls(pts, d.get("config", {}), d.get("maximize", False), d.get("complete", True))
+
+    def format_table(self, max_rows: int = 30) -> str:
+        front = self.front
+        lines = [f"{len(self.points)} assignments evaluated, {len(front)} on the front"
+                 + ("" if self.complete else " (interrupted: partial)"),
+                 f"{'energy':>8}  {'metric':>12}  {'seed':<11}  assignment"]
+        for p in front[:max_rows]:
+            names = list(p.assignment.values())
+            uni = names[0] if len(set(names)) == 1 else None
+            desc = f"all {uni}" if uni else ", ".join(f"{k}={v}" for k, v in p.assignment.items())
+            lines.append(f"{p.energy:8.4f}  {p.metric:12.6g}  {p.seed or '-':<11}  {desc[:100]}")
+        if len(front) > max_rows:
+            lines.append(f"... {len(front) - max_rows} more front points in search.json")
+        return "\n".join(lines)
+
+    def save(self, out) -> dict:
+        """search.json (every point, the front's indices, the configuration) and front.png in
+        directory ``out`` (created if needed), each written atomically."""
+        from lutcore._io import atomic_file, target_dir
+        out = target_dir(out, "out")
+        os.makedirs(out, exist_ok=True)
+        js = os.path.join(out, SEARCH_FILE)
+        with atomic_file(js) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+        png = os.path.join(out, FRONT_FILE)
+        self.plot(png)
+        return {"json": js, "png": png}
+
+    def plot(self, png) -> None:
+        from lutcore._io import atomic_file
+        plt = _pyplot()
+        valid = [p for p in self.points if p.valid]
+        fig, ax = plt.subplots(figsize=(6.4, 4.6))
+        if valid:
+            ax.scatter([p.energy for p in valid], [p.metric for p in valid], s=12, c="#bbb",
+                       label="evaluated", zorder=1)
+        fr = self.front
+        if fr:
+            ax.plot([p.energy for p in fr], [p.metric for p in fr], "-o", c="#c0504d", ms=4, lw=1.2,
+                    label="front", zorder=3)
+        uni = [p for p in self.uniform() if p.valid]
+        for p in uni:
+            name = next(iter(p.assignment.values()))
+            exact = name == self.config.get("reference")
+            ax.scatter([p.energy], [p.metric], marker="*" if exact else "s", s=110 if exact else 40,
+                       c="#1f4e79" if exact else "#4f81bd", zorder=4, edgecolors="k", linewidths=0.5)
+            ax.annotate(("exact model" if exact else f"all {name}"), (p.energy, p.metric), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points")
+        ax.set_xlabel("relative multiplier energy (1 = every layer through the reference unit)")
+        what = self.config.get("metric_name") or "metric"
+        ax.set_ylabel(f"{what} ({'higher' if self.maximize else 'lower'} is better)")
+        ax.set_title(f"per-layer units: {len(self.points)} assignments, {len(fr)} on the front"
+                     + ("" if self.complete else " (partial)"), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+        fig.tight_layout()
+        with atomic_file(png) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        plt.close(fig)
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+@dataclasses.dataclass
+class Sensitivity:
+    """The metric with one layer at a time through each unit (the rest through the
+    reference): ``table[i][j]`` for ``layers[i]`` and ``units[j]``; ``baseline`` is every
+    layer through the reference."""
+    layers: list
+    units: list
+    table: list
+    baseline: float
+    maximize: bool = False
+    metric_name: str = "metric"
+
+    def damage(self) -> np.ndarray:
+        """(layers, units) float64: how much worse than the baseline (positive = worse)."""
+        t = np.asarray(self.table, dtype=np.float64)
+        return (self.baseline - t) if self.maximize else (t - self.baseline)
+
+    def to_dict(self) -> dict:
+        return {"layers": self.layers, "units": self.units, "baseline": self.baseline, "maximize": self.maximize,
+                "metric_name": self.metric_name,
+                "table": [[None if not math.isfinite(v) else v for v in row] for row in self.table]}
+
+    def format_table(self) -> str:
+        w = max([len(l) for l in self.layers] + [5])
+        cw = max([len(u) for u in self.units] + [10])
+        lines = [f"{self.metric_name} with one layer through each unit (the rest exact; baseline "
+                 f"{self.baseline:.6g})",
+                 f"{'layer':<{w}}  " + "  ".join(f"{u:>{cw}}" for u in self.units)]
+        for l, row in zip(self.layers, self.table):
+            lines.append(f"{l:<{w}}  " + "  ".join(f"{v:>{cw}.5g}" for v in row))
+        return "\n".join(lines)
+
+    def save(self, out) -> dict:
+        """sensitivity.json and sensitivity.png (the heatmap: layers x units, the damage)."""
+        from lutcore._io import atomic_file, target_dir
+        out = target_dir(out, "out")
+        os.makedirs(out, exist_ok=True)
+        js, png = os.path.join(out, SENS_FILE), os.path.join(out, SENS_PNG)
+        with atomic_file(js) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+        plt = _pyplot()
+        d = self.damage()
+        fig, ax = plt.subplots(figsize=(1.2 * len(self.units) + 3, 0.45 * len(self.layers) + 2))
+        im = ax.imshow(np.where(np.isfinite(d), d, np.nan), cmap="Reds", aspect="auto")
+        ax.set_xticks(range(len(self.units)), self.units, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(self.layers)), self.layers, fontsize=8)
+        for i in range(d.shape[0]):
+            for j in range(d.shape[1]):
+                ax.text(j, i, "NaN" if not np.isfinite(d[i, j]) else f"{d[i, j]:.3g}", ha="center",
+                        va="center", fontsize=7)
+        fig.colorbar(im, ax=ax, label=f"{self.metric_name}: worse than the exact model by")
+        ax.set_title(f"sensitivity: one layer at a time through each unit (baseline {self.baseline:.4g})",
+                     fontsize=9)
+        fig.tight_layout()
+        with atomic_file(png) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        plt.close(fig)
+        return {"json": js, "png": png}
+
+
+# ----------------------------------------------------------------------------- the runs
+
+class _Cache:
+    """Evaluations by assignment; new ones go through ``evaluate_many`` and are numbered."""
+
+    def __init__(self, cand: Candidates, evaluate_many, points=(), on_batch=None, progress=None):
+        self.cand, self.layers = cand, cand.layers
+        self.evaluate_many = evaluate_many
+        self.points = {}
+        for p in points:
+            if set(p.assignment) != set(self.layers) or any(v not in cand.by_name for v in p.assignment.values()):
+                raise ValueError(f"resume: search.json's point {p.index} assigns {sorted(set(p.assignment.values()))} "
+                                 f"to layers {sorted(p.assignment)}; this search has layers {self.layers} and "
+                                 f"units {cand.names}")
+            self.points[_key(p.assignment, self.layers)] = p
+        self.on_batch, self.progress = on_batch, progress
+
+    def __len__(self):
+        return len(self.points)
+
+    def get(self, assignments, seed=None, limit=None) -> list:
+        """The points of ``assignments`` (evaluating those not cached, at most ``limit`` new
+        ones: the rest come back as None)."""
+        keys = [_key(a, self.layers) for a in assignments]
+        new, seen = [], set()
+        for k, a in zip(keys, assignments):
+            if k not in self.points and k not in seen:
+                seen.add(k)
+                new.append((k, a))
+        if limit is not None:
+            new = new[:max(0, limit)]
+        if new:
+            metrics = list(self.evaluate_many([a for _, a in new]))
+            if len(metrics) != len(new):
+                raise ValueError(f"evaluate: expected {len(new)} metrics, got {len(metrics)}")
+            for (k, a), m in zip(new, metrics):
+                try:
+                    m = float(m)
+                except (TypeError, ValueError):
+                    raise TypeError(f"evaluate: expected a float metric, got {type(m).__name__} for "
+                                    f"assignment {a}") from None
+                e = self.cand.energy(a)
+                self.points[k] = Point(assignment={l: a[l] for l in self.layers}, energy=e.pop("energy"),
+                                       metric=m, valid=math.isfinite(m), seed=seed, index=len(self.points),
+                                       costs=e)
+            if self.progress is not None:
+                self.progress(len(new))
+            if self.on_batch is not None:
+                self.on_batch(self.ordered())
+        return [self.points.get(k) for k in keys]
+
+    def ordered(self) -> list:
+        return sorted(self.points.values(), key=lambda p: p.index)
+
+
+def run_sensitivity(cand: Candidates, evaluate_many, *, maximize=False, metric_name="metric", cache=None,
+                    layers=None) -> Sensitivity:
+    """The one-layer-at-a-time table over ``cand``'s units (the rest through the reference)."""
+    cache = cache or _Cache(cand, evaluate_many)
+    ref = cand.reference_name()
+    base = cand.uniform(ref)
+    layers = cand.layers if layers is None else list(layers)
+    todo = [dict(base, **{l: n}) for l in layers for n in cand.names]
+    pts = cache.get([base], seed="uniform") + cache.get(todo, seed="sensitivity")
+    baseline, rest = pts[0], pts[1:]
+    U = len(cand.names)
+    table = [[rest[i * U + j].metric for j in range(U)] for i in range(len(layers))]
+    return Sensitivity(layers=layers, units=list(cand.names), table=table, baseline=baseline.metric,
+                       maximize=maximize, metric_name=metric_name)
+
+
+def greedy_path(cand: Candidates, sens: Sensitivity) -> list:
+    """Assignments from every layer at the reference towards every layer at the cheapest unit:
+    each step moves one layer to a cheaper unit, the one that costs the least estimated damage
+    (from ``sens``, summed over layers) per unit of energy saved."""
+    power = {n: float(unit_cost(u)["power_mw"]) for n, u in cand.by_name.items()}
+    dmg = sens.damage()
+    dmg = np.where(np.isfinite(dmg), dmg, np.inf)
+    li = {l: i for i, l in enumerate(sens.layers)}
+    ui = {u: j for j, u in enumerate(sens.units)}
+    cur = cand.uniform(cand.reference_name())
+    path = []
+    while True:
+        best, best_score = None, None
+        for l, n_l in cand.macs.items():
+            if l not in li:
+                continue
+            d0 = max(dmg[li[l], ui[cur[l]]], 0.0)
+            for u in cand.names:
+                saved = n_l * (power[cur[l]] - power[u])
+                if saved <= 0:
+                    continue
+                dd = max(dmg[li[l], ui[u]], 0.0) - d0
+                score = (max(dd, 0.0) / saved, -saved, l, u)
+                if not np.isfinite(score[0]):
+                    continue
+                if best_score is None or score < best_score:
+                    best, best_score = (l, u), score
+        if best is None:
+            return path
+        cur = dict(cur, **{best[0]: best[1]})
+        path.append(dict(cur))
+
+
+def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: bool = False,
+               greedy: bool = True, pop_size: int | None = None, seed: int = 0, points=(),
+               on_batch=None, progress=None, config=None) -> tuple:
+    """The NSGA-II search over per-layer assignments; returns (SearchResult, Sensitivity or None).
+
+    ``budget``: the most distinct assignments evaluated (the seeds included); ``points``:
+    earlier points to resume from (their assignments are not evaluated again); ``on_batch``:
+    called with every point so far after each batch of evaluations (the front end saves
+    search.json there); ``progress``: called with the number of new evaluations."""
+    try:
+        from pymoo.algorithms.moo.nsga2 import NSGA2
+        from pymoo.core.problem import Problem
+        from pymoo.operators.crossover.sbx import SBX
+        from pymoo.operators.mutation.pm import PM
+        from pymoo.operators.repair.rounding import RoundingRepair
+        from pymoo.termination import get_termination
+    except ImportError as e:
+        raise ImportError("the search needs pymoo: pip install 'lutcore[search]'") from e
+    cand.check_power()
+    layers, U = cand.layers, len(cand.names)
+    uniform = [cand.uniform(n) for n in cand.names]
+    need = len(uniform) + (len(layers) * U if greedy else 0)
+    if budget < need:
+        raise ValueError(f"budget: expected at least {need} evaluations ({len(uniform)} uniform assignments"
+                         + (f" + {len(layers)} layers x {U} units for the sensitivity that guides the greedy "
+                            f"seeds; or greedy=False" if greedy else "") + f"), got {budget}")
+    cache = _Cache(cand, evaluate_many, points, on_batch, progress)
+    cache.get(uniform, seed="uniform")
+    sens = None
+    seeds = list(uniform)
+    if greedy:
+        sens = run_sensitivity(cand, evaluate_many, maximize=maximize, cache=cache,
+                               metric_name=(config or {}).get("metric_name", "metric"))
+        path = greedy_path(cand, sens)
+        room = budget - len(cache)
+        if len(path) > room // 2:                    # leave half the budget to the search itself
+            k = max(room // 2, 0)
+            path = [path[int(round(i))] for i in np.linspace(0, len(path) - 1, k)] if k else []
+        cache.get(path, seed="greedy")
+        seeds += path
+    # variables: one integer per layer, the candidate's index; candidates sorted by power so
+    # that neighbouring values are neighbouring costs (what SBX / PM assume of a variable)
+    order = sorted(range(U), key=lambda j: (float(unit_cost(cand.units[j])["power_mw"]), cand.names[j]))
+    pos = {cand.names[j]: i for i, j in enumerate(order)}
+    to_x = lambda a: [pos[a[l]] for l in layers]                               # noqa: E731
+    to_a = lambda x: {l: cand.names[order[int(v)]] for l, v in zip(layers, x)}   # noqa: E731
+    if U ** len(layers) <= budget:
+        # the whole space fits the budget: every assignment, the exact front
+        import itertools
+        cache.get([dict(zip(layers, c)) for c in itertools.product(cand.names, repeat=len(layers))])
+    elif U > 1 and len(cache) < budget:
+        problem = Problem(n_var=len(layers), n_obj=2, n_ieq_constr=1, xl=0, xu=U - 1, vtype=int)
+        X0 = np.unique(np.array([to_x(a) for a in seeds], dtype=np.int64), axis=0)
+        n_pop = pop_size or int(min(40, max(16, 2 * len(layers))))
+        alg = NSGA2(pop_size=n_pop, sampling=X0,
+                    crossover=SBX(prob=0.9, eta=3.0, vtype=float, repair=RoundingRepair()),
+                    mutation=PM(eta=3.0, vtype=float, repair=RoundingRepair()), eliminate_duplicates=True)
+        alg.setup(problem, termination=get_termination("n_gen", 10 ** 9), seed=int(seed), verbose=False)
+        sign = -1.0 if maximize else 1.0
+        idle = 0
+        while len(cache) < budget and idle < 20:
+            pop = alg.ask()
+            if pop is None or len(pop) == 0:           # no new offspring this generation
+                idle += 1
+                continue
+            X = pop.get("X")
+            before = len(cache)
+            pts = cache.get([to_a(x) for x in X], limit=budget - len(cache))
+            if any(p is None for p in pts):
+                break                                  # the budget ran out inside this generation
+            idle = idle + 1 if len(cache) == before else 0
+            worst = max([sign * p.metric for p in cache.points.values() if p.valid] or [0.0])
+            F = np.array([[p.energy, sign * p.metric if p.valid else worst + 1.0] for p in pts])
+            G = np.array([[-1.0 if p.valid else 1.0] for p in pts])
+            pop.set("F", F)
+            pop.set("G", G)
+            alg.tell(infills=pop)
+    cfg = dict(config or {})
+    cfg.update({"layers": layers, "units": cand.names, "macs": cand.macs, "reference": cand.reference_name(),
+                "budget": budget, "seed": seed, "greedy": greedy,
+                "costs": {n: unit_cost(u) for n, u in cand.by_name.items()}})
+    return SearchResult(cache.ordered(), cfg, maximize=maximize), sens

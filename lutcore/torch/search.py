@@ -1,0 +1,461 @@
+"""Which unit where, for a PyTorch model: product counts, sensitivity, compensation and the search.
+
+Design: the model-free part (energy, the sensitivity table, NSGA-II, the cache, the
+result files) is ``lutcore.search``; this module supplies what depends on the model.
+It converts a deep copy of the model once (``approximate(model, "exact")``, the caller's
+model is never touched), counts every approximate layer's products on ``example_input``
+with a dry run (forward hooks record ``out.numel() * K`` per call: the multiplications the
+layer actually performs, padding included), and evaluates an assignment by setting each
+layer's ``units`` attribute (no re-quantization: a layer's quantized weight is keyed on the
+weight, not on the units) and calling ``evaluate(model)``.
+
+Compensation without retraining (``compensation=``), computed once per (layer, unit) on
+``calibration`` inputs (default: ``example_input``) captured at each layer's input while
+the model runs exact:
+
+* ``"weights"`` — ALWANN's weight tuning: each weight code w becomes the w' that minimises
+  ``sum_i h(i) |i*w - f(i, w')|`` over the activation codes i, h being the layer's observed
+  histogram of activation codes (ties: the w' nearest w).  Applied as a derived unit whose
+  table is ``f(a, map[b])`` — the same products as tuning the codes, with the unit's cost
+  and no change to the layer's weights or its quantization.
+* ``"bias"`` — a per-output-channel bias correction: the mean over the calibration data of
+  (the layer's output through the unit) - (its output through the exact table), subtracted
+  from the layer's bias (a zero bias is added to a layer that has none).
+
+Both together: the bias correction is measured with the tuned unit.
+"""
+from __future__ import annotations
+
+import copy
+import fnmatch
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+from lutcore import search as _core
+from lutcore.units import Units, resolve as resolve_units
+
+__all__ = ["count_products", "sensitivity", "search", "tuned_unit", "COMPENSATIONS"]
+
+COMPENSATIONS = ("weights", "bias")
+
+
+# ----------------------------------------------------------------------------- layers
+
+def _approx_layers(model):
+    from lutcore.torch.layers import ApproxLayer
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, ApproxLayer)]
+
+
+def _products_per_output(m) -> int:
+    """K: the products behind each output value of approximate layer ``m``."""
+    w = m.weight
+    if isinstance(m, nn.Linear):
+        return int(w.shape[1])
+    if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+        return int(np.prod(w.shape[1:]))
+    return int(w.shape[0])                            # HF Conv1D: weight (nx, nf), K = nx
+
+
+def _run(model, batch):
+    from lutcore.torch.convert import _run as run
+    return run(model, batch)
+
+
+def _batches(data, what):
+    if isinstance(data, (torch.Tensor, dict)):
+        return [data]
+    if isinstance(data, tuple) and data and isinstance(data[0], torch.Tensor) and \
+            not all(isinstance(d, torch.Tensor) and d.shape == data[0].shape for d in data[1:]):
+        return [data]                                 # one (inputs, targets) pair
+    try:
+        out = list(data)
+    except TypeError:
+        raise TypeError(f"{what}: expected a tensor, a dict of model inputs or an iterable of batches, got "
+                        f"{type(data).__name__}") from None
+    if not out:
+        raise ValueError(f"{what}: no batch given")
+    return out
+
+
+def count_products(model: nn.Module, example_input) -> dict:
+    """{layer name: products} of every approximate layer of ``model`` for ``example_input``
+    (a tensor, a dict of keyword inputs, or an iterable of such batches): a dry run with
+    forward hooks, so a layer called twice counts twice and a layer never called counts 0."""
+    layers = _approx_layers(model)
+    if not layers:
+        raise ValueError("model: no approximate layers (convert it with lutcore.torch.approximate first)")
+    counts = {n: 0 for n, _ in layers}
+    hooks = []
+    for n, m in layers:
+        k = _products_per_output(m)
+
+        def hook(mod, inp, out, n=n, k=k):
+            counts[n] += int(out.numel()) * k
+        hooks.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            for b in _batches(example_input, "example_input"):
+                _run(model, b)
+    finally:
+        for h in hooks:
+            h.remove()
+    return counts
+
+
+def _select(layers, keys):
+    """The layer names ``keys`` (names, prefixes or globs) select, in model order."""
+    if keys is None:
+        return [n for n, _ in layers]
+    if isinstance(keys, str):
+        keys = [keys]
+    names = [n for n, _ in layers]
+    out = []
+    for k in keys:
+        hit = [n for n in names if n == k or n.startswith(k + ".") or fnmatch.fnmatchcase(n, k)]
+        if not hit:
+            raise ValueError(f"layers: {k!r} matches no approximate layer; the layers are {names}")
+        out += [n for n in hit if n not in out]
+    return [n for n in names if n in out]
+
+
+def _units_list(units) -> list:
+    """Candidate units from a list of specs / Units, or a units library (entries with .units)."""
+    if isinstance(units, (str, Units)) or units is None:
+        units = [units]
+    out = []
+    for u in units:
+        u = getattr(u, "units", u)                    # a library entry
+        out.append(resolve_units(u if u is not None else "exact"))
+    if not out:
+        raise ValueError("units: expected at least one candidate unit, got none")
+    return out
+
+
+# ----------------------------------------------------------------------------- compensation
+
+def _code_histograms(model, layers, data) -> dict:
+    """{layer: int64[256]} counts of the activation codes each layer quantizes its input to
+    (per tensor, as the layers do: s = max|x| / 127, q = round_half_even(x / s))."""
+    hist = {n: np.zeros(256, np.int64) for n, _ in layers}
+    hooks = []
+    for n, m in layers:
+        def pre(mod, args, n=n):
+            x = args[0].detach()
+            s = mod._lc_input_scale()                 # static: the calibrated scale
+            s = x.abs().max() / 127.0 if s is None else torch.tensor(float(s), dtype=torch.float32)
+            if float(s) == 0.0 or x.numel() == 0:
+                hist[n][0] += x.numel()
+                return
+            q = torch.clamp(torch.round(x / s), -127, 127).to(torch.int64)
+            hist[n] += np.bincount((q.reshape(-1).numpy() & 0xff), minlength=256)
+        hooks.append(m.register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            for b in _batches(data, "calibration"):
+                _run(model, b)
+    finally:
+        for h in hooks:
+            h.remove()
+    return hist
+
+
+def tuned_unit(units, hist) -> Units:
+    """ALWANN's weight tuning of ``units`` for activation-code histogram ``hist`` (int[256],
+    indexed by the code's byte): the unit whose table is ``f(a, map[b])`` with
+    ``map[w] = argmin_w' sum_i hist[i] |i*w - f(i, w')|`` (ties: the w' nearest w, then the
+    smaller); it keeps the unit's cost."""
+    u = resolve_units(units)
+    h = np.asarray(hist, dtype=np.float64).reshape(256)
+    f = u.table().astype(np.int64)                     # [a byte, b byte]
+    codes = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)     # byte -> value
+    used = h > 0
+    mp = np.arange(256)
+    if used.any() and not u.is_exact:
+        i = codes[used]                                # (n,)
+        hu = h[used]
+        fu = f[used, :]                                # (n, 256): f(i, w') for every w' byte
+        dist = np.abs(codes[None, :] - codes[:, None])   # [w byte, w' byte]
+        for wb in range(256):
+            w = codes[wb]
+            if w == -128:
+                continue                               # never produced by the quantizer
+            cost = (hu[:, None] * np.abs(i[:, None] * w - fu)).sum(axis=0)          # (256,) over w'
+            cost[codes == -128] = np.inf
+            best = np.flatnonzero(cost == cost.min())
+            mp[wb] = best[np.lexsort((codes[best], dist[wb, best]))][0]
+    t = f[:, mp]
+    name = f"{u.name}+wt"
+    out = Units(t.astype(np.int16), u.requant_lut, u.relu_lut, name=name)
+    cost = _core.unit_cost(u)
+    if cost and hasattr(out, "with_cost"):
+        out = out.with_cost(**cost)
+    elif cost:
+        out.cost = cost
+    return out
+
+
+def _bias_corrections(model, layers, per_layer_units, data) -> dict:
+    """{(layer, unit name): float32 (O,)} mean output error of the layer through each unit,
+    against the exact table, on the layer inputs the exact model sees for ``data``."""
+    inputs = {n: [] for n, _ in layers}
+    hooks = []
+    for n, m in layers:
+        def pre(mod, args, n=n):
+            inputs[n].append(args[0].detach().clone())
+        hooks.append(m.register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            for b in _batches(data, "calibration"):
+                _run(model, b)
+    finally:
+        for h in hooks:
+            h.remove()
+    exact = resolve_units("exact")
+    out = {}
+    with torch.no_grad():
+        for n, m in layers:
+            keep = m.units
+            try:
+                m.units = exact
+                ref = [m(x) for x in inputs[n]]
+                for name, u in per_layer_units[n].items():
+                    m.units = u
+                    tot, cnt = None, 0
+                    for x, r in zip(inputs[n], ref):
+                        d = (m(x) - r).to(torch.float64)
+                        d = d.movedim(-1, 0) if _channels_last_out(m) else d.movedim(1, 0)
+                        d = d.reshape(d.shape[0], -1)
+                        tot = d.sum(1) if tot is None else tot + d.sum(1)
+                        cnt += d.shape[1]
+                    out[(n, name)] = (tot / max(cnt, 1)).to(torch.float32)
+            finally:
+                m.units = keep
+    return out
+
+
+def _channels_last_out(m) -> bool:
+    return not isinstance(m, (nn.Conv1d, nn.Conv2d))      # Linear / Conv1D: channels on the last axis
+
+
+# ----------------------------------------------------------------------------- the working model
+
+class _Space:
+    """A converted deep copy of the model and what each (layer, unit) pair runs as."""
+
+    def __init__(self, model, units, example_input, layers, reference, compensation, calibration, threads):
+        from lutcore.torch.convert import approximate
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        comp = () if compensation is None else (compensation,) if isinstance(compensation, str) \
+            else tuple(compensation)
+        bad = [c for c in comp if c not in COMPENSATIONS]
+        if bad:
+            raise ValueError(f"compensation: expected None or some of {COMPENSATIONS}, got {bad}")
+        self.compensation = comp
+        work = copy.deepcopy(model)
+        if not _approx_layers(work):
+            work = approximate(work, "exact", inplace=True, threads=threads)
+        all_layers = _approx_layers(work)
+        names = _select(all_layers, layers)
+        self.model = work
+        self.layers = [(n, m) for n, m in all_layers if n in names]
+        cands = _units_list(units)
+        ref = resolve_units(reference) if reference is not None else None
+        if ref is not None and all(u.digest != ref.digest for u in cands):
+            cands = [ref] + cands
+        if ref is None and not any(u.is_exact for u in cands):
+            raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
+                             "the reference unit energy is relative to (reference=...)")
+        exact = resolve_units("exact")
+        for _, m in self.layers:
+            m.units = exact
+        macs_all = count_products(work, example_input) if example_input is not None else \
+            {n: 0 for n, _ in all_layers}                  # sensitivity: no energy figures
+        self.cand = _core.Candidates(cands, {n: macs_all[n] for n, _ in self.layers}, reference=ref)
+        # what each layer runs for each candidate name
+        self.run_units = {n: dict(self.cand.by_name) for n, _ in self.layers}
+        self.bias0 = {n: (None if m.bias is None else m.bias.detach().clone()) for n, m in self.layers}
+        self.bias_corr = {}
+        if comp:
+            data = example_input if calibration is None else calibration
+            if "weights" in comp:
+                hist = _code_histograms(work, self.layers, data)
+                for n, _ in self.layers:
+                    self.run_units[n] = {k: (u if u.is_exact else tuned_unit(u, hist[n]))
+                                         for k, u in self.cand.by_name.items()}
+            if "bias" in comp:
+                self.bias_corr = _bias_corrections(work, self.layers, self.run_units, data)
+                for n, m in self.layers:
+                    if m.bias is None:
+                        m.bias = nn.Parameter(torch.zeros(m.weight.shape[1] if not isinstance(
+                            m, (nn.Linear, nn.Conv1d, nn.Conv2d)) else m.weight.shape[0]), requires_grad=False)
+                        self.bias0[n] = None
+
+    def apply(self, assignment: dict):
+        """Set every searched layer to its unit (and its bias correction); returns the model."""
+        with torch.no_grad():
+            for n, m in self.layers:
+                name = assignment[n]
+                m.units = self.run_units[n][name]
+                if self.bias_corr:
+                    b0 = self.bias0[n]
+                    corr = self.bias_corr[(n, name)]
+                    m.bias.copy_((torch.zeros_like(corr) if b0 is None else b0) - corr)
+        return self.model
+
+
+def _evaluator(space, evaluate, workers):
+    if not callable(evaluate):
+        raise TypeError(f"evaluate: expected a callable evaluate(model) -> float, got {type(evaluate).__name__}")
+    if not workers:
+        def many(assignments):
+            return [float(evaluate(space.apply(a))) for a in assignments]
+        return many, (lambda: None)
+    return _ray_evaluator(space, evaluate, workers)
+
+
+def _ray_evaluator(space, evaluate, workers):
+    """Evaluations on ``workers`` Ray actors, each holding a copy of the working model; the
+    assignments of a batch are dealt round-robin and the metrics come back in order (each
+    is computed exactly as in process: same model, same bits)."""
+    import ray
+    n = int(workers)
+    if n < 1:
+        raise ValueError(f"workers: expected a positive int or None, got {workers!r}")
+    started = not ray.is_initialized()
+    if started:                  # a local Ray of our own: its workers import what this process imports
+        import sys
+        path = os.pathsep.join(p for p in [os.getcwd()] + sys.path if p)
+        ray.init(num_cpus=max(n, 1), include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
+
+    @ray.remote(num_cpus=1)
+    class _Worker:
+        def __init__(self, space, evaluate):
+            torch.set_num_threads(1)
+            self.space, self.evaluate = space, evaluate
+
+        def run(self, assignments):
+            return [float(self.evaluate(self.space.apply(a))) for a in assignments]
+
+    refs = ray.put(space), ray.put(evaluate)
+    actors = [_Worker.remote(*refs) for _ in range(n)]
+
+    def many(assignments):
+        parts = [assignments[i::n] for i in range(n)]
+        res = ray.get([a.run.remote(p) for a, p in zip(actors, parts) if p])
+        out = [None] * len(assignments)
+        for i, r in enumerate(res):
+            out[i::n] = r
+        return out
+
+    def close():
+        for a in actors:
+            ray.kill(a)
+        if started:
+            ray.shutdown()
+    return many, close
+
+
+# ----------------------------------------------------------------------------- public
+
+def sensitivity(model: nn.Module, units, evaluate, example_input=None, *, layers=None, maximize=False,
+                reference=None, metric_name="metric", progress=True, out=None, threads=None):
+    """The task metric with one layer at a time through each unit, the rest exact.
+
+    ``units``: specs or Units (or a units library); ``evaluate(model) -> float``;
+    ``example_input``: when given, the products are counted too (not needed for the table);
+    ``layers``: names, prefixes or globs of the layers to probe (default every layer).
+    Returns a ``lutcore.search.Sensitivity`` (``format_table()``, ``save(dir)`` writes
+    sensitivity.json and the heatmap sensitivity.png)."""
+    space = _Space(model, units, example_input, layers, reference, None, None, threads)
+    many, close = _evaluator(space, evaluate, None)
+    bar = _bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
+    try:
+        cache = _core._Cache(space.cand, many, progress=bar.update if bar else None)
+        res = _core.run_sensitivity(space.cand, many, maximize=maximize, metric_name=metric_name, cache=cache)
+    finally:
+        close()
+        if bar:
+            bar.close()
+    if out is not None:
+        res.save(out)
+    return res
+
+
+def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 200, maximize: bool = False,
+           layers=None, reference=None, compensation=None, calibration=None, greedy: bool = True,
+           pop_size: int | None = None, seed: int = 0, workers: int | None = None, out=None,
+           resume: bool = False, progress=True, metric_name: str = "metric", threads=None):
+    """A multi-objective search over per-layer units: minimise the relative multiplier energy
+    and ``evaluate(model)`` (lower is better; ``maximize=True`` for an accuracy).
+
+    ``units``: a list of specs / Units or a units library (each with a power figure in its
+    ``cost``); ``example_input``: what the products are counted on (a dry run);
+    ``layers``: the layers to search (names, prefixes, globs; default all — the rest keep
+    the exact unit); ``reference``: the unit energy is relative to (default the exact
+    candidate); ``compensation``: None, "weights", "bias" or both (see the module);
+    ``budget``: the most distinct assignments evaluated, the seeds included (every uniform
+    assignment, the one-layer sensitivity and a greedy path built from it); ``workers``: run
+    the evaluations on that many Ray actors; ``out``: a directory where search.json and
+    front.png are kept current after every batch (Ctrl-C leaves every point evaluated so
+    far there); ``resume=True`` continues from ``out``'s search.json.
+
+    Returns a ``lutcore.search.SearchResult``: ``points`` (each with ``assignment``,
+    ``energy``, ``metric``, ``seed``), ``front``, ``save(dir)``, ``model_at(point)`` (the
+    working model configured at a point: evaluating it again gives the point's metric bit
+    for bit)."""
+    from lutcore import _check
+    budget = _check.int_arg(budget, "budget", lo=1)
+    prior = []
+    if resume:
+        if out is None:
+            raise ValueError("resume: needs out=, the directory holding the search.json to continue")
+        if os.path.exists(os.path.join(out, _core.SEARCH_FILE)):
+            prior = _core.SearchResult.load(out).points
+    if out is not None:
+        from lutcore._io import target_dir
+        target_dir(out, "out")
+    space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads)
+    many, close = _evaluator(space, evaluate, workers)
+    config = {"metric_name": metric_name, "compensation": list(space.compensation)}
+    state = {"points": list(prior)}
+
+    def on_batch(points):
+        state["points"] = points
+        if out is not None:
+            _core.SearchResult(points, dict(config, **_partial_cfg(space)), maximize, complete=False).save(out)
+    bar = _bar(progress, budget, "search", initial=len(prior))
+    try:
+        res, _ = _core.run_search(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
+                                  pop_size=pop_size, seed=seed, points=prior, on_batch=on_batch,
+                                  progress=bar.update if bar else None, config=config)
+    except BaseException:
+        if out is not None and state["points"]:
+            _core.SearchResult(state["points"], dict(config, **_partial_cfg(space)), maximize,
+                               complete=False).save(out)
+        raise
+    finally:
+        close()
+        if bar:
+            bar.close()
+    res._model_at = lambda p: space.apply(p.assignment if hasattr(p, "assignment") else p)
+    if out is not None:
+        res.save(out)
+    return res
+
+
+def _partial_cfg(space):
+    c = space.cand
+    return {"layers": c.layers, "units": c.names, "macs": c.macs, "reference": c.reference_name(),
+            "costs": {n: _core.unit_cost(u) for n, u in c.by_name.items()}}
+
+
+def _bar(progress, total, desc, initial=0):
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, unit="eval", desc=desc, dynamic_ncols=True, leave=False)

@@ -1,0 +1,211 @@
+"""lutcore.torch.search: product counts, sensitivity, compensation and the search on a real
+(small, random) CNN — each figure against an independent computation: the products by
+the convolution formula, the sensitivity by converting and setting one layer by hand, the
+weight tuning by brute force, the bias correction by its defining property, re-evaluation
+bit for bit."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import lutcore.torch as lt
+from lutcore import search as S
+from lutcore.torch import search as TS
+from lutcore.units import Units, resolve
+
+POWER = {"exact": 1.0, "mitchell": 0.45, "truncated:9": 0.4, "reduced:3": 0.3}
+
+
+def units_list():
+    return [resolve(s).with_cost(power_mw=p, source="stated by the test") for s, p in POWER.items()]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 5, 3, padding=1)                   # (n, 5, 7, 7)
+        self.c2 = nn.Conv2d(5, 6, 3, stride=2, bias=False)        # (n, 6, 3, 3)
+        self.fc = nn.Linear(54, 7)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.c2(torch.relu(self.c1(x)))).flatten(1))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(9, 2, 7, 7)
+    with torch.no_grad():
+        ref = net(x)
+
+    def evaluate(model):                  # lower is better: the output's distance to float
+        with torch.no_grad():
+            return float(((model(x) - ref) ** 2).mean())
+    return net, x, evaluate
+
+
+def test_products_are_counted_by_a_dry_run(setup):
+    net, x, _ = setup
+    m = lt.approximate(net, "exact")
+    n = x.shape[0]
+    want = {"c1": n * 5 * 7 * 7 * (2 * 9), "c2": n * 6 * 3 * 3 * (5 * 9), "fc": n * 7 * 54}
+    assert TS.count_products(m, x) == want
+    assert TS.count_products(m, [x, x[:2]]) == {k: v * 11 // 9 for k, v in want.items()}
+
+
+def test_sensitivity_is_one_layer_at_a_time(setup, tmp_path):
+    net, x, evaluate = setup
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    sens = TS.sensitivity(net, units_list(), evaluate, progress=False, out=tmp_path)
+    assert type(net.c1) is nn.Conv2d and all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    base = lt.approximate(net, "exact")
+    assert sens.baseline == evaluate(base)
+    for i, layer in enumerate(sens.layers):
+        for j, name in enumerate(sens.units):
+            m = lt.approximate(net, "exact")
+            getattr(m, layer).units = name
+            assert sens.table[i][j] == evaluate(m), (layer, name)
+    assert os.path.isfile(tmp_path / "sensitivity.png") and "c2" in sens.format_table()
+
+
+def test_search_points_re_evaluate_bit_for_bit(setup, tmp_path):
+    net, x, evaluate = setup
+    res = TS.search(net, units_list(), evaluate, x, budget=40, seed=2, progress=False, out=tmp_path)
+    assert len(res.points) <= 40 and res.front
+    assert {p.seed for p in res.points} >= {"uniform", "sensitivity", "greedy"}
+    exact = [p for p in res.points if p.seed == "uniform" and p.assignment["fc"] == "exact"][0]
+    assert exact.energy == 1.0
+    for p in res.front:
+        assert evaluate(res.model_at(p)) == p.metric
+        m = lt.approximate(net, "exact")                        # applied by hand on a fresh conversion
+        for layer, name in p.assignment.items():
+            getattr(m, layer).units = name
+        assert evaluate(m) == p.metric
+    d = json.load(open(tmp_path / "search.json"))
+    assert d["complete"] is True and len(d["points"]) == len(res.points)
+    assert d["config"]["macs"] == TS.count_products(lt.approximate(net, "exact"), x)
+    assert open(tmp_path / "front.png", "rb").read(4) == b"\x89PNG"
+
+
+def test_layers_selects_and_unknown_keys_are_named(setup):
+    net, x, evaluate = setup
+    res = TS.search(net, units_list(), evaluate, x, budget=12, layers=["c*"], greedy=False, progress=False)
+    assert all(set(p.assignment) == {"c1", "c2"} for p in res.points)
+    with pytest.raises(ValueError, match=r"'conv9' matches no approximate layer; the layers are \['c1', 'c2', 'fc'\]"):
+        TS.search(net, units_list(), evaluate, x, budget=12, layers=["conv9"], progress=False)
+    with pytest.raises(ValueError, match="'mitchell' has no power_mw"):
+        TS.search(net, [resolve("exact").with_cost(power_mw=1.0), resolve("mitchell")], evaluate, x,
+                  budget=12, progress=False)
+
+
+def test_ctrl_c_keeps_the_points_and_resume_finishes_the_same_search(setup, tmp_path):
+    net, x, evaluate = setup
+    full = TS.search(net, units_list(), evaluate, x, budget=36, seed=5, progress=False)
+    calls = {"n": 0}
+
+    def stopping(model):
+        calls["n"] += 1
+        if calls["n"] == 20:
+            raise KeyboardInterrupt
+        return evaluate(model)
+    with pytest.raises(KeyboardInterrupt):
+        TS.search(net, units_list(), stopping, x, budget=36, seed=5, progress=False, out=tmp_path)
+    part = json.load(open(tmp_path / "search.json"))
+    assert part["complete"] is False and 0 < len(part["points"]) < 20
+    calls["n"] = -10 ** 9
+    again = TS.search(net, units_list(), stopping, x, budget=36, seed=5, progress=False, out=tmp_path,
+                      resume=True)
+    assert calls["n"] == -10 ** 9 + len(full.points) - len(part["points"])
+    assert [p.to_dict() for p in again.points] == [p.to_dict() for p in full.points]
+    assert json.load(open(tmp_path / "search.json"))["complete"] is True
+
+
+def test_workers_on_ray_give_the_same_points(setup):
+    net, x, evaluate = setup
+    local = TS.search(net, units_list(), evaluate, x, budget=24, seed=1, progress=False)
+    remote = TS.search(net, units_list(), evaluate, x, budget=24, seed=1, progress=False, workers=2)
+    assert [p.to_dict() for p in remote.points] == [p.to_dict() for p in local.points]
+
+
+# ----------------------------------------------------------------------------- compensation
+
+def _tuned_map_reference(f, hist):
+    """Brute force: for each weight value w, the w' minimising sum_i hist[i] |i*w - f(i, w')|
+    (ties: nearest w, then the smaller), over values -127..127; f indexed by values + 128."""
+    vals = np.arange(-128, 128)
+    out = {}
+    for w in range(-127, 128):
+        best = None
+        for w2 in range(-127, 128):
+            c = sum(hist[i] * abs(i * w - int(f[i + 128, w2 + 128])) for i in range(-128, 128) if hist[i])
+            key = (c, abs(w2 - w), w2)
+            if best is None or key < best:
+                best = key
+        out[w] = best[2]
+    return out, vals
+
+
+def test_weight_tuning_matches_brute_force():
+    rng = np.random.default_rng(3)
+    nat = (np.arange(-128, 128)[:, None] * np.arange(-128, 128)[None, :])    # natural order [a+128, b+128]
+    f = np.clip(nat + rng.integers(-300, 300, nat.shape), -32768, 32767)
+    hist = {i: 0 for i in range(-128, 128)}
+    for i in rng.integers(-20, 60, 40):
+        hist[int(i)] += int(rng.integers(1, 9))
+    u = Units.from_mul(np.roll(f, (-128, -128), axis=(0, 1)))                  # lutcore's byte order
+    hb = np.zeros(256, np.int64)
+    for i, c in hist.items():
+        hb[i & 0xff] = c
+    t = TS.tuned_unit(u, hb).table().astype(np.int64)
+    want, _ = _tuned_map_reference(f, hist)
+    for w in range(-127, 128):
+        assert np.array_equal(t[:, w & 0xff], u.table()[:, want[w] & 0xff].astype(np.int64)), w
+
+
+def test_weight_tuning_undoes_a_shifted_weight_operand():
+    # f(a, b) = a * (b + 1): the best code for weight w is w - 1, whatever the activations
+    a = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)[:, None]
+    b = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)[None, :]
+    u = Units.from_mul(np.clip(a * (b + 1), -32768, 32767))
+    hist = np.ones(256, np.int64)
+    t = TS.tuned_unit(u, hist).table().astype(np.int64)
+    exact = (a * b)
+    cols = [w & 0xff for w in range(-126, 128)]
+    assert np.array_equal(t[:, cols], exact[:, cols])
+    assert TS.tuned_unit(resolve("exact"), hist).is_exact
+
+
+def test_bias_correction_removes_the_mean_error_on_the_calibration_data(setup):
+    net, x, evaluate = setup
+    res = TS.search(net, units_list(), evaluate, x, budget=12, greedy=False, compensation="bias",
+                    progress=False)
+    exact = lt.approximate(net, "exact")
+    for name in ("mitchell", "reduced:3"):
+        p = {"c1": name, "c2": "exact", "fc": "exact"}
+        m = res.model_at(p)
+        with torch.no_grad():
+            d = (m.c1(x) - exact.c1(x)).to(torch.float64).mean(dim=(0, 2, 3))
+            raw = lt.approximate(net, "exact")
+            raw.c1.units = name
+            d0 = (raw.c1(x) - exact.c1(x)).to(torch.float64).mean(dim=(0, 2, 3))
+        assert d.abs().max() < 1e-5 < d0.abs().max(), name
+    assert net.c2.bias is None                                 # the caller's model is untouched
+    # every point's metric is the model_at's, and the correction helps the whole model here
+    for p in res.points:
+        assert evaluate(res.model_at(p)) == p.metric
+
+
+def test_compensation_is_checked(setup):
+    net, x, evaluate = setup
+    with pytest.raises(ValueError, match="compensation: expected None or some of"):
+        TS.search(net, units_list(), evaluate, x, budget=12, compensation="retrain", progress=False)
+    with pytest.raises(ValueError, match="none of the candidates is exact"):
+        TS.search(net, [resolve("mitchell").with_cost(power_mw=0.4)], evaluate, x, budget=12, progress=False)
+    res = TS.search(net, [resolve("mitchell").with_cost(power_mw=0.4)], evaluate, x, budget=12,
+                    reference=resolve("exact").with_cost(power_mw=1.0), greedy=False, progress=False)
+    assert math.isclose(min(p.energy for p in res.points), 0.4)

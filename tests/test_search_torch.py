@@ -14,7 +14,7 @@ from torch import nn
 
 import lutcore.torch as lt
 from lutcore import search as S
-from lutcore.torch import search as TS
+from lutcore.torch import _search as TS
 from lutcore.units import Units, resolve
 
 POWER = {"exact": 1.0, "mitchell": 0.45, "truncated:9": 0.4, "reduced:3": 0.3}

@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
 from lutcore.torch.convert import approximate, approximate_layers, calibrate, set_units
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
-from lutcore.torch.search import count_products, search, sensitivity
+from lutcore.torch._search import count_products, search, sensitivity
 
 __all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",

@@ -1,6 +1,6 @@
 """PyTorch models through lutcore's units (optional extra: ``pip install lutcore[torch]``).
 
-Design: this package is the bridge and nothing else — the contract (DESIGN.md,
+Design: this package is the bridge and nothing else — the contract (docs/DESIGN.md,
 "Approximate PyTorch layers") is computed by lutcore's native im2col and LUT GEMM
 (functional.py); layers.py holds the approximate subclasses of nn.Linear,
 nn.Conv1d, nn.Conv2d and transformers' Conv1D; convert.py the whole-model

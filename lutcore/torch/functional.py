@@ -1,6 +1,6 @@
 """Linear and convolution products through a unit, as torch.autograd.Functions.
 
-Design: the contract (DESIGN.md, "Approximate PyTorch layers") in one place.
+Design: the contract (docs/DESIGN.md, "Approximate PyTorch layers") in one place.
 ``QWeight`` quantizes a weight once per change (per output channel, with
 ``lutcore.quantize`` at block = the whole row); each call quantizes its input per
 tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
@@ -496,7 +496,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
 
 
 def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None):
-    """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in DESIGN.md).
+    """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in docs/DESIGN.md).
 
     x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
     its own max|x| / 127, a number uses that scale (values beyond saturate)."""

@@ -373,7 +373,7 @@ def sensitivity(model: nn.Module, units, evaluate, example_input=None, *, layers
     sensitivity.json and the heatmap sensitivity.png)."""
     space = _Space(model, units, example_input, layers, reference, None, None, threads)
     many, close = _evaluator(space, evaluate, None)
-    bar = _bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
+    bar = _core.tqdm_bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
     try:
         cache = _core._Cache(space.cand, many, progress=bar.update if bar else None)
         res = _core.run_sensitivity(space.cand, many, maximize=maximize, metric_name=metric_name, cache=cache)
@@ -410,52 +410,18 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
     for bit)."""
     from lutcore import _check
     budget = _check.int_arg(budget, "budget", lo=1)
-    prior = []
-    if resume:
-        if out is None:
-            raise ValueError("resume: needs out=, the directory holding the search.json to continue")
-        if os.path.exists(os.path.join(out, _core.SEARCH_FILE)):
-            prior = _core.SearchResult.load(out).points
-    if out is not None:
-        from lutcore._io import target_dir
-        target_dir(out, "out")
+    prior = _core.prior_points(out, resume)
     space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads)
     many, close = _evaluator(space, evaluate, workers)
     config = {"metric_name": metric_name, "compensation": list(space.compensation)}
-    state = {"points": list(prior)}
-
-    def on_batch(points):
-        state["points"] = points
-        if out is not None:
-            _core.SearchResult(points, dict(config, **_partial_cfg(space)), maximize, complete=False).save(out)
-    bar = _bar(progress, budget, "search", initial=len(prior))
+    bar = _core.tqdm_bar(progress, budget, "search", initial=len(prior))
     try:
-        res, _ = _core.run_search(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
-                                  pop_size=pop_size, seed=seed, points=prior, on_batch=on_batch,
-                                  progress=bar.update if bar else None, config=config)
-    except BaseException:
-        if out is not None and state["points"]:
-            _core.SearchResult(state["points"], dict(config, **_partial_cfg(space)), maximize,
-                               complete=False).save(out)
-        raise
+        res = _core.search_files(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
+                                 pop_size=pop_size, seed=seed, prior=prior, out=out,
+                                 progress=bar.update if bar else None, config=config)
     finally:
         close()
         if bar:
             bar.close()
     res._model_at = lambda p: space.apply(p.assignment if hasattr(p, "assignment") else p)
-    if out is not None:
-        res.save(out)
     return res
-
-
-def _partial_cfg(space):
-    c = space.cand
-    return {"layers": c.layers, "units": c.names, "macs": c.macs, "reference": c.reference_name(),
-            "costs": {n: _core.unit_cost(u) for n, u in c.by_name.items()}}
-
-
-def _bar(progress, total, desc, initial=0):
-    if not progress:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, initial=initial, unit="eval", desc=desc, dynamic_ncols=True, leave=False)

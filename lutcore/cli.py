@@ -221,9 +221,9 @@ def _write_held_out(ckpt, data, n_tokens, n_hold, seq_len):
 
 def _held_out(ckpt, tok):
     """(held-out token ids, description, the seq_len train used) of a checkpoint ``train`` wrote."""
-    from lutcore._io import load_json
+    from lutcore._io import contained, load_json
     from lutcore.train.data import held_out_size, load_tokens
-    f = os.path.join(ckpt, HELD_OUT_FILE)
+    f = contained(ckpt, HELD_OUT_FILE)
     rec = load_json(f) if os.path.isfile(f) else {"data": None, "held_out": None, "seq_len": 128}
     text, source = _load_text(rec.get("data"))
     ids = load_tokens(text, tok)
@@ -423,7 +423,8 @@ def _model_tokenizer(model_dir, choice, vocab):
         return Tokenizer.bytes()
     if choice:
         return Tokenizer.from_file(choice)
-    tj = os.path.join(model_dir, "tokenizer.json")
+    from lutcore._io import contained
+    tj = contained(model_dir, "tokenizer.json")
     if os.path.isfile(tj):
         return Tokenizer.from_file(tj)
     if vocab != 256:

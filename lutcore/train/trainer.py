@@ -313,9 +313,11 @@ class Trainer:
         """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint.
 
         Reads the save ``lutcore._io.saved_dir`` points at (a save killed while switching
-        its files is read from its complete copy).  trainer.json is checked whole: a bad
+        its files is read from its complete copy).  Every file is read from inside the
+        checkpoint directory: a symlink pointing outside it is a ValueError naming the file
+        and its target (``lutcore._io.contained``).  trainer.json is checked whole: a bad
         field is a ValueError naming the file and the field."""
-        from lutcore._io import load_tensors as load_file, path_arg
+        from lutcore._io import contained, load_tensors as load_file, path_arg
         path = path_arg(path)
         src, f, meta = read_trainer_json(path)
         if meta.get("format") != CKPT_FORMAT:
@@ -327,7 +329,7 @@ class Trainer:
         _check_meta(meta, f)
         from lutcore._io import sha256_file
         for n, rec in (meta.get("files") or {}).items():
-            fn = os.path.join(src, n)
+            fn = contained(src, n, f"{f}: files entry {n!r}")
             if (not os.path.isfile(fn) or os.path.getsize(fn) != rec.get("bytes")
                     or sha256_file(fn) != rec.get("sha256")):
                 raise ValueError(f"checkpoint {path!r}: {n} is not the file trainer.json was saved with (a save "
@@ -336,7 +338,7 @@ class Trainer:
         model_cls, cfg_cls = classes[meta["model_class"]]
         with _field(f, "model_config"):
             cfg = cfg_cls(**meta["model_config"])
-        params = load_file(os.path.join(src, "model.safetensors"))
+        params = load_file(contained(src, "model.safetensors"))
         kw = {}
         if units is None and meta.get("units_digest"):
             raise ValueError(f"checkpoint {path!r} was trained through units {meta.get('units_name')!r} "
@@ -360,7 +362,7 @@ class Trainer:
             opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
                         weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
                         threads=threads)
-        mom = load_file(os.path.join(src, "optimizer.safetensors"))
+        mom = load_file(contained(src, "optimizer.safetensors"))
         with _field(f, "optimizer"):
             opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},
                                  "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
@@ -382,9 +384,9 @@ def read_trainer_json(path) -> tuple:
     """(directory to read the save from, its trainer.json path, the parsed json) of a
     checkpoint: the save ``lutcore._io.saved_dir`` points at (an interrupted save is read
     from its complete copy).  FileNotFoundError when there is no trainer.json."""
-    from lutcore._io import load_json, saved_dir
+    from lutcore._io import contained, load_json, saved_dir
     src = saved_dir(path)
-    f = os.path.join(src, "trainer.json")
+    f = contained(src, "trainer.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
     return src, f, load_json(f)

@@ -49,9 +49,50 @@ def path_arg(path, name: str = "path") -> str:
     raise TypeError(f"{name}: expected a path (str or os.PathLike), got {type(path).__name__}")
 
 
+def _hf_blob(root_real: str, target_real: str) -> bool:
+    """A Hugging Face hub cache snapshot (``<repo>/snapshots/<rev>/``) links its files into
+    ``<repo>/blobs/``: such a link stays inside the cached repository."""
+    snaps = os.path.dirname(root_real)
+    if os.path.basename(snaps) != "snapshots":
+        return False
+    blobs = os.path.join(os.path.dirname(snaps), "blobs")
+    return os.path.commonpath([blobs, target_real]) == blobs
+
+
+def contained(root, name, what: str | None = None) -> str:
+    """``root/name`` for a file a loader reads from the directory ``root`` (a units directory,
+    a lutcore checkpoint, a Hugging Face directory), checked to stay inside it.
+
+    The rule (the same for every loader):
+      * ``name`` is a relative path that stays inside ``root`` as written: an absolute path
+        or one that climbs out (``../elsewhere/x.safetensors``) is refused;
+      * a symlink (the file, or a directory on the way to it) is followed when its target
+        resolves inside ``root`` (``root`` itself may be a symlink: its resolved directory
+        is what counts), and refused when it points outside — except a Hugging Face hub
+        cache snapshot's links into its own ``blobs/`` directory;
+    each refusal is a ValueError naming the entry (``what``, default the file) and, for a
+    symlink, its target.  A file that does not exist is returned as is (the caller says
+    it is missing); a dangling symlink is judged by where it points."""
+    root = path_arg(root, "root")
+    label = what or repr(name)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{label}: expected a file name inside {root!r}, got {name!r}")
+    norm = os.path.normpath(name)
+    if os.path.isabs(name) or norm == os.pardir or norm.startswith(os.pardir + os.sep):
+        raise ValueError(f"{label}: {name!r} lies outside the directory {root!r} (a file it names must be "
+                         f"inside it)")
+    f = os.path.join(root, name)
+    root_real, real = os.path.realpath(root), os.path.realpath(f)
+    if os.path.commonpath([root_real, real]) != root_real and not _hf_blob(root_real, real):
+        raise ValueError(f"{f}: a symlink to {real!r}, outside the directory {root!r} (a file of a units or "
+                         f"checkpoint directory may link only to a file inside it)"
+                         + (f"; named by {what}" if what else ""))
+    return f
+
+
 def read_config(path) -> dict:
     path = path_arg(path)
-    f = os.path.join(saved_dir(path), "config.json")
+    f = contained(saved_dir(path), "config.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"path: no config.json in {path!r}")
     return load_json(f)
@@ -61,13 +102,13 @@ def safetensors_files(path) -> dict[str, str]:
     """{tensor name: file} for a checkpoint directory."""
     from safetensors import safe_open
     path = saved_dir(path_arg(path))
-    idx = os.path.join(path, INDEX)
+    idx = contained(path, INDEX)
     if os.path.isfile(idx):
         wm = load_json(idx).get("weight_map", {})
         if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
             raise ValueError(f"{idx}: weight_map must map tensor names to file names")
-        return {k: os.path.join(path, v) for k, v in wm.items()}
-    single = os.path.join(path, SINGLE)
+        return {k: contained(path, v, f"{idx}: weight_map entry {k!r}") for k, v in wm.items()}
+    single = contained(path, SINGLE)
     if not os.path.isfile(single):
         raise FileNotFoundError(f"path: no {SINGLE} or {INDEX} in {path!r}")
     try:
@@ -174,6 +215,39 @@ def target_dir(path, name: str = "path") -> str:
     return given
 
 
+def writable_dir(path, name: str = "out") -> str:
+    """Check, before any work, that an output directory can be written: ``target_dir``'s
+    checks (not a file, not under one, no ``missing/..``), then a probe — the directory is
+    created (with any missing parents) and a file is created and removed in it, so a
+    read-only place, one without permission, or a pseudo file system (``/proc``) is found
+    now; what the probe created is removed again.  Failure: a ValueError naming ``name``,
+    the path and the reason.  Returns the path as given."""
+    given = target_dir(path, name)
+    full = os.path.abspath(given)
+    made, p = [], full
+    while not os.path.exists(p):
+        made.append(p)
+        p = os.path.dirname(p)
+    try:
+        try:
+            os.makedirs(full, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"{name}: cannot create the directory {given!r} ({e.strerror or e})") from None
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".lutcore-probe-", dir=full)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as e:
+            raise ValueError(f"{name}: cannot write into the directory {given!r} ({e.strerror or e})") from None
+    finally:
+        for d in made:                     # deepest first: what did not exist before
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+    return given
+
+
 def sha256_file(fname) -> str:
     h = hashlib.sha256()
     with open(fname, "rb") as f:
@@ -215,6 +289,8 @@ def _journal(path):
     if not ok:
         return None
     d = os.path.join(path, d)
+    if os.path.islink(d):               # a save makes a real directory, never a link
+        return None
     for n, nbytes in files.items():
         f = os.path.join(d, n)
         if not os.path.isfile(f) or os.path.getsize(f) != nbytes:

@@ -128,7 +128,8 @@ def cmd_train(args) -> int:
 
     if args.threads:
         lutcore.set_num_threads(args.threads)
-    out = os.path.abspath(args.out)
+    from lutcore._io import writable_dir
+    out = os.path.abspath(writable_dir(args.out, "--out"))       # before any work
     if args.resume:
         from lutcore.evaluate import checkpoint_units
         units = (checkpoint_units(args.resume) if args.units is None
@@ -175,17 +176,40 @@ def cmd_train(args) -> int:
                         refresh=False)          # printed by update(), at its interval
         bar.update(1)
 
-    trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,
-                  grad_accum=args.grad_accum, max_grad_norm=args.clip, mixed_precision=args.mixed_precision,
-                  on_step=on_step, max_steps=max_steps)
+    ckpt = os.path.join(out, "checkpoint")
+
+    def save():
+        os.makedirs(out, exist_ok=True)
+        trainer.save_checkpoint(ckpt)
+        _write_held_out(ckpt, args.data, len(ids), n_hold, args.seq_len)
+
+    try:
+        trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,
+                      grad_accum=args.grad_accum, max_grad_norm=args.clip, mixed_precision=args.mixed_precision,
+                      on_step=on_step, max_steps=max_steps)
+    except KeyboardInterrupt:         # the trainer stands at its last whole step: save it, resumable
+        bar.close()
+        save()
+        left = (f"--steps {max_steps - trainer.global_step}" if max_steps is not None
+                else f"--epochs {epochs}")
+        print(f"lutcore train: interrupted at step {trainer.global_step} of {total}: checkpoint saved to "
+              f"{ckpt} (continue with --resume {ckpt} {left} and the same data options)", file=sys.stderr)
+        return 130
     bar.close()
+    save()                            # before anything else can be interrupted
+    try:
+        return _after_train(args, trainer, model, tok, held, out, ckpt, lutcore)
+    except KeyboardInterrupt:
+        print(f"lutcore train: interrupted after training; checkpoint saved to {ckpt}", file=sys.stderr)
+        return 130
+
+
+def _after_train(args, trainer, model, tok, held, out, ckpt, lutcore) -> int:
+    """What train does once the checkpoint is saved: held-out score, loss curve, a sample, the
+    damage table."""
     ev = trainer.evaluate(held, seq_len=args.seq_len, batch_size=args.batch_size)
     print(f"held-out: loss {ev['loss']:.4f}  perplexity {ev['perplexity']:.3f}  "
           f"bits/token {ev['bits_per_token']:.3f}  top-1 {ev['accuracy']:.3f}  ({ev['tokens']:,} tokens)")
-    os.makedirs(out, exist_ok=True)
-    ckpt = os.path.join(out, "checkpoint")
-    trainer.save_checkpoint(ckpt)
-    _write_held_out(ckpt, args.data, len(ids), n_hold, args.seq_len)
     png = os.path.join(out, "loss.png")
     _plot_losses(trainer.history, png)
     print(f"checkpoint: {ckpt}\nloss curve: {png}")
@@ -200,7 +224,10 @@ def cmd_train(args) -> int:
         if getattr(model, "units", None) is not None and model.units.digest not in \
                 {lutcore.units.resolve(s).digest for s in specs[1:]}:
             specs.append(model.units)                   # and the units it was trained through
-        res = _damage(model, held, specs, args.seq_len, tok, threads=args.threads, batch_size=args.batch_size)
+        res = _damage_or_partial(model, held, specs, args.seq_len, tok, os.path.join(out, "eval"),
+                                 threads=args.threads, batch_size=args.batch_size, cmd="train")
+        if res is None:
+            return 130
         print(_eval_report(res, os.path.join(out, "eval")))
     return 0
 
@@ -211,19 +238,18 @@ HELD_OUT_FILE = "heldout.json"
 def _write_held_out(ckpt, data, n_tokens, n_hold, seq_len):
     """Which tokens ``train`` held out, so ``eval`` without --data scores the same split."""
     import json
+    from lutcore._io import atomic_file
     rec = {"data": None if data is None else os.path.abspath(data), "tokens": int(n_tokens),
            "held_out": int(n_hold), "seq_len": int(seq_len)}
-    tmp = os.path.join(ckpt, HELD_OUT_FILE + ".tmp")
-    with open(tmp, "w") as f:
+    with atomic_file(os.path.join(ckpt, HELD_OUT_FILE)) as tmp, open(tmp, "w") as f:
         json.dump(rec, f, indent=1)
-    os.replace(tmp, os.path.join(ckpt, HELD_OUT_FILE))
 
 
 def _held_out(ckpt, tok):
     """(held-out token ids, description, the seq_len train used) of a checkpoint ``train`` wrote."""
-    from lutcore._io import load_json
+    from lutcore._io import contained, load_json
     from lutcore.train.data import held_out_size, load_tokens
-    f = os.path.join(ckpt, HELD_OUT_FILE)
+    f = contained(ckpt, HELD_OUT_FILE)
     rec = load_json(f) if os.path.isfile(f) else {"data": None, "held_out": None, "seq_len": 128}
     text, source = _load_text(rec.get("data"))
     ids = load_tokens(text, tok)
@@ -254,6 +280,21 @@ def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
     finally:
         if bar is not None:
             bar.close()
+
+
+def _damage_or_partial(model, data, specs, seq_len, tok, out, cmd="eval", **kw):
+    """``_damage``; on Ctrl-C the rows finished so far are written to ``out`` (eval.json
+    marked partial), one line says so, and the result is None (the caller exits 130)."""
+    from lutcore.evaluate import EvalInterrupted, write_report
+    try:
+        return _damage(model, data, specs, seq_len, tok, **kw)
+    except EvalInterrupted as e:
+        r = e.result
+        paths = write_report(r, out)
+        print(f"lutcore {cmd}: interrupted: {len(r.rows)} of {len(r.rows) + len(r.remaining)} row(s) finished, "
+              f"written to {paths['json']} (marked partial; not scored: {' '.join(map(str, r.remaining))})",
+              file=sys.stderr)
+        return None
 
 
 def _eval_report(res, out):
@@ -299,9 +340,11 @@ def cmd_generate(args) -> int:
 
 def cmd_eval(args) -> int:
     """The damage table: one model and the same tokens through each --units spec."""
+    from lutcore._io import writable_dir
     from lutcore.evaluate import checkpoint_units
     if (args.model is None) == (args.checkpoint is None):
         raise ValueError("eval: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
+    writable_dir(args.out, "--out")                   # before any work: no rows computed to be discarded
     if args.threads:
         import lutcore
         lutcore.set_num_threads(args.threads)
@@ -326,7 +369,10 @@ def cmd_eval(args) -> int:
         data, source = _load_text(args.data)
         specs = args.units or ["none"]
         print(f"lutcore eval: {path}; data: {source}", file=sys.stderr)
-    res = _damage(path, data, specs, seq_len, tok, threads=args.threads, batch_size=args.batch_size)
+    res = _damage_or_partial(path, data, specs, seq_len, tok, args.out, threads=args.threads,
+                             batch_size=args.batch_size)
+    if res is None:
+        return 130
     print(_eval_report(res, args.out))
     return 0
 
@@ -423,7 +469,8 @@ def _model_tokenizer(model_dir, choice, vocab):
         return Tokenizer.bytes()
     if choice:
         return Tokenizer.from_file(choice)
-    tj = os.path.join(model_dir, "tokenizer.json")
+    from lutcore._io import contained
+    tj = contained(model_dir, "tokenizer.json")
     if os.path.isfile(tj):
         return Tokenizer.from_file(tj)
     if vocab != 256:
@@ -630,6 +677,9 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, KeyError, FileNotFoundError, OSError, ImportError) as e:
         print(f"lutcore {args.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:             # Ctrl-C where a command has nothing to save: no traceback
+        print(f"lutcore {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ import time
 
 import numpy as np
 
-__all__ = ["evaluate_units", "EvalResult", "format_table", "write_report", "checkpoint_units",
-           "load_checkpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
+__all__ = ["evaluate_units", "EvalResult", "EvalInterrupted", "format_table", "write_report",
+           "checkpoint_units", "load_checkpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
 
 MAX_SEQ_LEN = 512
 FLOAT_SPECS = (None, "none", "float")
@@ -48,10 +48,15 @@ FLOAT_SPECS = (None, "none", "float")
 class EvalResult:
     config: dict
     rows: list                       # one dict per units spec, in the order given
-    reference: dict                  # the float row (also when "none" is not a row)
+    reference: dict | None           # the float row (also when "none" is not a row); None: not finished
+    partial: bool = False            # interrupted: ``rows`` are the specs finished before it
+    remaining: list = dataclasses.field(default_factory=list)    # partial: the specs not scored
 
     def to_dict(self) -> dict:
-        return {"config": self.config, "reference": self.reference, "results": self.rows}
+        d = {"partial": self.partial}
+        if self.partial:
+            d["remaining"] = self.remaining
+        return {**d, "config": self.config, "reference": self.reference, "results": self.rows}
 
     def __getitem__(self, spec):
         for r in self.rows:
@@ -60,13 +65,25 @@ class EvalResult:
         raise KeyError(f"no row for units {spec!r} (rows: {[r['units'] for r in self.rows]})")
 
 
+class EvalInterrupted(KeyboardInterrupt):
+    """Ctrl-C (KeyboardInterrupt) during ``evaluate_units``: ``result`` is an EvalResult of
+    the rows finished before it (``partial`` True; ``remaining``: the specs not scored;
+    ``config["interrupted_in"]``: the spec being scored and its windows done).  A
+    KeyboardInterrupt, so code that does not look for it is interrupted as before."""
+
+    def __init__(self, result: "EvalResult"):
+        super().__init__(f"interrupted with {len(result.rows)} of {len(result.rows) + len(result.remaining)} "
+                         f"row(s) finished")
+        self.result = result
+
+
 # ------------------------------------------------------------------ checkpoints
 def checkpoint_units(path):
     """The units a lutcore checkpoint was trained through (None: float): its own tables
     (units.safetensors, written by save_checkpoint), else its built-in units name; either
     must match the digest trainer.json records.  Reads the save Trainer.resume reads
     (an interrupted save's complete copy)."""
-    from lutcore._io import load_tensors, path_arg
+    from lutcore._io import contained, load_tensors, path_arg
     from lutcore.train.trainer import read_trainer_json
     from lutcore.units import Units, approx
     path = path_arg(path)
@@ -74,7 +91,7 @@ def checkpoint_units(path):
     digest, name = meta.get("units_digest"), meta.get("units_name")
     if not digest:
         return None
-    tf = os.path.join(src, "units.safetensors")
+    tf = contained(src, "units.safetensors")
     if os.path.isfile(tf):
         t = load_tensors(tf)
         try:
@@ -155,7 +172,7 @@ class _Own:
 
 def _open(model_or_path, tokenizer, threads):
     """-> (model wrapper, tokenizer or None, trained units or None)."""
-    from lutcore._io import saved_dir
+    from lutcore._io import contained, saved_dir
     from lutcore.tokenizer import Tokenizer
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
@@ -165,7 +182,7 @@ def _open(model_or_path, tokenizer, threads):
                 tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
         if os.path.isfile(os.path.join(path, "config.json")):
             m = _HF(path, threads)
-            tj = os.path.join(path, "tokenizer.json")
+            tj = contained(path, "tokenizer.json")
             if tokenizer is None and os.path.isfile(tj):
                 tokenizer = Tokenizer.from_file(tj)
             return m, tokenizer, None
@@ -239,10 +256,30 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         if key not in seen:
             seen.add(key)
             order.append(u)
-    total, done = len(order) * n_win, 0
-    float_top1, scored = None, {}
+    total, scored = len(order) * n_win, {}
+    config = {"model": model.label, "seq_len": L, "windows": n_win, "tokens": int(targets.size),
+              "data_tokens": int(ids.size), "trained_units": None if trained is None else trained.name,
+              "trained_units_digest": None if trained is None else trained.digest}
+    try:
+        _score_all(model, order, wins, targets, batch_size, on_window, scored, total)
+    except KeyboardInterrupt as e:
+        if isinstance(e, EvalInterrupted):
+            raise
+        raise EvalInterrupted(_result(units, resolved, scored, config, interrupted=True)) from None
+    return _result(units, resolved, scored, config)
+
+
+def _score_all(model, order, wins, targets, batch_size, on_window, scored, total):
+    """Score each unit of ``order`` (None = float, first), filling ``scored[digest]`` as each
+    finishes (an interruption leaves the finished ones; ``scored["_current"]``: where it was)."""
+    n_win, L = targets.shape
+    done = 0
+    float_top1 = None
     for u in order:
         t0 = time.perf_counter()
+        cur = {"units": "none" if u is None else u.name, "digest": None if u is None else u.digest,
+               "windows_done": 0, "windows": n_win}
+        scored["_current"] = cur
         score = model.scorer(u)
         nll, top1 = 0.0, np.empty((n_win, L), np.int64)
         step = batch_size if isinstance(model, _Own) else 1
@@ -255,6 +292,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
             nll += float((lse - np.take_along_axis(logits, tg[..., None], -1)[..., 0]).sum())
             top1[s:s + len(chunk)] = logits.argmax(-1)
             done += len(chunk)
+            cur["windows_done"] = s + len(chunk)
             if on_window is not None:
                 on_window(done, total, "none" if u is None else u.name)
         loss = nll / targets.size
@@ -268,17 +306,29 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
             "accuracy": float((top1 == targets).mean()),
             "top1_agreement": float((top1 == float_top1).mean()),
             "seconds": time.perf_counter() - t0}
-    ref = scored[None]
-    rows = []
+
+
+def _result(units, resolved, scored, config, interrupted=False):
+    """The EvalResult of the rows in ``scored``: all of them, or (``interrupted``) those
+    finished, with ``remaining`` the specs not scored.  Without the float reference no row
+    is finished (Δloss and top-1 agreement are relative to it)."""
+    ref = scored.get(None)
+    cur = scored.pop("_current", None)
+    rows, remaining = [], []
     for spec, u in zip(units, resolved):
-        r = dict(scored[None if u is None else u.digest])
+        label = "none" if u is None else _label(spec)
+        key = None if u is None else u.digest
+        if ref is None or key not in scored:
+            remaining.append(label)
+            continue
+        r = dict(scored[key])
         r["dloss"] = r["loss"] - ref["loss"]
-        rows.append({"units": "none" if u is None else _label(spec), **r})
-    ref = {"units": "none", **ref, "dloss": 0.0}
-    config = {"model": model.label, "seq_len": L, "windows": n_win, "tokens": int(targets.size),
-              "data_tokens": int(ids.size), "trained_units": None if trained is None else trained.name,
-              "trained_units_digest": None if trained is None else trained.digest}
-    return EvalResult(config=config, rows=rows, reference=ref)
+        rows.append({"units": label, **r})
+    if not interrupted:
+        return EvalResult(config=config, rows=rows, reference={"units": "none", **ref, "dloss": 0.0})
+    config = {**config, "interrupted_in": None if cur is None or cur["digest"] in scored else cur}
+    return EvalResult(config=config, rows=rows, reference=None if ref is None else {"units": "none", **ref,
+                      "dloss": 0.0}, partial=True, remaining=remaining)
 
 
 def format_table(res: EvalResult) -> str:
@@ -299,7 +349,10 @@ def format_table(res: EvalResult) -> str:
 
 
 def write_report(res: EvalResult, out) -> dict:
-    """eval.json (the rows, in order) and eval.png (Δloss per unit, labelled with WCE%) in ``out``."""
+    """eval.json (the rows, in order) and eval.png (Δloss per unit, labelled with WCE%) in ``out``,
+    each written atomically (a failed or killed write keeps the old file).  A partial result
+    (``EvalInterrupted.result``) is written the same way: eval.json says ``"partial": true``
+    and lists the ``remaining`` specs."""
     from lutcore._io import atomic_file, target_dir
     out = target_dir(out, "out")
     os.makedirs(out, exist_ok=True)
@@ -321,9 +374,10 @@ def write_report(res: EvalResult, out) -> dict:
     ax.set_xticks(range(len(d)), labels, fontsize=8)
     ax.set_ylabel("Δloss vs float (nats/token)")
     c = res.config
-    ax.set_title(f"damage per unit: {os.path.basename(str(c['model']))[:60]}\n"
-                 f"float loss {res.reference['loss']:.4f}, {c['tokens']:,} tokens, windows of {c['seq_len']}",
-                 fontsize=9)
+    ref = "float loss -" if res.reference is None else f"float loss {res.reference['loss']:.4f}"
+    ax.set_title(f"damage per unit: {os.path.basename(str(c['model']))[:60]}"
+                 f"{' (partial: interrupted)' if res.partial else ''}\n"
+                 f"{ref}, {c['tokens']:,} tokens, windows of {c['seq_len']}", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     with atomic_file(png) as tmp:

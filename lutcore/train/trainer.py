@@ -16,6 +16,8 @@ import contextlib
 import json
 import math
 import os
+import signal
+import threading
 import time
 
 import numpy as np
@@ -53,6 +55,26 @@ def wsla_names(params: dict) -> list[str]:
     if not names:
         raise ValueError("wsla: this model has no x_proj parameters (WSLA needs a Mamba model)")
     return sorted(names)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold a Ctrl-C (SIGINT) that arrives inside the block until it ends, then raise the
+    KeyboardInterrupt: the block (an optimizer step and its bookkeeping) runs whole.  Only
+    in the main thread and only over Python's default handler (a handler of the user's is
+    left alone)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    got = []
+    try:
+        signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if got:
+        raise KeyboardInterrupt
 
 
 class Trainer:
@@ -96,8 +118,9 @@ class Trainer:
             try:
                 loss, g = self.model.loss_and_grads(ids, tg)
             finally:
-                for k, v in params.items():
-                    v[...] = master[k]
+                with _sigint_deferred():             # the float32 weights come back whole
+                    for k, v in params.items():
+                        v[...] = master[k]
             out = {}
             for k in trainable:
                 gs = g[k] * np.float32(scale)        # scaled once per micro-batch
@@ -118,7 +141,13 @@ class Trainer:
 
         ``max_steps`` caps the total optimizer steps (``global_step``), so a run can
         stop mid-epoch; calling ``train`` again with the same data continues from
-        the recorded position (this is what a resumed checkpoint does)."""
+        the recorded position (this is what a resumed checkpoint does).
+
+        Ctrl-C (KeyboardInterrupt) leaves the trainer at the end of its last whole step:
+        an optimizer step and its bookkeeping run whole (a SIGINT inside is held until
+        it ends), and the micro-batches of an unfinished step are given back (their
+        gradients dropped, ``position`` where the step began), so ``save_checkpoint``
+        then writes a checkpoint that resumes as if the run had stopped there."""
         epochs, seq_len, batch_size, grad_accum = (
             _check.int_arg(v, name, lo=1) for name, v in (("epochs", epochs), ("seq_len", seq_len),
                                                           ("batch_size", batch_size), ("grad_accum", grad_accum)))
@@ -156,9 +185,11 @@ class Trainer:
                     t0 = time.perf_counter()
                     acc, losses, ntok = None, [], 0
                     scale = self.scaler.scale if mixed_precision else 1.0
-                    k = 0
-                    while k < grad_accum and self.position["batch"] < len(batches):
-                        batch = batches[self.position["batch"]]
+                    k, b0 = 0, self.position["batch"]
+                    # the micro-batches: an interruption here keeps nothing of the step (position
+                    # moves only in _apply)
+                    while k < grad_accum and b0 + k < len(batches):
+                        batch = batches[b0 + k]
                         loss, g = self._micro(batch, trainable, mixed_precision, scale)
                         if acc is None:
                             acc = {n: v.copy() for n, v in g.items()}
@@ -167,38 +198,40 @@ class Trainer:
                                 acc[n] += g[n]
                         losses.append(loss)
                         ntok += batch.shape[0] * (batch.shape[1] - 1)
-                        self.position["batch"] += 1
                         k += 1
-                    proceed = True
-                    if mixed_precision:
-                        overflow = self.scaler.check(acc)
-                        proceed = self.scaler.update(overflow)
-                    if proceed and all(math.isfinite(l) for l in losses):
-                        info = self.optimizer.step(acc, max_grad_norm=max_grad_norm, grad_scale=1.0 / (scale * k))
-                    else:
-                        self.optimizer.skipped += 0 if mixed_precision else 1
-                        info = {"step": self.optimizer.t, "skipped": True, "grad_norm": float("nan"),
-                                "clip_factor": 1.0}
-                    self.global_step += 1
-                    step_loss = float(np.mean(losses))
-                    ep_losses.append(step_loss)
-                    rec = {"step": self.global_step, "epoch": ep, "loss": step_loss,
-                           "grad_norm": info["grad_norm"], "clip_factor": info["clip_factor"],
-                           "skipped": bool(info["skipped"]), "tokens": ntok,
-                           "seconds": time.perf_counter() - t0,
-                           "loss_scale": self.scaler.scale if mixed_precision else None}
-                    self.history.append(rec)
+                    with _sigint_deferred():
+                        rec = self._apply(acc, losses, k, ntok, ep, scale, mixed_precision, max_grad_norm, t0)
+                    ep_losses.append(rec["loss"])
                     if on_step is not None:
                         on_step(rec)
                 if ep_losses:
                     epoch_means.append(float(np.mean(ep_losses)))
                 if on_epoch_end is not None:
                     on_epoch_end(ep, epoch_means[-1] if ep_losses else float("nan"))
-                self.position["epoch"] += 1
-                self.position["batch"] = 0
+                self.position = {**self.position, "epoch": ep + 1, "batch": 0}   # one assignment
         finally:
             self.optimizer.max_delta = self.base_max_delta
         return epoch_means
+
+    def _apply(self, acc, losses, k, ntok, ep, scale, mixed_precision, max_grad_norm, t0) -> dict:
+        """A step's update and bookkeeping (run whole: see ``train``); its history record."""
+        proceed = True
+        if mixed_precision:
+            overflow = self.scaler.check(acc)
+            proceed = self.scaler.update(overflow)
+        if proceed and all(math.isfinite(l) for l in losses):
+            info = self.optimizer.step(acc, max_grad_norm=max_grad_norm, grad_scale=1.0 / (scale * k))
+        else:
+            self.optimizer.skipped += 0 if mixed_precision else 1
+            info = {"step": self.optimizer.t, "skipped": True, "grad_norm": float("nan"), "clip_factor": 1.0}
+        self.position["batch"] += k
+        self.global_step += 1
+        rec = {"step": self.global_step, "epoch": ep, "loss": float(np.mean(losses)),
+               "grad_norm": info["grad_norm"], "clip_factor": info["clip_factor"],
+               "skipped": bool(info["skipped"]), "tokens": ntok, "seconds": time.perf_counter() - t0,
+               "loss_scale": self.scaler.scale if mixed_precision else None}
+        self.history.append(rec)
+        return rec
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, data, seq_len: int = 128, batch_size: int = 8) -> dict:
@@ -313,9 +346,11 @@ class Trainer:
         """Rebuild model, optimizer, scaler, tokenizer and data position from a checkpoint.
 
         Reads the save ``lutcore._io.saved_dir`` points at (a save killed while switching
-        its files is read from its complete copy).  trainer.json is checked whole: a bad
+        its files is read from its complete copy).  Every file is read from inside the
+        checkpoint directory: a symlink pointing outside it is a ValueError naming the file
+        and its target (``lutcore._io.contained``).  trainer.json is checked whole: a bad
         field is a ValueError naming the file and the field."""
-        from lutcore._io import load_tensors as load_file, path_arg
+        from lutcore._io import contained, load_tensors as load_file, path_arg
         path = path_arg(path)
         src, f, meta = read_trainer_json(path)
         if meta.get("format") != CKPT_FORMAT:
@@ -327,7 +362,7 @@ class Trainer:
         _check_meta(meta, f)
         from lutcore._io import sha256_file
         for n, rec in (meta.get("files") or {}).items():
-            fn = os.path.join(src, n)
+            fn = contained(src, n, f"{f}: files entry {n!r}")
             if (not os.path.isfile(fn) or os.path.getsize(fn) != rec.get("bytes")
                     or sha256_file(fn) != rec.get("sha256")):
                 raise ValueError(f"checkpoint {path!r}: {n} is not the file trainer.json was saved with (a save "
@@ -336,7 +371,7 @@ class Trainer:
         model_cls, cfg_cls = classes[meta["model_class"]]
         with _field(f, "model_config"):
             cfg = cfg_cls(**meta["model_config"])
-        params = load_file(os.path.join(src, "model.safetensors"))
+        params = load_file(contained(src, "model.safetensors"))
         kw = {}
         if units is None and meta.get("units_digest"):
             raise ValueError(f"checkpoint {path!r} was trained through units {meta.get('units_name')!r} "
@@ -360,7 +395,7 @@ class Trainer:
             opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
                         weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
                         threads=threads)
-        mom = load_file(os.path.join(src, "optimizer.safetensors"))
+        mom = load_file(contained(src, "optimizer.safetensors"))
         with _field(f, "optimizer"):
             opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},
                                  "v": {k[2:]: v for k, v in mom.items() if k.startswith("v.")}})
@@ -382,9 +417,9 @@ def read_trainer_json(path) -> tuple:
     """(directory to read the save from, its trainer.json path, the parsed json) of a
     checkpoint: the save ``lutcore._io.saved_dir`` points at (an interrupted save is read
     from its complete copy).  FileNotFoundError when there is no trainer.json."""
-    from lutcore._io import load_json, saved_dir
+    from lutcore._io import contained, load_json, saved_dir
     src = saved_dir(path)
-    f = os.path.join(src, "trainer.json")
+    f = contained(src, "trainer.json")
     if not os.path.isfile(f):
         raise FileNotFoundError(f"checkpoint: no trainer.json in {path!r}")
     return src, f, load_json(f)

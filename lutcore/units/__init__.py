@@ -242,18 +242,23 @@ class Units:
         ``requant_lut.bin`` / ``relu_lut.bin`` is the exact default (listed in ``defaulted``,
         ``repr`` and ``verify()``); any other file draws a warning naming it; a file that is
         there but cannot be read (a dangling or looping symlink, no permission, the wrong
-        size) is a ValueError naming it."""
+        size) is a ValueError naming it.
+
+        Symlinks: a table that is a symlink is read when its target resolves inside
+        ``path`` (``path`` itself may be a link); one pointing outside is refused with a
+        ValueError naming the file and its target (``lutcore._io.contained``, the rule every
+        loader of a units or checkpoint directory follows)."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path: expected a directory path, got {type(path).__name__}")
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"path: no such units directory: {path!r}")
 
-        from lutcore._io import saved_dir
+        from lutcore._io import contained, saved_dir
         src = saved_dir(path)                # a save killed mid-switch: its complete copy
 
         def read(fname, dtype, size):
-            f = os.path.join(src, fname)
+            f = contained(src, fname)
             if not os.path.lexists(f):
                 return None                  # absent: the exact default; present: it must be readable
             if not os.path.isfile(f):

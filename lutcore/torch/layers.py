@@ -6,8 +6,10 @@ that is not a parameter (the units, the backward and activation modes, the
 calibrated input scale, a cached ``QWeight``), so ``isinstance``, parameter names,
 ``state_dict()`` and ``load_state_dict()`` into the float model all hold; the
 calibrated scale is therefore not in the state dict (re-run ``calibrate`` or set
-``input_scale`` after loading).  The weight is quantized again whenever it changes
-(an optimizer step bumps its version).  The arithmetic lives in functional.py.
+``input_scale`` after loading).  The weight is quantized again whenever its values
+change (an optimizer step, or an in-place edit through ``.data``: every call compares
+the weight with the float copy it quantized, functional.WeightCache).  The arithmetic
+lives in functional.py.
 
 ``approximate`` (convert.py) changes a float layer's class in place of a copy;
 the constructors here build a fresh approximate layer with the float one's
@@ -49,7 +51,7 @@ class ApproxLayer:
             resolve_threads(threads)                     # checks it
         self.threads = threads
         self._lc_scale = None
-        self._lc_qw, self._lc_qw_key = None, None
+        self._lc_cache = fn.WeightCache()              # the QWeight of the weight's current values
         self._lc_calib = None                            # running max|x| while calibrating
 
     # ------------------------------------------------------------- properties
@@ -81,13 +83,9 @@ class ApproxLayer:
 
     # ---------------------------------------------------------------- helpers
     def _lc_weight(self) -> fn.QWeight:
-        w = self.weight
-        fn.check_tensor(w, "weight", self._lc_name)
-        key = (w._version, w.data_ptr(), tuple(w.shape))
-        if self._lc_qw is None or self._lc_qw_key != key:
-            self._lc_qw = self._lc_quantize_weight(w)
-            self._lc_qw_key = key
-        return self._lc_qw
+        fn.check_tensor(self.weight, "weight", self._lc_name)
+        w, groups = self._lc_weight_of()
+        return self._lc_cache.get(w, groups, self._lc_name)
 
     def _lc_input_scale(self):
         if self.activations == "dynamic":
@@ -124,8 +122,8 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         nn.Linear.__init__(self, *args, **kwargs)
         self._lc_setup(units, backward, activations, threads)
 
-    def _lc_quantize_weight(self, w):
-        return fn.QWeight.of_linear(w, self._lc_name)
+    def _lc_weight_of(self):
+        return self.weight, None                         # what forward passes, and its groups (None: linear)
 
     def _lc_qweight_layout(self, q):
         return q
@@ -135,12 +133,12 @@ class ApproxLinear(ApproxLayer, nn.Linear):
             self._lc_observe(x)
             return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
-                         self.threads, self._lc_name, qw=self._lc_weight())
+                         self.threads, self._lc_name, qw=self._lc_cache)
 
 
 class _ApproxConvNd(ApproxLayer):
-    def _lc_quantize_weight(self, w):
-        return fn.QWeight.of_conv(w, self.groups, self._lc_name)
+    def _lc_weight_of(self):
+        return self.weight, self.groups
 
     def _lc_qweight_layout(self, q):
         w = self.weight
@@ -159,7 +157,7 @@ class _ApproxConvNd(ApproxLayer):
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
-                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_weight())
+                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache)
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
@@ -196,8 +194,8 @@ if _HF is not None:
             _HF.__init__(self, nf, nx)
             self._lc_setup(units, backward, activations, threads)
 
-        def _lc_quantize_weight(self, w):
-            return fn.QWeight.of_linear(w.t(), self._lc_name)
+        def _lc_weight_of(self):
+            return self.weight.t(), None
 
         def _lc_qweight_layout(self, q):
             return q.t().contiguous()
@@ -207,7 +205,7 @@ if _HF is not None:
                 self._lc_observe(x)
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
-                             self.threads, self._lc_name, qw=self._lc_weight())
+                             self.threads, self._lc_name, qw=self._lc_cache)
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

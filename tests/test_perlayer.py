@@ -367,3 +367,12 @@ def test_lm_assignment_saves_and_loads(tmp_path):
         {k: None if u is None else u.name for k, u in m.assignment().items()}
     ids = _ids()
     assert np.array_equal(GPT(GCFG, params=m.parameters(), units=str(f)).forward(ids), m.forward(ids))
+
+
+def test_checkpoint_of_a_mixed_model_is_refused(tmp_path):
+    from lutcore.train import Trainer
+    m = GPT(GPTConfig(vocab=256, dim=16, context=9, layers=2, heads=2), units={"h.0": "mitchell"})
+    assert m.mixed_units and m.units is None
+    tr = Trainer(m)
+    with pytest.raises(ValueError, match="per-layer units"):
+        tr.save_checkpoint(tmp_path / "ck")

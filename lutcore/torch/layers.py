@@ -24,6 +24,7 @@ from torch import nn
 
 from lutcore._threads import resolve_threads
 from lutcore.torch import functional as fn
+from lutcore.units import Units, assign
 from lutcore.units import resolve as resolve_units
 
 __all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
@@ -35,7 +36,8 @@ class ApproxLayer:
     """What every approximate layer adds to its float class (a mixin, first in the MRO).
 
     Attributes: ``units`` (a lutcore ``Units``; assign a name, a directory or a Units
-    to swap the multiplier), ``backward`` ("ste" | "units"), ``activations``
+    to swap the multiplier — no re-quantization; None or "none": the layer computes in
+    float exactly as its torch class), ``backward`` ("ste" | "units"), ``activations``
     ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
     ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
     channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable)."""
@@ -61,7 +63,10 @@ class ApproxLayer:
 
     @units.setter
     def units(self, units):
-        self._lc_units = resolve_units(units)
+        # None / "none": float, as the torch layer (forward checks _lc_units is None); a
+        # Units is taken as it is (the search sets it on every layer, per assignment)
+        self._lc_units = units if isinstance(units, Units) else \
+            None if assign.is_float(units) else resolve_units(units)
 
     @property
     def input_scale(self):
@@ -107,7 +112,8 @@ class ApproxLayer:
 
     def _lc_extra(self) -> str:
         u = self.units
-        return (f"units={u.name}@{u.digest[:16]}, backward={self.backward}, activations={self.activations}"
+        uu = "units=none (float)" if u is None else f"units={u.name}@{u.digest[:16]}"
+        return (f"{uu}, backward={self.backward}, activations={self.activations}"
                 + (f", input_scale={float(self._lc_scale):.6g}" if self.input_scale is not None else ""))
 
     def extra_repr(self) -> str:
@@ -132,6 +138,8 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         if self._lc_calib is not None:
             self._lc_observe(x)
             return F.linear(x, self.weight, self.bias)
+        if self._lc_units is None:
+            return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
                          self.threads, self._lc_name, qw=self._lc_cache)
 
@@ -151,6 +159,8 @@ class _ApproxConvNd(ApproxLayer):
         if self._lc_calib is not None:
             self._lc_observe(x)
             return self._conv_forward(x, self.weight, self.bias)          # the float layer's
+        if self._lc_units is None:
+            return self._conv_forward(x, self.weight, self.bias)
         fn.check_tensor(x, "input", self._lc_name)
         padding = self.padding
         if self.padding_mode != "zeros":
@@ -203,6 +213,8 @@ if _HF is not None:
         def forward(self, x):
             if self._lc_calib is not None:
                 self._lc_observe(x)
+                return _HF.forward(self, x)
+            if self._lc_units is None:
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
                              self.threads, self._lc_name, qw=self._lc_cache)

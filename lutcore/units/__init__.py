@@ -179,7 +179,7 @@ class Units:
         self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
         self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
         self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
-        self.loaded_from = None    # the directory or circuit file it was built from, if any
+        self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
@@ -227,14 +227,18 @@ class Units:
         its gate-level netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys).
         Port rules and errors: ``lutcore.units.hdl``."""
         from lutcore.units.hdl import from_verilog
-        return from_verilog(path, top)
+        u = from_verilog(path, top)
+        u.loaded_from = os.path.abspath(os.fspath(path)) + (f":{top}" if top else "")
+        return u
 
     @classmethod
     def from_c(cls, path, function: str | None = None) -> "Units":
         """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
         and tabulate it (``function`` may be omitted when the file defines only one)."""
         from lutcore.units.hdl import from_c
-        return from_c(path, function)
+        u = from_c(path, function)
+        u.loaded_from = f"{os.path.abspath(os.fspath(path))}:{function or u.name}"
+        return u
 
     @classmethod
     def load(cls, path) -> "Units":
@@ -280,6 +284,7 @@ class Units:
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
         units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
+        units.loaded_from = os.path.abspath(path)
         return units
 
     def save(self, path) -> None:
@@ -379,11 +384,12 @@ _EXACT: Units | None = None
 
 
 _C_SPEC = re.compile(r"(?s)(.+\.c)(?::([A-Za-z_]\w*))?")
+_V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
 def resolve(units) -> Units:
     """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name, a
-    directory, a Verilog file (``mul.v``) or a C model (``mul.c:function``, or ``mul.c``
+    directory, a Verilog file (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
     when it defines one such function)."""
     global _EXACT
     if units is None:
@@ -402,6 +408,9 @@ def resolve(units) -> Units:
             return Units.load(s)
         if s.lower().endswith((".v", ".sv")):
             return Units.from_verilog(s)
+        m = _V_SPEC.fullmatch(s)
+        if m and not os.path.exists(s):
+            return Units.from_verilog(m.group(1), m.group(2))
         m = _C_SPEC.fullmatch(s)
         if m:
             return Units.from_c(m.group(1), m.group(2))

@@ -384,3 +384,27 @@ def write_report(res: EvalResult, out) -> dict:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return {"json": js, "png": png}
+
+
+def _windows(model, data, tokenizer, seq_len):
+    """The token stream of ``data`` cut into the evaluation windows (see the module docstring):
+    -> (wins [(L + 1,) ids], targets (n_win, L), ids, L)."""
+    from lutcore import _check
+    cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
+    L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
+    if model.hard_context is not None and L > model.hard_context:
+        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.hard_context} positions")
+    ids = _tokens(data, tokenizer, model.vocab, model.label)
+    n_win = (ids.size - 1) // L
+    if n_win < 1:
+        raise ValueError(f"data: {ids.size} tokens is fewer than one window of seq_len + 1 = {L + 1}")
+    wins = [ids[w * L: w * L + L + 1] for w in range(n_win)]          # each (L + 1,)
+    return wins, np.stack([w[1:] for w in wins]), ids, L
+
+
+def _nll(logits, targets):
+    """(summed next-token cross-entropy in float64, arg-max ids) of logits (b, L, V)."""
+    logits = logits.astype(np.float64)
+    m = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]              # (b, L)
+    return float((lse - np.take_along_axis(logits, targets[..., None], -1)[..., 0]).sum()), logits.argmax(-1)

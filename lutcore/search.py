@@ -37,7 +37,7 @@ import os
 import numpy as np
 
 __all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "run_sensitivity", "run_search",
-           "search_files", "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
+           "search_files", "candidate_units", "select_layers", "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
 
 SEARCH_FILE, FRONT_FILE = "search.json", "front.png"
 SENS_FILE, SENS_PNG = "sensitivity.json", "sensitivity.png"
@@ -52,6 +52,32 @@ def unit_cost(u) -> dict:
 
 
 # ----------------------------------------------------------------------------- the space
+
+def candidate_units(units) -> list:
+    """Candidate Units from a spec, a list of specs / Units, or a units library (entries with
+    ``.units``); None is the exact unit."""
+    from lutcore.units import Units, resolve
+    if isinstance(units, (str, os.PathLike, Units)) or units is None:
+        units = [units]
+    out = [resolve(getattr(u, "units", u) if u is not None else "exact") for u in units]
+    if not out:
+        raise ValueError("units: expected at least one candidate unit, got none")
+    return out
+
+
+def select_layers(names, keys) -> list:
+    """The layer names ``keys`` (names, dotted prefixes or fnmatch globs, as in a per-layer
+    mapping) select, in model order; a key that selects nothing is a ValueError listing the
+    layers."""
+    from lutcore.units import assign
+    names = list(names)
+    if keys is None:
+        return names
+    if isinstance(keys, str):
+        keys = [keys]
+    hit = assign.match({k: None for k in keys}, names, what="layers")
+    return [n for n in names if n in hit]
+
 
 class Candidates:
     """The candidate units of a search, each under a unique name, and the energy model.

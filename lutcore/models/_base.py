@@ -120,6 +120,31 @@ class LanguageModel:
         self._link_units()
         return self
 
+    def count_products(self, ids) -> dict:
+        """{layer name: multiplications its matmul performs on ``ids``} — a dry run of one
+        forward (every layer counted, float or not, as it would run through a unit: rows x
+        in x out of each product it computes)."""
+        counts = {n: 0 for n in self._mms}
+        saved = dict(self._mms)
+
+        class _Count:                     # stands in for a layer's UnitMatmul for one forward
+            def __init__(self, name, mm):
+                self.name, self.mm = name, mm
+                self.units = None if mm is None else mm.units
+
+            def forward(self, x2, w):
+                from lutcore.ops.matmul import matmul
+                counts[self.name] += int(x2.shape[0]) * int(w.shape[1]) * int(w.shape[0])
+                return matmul(x2, w.T) if self.mm is None else self.mm.forward(x2, w)
+        try:
+            self._mms = {n: _Count(n, mm) for n, mm in saved.items()}
+            self._link_units()
+            self.forward(ids)
+        finally:
+            self._mms = saved
+            self._link_units()
+        return counts
+
     def parameters(self) -> dict:
         """{name: array} — the live arrays (write-through)."""
         return self._params

@@ -27,7 +27,6 @@ Both together: the bias correction is measured with the tuned unit.
 from __future__ import annotations
 
 import copy
-import fnmatch
 import os
 
 import numpy as np
@@ -103,35 +102,6 @@ def count_products(model: nn.Module, example_input) -> dict:
         for h in hooks:
             h.remove()
     return counts
-
-
-def _select(layers, keys):
-    """The layer names ``keys`` (names, prefixes or globs) select, in model order."""
-    if keys is None:
-        return [n for n, _ in layers]
-    if isinstance(keys, str):
-        keys = [keys]
-    names = [n for n, _ in layers]
-    out = []
-    for k in keys:
-        hit = [n for n in names if n == k or n.startswith(k + ".") or fnmatch.fnmatchcase(n, k)]
-        if not hit:
-            raise ValueError(f"layers: {k!r} matches no approximate layer; the layers are {names}")
-        out += [n for n in hit if n not in out]
-    return [n for n in names if n in out]
-
-
-def _units_list(units) -> list:
-    """Candidate units from a list of specs / Units, or a units library (entries with .units)."""
-    if isinstance(units, (str, Units)) or units is None:
-        units = [units]
-    out = []
-    for u in units:
-        u = getattr(u, "units", u)                    # a library entry
-        out.append(resolve_units(u if u is not None else "exact"))
-    if not out:
-        raise ValueError("units: expected at least one candidate unit, got none")
-    return out
 
 
 # ----------------------------------------------------------------------------- compensation
@@ -259,10 +229,10 @@ class _Space:
         if not _approx_layers(work):
             work = approximate(work, "exact", inplace=True, threads=threads)
         all_layers = _approx_layers(work)
-        names = _select(all_layers, layers)
+        names = _core.select_layers([n for n, _ in all_layers], layers)
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
-        cands = _units_list(units)
+        cands = _core.candidate_units(units)
         ref = resolve_units(reference) if reference is not None else None
         if ref is not None and all(u.digest != ref.digest for u in cands):
             cands = [ref] + cands

@@ -215,6 +215,7 @@ class SearchResult:
         self.maximize = bool(maximize)
         self.complete = bool(complete)
         self._model_at = None              # set by a front end that can re-apply a point
+        self._evaluate_at = None           # ... and evaluate it again
 
     @property
     def front(self) -> list:
@@ -239,6 +240,13 @@ class SearchResult:
             raise ValueError("model_at: this result was loaded from search.json and holds no model; apply "
                              "point.assignment with lutcore.torch.set_units(model, point.assignment)")
         return self._model_at(point)
+
+    def evaluate_at(self, point) -> float:
+        """The point's metric evaluated again (the front end's model configured at ``point``):
+        the same float, bit for bit, as ``point.metric``."""
+        if self._evaluate_at is None:
+            raise ValueError("evaluate_at: this result was loaded from search.json and holds no model")
+        return float(self._evaluate_at(point))
 
     def to_dict(self) -> dict:
         return {"format": _FORMAT, "complete": self.complete, "maximize": self.maximize, "config": self.config,

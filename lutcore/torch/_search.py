@@ -394,4 +394,5 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
         if bar:
             bar.close()
     res._model_at = lambda p: space.apply(p.assignment if hasattr(p, "assignment") else p)
+    res._evaluate_at = lambda p: evaluate(res._model_at(p))
     return res

@@ -222,19 +222,23 @@ class Units:
             raise
 
     @classmethod
-    def from_verilog(cls, path, top: str | None = None) -> "Units":
-        """Synthesise a Verilog multiplier with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
-        its gate-level netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys).
-        Port rules and errors: ``lutcore.units.hdl``."""
+    def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120) -> "Units":
+        """Map a Verilog multiplier to gates with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
+        its netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys); ``timeout``:
+        seconds Yosys may take (its one-time WebAssembly compile not counted).  An EvoApproxLib
+        header or meta.json gives ``cost`` and ``published`` (``lutcore.units.cost``).  Port rules
+        and errors: ``lutcore.units.hdl``."""
         from lutcore.units.hdl import from_verilog
-        return from_verilog(path, top)
+        return from_verilog(path, top, timeout=timeout)
 
     @classmethod
-    def from_c(cls, path, function: str | None = None) -> "Units":
+    def from_c(cls, path, function: str | None = None, *, timeout: float = 60) -> "Units":
         """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
-        and tabulate it (``function`` may be omitted when the file defines only one)."""
+        and tabulate it in a child process, for at most ``timeout`` seconds (``function`` may be
+        omitted when the file defines only one).  A crash, exit or hang of the model is a
+        ValueError, never the caller's end.  An EvoApproxLib header gives ``cost`` and ``published``."""
         from lutcore.units.hdl import from_c
-        return from_c(path, function)
+        return from_c(path, function, timeout=timeout)
 
     @classmethod
     def load(cls, path) -> "Units":

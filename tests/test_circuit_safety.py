@@ -190,3 +190,114 @@ def test_eval_with_a_crashing_c_unit_reports_it(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert last == f"lutcore eval: error: {crash}: function m: the compiled model was killed by SIGSEGV"
     assert not out.exists()                              # refused before any row was computed
+
+
+# ---------------------------------------------------------------- Verilog: a flow about linear in the design
+_OPS = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+
+
+def random_netlist(n_gates, seed, mux=False):
+    """A random combinational netlist of two-input gates (and 2:1 muxes) over a[7:0], b[7:0]
+    with a 16-bit output: (Verilog text, numpy reference table of the same logic)."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(65536)
+    a, b = i >> 8 & 0xFF, i & 0xFF                         # the table's index: a = high byte
+    names = [f"a[{k}]" for k in range(8)] + [f"b[{k}]" for k in range(8)]
+    vals = [(a >> k) & 1 for k in range(8)] + [(b >> k) & 1 for k in range(8)]
+    lines = [f"module rnd{seed}(input [7:0] a, input [7:0] b, output [15:0] p);"]
+    for g in range(n_gates):
+        x = len(names) - 1 - int(rng.integers(0, min(len(names), 48)))     # mostly recent nets: deep logic
+        y = int(rng.integers(0, len(names)))
+        w = f"w{g}"
+        kind = int(rng.integers(0, 7 if mux else 6))
+        if kind == 6:
+            s = int(rng.integers(0, len(names)))
+            lines.append(f"  wire {w} = {names[s]} ? {names[x]} : {names[y]};")
+            vals.append(np.where(vals[s] == 1, vals[x], vals[y]))
+        else:
+            op = "&|^"[kind % 3]
+            v = _OPS[op](vals[x], vals[y])
+            if kind >= 3:
+                lines.append(f"  wire {w} = ~({names[x]} {op} {names[y]});")
+                v = 1 - v
+            else:
+                lines.append(f"  wire {w} = {names[x]} {op} {names[y]};")
+            vals.append(v)
+        names.append(w)
+    lines.append("  assign p = {" + ", ".join(reversed(names[-16:])) + "};")
+    lines.append("endmodule")
+    ref = sum(vals[-16 + k].astype(np.int64) << k for k in range(16))
+    ref = (ref - ((ref >> 15 & 1) << 16)).astype(np.int16)
+    return "\n".join(lines) + "\n", ref
+
+
+@pytest.mark.parametrize("n,seed,mux", [(60, 1, False), (300, 2, True), (900, 3, True)])
+def test_random_netlists_match_a_numpy_reference(tmp_path, n, seed, mux):
+    text, ref = random_netlist(n, seed, mux)
+    path = _write(tmp_path, f"rnd{seed}.v", text)
+    u = lutcore.Units.from_verilog(path, timeout=60)
+    assert np.array_equal(u.mul, ref), int(np.count_nonzero(u.mul != ref))
+
+
+def test_five_thousand_gates_within_the_limit(tmp_path):
+    """Issue 24: 5,000 two-input gates took more than 10 minutes through `synth`; the flow
+    must finish within 60 s (timeout=60 makes any slower run an error)."""
+    text, ref = random_netlist(5000, 7)
+    path = _write(tmp_path, "rnd5000.v", text)
+    u = lutcore.Units.from_verilog(path, timeout=60)
+    assert np.array_equal(u.mul, ref)
+    assert u.cost["cells"] > 1000 and u.cost["transistors"] > 4 * u.cost["cells"] // 2
+
+
+def test_verilog_time_limit_is_a_clear_error(tmp_path, monkeypatch):
+    text, _ = random_netlist(3000, 8)
+    path = _write(tmp_path, "slow.v", text)
+    monkeypatch.setattr(hdl, "_cache", {})
+    with pytest.raises(ValueError, match=r"slow\.v: Yosys gave no result within 0\.05 s \(it was in: .*\); "
+                                         r"pass a larger timeout="):
+        lutcore.Units.from_verilog(path, timeout=0.05)
+
+
+def test_progress_line_for_a_long_run(tmp_path, monkeypatch, capsys):
+    text, _ = random_netlist(2000, 9)
+    path = _write(tmp_path, "long.v", text)
+    monkeypatch.setattr(hdl, "PROGRESS_AFTER", 0.01)
+    lutcore.Units.from_verilog(path, timeout=60)
+    err = capsys.readouterr().err
+    assert re.search(r"Yosys: .* \(\d+ s of at most 60\)", err), err
+
+
+UNDEFINED = {
+    "z_mux": ("assign p = a[0] ? 16'bz : {8'b0, a};",
+              r"output p bit 0 is high-impedance \(z, or a value that depends on one\) at a=1, b=0 and 32767 other "
+              r"pairs: a tri-state or floating output"),
+    "z_const": ("assign p = {15'b0, 1'bz};", r"output p bit 0 is high-impedance .* at a=0, b=0"),
+    "x_mux": ("assign p = (a == 8'd3) ? 16'bx : a * b;",
+              r"output p bit 0 is undefined \(x\) at a=3, b=0 and 255 other pairs"),
+    "x_through_logic": ("wire [15:0] q = a * b; assign p = q ^ {b[7], 15'b0} ^ ({16{a[7]}} & 16'bx);",
+                        r"output p bit 0 is undefined \(x\) at a=-128, b=0 and 32767 other pairs"),
+    "undriven_wire": ("wire w; assign p = {a, b} & {16{w | a[1]}};",
+                      r"output p bit 0 is undefined \(x\) at a=0, b=1 .*undriven wire"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNDEFINED))
+def test_z_and_x_outputs_are_refused_with_their_own_messages(tmp_path, case):
+    body, pattern = UNDEFINED[case]
+    path = _write(tmp_path, f"{case}.v", f"module m(input [7:0] a, input [7:0] b, output [15:0] p);\n  {body}\n"
+                                         f"endmodule\n")
+    with pytest.raises(ValueError) as ei:
+        lutcore.Units.from_verilog(path)
+    msg = str(ei.value)
+    print(msg)
+    assert msg.startswith(path + ": ") and re.search(pattern, msg)
+
+
+def test_x_masked_by_logic_is_fine(tmp_path):
+    # x & 0 is 0 and x | 1 is 1 in every completion: the output is defined
+    path = _write(tmp_path, "masked.v", "module m(input [7:0] a, input [7:0] b, output [15:0] p);\n"
+                                        "  wire [15:0] q = a * b;\n  assign p = (q & ~16'h0) | (16'bx & 16'h0);\n"
+                                        "endmodule\n")
+    u = lutcore.Units.from_verilog(path)
+    i = np.arange(65536)
+    assert np.array_equal(u.mul.astype(np.int64) & 0xFFFF, ((i >> 8) * (i & 255)) & 0xFFFF)

@@ -17,10 +17,12 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table",
+__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
+COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
+_COST_FORMAT = "lutcore-units-cost/1"
 
 
 def _int8_grid():
@@ -279,6 +281,10 @@ class Units:
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
         units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
+        units.loaded_from = path
+        f = os.path.join(src, COST_FILE)
+        if os.path.lexists(f):
+            units.cost, units.published = _read_cost(f)
         return units
 
     def save(self, path) -> None:
@@ -288,13 +294,19 @@ class Units:
         written and fsynced under new names and switched in with one rename, so a save
         killed at any instant leaves the old or the new three tables loadable, never a
         mixture; a failed save removes what it created (a directory too) and is an
-        OSError naming ``path``."""
+        OSError naming ``path``.  ``cost`` and ``published`` figures, when there are any,
+        go to ``cost.json`` beside the tables (an earlier save's is removed otherwise)."""
+        import json
         from lutcore._io import atomic_dir
-        with atomic_dir(path, owned=()) as tmp:
+        with atomic_dir(path, owned=(COST_FILE,)) as tmp:
             for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
                                (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
+            if self.cost or self.published:
+                with open(os.path.join(tmp, COST_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"format": _COST_FORMAT, "cost": dict(self.cost),
+                               "published": dict(self.published)}, f, indent=1)
 
     _COST_KEYS = ("power_mw", "area_um2", "delay_ns")
 
@@ -356,15 +368,41 @@ class Units:
         return hash(self.digest)
 
 
+def _read_cost(f):
+    """(cost, published) from a units directory's cost.json; anything malformed is a
+    ValueError naming the file."""
+    import json
+    import math
+    try:
+        with open(f, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f}: cannot read the cost figures ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(d, dict) or not isinstance(d.get("cost", {}), dict) or \
+            not isinstance(d.get("published", {}), dict):
+        raise ValueError(f"{f}: expected {{\"cost\": {{...}}, \"published\": {{...}}}}, got "
+                         f"{type(d).__name__ if not isinstance(d, dict) else sorted(d)}")
+    cost, pub = dict(d.get("cost", {})), dict(d.get("published", {}))
+    for where, m in (("cost", cost), ("published", pub)):
+        for k, v in m.items():
+            if k == "source" and where == "cost":
+                if not isinstance(v, str):
+                    raise ValueError(f"{f}: cost source: expected a string, got {v!r}")
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{f}: {where} {k}: expected a finite number >= 0, got {v!r}")
+    return cost, pub
+
+
 def _check_dir(path: str) -> None:
     """A units directory must hold mul_lut.bin; other files than the three tables are named in a
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
-                f"{REQUANT_FILE} (int8, 65536) and {RELU_FILE} (int8, 256)")
+                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256) and {COST_FILE}")
     if MUL_FILE not in names:
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
         raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")
@@ -410,3 +448,4 @@ def resolve(units) -> Units:
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)
+from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

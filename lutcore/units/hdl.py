@@ -356,6 +356,7 @@ def _run_yosys(args, cwd, progress, timeout=None) -> tuple:
         proc.wait()
         kill()                                              # whatever it left in its group
         reader.join(5)
+        proc.stdout.close()
         if bar is not None:
             bar.close()
             print(f"Yosys: ready ({time.monotonic() - t0:.0f} s; later runs take about a second)", file=sys.stderr)

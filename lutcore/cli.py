@@ -26,13 +26,45 @@ def _runtime(units=None, threads=None, mixed_precision=None) -> str:
     return f"units: {u}{mp}; threads: {nt}; SIMD: {lutcore.get_simd()}"
 
 
+def _cost_lines(units):
+    """The cost and published figures of a Units, for `lutcore units`."""
+    c, lines = units.cost, []
+    if c:
+        figs = [f"{k} {c[k]:g}" for k in ("power_mw", "area_um2", "delay_ns", "cells", "transistors") if k in c]
+        lines.append(f"  cost: {', '.join(figs) or 'none'} ({c.get('source', 'source not stated')})")
+    if units.published:
+        lines.append("  published: " + "  ".join(f"{k} {v:g}" for k, v in units.published.items()))
+    return lines
+
+
+def cmd_units_table(args) -> int:
+    """`lutcore units DIR --table`: every circuit under DIR with metrics and costs, and the PNG."""
+    import warnings
+    from lutcore.units import library
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lib = library(args.path)
+    for w in caught:
+        print(f"lutcore units: warning: {w.message}", file=sys.stderr)
+    print(lib.format_table())
+    png = args.png or "units-library.png"
+    lib.plot(png)
+    print(f"chart (power against mae_pct): {png}")
+    return 0
+
+
 def cmd_units(args) -> int:
     from lutcore.units import resolve
+    if args.table:
+        return cmd_units_table(args)
+    if args.png:
+        raise ValueError("--png: goes with --table (a library directory's chart)")
     units = resolve(args.path)
     print(repr(units))
     if units.source:
         print(f"  from {units.source}")
     if args.verify:
+        print("\n".join(_cost_lines(units)) or "  cost: none (units.with_cost(power_mw=...) states one)")
         rep = units.verify()
         print(rep)
         if args.strict and not rep.ok:
@@ -762,6 +794,10 @@ def main(argv=None) -> int:
     u.add_argument("--verify", action="store_true", help="print the verification report")
     u.add_argument("--strict", action="store_true", help="exit 1 unless every table is exact")
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")
+    u.add_argument("--table", action="store_true", help="PATH is a library directory: list every circuit "
+                                                        "(.v, .c, units directory) under it with its error metrics "
+                                                        "and cost, sorted by power, and draw power against mae_pct")
+    u.add_argument("--png", metavar="FILE", help="with --table: the chart's file (default: units-library.png)")
     u.set_defaults(fn=cmd_units)
     d = sub.add_parser("demo", help="LUT GEMM / block-scaled matmul demo with throughput")
     d.add_argument("--size", type=POS_INT, default=512)

@@ -17,10 +17,12 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table",
+__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
+COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
+_COST_FORMAT = "lutcore-units-cost/1"
 
 
 def _int8_grid():
@@ -222,21 +224,25 @@ class Units:
             raise
 
     @classmethod
-    def from_verilog(cls, path, top: str | None = None) -> "Units":
-        """Synthesise a Verilog multiplier with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
-        its gate-level netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys).
-        Port rules and errors: ``lutcore.units.hdl``."""
+    def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120) -> "Units":
+        """Map a Verilog multiplier to gates with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
+        its netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys); ``timeout``:
+        seconds Yosys may take (its one-time WebAssembly compile not counted).  An EvoApproxLib
+        header or meta.json gives ``cost`` and ``published`` (``lutcore.units.cost``).  Port rules
+        and errors: ``lutcore.units.hdl``."""
         from lutcore.units.hdl import from_verilog
-        u = from_verilog(path, top)
+        u = from_verilog(path, top, timeout=timeout)
         u.loaded_from = os.path.abspath(os.fspath(path)) + (f":{top}" if top else "")
         return u
 
     @classmethod
-    def from_c(cls, path, function: str | None = None) -> "Units":
+    def from_c(cls, path, function: str | None = None, *, timeout: float = 60) -> "Units":
         """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
-        and tabulate it (``function`` may be omitted when the file defines only one)."""
+        and tabulate it in a child process, for at most ``timeout`` seconds (``function`` may be
+        omitted when the file defines only one).  A crash, exit or hang of the model is a
+        ValueError, never the caller's end.  An EvoApproxLib header gives ``cost`` and ``published``."""
         from lutcore.units.hdl import from_c
-        u = from_c(path, function)
+        u = from_c(path, function, timeout=timeout)
         u.loaded_from = f"{os.path.abspath(os.fspath(path))}:{function or u.name}"
         return u
 
@@ -285,6 +291,9 @@ class Units:
         units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
         units.loaded_from = os.path.abspath(path)
+        f = os.path.join(src, COST_FILE)
+        if os.path.lexists(f):
+            units.cost, units.published = _read_cost(f)
         return units
 
     def save(self, path) -> None:
@@ -294,13 +303,19 @@ class Units:
         written and fsynced under new names and switched in with one rename, so a save
         killed at any instant leaves the old or the new three tables loadable, never a
         mixture; a failed save removes what it created (a directory too) and is an
-        OSError naming ``path``."""
+        OSError naming ``path``.  ``cost`` and ``published`` figures, when there are any,
+        go to ``cost.json`` beside the tables (an earlier save's is removed otherwise)."""
+        import json
         from lutcore._io import atomic_dir
-        with atomic_dir(path, owned=()) as tmp:
+        with atomic_dir(path, owned=(COST_FILE,)) as tmp:
             for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
                                (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
+            if self.cost or self.published:
+                with open(os.path.join(tmp, COST_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"format": _COST_FORMAT, "cost": dict(self.cost),
+                               "published": dict(self.published)}, f, indent=1)
 
     _COST_KEYS = ("power_mw", "area_um2", "delay_ns")
 
@@ -362,15 +377,41 @@ class Units:
         return hash(self.digest)
 
 
+def _read_cost(f):
+    """(cost, published) from a units directory's cost.json; anything malformed is a
+    ValueError naming the file."""
+    import json
+    import math
+    try:
+        with open(f, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f}: cannot read the cost figures ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(d, dict) or not isinstance(d.get("cost", {}), dict) or \
+            not isinstance(d.get("published", {}), dict):
+        raise ValueError(f"{f}: expected {{\"cost\": {{...}}, \"published\": {{...}}}}, got "
+                         f"{type(d).__name__ if not isinstance(d, dict) else sorted(d)}")
+    cost, pub = dict(d.get("cost", {})), dict(d.get("published", {}))
+    for where, m in (("cost", cost), ("published", pub)):
+        for k, v in m.items():
+            if k == "source" and where == "cost":
+                if not isinstance(v, str):
+                    raise ValueError(f"{f}: cost source: expected a string, got {v!r}")
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{f}: {where} {k}: expected a finite number >= 0, got {v!r}")
+    return cost, pub
+
+
 def _check_dir(path: str) -> None:
     """A units directory must hold mul_lut.bin; other files than the three tables are named in a
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
-                f"{REQUANT_FILE} (int8, 65536) and {RELU_FILE} (int8, 256)")
+                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256) and {COST_FILE}")
     if MUL_FILE not in names:
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
         raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")
@@ -420,3 +461,4 @@ def resolve(units) -> Units:
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)
+from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

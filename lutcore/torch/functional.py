@@ -528,7 +528,8 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         check_tensor(bias, "bias", layer, 1)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
-    return (resolve_units(units), backward_arg(backward, layer), scale_arg(input_scale, layer),
+    units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
+    return (units, backward_arg(backward, layer), scale_arg(input_scale, layer),
             _threads_arg(threads))
 
 
@@ -568,7 +569,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
     if _tracing():
-        y = torch.ops.lutcore.linear(x2, weight, bias, _units_key(units), backward, _scale_float(input_scale),
+        y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
     else:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, backward,
@@ -616,7 +617,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     if _tracing():
         return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),
-                                      list(geo.dilation[-n:]), geo.groups, _units_key(units), backward,
+                                      list(geo.dilation[-n:]), geo.groups, units, backward,
                                       _scale_float(input_scale), layer, nt,
                                       qw.key if isinstance(qw, WeightCache) else "")[0]
     return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo, backward,
@@ -669,7 +670,11 @@ def _tracing() -> bool:
 
 
 @torch.compiler.assume_constant_result          # run for real while TorchDynamo traces (a side effect)
-def _units_key(units: Units) -> str:
+def _units_key(units) -> str:
+    """The digest of resolve(units), which the custom ops find in _UNITS."""
+    if isinstance(units, str) and units in _UNITS:  # already a digest (conv's unbatched call)
+        return units
+    units = resolve_units(units)
     _UNITS.setdefault(units.digest, units)
     return units.digest
 

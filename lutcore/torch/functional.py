@@ -73,9 +73,11 @@ def backward_arg(v, layer: str = "backward") -> str:
     return v
 
 
+@torch.compiler.assume_constant_result          # TorchDynamo: a constant, checked for real
 def scale_arg(v, layer: str):
     """A static input scale: None (dynamic), or a number > 0 that stays finite and > 0 in
-    float32, the precision it is used in (1e39 is inf there, 1e-46 is 0); a 0-d tensor too."""
+    float32, the precision it is used in (1e39 is inf there, 1e-46 is 0); a 0-d tensor too.
+    Returns a Python float holding that float32 value exactly (a constant to the tracers)."""
     if v is None:
         return None
     if isinstance(v, torch.Tensor):
@@ -89,7 +91,7 @@ def scale_arg(v, layer: str):
         raise ValueError(f"{layer}: input_scale: expected a number > 0 that is finite in float32 (at most "
                          f"{float(np.finfo(np.float32).max):.8g}, at least {float(np.finfo(np.float32).smallest_subnormal):.3g}), "
                          f"got {v!r}, which is {float(s)} in float32")
-    return s
+    return float(s)
 
 
 def _pair(v, name: str, layer: str, n: int = 2, lo: int = 0) -> tuple:
@@ -135,7 +137,8 @@ class WeightCache:
     """A layer's ``QWeight`` of its weight's current values.
 
     ``get`` compares the weight with a float copy of the values it quantized
-    (bitwise, ``torch.equal`` of the int32 views) on every call and quantizes
+    (bitwise: ``torch.equal`` of the int32 views, ~0.35 ns a weight, ~0.8 ms for
+    768x3072 on 2 cores, bench/ab_weight_check.py) on every call and quantizes
     again when they differ: the version counter alone misses in-place edits
     through ``.data`` (``weight.data.mul_(mask)``, ``.data.copy_(...)``).  The
     state is one tuple, replaced in one assignment (threads calling a layer at
@@ -152,11 +155,11 @@ class WeightCache:
         """The QWeight of ``weight`` (a linear (O, K) weight for groups None, else a conv's)."""
         w = weight.detach()
         st = self._state
-        if st is not None and st[0] == groups and st[1].shape == w.shape and \
-                torch.equal(st[1].view(torch.int32), w.view(torch.int32)):
+        if st is not None and st[0] == groups and st[1].shape == w.shape and st[1].stride() == w.stride() \
+                and torch.equal(st[1].view(torch.int32), w.view(torch.int32)):
             return st[2]
         qw = QWeight.of_linear(w, layer) if groups is None else QWeight.of_conv(w, groups, layer)
-        self._state = (groups, w.clone(), qw)
+        self._state = (groups, w.clone(), qw)        # clone keeps w's strides (HF Conv1D passes W.t())
         return qw
 
     def __deepcopy__(self, memo):
@@ -525,8 +528,14 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         check_tensor(bias, "bias", layer, 1)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
-    return (resolve_units(units), backward_arg(backward, layer), scale_arg(input_scale, layer),
-            resolve_threads(threads))
+    units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
+    return (units, backward_arg(backward, layer), scale_arg(input_scale, layer),
+            _threads_arg(threads))
+
+
+@torch.compiler.assume_constant_result          # TorchDynamo: a constant (the same bits at any count)
+def _threads_arg(threads) -> int:
+    return resolve_threads(threads)
 
 
 def _qweight(qw, weight, groups, layer):
@@ -560,7 +569,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
     if _tracing():
-        y = torch.ops.lutcore.linear(x2, weight, bias, _units_key(units), backward, _scale_float(input_scale),
+        y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
     else:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, backward,
@@ -571,7 +580,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
 def _same_padding(x, weight, dilation, layer, n):
     """padding='same'/'valid' as ints; an odd total pads the far side in float (zeros) first."""
     dl = _pair(dilation, "dilation", layer, n, 1)
-    total = [d * (k - 1) for d, k in zip(dl, weight.shape[2:])]
+    total = [d * (int(k) - 1) for d, k in zip(dl, weight.shape[2:])]     # int: jit.trace gives sizes as tensors
     left = [t // 2 for t in total]
     if any(t % 2 for t in total):
         extra = []
@@ -608,7 +617,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     if _tracing():
         return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),
-                                      list(geo.dilation[-n:]), geo.groups, _units_key(units), backward,
+                                      list(geo.dilation[-n:]), geo.groups, units, backward,
                                       _scale_float(input_scale), layer, nt,
                                       qw.key if isinstance(qw, WeightCache) else "")[0]
     return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo, backward,
@@ -660,7 +669,12 @@ def _tracing() -> bool:
     return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
-def _units_key(units: Units) -> str:
+@torch.compiler.assume_constant_result          # run for real while TorchDynamo traces (a side effect)
+def _units_key(units) -> str:
+    """The digest of resolve(units), which the custom ops find in _UNITS."""
+    if isinstance(units, str) and units in _UNITS:  # already a digest (conv's unbatched call)
+        return units
+    units = resolve_units(units)
     _UNITS.setdefault(units.digest, units)
     return units.digest
 

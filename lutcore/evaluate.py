@@ -26,6 +26,15 @@ whose arg-max matches float's (ties to the lowest id), ``accuracy`` = share
 whose arg-max is the next token, and the unit's ``name``, ``digest`` and
 ``wce_pct`` (EvoApproxLib's worst-case error, % of 2^16).  The float
 reference is computed once whether or not ``"none"`` is one of the rows.
+
+Per-layer units: a spec may also be a mapping {layer / prefix / glob: spec} or an
+assignment ``.json`` file (``lutcore.units.assign``; layer names: the Hugging Face
+module names, "model.layers.3.mlp.down_proj", "lm_head"; a lutcore model's
+``layer_names()``).  It is resolved against the model's layers before any work (the
+layers no key covers run in float); its row is labelled with the spec (the file
+path, or "per-layer"), its ``digest`` is the assignment's (``assign.digest_of``),
+``wce_pct`` / ``mae_pct`` are None and ``layers`` maps each layer to its units name
+("none" for float).
 """
 from __future__ import annotations
 
@@ -133,6 +142,10 @@ class _HF:
         self.hard_context = self.spec.max_pos        # beyond this the model cannot run at all
         self.label = f"{self.spec.model_type} {path}"
 
+    def layer_names(self):
+        from lutcore.pipeline.arch import unit_layer_names
+        return unit_layer_names(self.spec)
+
     def scorer(self, units):
         from lutcore.pipeline import Pipeline
         from lutcore.pipeline.stage import Stage
@@ -147,6 +160,9 @@ class _Own:
         self.model, self.threads, self.label = model, threads, label
         self.vocab = model.config.vocab_size
         self.context = self.hard_context = getattr(model.config, "context", None)
+
+    def layer_names(self):
+        return self.model.layer_names()
 
     def scorer(self, units):
         m = _rebuild(self.model, units, self.threads)
@@ -198,7 +214,19 @@ def _tokens(data, tokenizer, vocab, where):
 
 
 def _label(spec) -> str:
+    if isinstance(spec, os.PathLike):
+        return os.fspath(spec)
+    if isinstance(spec, dict):
+        return "per-layer"
     return spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
+
+
+def _key(u):
+    """The cache key of a resolved spec: None (float), a digest, or ("per-layer", digest)."""
+    from lutcore.units import assign
+    if isinstance(u, assign.Assignment):
+        return ("per-layer", assign.digest_of(u))
+    return None if u is None else u.digest
 
 
 # ------------------------------------------------------------------ the table
@@ -211,8 +239,8 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
     Face model's pipeline takes one at a time).  See the module docstring for the definitions."""
     from lutcore import _check
-    from lutcore.units import resolve
-    if isinstance(units, (str, os.PathLike)) or not hasattr(units, "__iter__"):
+    from lutcore.units import assign, resolve
+    if isinstance(units, (str, os.PathLike, dict)) or not hasattr(units, "__iter__"):
         units = [units]
     specs = [None if (u in FLOAT_SPECS) else u for u in units]
     if not specs:
@@ -221,7 +249,13 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         raise TypeError(f"on_window: expected a callable(done, total, spec) or None, got {type(on_window).__name__}")
     batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
     model, tokenizer, trained = _open(model_or_path, tokenizer, threads)
-    resolved = [None if s is None else resolve(s) for s in specs]     # every spec checked before any work
+    resolved = []                                                     # every spec checked before any work
+    for s in specs:
+        mapping = None if s is None else assign.as_mapping(s)
+        if mapping is not None:
+            resolved.append(assign.assign(mapping, model.layer_names(), what=f"units {_label(s)}", fill=True))
+        else:
+            resolved.append(None if s is None else resolve(s))
     cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
     L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
     if model.hard_context is not None and L > model.hard_context:
@@ -235,7 +269,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     todo = [None] + [u for u in resolved if u is not None]
     seen, order = set(), []
     for u in todo:
-        key = None if u is None else u.digest
+        key = _key(u)
         if key not in seen:
             seen.add(key)
             order.append(u)
@@ -256,14 +290,17 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
             top1[s:s + len(chunk)] = logits.argmax(-1)
             done += len(chunk)
             if on_window is not None:
-                on_window(done, total, "none" if u is None else u.name)
+                on_window(done, total, "none" if u is None else "per-layer" if isinstance(u, dict) else u.name)
         loss = nll / targets.size
         if u is None:
             float_top1 = top1
-        met = None if u is None else u.error_metrics()
-        scored[None if u is None else u.digest] = {
-            "name": "float" if u is None else u.name, "digest": None if u is None else u.digest,
-            "wce_pct": None if u is None else met["wce_pct"], "mae_pct": None if u is None else met["mae_pct"],
+        per = isinstance(u, dict)
+        met = None if u is None or per else u.error_metrics()
+        scored[_key(u)] = {
+            "name": "float" if u is None else assign.describe(u) if per else u.name,
+            "digest": None if u is None else _key(u)[1] if per else u.digest,
+            "wce_pct": None if met is None else met["wce_pct"], "mae_pct": None if met is None else met["mae_pct"],
+            **({"layers": {n: "none" if v is None else v.name for n, v in u.items()}} if per else {}),
             "loss": loss, "perplexity": math.exp(min(loss, 700.0)), "bits_per_token": loss / math.log(2),
             "accuracy": float((top1 == targets).mean()),
             "top1_agreement": float((top1 == float_top1).mean()),
@@ -271,7 +308,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     ref = scored[None]
     rows = []
     for spec, u in zip(units, resolved):
-        r = dict(scored[None if u is None else u.digest])
+        r = dict(scored[_key(u)])
         r["dloss"] = r["loss"] - ref["loss"]
         rows.append({"units": "none" if u is None else _label(spec), **r})
     ref = {"units": "none", **ref, "dloss": 0.0}

@@ -195,3 +195,31 @@ def test_cli_eval_units_json(tmp_path, tokenizer_json, data_file, capsys):
     assert r["units"] == str(f) and r["layers"]["model.layers.0.mlp.down_proj"] == "mitchell"
     assert r["layers"]["model.layers.1.mlp.down_proj"] == "none" and r["layers"]["lm_head"] == "truncated:6"
     assert r["loss"] != rep["results"][0]["loss"]
+
+
+def test_ray_per_layer_units_and_set_units(ckpt):
+    """Over Ray (one actor per stage, the compiled graph on from the first pass): per-layer
+    units give the local bits, and set_units reaches every actor (the graph is rebuilt)."""
+    import ray
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        path, mapping = ckpt["llama"], {"model.layers.0": "mitchell", "*": "exact"}
+        new = {"model.layers.2.mlp": "truncated:6", "model.layers.0.self_attn.k_proj": "reduced:4"}
+        with Pipeline.from_pretrained(path, splits=[2, 1], units=mapping, transport="ray", compile_after=0) as r, \
+                Pipeline.from_pretrained(path, units=mapping) as local:
+            seq = local.generate(PROMPT, 4)
+            assert r.generate(PROMPT, 4).tolist() == seq.tolist()
+            _eq("ray per-layer", r.logits(seq), local.logits(seq))
+            r.set_units(new)
+            local.set_units(new)
+            assert {n: u.name for n, u in r.assignment().items()} == {n: u.name for n, u in local.assignment().items()}
+            seq = local.generate(PROMPT, 4)
+            assert r.generate(PROMPT, 4).tolist() == seq.tolist()
+            _eq("ray after set_units", r.logits(seq), local.logits(seq))
+            with pytest.raises(ValueError, match="lm_head"):
+                r.set_units({"lm_head": "none"})
+    finally:
+        if started:
+            ray.shutdown()

@@ -18,7 +18,11 @@ def _units_arg(s):
 def _runtime(units=None, threads=None, mixed_precision=None) -> str:
     """What runs, for a banner: units (name + digest, or float32), mixed precision, threads, SIMD."""
     import lutcore
-    u = "float32 (no units)" if units is None else f"{units.name} (digest {units.digest[:16]})"
+    if isinstance(units, dict):                  # per layer
+        from lutcore.units import assign
+        units, u = None, f"per layer: {assign.describe(units)}"
+    else:
+        u = "float32 (no units)" if units is None else f"{units.name} (digest {units.digest[:16]})"
     if units is not None and getattr(units, "defaulted", ()):
         u += f", default {'+'.join(units.defaulted)}"
     mp = "" if mixed_precision is None else f"; mixed precision: {'fp16' if mixed_precision else 'off'}"
@@ -562,8 +566,10 @@ def cmd_pipeline_generate(args) -> int:
         with Pipeline.from_pretrained(args.model, devices=devices, units=units,
                                       transport="ray" if args.ray else "local", threads=args.threads) as pipe:
             from lutcore.units import resolve
+            per = units is not None and str(units).lower().endswith(".json")
             print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}\n  "
-                  f"{_runtime(None if units is None else resolve(units), args.threads)}", file=sys.stderr)
+                  f"{_runtime(pipe.assignment() if per else None if units is None else resolve(units), args.threads)}",
+                  file=sys.stderr)
             gen = pipe.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed, stop_ids=eos)
     except StageFailure as e:
@@ -729,8 +735,9 @@ def main(argv=None) -> int:
     ev.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
     ev.add_argument("--units", nargs="+", metavar="SPEC",
                     help="units specs, one row each: none (float32), exact, truncated:K, mitchell, reduced:BITS, "
-                         "a directory, FILE.v or FILE.c:function (default: the units the checkpoint was "
-                         "trained with; float for --model)")
+                         "a directory, FILE.v or FILE.c:function, or per-layer units: an assignment FILE.json "
+                         "(save_assignment's, or a {layer/prefix/glob: spec} object) (default: the units the "
+                         "checkpoint was trained with; float for --model)")
     ev.add_argument("--seq-len", type=POS_INT, help="window length L (default: the model's context, at most 512; "
                                                     "the training seq_len for a checkpoint's held-out split)")
     ev.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")

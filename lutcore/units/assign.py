@@ -44,13 +44,18 @@ import json
 import os
 from collections.abc import Mapping
 
-__all__ = ["FLOAT_SPECS", "is_float", "as_mapping", "covers", "match", "assign", "resolve_spec", "digest_of",
-           "describe", "save_assignment", "load_assignment", "FORMAT"]
+__all__ = ["Assignment", "FLOAT_SPECS", "is_float", "as_mapping", "covers", "match", "assign", "resolve_spec",
+           "digest_of", "describe", "save_assignment", "load_assignment", "FORMAT"]
 
 FORMAT = "lutcore-assignment"
 FLOAT_SPECS = ("none", "float")
 _GLOB = set("*?[")
 _LIST = 60                      # layer names listed in an error at most
+
+
+class Assignment(dict):
+    """A resolved assignment {layer name: Units or None}, exact names only.  A part of a model
+    (a pipeline stage) given one applies the entries for its own layers and ignores the rest."""
 
 
 def is_float(spec) -> bool:
@@ -152,8 +157,8 @@ def assign(mapping: Mapping, names, *, what: str = "units", default=None, fill: 
                 raise type(e)(f"{what}[{k!r}]: {e}") from None
         by_key[k] = resolved[sk]
     if fill:
-        return {n: by_key[keys[n]] if n in keys else default for n in names}
-    return {n: by_key[keys[n]] for n in names if n in keys}
+        return Assignment((n, by_key[keys[n]] if n in keys else default) for n in names)
+    return Assignment((n, by_key[keys[n]]) for n in names if n in keys)
 
 
 def digest_of(assignment: Mapping) -> str:

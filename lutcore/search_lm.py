@@ -42,8 +42,10 @@ class _HFSpace:
     unit; assignments switch units on its quantized weights."""
 
     def __init__(self, hf, threads, batch_size):
+        from lutcore.pipeline import Pipeline
         from lutcore.pipeline.stage import Stage
         self.stage = Stage(hf.spec, hf.plan, hf.weights, units="exact", threads=threads)
+        self.pipe = Pipeline.from_stages([self.stage])
         self.names = self.stage.layer_names()
         self.step = 1
 
@@ -54,7 +56,7 @@ class _HFSpace:
         self.stage.set_units(per)
 
     def logits(self, chunk):
-        return np.stack([self.stage.logits(np.asarray(w)) for w in chunk])
+        return np.stack([self.pipe.logits(np.asarray(w)) for w in chunk])
 
 
 class _LMSpace:

@@ -179,3 +179,74 @@ def test_cli_bad_input(tmp_path, capsys):
     assert main(["search", "--checkpoint", ckpt, "--units", "exact", "--power", "nosuch=1", "--out",
                  str(tmp_path / "o")]) == 2
     assert "--power: nosuch names none of the --units" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- Hugging Face checkpoints
+
+def _hf(tmp_path, kind):
+    from test_pipeline_models import hf_model, save
+    model = hf_model(kind, seed=3)
+    save(model, tmp_path)
+    return str(tmp_path), model
+
+
+def _torch_products(model, ids):
+    """Products of every Linear / Conv1D of a transformers model on ids, by forward hooks."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+    counts, hooks = {}, []
+    for name, mod in model.named_modules():
+        if isinstance(mod, (torch.nn.Linear, Conv1D)):
+            k, n = (mod.in_features, mod.out_features) if isinstance(mod, torch.nn.Linear) else mod.weight.shape
+
+            def hook(m, inp, out, name=name, k=int(k), n=int(n)):
+                counts[name] = counts.get(name, 0) + inp[0].numel() // k * k * n
+            hooks.append(mod.register_forward_hook(hook))
+    with torch.no_grad():
+        model(torch.as_tensor(ids)[None])
+    for h in hooks:
+        h.remove()
+    return counts
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "mamba"])
+def test_hf_products_match_torch_hooks_and_points_match_eval(tmp_path, kind):
+    from lutcore.evaluate import evaluate_units
+    path, model = _hf(tmp_path, kind)
+    vocab = model.config.vocab_size
+    ids = _ids(3 * 8 + 1, vocab)
+    res = search_lm(path, ids, _units(), budget=10, seq_len=8, greedy=False, progress=False)
+    want = _torch_products(model, ids[:8])
+    mods = dict(model.named_modules())
+    for k in set(mods) - set(want):          # transformers' slow Mamba path reads dt_proj's weight directly
+        if k.endswith("dt_proj"):
+            want[k] = 8 * mods[k].in_features * mods[k].out_features
+    got = {k: v // 3 for k, v in res.config["macs"].items()}           # three windows
+    assert got == {k: want[k] for k in got}
+    assert set(want) - set(got) <= {"lm_head"} and got["lm_head"] == 8 * model.config.hidden_size * vocab
+    p = max(res.points, key=lambda q: len(set(q.assignment.values())))  # a mixed assignment
+    row = evaluate_units(path, ids, [dict(p.assignment)], seq_len=8).rows[0]
+    assert np.float64(row["loss"]).tobytes() == np.float64(p.metric).tobytes()
+    assert np.float64(res.evaluate_at(p)).tobytes() == np.float64(p.metric).tobytes()
+
+
+def test_cli_search_hf_model(tmp_path, capsys):
+    import shutil
+    from test_eval import TEXT
+    path, model = _hf(tmp_path / "m", "llama")
+    tok = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers, trainers
+    hf = tok.Tokenizer(models.BPE(unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.train_from_iterator([TEXT[:20000]], trainer=trainers.BpeTrainer(vocab_size=model.config.vocab_size,
+                                                                       special_tokens=["[UNK]"], show_progress=False))
+    hf.save(os.path.join(path, "tokenizer.json"))
+    data = tmp_path / "d.txt"
+    data.write_text(TEXT[-600:], encoding="utf-8")
+    out = str(tmp_path / "s")
+    assert main(["search", "--model", path, "--data", str(data), *CLI_UNITS, "--budget", "12", "--seq-len", "16",
+                 "--layers", "model.layers.0.mlp", "--out", out]) == 0
+    res = SearchResult.load(out)
+    assert len(res.points) == 12 and all(set(p.assignment) == {"model.layers.0.mlp.gate_proj",
+               "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"} for p in res.points)
+    shutil.rmtree(out)

@@ -543,6 +543,59 @@ class Stage:
         self._fusable = (self._fusable_family() and
                          not any(isinstance(m, _Split) for L in self.layers for m in (L.wqkv, L.wup)))
 
+    def _unit_matrices(self) -> list:
+        """[(QLinear, module name, column range or None)] of every matmul through units."""
+        out = []
+
+        def parts(m, roles, mods):
+            if isinstance(m, _Split):
+                for (lo, hi, pm), r in zip(m.parts, roles):
+                    if isinstance(pm, QLinear):
+                        out.append((pm, mods[r], None))
+            elif isinstance(m, QLinear):
+                if len(roles) == 1:
+                    out.append((m, mods[roles[0]], None))
+                else:
+                    for wd, r in zip(self._part_widths(m.shape[1], len(roles)), roles):
+                        out.append((m, mods[r], wd))
+        for L in self.layers:
+            mods = unit_layers(self.spec, L.index)
+            if isinstance(L, _MambaLayer):
+                for k, mm in L.block._mm.items():
+                    out.append((mm.lin, mods[k], None))
+                continue
+            parts(L.wqkv, ("qkv",) if self.spec.qkv_fused else ("q", "k", "v"), mods)
+            parts(L.wo, ("o",), mods)
+            parts(L.wup, ("gate", "up") if self.spec.gated else ("fc",), mods)
+            parts(L.wdown, ("down",), mods)
+        if self.plan.head and isinstance(self._head, QLinear):
+            out.append((self._head, "lm_head", None))
+        return out
+
+    def count_products(self, ids) -> dict:
+        """{module name: multiplications through its unit} for one pass of this (whole-model)
+        stage over token ids (a dry run: each unit matmul's rows x K x N as it is called; a
+        fused group's parts count their own columns).  Float layers count 0."""
+        if not (self.plan.lo == 0 and self.plan.head and self.plan.hi == self.spec.layers):
+            raise ValueError("count_products: needs a stage holding the whole model (embedding, every layer, "
+                             "the head)")
+        rows = {}
+        real = QLinear.__call__
+
+        def counting(lin, x, out=None):
+            rows[id(lin)] = rows.get(id(lin), 0) + int(np.shape(x)[0])
+            return real(lin, x, out=out)
+        QLinear.__call__ = counting
+        try:
+            self.readout(self.run_layers(self.embed(ids)))
+        finally:
+            QLinear.__call__ = real
+        counts = {n: 0 for n in self._unit_of}
+        for lin, name, width in self._unit_matrices():
+            K, N = lin.shape
+            counts[name] += rows.get(id(lin), 0) * K * (N if width is None else width)
+        return counts
+
     def _fusable_family(self):
         spec = self.spec
         return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"

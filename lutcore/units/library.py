@@ -13,7 +13,10 @@ the .v file, ``file.c:function``), ``path``, ``units``, ``metrics``
 (``units.error_metrics()``), ``cost`` (``units.cost``) and ``error`` (None).  A circuit
 that cannot be read (a syntax error, a crash of its C model, a bad signature, ...) is
 named in a ``LibraryWarning`` and kept apart in ``Library.broken`` (its ``error`` says
-why, ``units`` is None); the rest go on.  Iterating a ``Library`` gives the good
+why, ``units`` is None); the rest go on.  Two files of one circuit (EvoApproxLib ships
+``X.c`` and ``X.v``: the same table under the same name) are one entry, the other file
+in its ``duplicates``; ``X_pdk45.v`` (a netlist of PDK45 library cells that only the
+cell library defines) is skipped when ``X.v`` or ``X.c`` is beside it.  Iterating a ``Library`` gives the good
 entries, sorted by power (``cost["power_mw"]``; those without one last), then name.
 A published figure that disagrees with the table warns as it loads
 (``lutcore.units.cost.PublishedFigureWarning``) and the entry is kept.
@@ -45,6 +48,7 @@ class LibraryEntry:
     metrics: dict | None = None
     cost: dict = dataclasses.field(default_factory=dict)
     error: str | None = None
+    duplicates: list = dataclasses.field(default_factory=list)    # other specs of the same table and name
 
     @property
     def power_mw(self):
@@ -152,6 +156,9 @@ def _circuits(root):
             if f.startswith("."):
                 continue
             low = f.lower()
+            stem = f[:-len("_pdk45.v")] if low.endswith("_pdk45.v") else None
+            if stem is not None and (stem + ".v" in files or stem + ".c" in files):
+                continue          # EvoApproxLib's PDK45 cell netlist of a circuit it also ships as .v / .c
             if low.endswith((".v", ".sv")):
                 yield "v", os.path.join(d, f)
             elif low.endswith(".c"):
@@ -186,6 +193,12 @@ def library(path, *, timeout: float = 60) -> Library:
                     u = Units.from_verilog(f, timeout=timeout)
                 else:
                     u = Units.from_c(f, fn, timeout=timeout)
+                same = next((e for e in good if e.units.digest == u.digest and e.name == u.name), None)
+                if same is not None:                       # EvoApproxLib's .c and .v of one circuit
+                    same.duplicates.append(spec)
+                    if not same.cost and u.cost:
+                        same.units, same.cost = u, dict(u.cost)
+                    continue
                 good.append(LibraryEntry(name=u.name, spec=spec, path=f, units=u, metrics=u.error_metrics(),
                                          cost=dict(u.cost)))
             except (ValueError, TypeError, OSError) as e:

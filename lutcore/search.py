@@ -307,13 +307,26 @@ class SearchResult:
             ax.plot([p.energy for p in fr], [p.metric for p in fr], "-o", c="#c0504d", ms=4, lw=1.2,
                     label="front", zorder=3)
         uni = [p for p in self.uniform() if p.valid]
-        for p in uni:
+        ref = self.config.get("reference")
+        exact = [p for p in uni if next(iter(p.assignment.values())) == ref]
+        others = [p for p in uni if p not in exact]
+        if others:
+            ax.scatter([p.energy for p in others], [p.metric for p in others], marker="s", s=40, c="#4f81bd",
+                       zorder=4, edgecolors="k", linewidths=0.5, label="one unit everywhere")
+        for p in exact:
+            ax.scatter([p.energy], [p.metric], marker="*", s=180, c="#f2c14e", zorder=5, edgecolors="k",
+                       linewidths=0.6, label=f"exact model ({ref})")
+        # label the uniform points, skipping a label that would overlap one already placed
+        x0, x1 = ax.get_xlim()
+        y0, y1 = ax.get_ylim()
+        placed = []
+        for p in sorted(exact + others, key=lambda q: q.energy):
+            fx, fy = (p.energy - x0) / ((x1 - x0) or 1), (p.metric - y0) / ((y1 - y0) or 1)
+            if any(abs(fx - a) < 0.12 and abs(fy - b) < 0.05 for a, b in placed):
+                continue
+            placed.append((fx, fy))
             name = next(iter(p.assignment.values()))
-            exact = name == self.config.get("reference")
-            ax.scatter([p.energy], [p.metric], marker="*" if exact else "s", s=110 if exact else 40,
-                       c="#1f4e79" if exact else "#4f81bd", zorder=4, edgecolors="k", linewidths=0.5)
-            ax.annotate(("exact model" if exact else f"all {name}"), (p.energy, p.metric), fontsize=7,
-                        xytext=(4, 3), textcoords="offset points")
+            ax.annotate(name, (p.energy, p.metric), fontsize=7, xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel("relative multiplier energy (1 = every layer through the reference unit)")
         what = self.config.get("metric_name") or "metric"
         ax.set_ylabel(f"{what} ({'higher' if self.maximize else 'lower'} is better)")

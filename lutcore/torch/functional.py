@@ -1,8 +1,9 @@
 """Linear and convolution products through a unit, as torch.autograd.Functions.
 
 Design: the contract (DESIGN.md, "Approximate PyTorch layers") in one place.
-``QWeight`` quantizes a weight once per change (per output channel, with
-``lutcore.quantize`` at block = the whole row); each call quantizes its input per
+``QWeight`` quantizes a weight once per change of its values (per output channel,
+with ``lutcore.quantize`` at block = the whole row; a layer's ``WeightCache``
+compares the weight with the float copy it quantized on every call); each call quantizes its input per
 tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
 and runs the products through ``lutcore.lut_gemm`` (exact tables on the integer
 SIMD path, any other through the table path).  The layers (``layers.py``) cache a
@@ -26,7 +27,14 @@ Backward ``"ste"``: the float layer's gradients at the float weight and input
     dW  = (s_dy * s_x) * float32(sum_m mul8[q_dy[m, o], q_x[m, k]]),  dY per tensor (q_dy, s_dy)
 the gradient being the table's row; a conv's dX is folded back from patch gradients
 (``F.fold``, float32).  The sum over m runs in chunks short enough for int32,
-added in float32 in chunk order.  db = sum dY in float, as the STE.
+added in float32 in chunk order.  db = sum dY in float, as the STE.  The unit
+backward is differentiable once: under create_graph=True its gradients carry an
+edge whose backward raises (_DelayedError); the STE is twice differentiable.
+
+A zero-size dimension (no product) returns torch's own F.linear / F.conv*d result.
+Under tracing (torch.compile, torch.export, torch.jit.trace) the same bodies run as
+the custom ops ``lutcore::linear``, ``lutcore::conv`` and their ``*_units_backward``
+(the end of this file), so traced programs give the eager bits.
 """
 from __future__ import annotations
 
@@ -88,9 +96,10 @@ def scale_arg(v, layer: str):
     with np.errstate(over="ignore", under="ignore"):
         s = np.float32(v)
     if not np.isfinite(s) or s <= 0:
+        f32 = np.finfo(np.float32)
         raise ValueError(f"{layer}: input_scale: expected a number > 0 that is finite in float32 (at most "
-                         f"{float(np.finfo(np.float32).max):.8g}, at least {float(np.finfo(np.float32).smallest_subnormal):.3g}), "
-                         f"got {v!r}, which is {float(s)} in float32")
+                         f"{float(f32.max):.8g}, at least {float(f32.smallest_subnormal):.3g}), got {v!r}, "
+                         f"which is {float(s)} in float32")
     return float(s)
 
 

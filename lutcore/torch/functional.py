@@ -538,7 +538,9 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
-    return (units, backward_arg(backward, layer), scale_arg(input_scale, layer),
+    if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
+        input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
+    return (units, backward_arg(backward, layer), input_scale,
             _threads_arg(threads))
 
 
@@ -701,8 +703,8 @@ def _scale_float(s):
     return None if s is None else float(s)
 
 
-def _scale32(s):
-    return None if s is None else np.float32(s)
+def _scale32(s, layer: str):
+    return None if s is None else np.float32(scale_arg(s, layer))
 
 
 def _op_qweight(cache: str, weight, groups, layer):
@@ -719,7 +721,7 @@ def _linear_op(x2: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tens
                input_scale: Optional[float], layer: str, threads: int, cache: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(y (M, O), s_x 0-d) of x2 (M, K): linear_forward."""
     qw = _op_qweight(cache, weight, None, layer)
-    y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale), layer, threads)
+    y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
 
@@ -734,7 +736,7 @@ def _linear_ub_op(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, s_x:
                   need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx (M, K), dw (O, K)) through the unit; an unneeded one is empty."""
     qw = _op_qweight(cache, weight, None, layer)
-    dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale),
+    dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
 
@@ -776,7 +778,7 @@ def _conv_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     qw = _op_qweight(cache, weight, geo.groups, layer)
-    y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale), layer, threads)
+    y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
 
@@ -793,7 +795,7 @@ def _conv_ub_op(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, s_x: to
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     qw = _op_qweight(cache, weight, geo.groups, layer)
-    dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale),
+    dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
 

@@ -19,7 +19,6 @@ import sys
 import zlib
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 

@@ -294,7 +294,7 @@ def tiny():
     m.fc.activations = "static"
     m.fc.input_scale = 0.02
     x = torch.from_numpy(np.random.default_rng(6).standard_normal((2, 2, 4, 4)).astype(np.float32))
-    return m, x, torch.compile(m, fullgraph=True)           # compiled once, on first call
+    return m, x, torch.compile(m, fullgraph=True, dynamic=True)   # compiled once (any batch size)
 
 
 def _fwd_bwd(model, m, x):
@@ -311,6 +311,9 @@ def test_compile_gives_eager_bits_and_gradients(tiny):
     y1, gx1, gp1 = _fwd_bwd(mc, m, x)
     assert torch.equal(y0, y1) and torch.equal(gx0, gx1)
     assert all(torch.equal(a, b) for a, b in zip(gp0, gp1))
+    x3 = torch.cat([x, x[:1] * 0.5])                       # another batch size, the same graph
+    (y0, gx0, _), (y1, gx1, _) = _fwd_bwd(m, m, x3), _fwd_bwd(mc, m, x3)
+    assert torch.equal(y0, y1) and torch.equal(gx0, gx1)
     # a weight edit through .data reaches the compiled model too (same cache, by key)
     w0 = m.c2.weight.detach().clone()
     try:

@@ -207,7 +207,7 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
         unseen = [name for name, m in layers if m._lc_calib == 0.0]
         for name, m in layers:
             m.activations = "static"
-            m._lc_scale = float(np.float32(m._lc_calib) / np.float32(127.0))   # a float32 value; a constant to torch.compile
+            m._lc_scale = float(np.float32(m._lc_calib) / np.float32(127.0))   # float32 value, a Python float
         if unseen:
             warnings.warn(f"calibrate: layers {unseen} saw no non-zero input; their scale is 0 (all codes 0)")
     finally:

@@ -1,8 +1,9 @@
 """Linear and convolution products through a unit, as torch.autograd.Functions.
 
 Design: the contract (docs/DESIGN.md, "Approximate PyTorch layers") in one place.
-``QWeight`` quantizes a weight once per change (per output channel, with
-``lutcore.quantize`` at block = the whole row); each call quantizes its input per
+``QWeight`` quantizes a weight once per change of its values (per output channel,
+with ``lutcore.quantize`` at block = the whole row; a layer's ``WeightCache``
+compares the weight with the float copy it quantized on every call); each call quantizes its input per
 tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
 and runs the products through ``lutcore.lut_gemm`` (exact tables on the integer
 SIMD path, any other through the table path).  The layers (``layers.py``) cache a
@@ -26,7 +27,14 @@ Backward ``"ste"``: the float layer's gradients at the float weight and input
     dW  = (s_dy * s_x) * float32(sum_m mul8[q_dy[m, o], q_x[m, k]]),  dY per tensor (q_dy, s_dy)
 the gradient being the table's row; a conv's dX is folded back from patch gradients
 (``F.fold``, float32).  The sum over m runs in chunks short enough for int32,
-added in float32 in chunk order.  db = sum dY in float, as the STE.
+added in float32 in chunk order.  db = sum dY in float, as the STE.  The unit
+backward is differentiable once: under create_graph=True its gradients carry an
+edge whose backward raises (_DelayedError); the STE is twice differentiable.
+
+A zero-size dimension (no product) returns torch's own F.linear / F.conv*d result.
+Under tracing (torch.compile, torch.export, torch.jit.trace) the same bodies run as
+the custom ops ``lutcore::linear``, ``lutcore::conv`` and their ``*_units_backward``
+(the end of this file), so traced programs give the eager bits.
 """
 from __future__ import annotations
 
@@ -88,9 +96,10 @@ def scale_arg(v, layer: str):
     with np.errstate(over="ignore", under="ignore"):
         s = np.float32(v)
     if not np.isfinite(s) or s <= 0:
+        f32 = np.finfo(np.float32)
         raise ValueError(f"{layer}: input_scale: expected a number > 0 that is finite in float32 (at most "
-                         f"{float(np.finfo(np.float32).max):.8g}, at least {float(np.finfo(np.float32).smallest_subnormal):.3g}), "
-                         f"got {v!r}, which is {float(s)} in float32")
+                         f"{float(f32.max):.8g}, at least {float(f32.smallest_subnormal):.3g}), got {v!r}, "
+                         f"which is {float(s)} in float32")
     return float(s)
 
 
@@ -529,7 +538,9 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
-    return (units, backward_arg(backward, layer), scale_arg(input_scale, layer),
+    if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
+        input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
+    return (units, backward_arg(backward, layer), input_scale,
             _threads_arg(threads))
 
 
@@ -692,8 +703,8 @@ def _scale_float(s):
     return None if s is None else float(s)
 
 
-def _scale32(s):
-    return None if s is None else np.float32(s)
+def _scale32(s, layer: str):
+    return None if s is None else np.float32(scale_arg(s, layer))
 
 
 def _op_qweight(cache: str, weight, groups, layer):
@@ -710,7 +721,7 @@ def _linear_op(x2: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tens
                input_scale: Optional[float], layer: str, threads: int, cache: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(y (M, O), s_x 0-d) of x2 (M, K): linear_forward."""
     qw = _op_qweight(cache, weight, None, layer)
-    y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale), layer, threads)
+    y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
 
@@ -725,7 +736,7 @@ def _linear_ub_op(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, s_x:
                   need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx (M, K), dw (O, K)) through the unit; an unneeded one is empty."""
     qw = _op_qweight(cache, weight, None, layer)
-    dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale),
+    dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
 
@@ -767,7 +778,7 @@ def _conv_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     qw = _op_qweight(cache, weight, geo.groups, layer)
-    y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale), layer, threads)
+    y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
 
@@ -784,7 +795,7 @@ def _conv_ub_op(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, s_x: to
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
     qw = _op_qweight(cache, weight, geo.groups, layer)
-    dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale),
+    dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
 

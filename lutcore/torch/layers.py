@@ -40,7 +40,18 @@ class ApproxLayer:
     float exactly as its torch class), ``backward`` ("ste" | "units"), ``activations``
     ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
     ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
-    channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable)."""
+    channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable:
+    a number > 0 that is finite in float32).  ``backward="units"`` is differentiable
+    once (a second differentiation, ``create_graph=True``, raises); a zero-size
+    dimension gives the float layer's result.  Each layer keeps a float copy of the
+    weight it quantized (``_lc_cache``: 4 bytes a weight) to see in-place edits."""
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "_lc_cache" not in self.__dict__ and "_lc_name" in self.__dict__:   # pickled before the WeightCache
+            self.__dict__.pop("_lc_qw", None)
+            self.__dict__.pop("_lc_qw_key", None)
+            self._lc_cache = fn.WeightCache()
 
     def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None):
         self._lc_name = name or type(self).__name__

@@ -376,3 +376,25 @@ def test_checkpoint_of_a_mixed_model_is_refused(tmp_path):
     tr = Trainer(m)
     with pytest.raises(ValueError, match="per-layer units"):
         tr.save_checkpoint(tmp_path / "ck")
+
+
+def test_assignment_with_circuits_by_path(tmp_path):
+    """Units from a Verilog module (mul.v:top) and a C function (mul.c:fn) are saved by path,
+    relative to the file, and read back with their digests checked."""
+    import shutil
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+    shutil.copy(os.path.join(here, "behavioural_mul.v"), tmp_path / "b.v")
+    shutil.copy(os.path.join(here, "array_mul.c"), tmp_path / "a.c")
+    net = _net()
+    m = lt.approximate(net, {"conv1": f"{tmp_path / 'b.v'}:bmul", "fc": f"{tmp_path / 'a.c'}:mul8_trunc4"})
+    a = lt.assignment(m)
+    assert a["conv1"].loaded_from == f"{tmp_path / 'b.v'}:bmul" and a["conv1"].is_exact
+    f = lt.save_assignment(m, tmp_path / "x.json")
+    L = json.loads(open(f).read())["layers"]
+    assert L["conv1"]["path"] == "b.v:bmul" and L["fc"]["path"] == "a.c:mul8_trunc4" and L["layer30"] is None
+    back = lt.load_assignment(f)
+    assert back["fc"].digest == a["fc"].digest and back["conv1"].digest == Units.exact().digest
+    src = (tmp_path / "a.c").read_text().replace("array_mul(a, b, 4)", "array_mul(a, b, 6)")
+    (tmp_path / "a.c").write_text(src)
+    with pytest.raises(ValueError, match=r"layer 'fc'.*a\.c:mul8_trunc4"):
+        lt.load_assignment(f)

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import torch
 from torch import nn
@@ -36,6 +37,14 @@ def test_keys_exact_prefix_glob_first_match_wins():
     assert assign.covers("layer3", "layer3.0.conv1") and not assign.covers("layer3", "layer30")
     assert assign.covers("layer?", "layer3.0.conv1")            # a glob naming a module covers it
     assert not assign.covers("layer3.0", "layer3.0conv")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "0", "1", "10"]), min_size=1, max_size=4),
+       st.lists(st.sampled_from(["a", "b", "ab", "0", "1", "10"]), min_size=1, max_size=4))
+def test_a_plain_key_covers_exactly_its_dotted_descendants(key_parts, name_parts):
+    key, name = ".".join(key_parts), ".".join(name_parts)
+    assert assign.covers(key, name) == (name_parts[:len(key_parts)] == key_parts)
 
 
 def test_key_matching_no_layer_lists_the_layers():

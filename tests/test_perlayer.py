@@ -407,3 +407,22 @@ def test_assignment_with_circuits_by_path(tmp_path):
     (tmp_path / "a.c").write_text(src)
     with pytest.raises(ValueError, match=r"layer 'fc'.*a\.c:mul8_trunc4"):
         lt.load_assignment(f)
+
+
+def test_evaluate_units_on_a_lutcore_model_per_layer():
+    from lutcore.evaluate import evaluate_units
+    m = GPT(GCFG)
+    ids = _ids(shape=(1, 4 * 9 + 1)).reshape(-1)
+    res = evaluate_units(m, ids, units=["mitchell", {"*": "mitchell"}, {"h.1.mlp": "truncated:6"}], seq_len=9)
+    r = res.rows
+    assert r[0]["loss"] == r[1]["loss"] and r[1]["units"] == "per-layer" and r[1]["name"] == "all mitchell"
+    assert r[2]["layers"] == {n: ("truncated:6" if n.startswith("h.1.mlp") else "none") for n in m.layer_names()}
+    want = GPT(GCFG, params=m.parameters(), units={"h.1.mlp": "truncated:6"})
+    wins = np.stack([ids[w * 9: w * 9 + 9] for w in range(4)])
+    lg = want.forward(wins).astype(np.float64)
+    mx = lg.max(-1, keepdims=True)
+    nll = np.log(np.exp(lg - mx).sum(-1)) + mx[..., 0] - np.take_along_axis(
+        lg, np.stack([ids[w * 9 + 1: w * 9 + 10] for w in range(4)])[..., None], -1)[..., 0]
+    assert abs(r[2]["loss"] - nll.mean()) < 1e-9
+    with pytest.raises(ValueError, match="h.5"):
+        evaluate_units(m, ids, units=[{"h.5": "exact"}], seq_len=9)

@@ -714,7 +714,8 @@ def main(argv=None) -> int:
     ge.add_argument("--allow-empty-stages", action="store_true",
                     help="with --model: allow more --stages than the model has layers (the extra stages are empty)")
     ge.add_argument("--units", help="run matmuls through units (exact, a directory, or an approximate "
-                                    "multiplier name: mitchell, truncated:K, reduced:BITS; 'none' = float32). "
+                                    "multiplier name: mitchell, truncated:K, reduced:BITS; 'none' = float32; with "
+                                    "--model also per layer: an assignment FILE.json). "
                                     "Default: with --checkpoint the units it was trained through, with --model "
                                     "float32")
     ge.add_argument("--tokenizer", help="with --model: a tokenizer.json, or 'bytes' for byte-level tokens "

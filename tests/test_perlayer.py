@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import torch
 from torch import nn
@@ -36,6 +37,14 @@ def test_keys_exact_prefix_glob_first_match_wins():
     assert assign.covers("layer3", "layer3.0.conv1") and not assign.covers("layer3", "layer30")
     assert assign.covers("layer?", "layer3.0.conv1")            # a glob naming a module covers it
     assert not assign.covers("layer3.0", "layer3.0conv")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "0", "1", "10"]), min_size=1, max_size=4),
+       st.lists(st.sampled_from(["a", "b", "ab", "0", "1", "10"]), min_size=1, max_size=4))
+def test_a_plain_key_covers_exactly_its_dotted_descendants(key_parts, name_parts):
+    key, name = ".".join(key_parts), ".".join(name_parts)
+    assert assign.covers(key, name) == (name_parts[:len(key_parts)] == key_parts)
 
 
 def test_key_matching_no_layer_lists_the_layers():
@@ -376,3 +385,44 @@ def test_checkpoint_of_a_mixed_model_is_refused(tmp_path):
     tr = Trainer(m)
     with pytest.raises(ValueError, match="per-layer units"):
         tr.save_checkpoint(tmp_path / "ck")
+
+
+def test_assignment_with_circuits_by_path(tmp_path):
+    """Units from a Verilog module (mul.v:top) and a C function (mul.c:fn) are saved by path,
+    relative to the file, and read back with their digests checked."""
+    import shutil
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+    shutil.copy(os.path.join(here, "behavioural_mul.v"), tmp_path / "b.v")
+    shutil.copy(os.path.join(here, "array_mul.c"), tmp_path / "a.c")
+    net = _net()
+    m = lt.approximate(net, {"conv1": f"{tmp_path / 'b.v'}:bmul", "fc": f"{tmp_path / 'a.c'}:mul8_trunc4"})
+    a = lt.assignment(m)
+    assert a["conv1"].loaded_from == f"{tmp_path / 'b.v'}:bmul" and a["conv1"].is_exact
+    f = lt.save_assignment(m, tmp_path / "x.json")
+    L = json.loads(open(f).read())["layers"]
+    assert L["conv1"]["path"] == "b.v:bmul" and L["fc"]["path"] == "a.c:mul8_trunc4" and L["layer30"] is None
+    back = lt.load_assignment(f)
+    assert back["fc"].digest == a["fc"].digest and back["conv1"].digest == Units.exact().digest
+    src = (tmp_path / "a.c").read_text().replace("array_mul(a, b, 4)", "array_mul(a, b, 6)")
+    (tmp_path / "a.c").write_text(src)
+    with pytest.raises(ValueError, match=r"layer 'fc'.*a\.c:mul8_trunc4"):
+        lt.load_assignment(f)
+
+
+def test_evaluate_units_on_a_lutcore_model_per_layer():
+    from lutcore.evaluate import evaluate_units
+    m = GPT(GCFG)
+    ids = _ids(shape=(1, 4 * 9 + 1)).reshape(-1)
+    res = evaluate_units(m, ids, units=["mitchell", {"*": "mitchell"}, {"h.1.mlp": "truncated:6"}], seq_len=9)
+    r = res.rows
+    assert r[0]["loss"] == r[1]["loss"] and r[1]["units"] == "per-layer" and r[1]["name"] == "all mitchell"
+    assert r[2]["layers"] == {n: ("truncated:6" if n.startswith("h.1.mlp") else "none") for n in m.layer_names()}
+    want = GPT(GCFG, params=m.parameters(), units={"h.1.mlp": "truncated:6"})
+    wins = np.stack([ids[w * 9: w * 9 + 9] for w in range(4)])
+    lg = want.forward(wins).astype(np.float64)
+    mx = lg.max(-1, keepdims=True)
+    nll = np.log(np.exp(lg - mx).sum(-1)) + mx[..., 0] - np.take_along_axis(
+        lg, np.stack([ids[w * 9 + 1: w * 9 + 10] for w in range(4)])[..., None], -1)[..., 0]
+    assert abs(r[2]["loss"] - nll.mean()) < 1e-9
+    with pytest.raises(ValueError, match="h.5"):
+        evaluate_units(m, ids, units=[{"h.5": "exact"}], seq_len=9)

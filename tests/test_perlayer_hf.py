@@ -60,9 +60,10 @@ def _eq(tag, a, b):
 
 @pytest.mark.parametrize("kind", ["llama", "gpt2", "mamba"])
 def test_split_changes_no_bit_with_per_layer_units(ckpt, kind):
+    """The split pipeline also runs at 2 threads: neither changes a bit."""
     mapping = MIXED[kind]
     with Pipeline.from_pretrained(ckpt[kind], units=mapping) as whole, \
-            Pipeline.from_pretrained(ckpt[kind], splits=[1, 2], units=mapping) as split:
+            Pipeline.from_pretrained(ckpt[kind], splits=[1, 2], units=mapping, threads=2) as split:
         a = whole.assignment()
         assert list(a) == whole.layer_names() and a["lm_head"] == assign.resolve_spec(mapping["lm_head"])
         assert any(u is None for u in a.values()) and any(u is not None for u in a.values())
@@ -223,3 +224,18 @@ def test_ray_per_layer_units_and_set_units(ckpt):
     finally:
         if started:
             ray.shutdown()
+
+
+def test_cli_generate_model_units_json(ckpt, tmp_path, capsys):
+    f = tmp_path / "a.json"
+    mapping = {"transformer.h.1": "mitchell", "lm_head": "exact"}
+    f.write_text(json.dumps(mapping))
+    assert main(["generate", "--model", ckpt["gpt2"], "--prompt", "Hi there", "--stages", "2", "--tokenizer",
+                 "bytes", "--max-new-tokens", "4", "--units", str(f), "--threads", "1"]) == 0
+    out = capsys.readouterr()
+    assert "per layer" in out.err
+    from lutcore.tokenizer import Tokenizer
+    tok = Tokenizer.bytes()
+    with Pipeline.from_pretrained(ckpt["gpt2"], units=mapping) as p:
+        want = tok.decode(p.generate(tok.encode("Hi there"), 4, stop_ids=0))
+    assert out.out == want + "\n"

@@ -139,7 +139,8 @@ def set_units(model: nn.Module, units) -> nn.Module:
     """Swap the multiplier of every approximate layer of ``model`` (in place; nothing is
     re-quantized or rebuilt); returns it.  ``units``: one spec for every layer, or a mapping
     {name / prefix / glob: spec} (or an assignment .json file) for the layers its keys cover
-    — the others keep their units; None / "none" makes a layer compute in float."""
+    — the others keep their units.  "none" makes a layer compute in float, and so does None
+    in a mapping (a lone ``units=None`` is the exact units, as ``lutcore.units.resolve``)."""
     layers = _layers_or_error(model, "set_units")
     mapping = _assign.as_mapping(units)
     if mapping is None:

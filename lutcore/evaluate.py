@@ -26,6 +26,12 @@ whose arg-max matches float's (ties to the lowest id), ``accuracy`` = share
 whose arg-max is the next token, and the unit's ``name``, ``digest`` and
 ``wce_pct`` (EvoApproxLib's worst-case error, % of 2^16).  The float
 reference is computed once whether or not ``"none"`` is one of the rows.
+
+Interrupted (Ctrl-C): ``evaluate_units`` raises ``EvalInterrupted`` (a
+KeyboardInterrupt) whose ``result`` holds the rows finished so far (a row is
+finished when all its windows are; none is before the float reference) with
+``partial`` True and the ``remaining`` specs; ``write_report`` writes it like a
+whole one (eval.json ``"partial": true``), and ``lutcore eval`` exits 130.
 """
 from __future__ import annotations
 

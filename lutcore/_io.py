@@ -1,7 +1,11 @@
 """Checkpoint files: config.json, safetensors (single file or sharded index),
 and crash-safe directory saves (``atomic_dir``: new files fsynced under new
 names, one journal rename as the switch, then the usual names) so that a save
-killed at any instant leaves one complete save readable (``saved_dir``)."""
+killed at any instant leaves one complete save readable (``saved_dir``).
+
+Every file a loader reads from a units or checkpoint directory goes through
+``contained``: names (a sharded index's weight_map entries) stay inside the
+directory, and a symlink is followed only when it resolves inside it."""
 from __future__ import annotations
 
 import contextlib

@@ -504,6 +504,8 @@ def cmd_compare(args) -> int:
     import lutcore
     from lutcore.experiment import compare, format_table, write_report
 
+    from lutcore._io import writable_dir
+    writable_dir(args.out, "--out")                     # before any work
     tok = _tokenizer(args.tokenizer)
     if args.data is not None:
         _load_text(args.data, args.encoding)           # a missing or undecodable file fails before the bar

@@ -35,6 +35,12 @@ layers no key covers run in float); its row is labelled with the spec (the file
 path, or "per-layer"), its ``digest`` is the assignment's (``assign.digest_of``),
 ``wce_pct`` / ``mae_pct`` are None and ``layers`` maps each layer to its units name
 ("none" for float).
+
+Interrupted (Ctrl-C): ``evaluate_units`` raises ``EvalInterrupted`` (a
+KeyboardInterrupt) whose ``result`` holds the rows finished so far (a row is
+finished when all its windows are; none is before the float reference) with
+``partial`` True and the ``remaining`` specs; ``write_report`` writes it like a
+whole one (eval.json ``"partial": true``), and ``lutcore eval`` exits 130.
 """
 from __future__ import annotations
 

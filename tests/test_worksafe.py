@@ -82,7 +82,8 @@ def test_eval_out_is_checked_before_any_work(tmp_path, ckpt, data, monkeypatch, 
     assert f.read_text() == "x" and not os.path.exists("/proc/lutcore-no-such-dir")
 
 
-def test_train_out_is_checked_before_training(tmp_path, data, monkeypatch, capsys):
+def test_train_and_compare_out_are_checked_before_training(tmp_path, data, monkeypatch, capsys):
+    import lutcore.experiment as ex
     from lutcore.train import Trainer
     f = tmp_path / "a_file"
     f.write_text("x")
@@ -90,7 +91,10 @@ def test_train_out_is_checked_before_training(tmp_path, data, monkeypatch, capsy
     def no_work(*a, **k):
         raise AssertionError("training started before --out was checked")
     monkeypatch.setattr(Trainer, "train", no_work)
+    monkeypatch.setattr(ex, "compare", no_work)
     assert main(["train", "--data", data, "--steps", "2", "--out", str(f), *TINY]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["compare", "--steps", "2", "--out", str(f / "sub")]) == 2
     assert "--out" in capsys.readouterr().err
 
 

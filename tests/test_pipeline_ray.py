@@ -231,27 +231,41 @@ def test_ray_malformed_checkpoint_carries_the_stage_error(cluster, ckpt, tmp_pat
 
 
 def test_driver_waits_on_a_low_priority_thread_and_gets_its_errors():
-    """The driver's compiled-graph reads run on a helper thread at nice 19 (Ray's reader
-    polls while the stages compute); the caller blocks, and errors reach it unchanged.
-    (Per-thread nice values, and so the priority check, are Linux's.)"""
-    from lutcore.pipeline._ray import _Waiter
+    """The driver's compiled-graph calls (execute and read) run on a helper thread at nice
+    19 (Ray's reader polls while the stages compute); the caller blocks, errors reach it
+    unchanged, and it waits no longer than the call's deadline (plus a second), even
+    where Ray's wait does not return.  (Per-thread nice values, and so the priority
+    check, are Linux's.)"""
+    import time
+    from lutcore.pipeline._ray import _Stuck, _Waiter
+
+    release = threading.Event()
 
     class FakeRay:
         def get(self, refs, timeout=None):
             if refs == "boom":
                 raise ValueError("boom")
+            if refs == "hang":                      # a Ray wait that ignores its timeout
+                release.wait(30)
             return refs, timeout, threading.get_native_id()
 
     w = _Waiter(FakeRay())
     try:
-        refs, timeout, tid = w.get("x", 5)
-        assert (refs, timeout) == ("x", 5) and tid != threading.get_native_id()
+        refs, timeout, tid = w.get(lambda: "x", time.monotonic() + 5)
+        assert refs == "x" and 4 < timeout <= 5 and tid != threading.get_native_id()
         if sys.platform.startswith("linux"):
             assert os.getpriority(os.PRIO_PROCESS, tid) == 19
         with pytest.raises(ValueError, match="boom"):
-            w.get("boom", None)
-        assert w.get("y", None)[0] == "y"                                   # still serving
+            w.get(lambda: "boom", None)
+        assert w.get(lambda: "y", None)[:2] == ("y", -1)                     # still serving; no limit
+        with pytest.raises(ZeroDivisionError):                              # make_refs runs there too
+            w.get(lambda: 1 / 0, None)
+        t0 = time.monotonic()
+        with pytest.raises(_Stuck):
+            w.get(lambda: "hang", time.monotonic() + 0.5)
+        assert time.monotonic() - t0 < 0.5 + w.GRACE + 1 and w.stuck
     finally:
+        release.set()
         w.close()
 
 

@@ -33,6 +33,18 @@ the calling thread blocks.
 Failures: a dead actor surfaces as Ray's ``RayActorError`` on whatever call
 needed it; the ring maps the actor id (or, failing that, a ping of every
 actor) back to a stage index and raises ``StageFailure`` naming it.
+
+Time limits: a call has one deadline, ``call_timeout`` after it starts, that covers
+all of it: sending (``execute`` of a compiled graph, run with the read on the
+``_Waiter`` thread), every hop and the answer, and the driver never waits past it
+(plus a second's grace) even where Ray's own wait would not return.  Building the
+compiled graph (Ray waits on its actors without a limit there) runs on a helper
+thread, bounded by ``startup_timeout``, with the stages probed every
+``call_timeout``.  When a limit passes, a probe finds the stage that stalled:
+pings in their own concurrency group (``probe``, one thread of each actor), so a
+live stage answers even while its main thread waits for a stalled one; a stopped
+process answers nothing.  Start-up (actors created, weights loaded) has its own
+limit, ``startup_timeout``.
 """
 from __future__ import annotations
 
@@ -41,6 +53,7 @@ import os
 import queue
 import re
 import threading
+import time
 import zlib
 
 import numpy as np
@@ -301,18 +314,33 @@ def _reason(err) -> str:
     return lines[0]
 
 
+class _Stuck(Exception):
+    """The driver's wait on a compiled graph went past its deadline (Ray's did not return)."""
+
+
+def _left(deadline):
+    """Seconds to ``deadline`` (>= 0), or -1 (no limit) for None."""
+    return -1 if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 class _Waiter:
-    """``ray.get`` on a helper thread of the driver that runs at nice 19.
+    """A compiled graph's ``execute`` and ``ray.get`` on a helper thread of the driver
+    that runs at nice 19.
 
     A compiled graph's reader polls (``sched_yield`` in a loop) until its result is
     written, and the driver's reader would do so at the caller's priority for the
     whole of a pass, taking a share of the cores from the stages' teams.  The caller
     blocks on an event instead (no CPU); raising a thread's nice value needs no
-    privilege.  Exceptions are re-raised in the caller."""
+    privilege.  Exceptions are re-raised in the caller.  The caller waits until the
+    call's deadline (plus ``GRACE`` seconds) at most: a thread still inside Ray then
+    is abandoned (``stuck``; the ring starts a new waiter) and ``_Stuck`` raised."""
+
+    GRACE = 1.0
 
     def __init__(self, ray):
         self._ray = ray
         self._jobs = queue.SimpleQueue()
+        self.stuck = False
         self._thread = threading.Thread(target=self._serve, name="lutcore-ray-wait", daemon=True)
         self._thread.start()
 
@@ -325,21 +353,27 @@ class _Waiter:
             job = self._jobs.get()
             if job is None:
                 return
-            refs, timeout, box, done = job
+            make_refs, deadline, box, done = job
             try:
-                box.append((True, self._ray.get(refs, timeout=timeout)))
+                refs = make_refs()
+                box.append((True, self._ray.get(refs, timeout=_left(deadline))))
             except BaseException as e:                 # noqa: BLE001 - handed to the caller
                 box.append((False, e))
             # keep nothing of Ray's here: the result may be a view of the graph's channel,
             # and a graph ref must not outlive its graph on this thread
-            del job, refs, box
+            refs = None
+            del job, make_refs, box
             done.set()
             del done
 
-    def get(self, refs, timeout):
+    def get(self, make_refs, deadline):
+        """``ray.get(make_refs())`` on the thread, within ``deadline`` (monotonic; None: none)."""
         box, done = [], threading.Event()
-        self._jobs.put((refs, timeout, box, done))
-        done.wait()
+        self._jobs.put((make_refs, deadline, box, done))
+        if not done.wait(None if deadline is None else _left(deadline) + self.GRACE):
+            self.stuck = True
+            self._jobs.put(None)                       # the thread ends if Ray ever lets it go
+            raise _Stuck("no answer")
         ok, value = box[0]
         if ok:
             return value
@@ -347,29 +381,34 @@ class _Waiter:
 
     def close(self):
         self._jobs.put(None)
-        self._thread.join(timeout=10)
+        if not self.stuck:
+            self._thread.join(timeout=10)
 
 
 class RayRing:
     """One Ray actor per stage (see the module docstring)."""
 
+    PROBE_WAIT = 3.0        # seconds a probe waits for the stages' pings (at most)
+
     def __init__(self, path, spec, plans, units=None, threads=None, actor_options=None, call_timeout=None,
-                 compile_after=256, decode_chunk=8):
+                 compile_after=256, decode_chunk=8, startup_timeout=120.0):
         import ray
         self._ray = ray
         self._owns_ray = False
-        ring_options(compile_after, decode_chunk, call_timeout, actor_options)
+        ring_options(compile_after, decode_chunk, call_timeout, actor_options, startup_timeout)
         self.compile_after = compile_after
         self.decode_chunk = decode_chunk
         self.compiled = compile_after is not None
         self._passes = 0
         self._graph = None
         self._waiter = None
+        self.actors = []
         if not ray.is_initialized():
             ray.init()
             self._owns_ray = True
         self.plans = list(plans)
         self.call_timeout = call_timeout
+        self.startup_timeout = startup_timeout
         if units is not None:
             from lutcore.units import assign, resolve
             if not isinstance(units, assign.Assignment):
@@ -379,44 +418,120 @@ class RayRing:
         if len(actor_options) != len(self.plans):
             raise ValueError(f"actor_options: expected one dict per stage ({len(self.plans)}), "
                              f"got {len(actor_options)}")
-        cls = ray.remote(_StageWorker)
-        self.actors = []
-        for plan, opts in zip(self.plans, actor_options):
-            o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
-            o.update(opts)
-            # Stages take turns on the same cores: an OpenMP team that spins long between
-            # regions (libgomp's default: 300,000 rounds, about a millisecond) holds a core
-            # the next stage needs; one that sleeps at once (PASSIVE) pays a futex wake-up
-            # (~40 us on a VM) at each of the decode team's barriers.  A short spin (3,000
-            # rounds, tens of us) covers a barrier and then sleeps: decode over the ring
-            # 0.51x -> 0.65x local (median of 4 paired runs, 2 stages, 2 cores).
-            # Ray gives an actor without CPUs OMP_NUM_THREADS=1, and libgomp started that way
-            # barely runs a two-thread team in parallel: ask for the stage's thread count.
-            env = dict(o.get("runtime_env") or {})
-            omp = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "3000"}
-            if threads is not None:
-                omp["OMP_NUM_THREADS"] = str(threads)
-            env["env_vars"] = {**omp, **dict(env.get("env_vars") or {})}
-            o["runtime_env"] = env
-            self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))
-        self._ids = {a._actor_id.hex(): k for k, a in enumerate(self.actors)}
-        self._call(lambda: [a.ping.remote() for a in self.actors], "start-up")
+        # pings run in their own group (one thread): a stage whose main thread waits on a
+        # stalled stage still answers them, so a probe names the stalled one
+        cls = ray.remote(concurrency_groups={"probe": 1})(_StageWorker)
+        try:
+            for plan, opts in zip(self.plans, actor_options):
+                o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
+                o.update(opts)
+                # Stages take turns on the same cores: an OpenMP team that spins long between
+                # regions (libgomp's default: 300,000 rounds, about a millisecond) holds a core
+                # the next stage needs; one that sleeps at once (PASSIVE) pays a futex wake-up
+                # (~40 us on a VM) at each of the decode team's barriers.  A short spin (3,000
+                # rounds, tens of us) covers a barrier and then sleeps: decode over the ring
+                # 0.51x -> 0.65x local (median of 4 paired runs, 2 stages, 2 cores).
+                # Ray gives an actor without CPUs OMP_NUM_THREADS=1, and libgomp started that way
+                # barely runs a two-thread team in parallel: ask for the stage's thread count.
+                env = dict(o.get("runtime_env") or {})
+                omp = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "3000"}
+                if threads is not None:
+                    omp["OMP_NUM_THREADS"] = str(threads)
+                env["env_vars"] = {**omp, **dict(env.get("env_vars") or {})}
+                o["runtime_env"] = env
+                self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))
+            self._ids = {a._actor_id.hex(): k for k, a in enumerate(self.actors)}
+            self._start()
+        except BaseException:
+            self.close()                               # no actors left behind
+            raise
+
+    def _start(self):
+        """Wait for every actor to start (build its stage), within ``startup_timeout``."""
+        ray = self._ray
+        pings = [self._ping(a) for a in self.actors]
+        try:
+            ready, _ = ray.wait(pings, num_returns=len(pings), timeout=self.startup_timeout)
+        except Exception:                              # noqa: BLE001 - mapped by the get below
+            ready = pings
+        done = {r.hex() for r in ready}
+        late = [k for k, r in enumerate(pings) if r.hex() not in done]
+        if late:
+            plan = self.plans[late[0]]
+            names = ", ".join(str(self.plans[k]) for k in late)
+            raise StageFailure(f"pipeline start-up: no answer within startup_timeout={self.startup_timeout} s "
+                               f"({names} not started)", stage=late[0], plan=plan)
+        self._call(lambda: pings, "start-up")      # errors (a stage that failed to load) mapped
+
+    def _ping(self, actor):
+        return actor.ping.options(concurrency_group="probe").remote()
 
     # ------------------------------------------------------------------ compiled graph
-    def _compiled(self):
+    def _compiled(self, what):
         """The compiled chain of stage calls (built once ``compile_after`` passes have run
         the plain way), or None for plain calls."""
         if self._graph is None and self.compiled and self._passes >= self.compile_after:
+            self._graph = self._build(what)
+        return self._graph
+
+    def _build(self, what):
+        """Compile the graph on a helper thread: Ray's compile waits on every actor
+        without a limit.  Waited for up to ``startup_timeout``, probing the stages every
+        ``call_timeout``: a stage that does not answer -> StageFailure naming it; a build
+        that is only slow (every stage answers) and overruns -> plain calls from now on,
+        as when compiling fails.  An abandoned build tears its graph down if it ends."""
+        state = {"graph": None, "abandoned": False}
+        lock, done = threading.Lock(), threading.Event()
+        actors, chunk = list(self.actors), self.decode_chunk
+
+        def build():
+            g = None
             try:
                 from ray.dag import InputNode
                 with InputNode() as inp:
-                    node = graph_chain(self.actors, self.decode_chunk, inp,
-                                       lambda actor, step, x: getattr(actor, step).bind(x))
-                self._graph = node.experimental_compile()
+                    node = graph_chain(actors, chunk, inp, lambda actor, step, x: getattr(actor, step).bind(x))
+                g = node.experimental_compile()
             except Exception:                          # noqa: BLE001 - no compiled graphs here: plain calls
-                self.compiled = False
-                self._graph = None
-        return self._graph
+                g = None
+            with lock:
+                if state["abandoned"]:
+                    if g is not None:
+                        _teardown(g)
+                    return
+                state["graph"] = g
+                done.set()
+
+        def abandon():
+            with lock:
+                state["abandoned"] = True
+                g = state["graph"]
+            self.compiled = False                      # an actor can be in one compiled graph only
+            if g is not None:
+                _teardown(g)
+
+        threading.Thread(target=build, name="lutcore-ray-compile", daemon=True).start()
+        limit = None if self.startup_timeout is None else time.monotonic() + self.startup_timeout
+        step = self.call_timeout
+        while True:
+            left = None if limit is None else limit - time.monotonic()
+            waits = [x for x in (step, left) if x is not None]
+            if done.wait(max(0.0, min(waits)) if waits else None):
+                break
+            k = self._probe()
+            if k is not None:
+                abandon()
+                plan = self.plans[k[0]]
+                raise StageFailure(f"pipeline {what}: building the compiled graph: "
+                                   + (f"{plan} died" if k[1] else
+                                      f"no answer within {step if step is not None else self.startup_timeout} s "
+                                      f"({plan} does not answer)"), stage=k[0], plan=plan)
+            if limit is not None and time.monotonic() >= limit:
+                abandon()                              # slow, not stalled: plain calls
+                return None
+        g = state["graph"]
+        if g is None:
+            self.compiled = False
+        return g
 
     def _drop_graph(self, wait=None):
         """Tear the compiled graph down (plain calls to its actors would wait behind it).
@@ -433,56 +548,71 @@ class RayRing:
         t.join(timeout=wait if wait is not None else (self.call_timeout or 60.0))
 
     # ------------------------------------------------------------------ calls
-    def _silent(self):
-        """The first stage that does not answer a ping within a few seconds (a stalled
-        one), or None when all answer.  Pings run beside a compiled graph's loop (Ray
-        runs that loop on its own thread), so a stage waiting on a stalled one answers."""
-        pings = [a.ping.remote() for a in self.actors]
-        wait = min(5.0, max(1.0, float(self.call_timeout or 5.0)))
+    def _probe(self):
+        """(k, died?) for the first stage that died or does not answer a ping within a
+        few seconds (a stalled one), or None when all answer.  Pings run in the actors'
+        ``probe`` group, beside their main thread and a compiled graph's loop, so a
+        stage waiting on a stalled one answers."""
+        ray = self._ray
+        wait = min(self.PROBE_WAIT, max(1.0, float(self.call_timeout or self.PROBE_WAIT)))
         try:
-            ready, _ = self._ray.wait(pings, num_returns=len(pings), timeout=wait)
-        except Exception:                              # noqa: BLE001 - a dead actor: _which names it
-            return None
+            pings = [self._ping(a) for a in self.actors]
+            ready, _ = ray.wait(pings, num_returns=len(pings), timeout=wait)
+        except Exception:                              # noqa: BLE001 - ask each one below
+            return self._probe_each(wait)
         done = {r.hex() for r in ready}
         for k, r in enumerate(pings):
+            if r.hex() in done:
+                try:
+                    ray.get(r, timeout=0)
+                except Exception:                      # noqa: BLE001 - a dead actor
+                    return (k, True)
+        for k, r in enumerate(pings):
             if r.hex() not in done:
-                return k
+                return (k, False)
+        return None
+
+    def _probe_each(self, wait):
+        for k, a in enumerate(self.actors):
+            try:
+                self._ray.get(self._ping(a), timeout=wait)
+            except self._ray.exceptions.GetTimeoutError:
+                return (k, False)
+            except Exception:                          # noqa: BLE001 - any other failure: gone
+                return (k, True)
         return None
 
     def _which(self, err):
-        self._drop_graph()
+        self._drop_graph(wait=min(self.PROBE_WAIT, self.call_timeout or self.PROBE_WAIT))
         aid = _actor_hex(err)
         if aid in self._ids:
             return self._ids[aid]
-        for k, a in enumerate(self.actors):            # ask each actor in turn
-            try:
-                self._ray.get(a.ping.remote(), timeout=10)
-            except Exception:                          # noqa: BLE001 - any failure marks the stage
-                return k
-        return None
+        k = self._probe()
+        return None if k is None else k[0]
 
     def _call(self, make_refs, what, compiled=False):
         """ray.get with the failures mapped: a dead actor -> StageFailure naming its stage;
         a bad hop -> HopChecksumError; a ValueError/TypeError raised by a stage (bad
         input) -> the same type, named by the stage that raised it; anything else -> StageFailure.
         ``compiled``: the refs come from the compiled graph (whose get would otherwise
-        time out after Ray's default 10 s, and whose channels close when a stage dies)."""
+        time out after Ray's default 10 s, and whose channels close when a stage dies).
+        One deadline, ``call_timeout`` from now, covers the whole call."""
         ray = self._ray
-        timeout = self.call_timeout if self.call_timeout is not None else (-1 if compiled else None)
+        deadline = None if self.call_timeout is None else time.monotonic() + self.call_timeout
         try:
-            refs = make_refs()
             if compiled:
-                if self._waiter is None:
+                if self._waiter is None or self._waiter.stuck:
                     self._waiter = _Waiter(ray)
-                return self._waiter.get(refs, timeout)
-            return ray.get(refs, timeout=timeout)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError) as e:
+                return self._waiter.get(make_refs, deadline)
+            refs = make_refs()
+            return ray.get(refs, timeout=None if deadline is None else _left(deadline))
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError, _Stuck) as e:
             self._drop_graph(wait=1.0)                 # a stalled stage: do not wait for Ray's teardown
-            k = self._silent()
-            plan = self.plans[k] if k is not None else None
+            k = self._probe()
+            plan = self.plans[k[0]] if k is not None else None
             raise StageFailure(f"pipeline {what}: no answer within {self.call_timeout} s"
-                               + (f" ({plan} does not answer)" if plan is not None else ""),
-                               stage=k, plan=plan) from e
+                               + (f" ({plan} {'died' if k[1] else 'does not answer'})" if plan is not None
+                                  else ""), stage=None if k is None else k[0], plan=plan) from e
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as e:
             k = self._which(e)
             plan = self.plans[k] if k is not None else None
@@ -507,7 +637,7 @@ class RayRing:
                                stage=k, plan=self.plans[k] if k is not None else None) from e
 
     def reset(self):
-        g = self._compiled()
+        g = self._compiled("reset")
         if g is not None:
             self._call(lambda: g.execute(("reset",)), "reset", compiled=True)
             return
@@ -515,7 +645,7 @@ class RayRing:
 
     def forward(self, ids, start, cached, last_only):
         self._passes += 1
-        g = self._compiled()
+        g = self._compiled(f"token at position {start}")
         if g is not None:
             msg = ("pass", np.asarray(ids, np.int64), int(start), bool(cached), bool(last_only))
             # the result is read in place from the graph's shared-memory channel: copy it, or
@@ -535,7 +665,7 @@ class RayRing:
         compiled graph up to ``decode_chunk`` of them in one execution, picked on stage 0
         (stopping after a stop id); else one pass, picked here."""
         self._passes += 1
-        g = self._compiled()
+        g = self._compiled(f"tokens after position {pos}")
         if g is None:
             return _decode_plain(self, tok, pos, sampling)
         msg = ("step", int(tok), int(pos), int(min(budget, self.decode_chunk)), tuple(sampling), frozenset(stop))
@@ -562,7 +692,7 @@ class RayRing:
         if self._waiter is not None:
             self._waiter.close()
             self._waiter = None
-        self._drop_graph()
+        self._drop_graph(wait=min(10.0, self.call_timeout or 10.0))
         for a in self.actors:
             try:
                 self._ray.kill(a)

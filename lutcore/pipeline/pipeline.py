@@ -82,7 +82,7 @@ def _whole_model_units(spec, units):
     return assign.assign(mapping, unit_layer_names(spec), fill=True, default=None)
 
 
-def ring_options(compile_after, decode_chunk, call_timeout, actor_options):
+def ring_options(compile_after, decode_chunk, call_timeout, actor_options, startup_timeout=120.0):
     """The Ray ring's options, checked (also for a local pipeline, which ignores them)."""
     if compile_after is not None and (isinstance(compile_after, bool) or not isinstance(compile_after, int)
                                       or compile_after < 0):
@@ -91,6 +91,8 @@ def ring_options(compile_after, decode_chunk, call_timeout, actor_options):
         raise ValueError(f"decode_chunk: expected an int >= 1, got {decode_chunk!r}")
     if call_timeout is not None:
         _check.float_arg(call_timeout, "call_timeout", lo=0.0, lo_open=True)
+    if startup_timeout is not None:
+        _check.float_arg(startup_timeout, "startup_timeout", lo=0.0, lo_open=True)
     if actor_options is not None and not isinstance(actor_options, (dict, list, tuple)):
         raise TypeError(f"actor_options: expected ray.remote options (a dict, or one per stage), got "
                         f"{type(actor_options).__name__}")
@@ -164,7 +166,7 @@ class Pipeline:
     @classmethod
     def from_pretrained(cls, path, splits=None, devices=None, units=None, transport: str = "local",
                         threads=None, actor_options=None, call_timeout=None, compile_after=256,
-                        decode_chunk=8) -> "Pipeline":
+                        decode_chunk=8, startup_timeout=120.0) -> "Pipeline":
         """Load a Hugging Face checkpoint directory split into stages.
 
         ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
@@ -176,7 +178,13 @@ class Pipeline:
         ``threads``: lutcore kernel threads in every stage (the bits do not depend
         on it).  Ray only: ``actor_options``, extra ``ray.remote`` options per actor
         (a dict, or a list of one per stage, e.g. resources to place stages on
-        nodes); ``call_timeout`` seconds for one pass (or decode chunk) before ``StageFailure``;
+        nodes); ``call_timeout``: seconds one call (a pass, a decode chunk, a reset) may take,
+        all of it (sending, every hop, the answer), before ``StageFailure`` names the stage
+        that does not answer (a stalled one is found within a few more seconds); None: no
+        limit; ``startup_timeout`` (default 120 s; None: no limit): seconds the actors may
+        take to start (import, load their weights) and a compiled graph to build — a
+        loaded machine is slow to start, so start-up has its own, longer limit; while
+        the graph builds, a stage that stops answering still fails within ``call_timeout``;
         ``compile_after``: after this many passes the stage calls run as one Ray
         compiled graph (seconds to build once, then hops ~10x cheaper: it pays off
         after a few hundred tokens; a server decoding for long should pass 0); None
@@ -190,7 +198,7 @@ class Pipeline:
         path = path_arg(path)
         if threads is not None:
             resolve_threads(threads)                 # checked now, not at the first pass
-        ring_options(compile_after, decode_chunk, call_timeout, actor_options)
+        ring_options(compile_after, decode_chunk, call_timeout, actor_options, startup_timeout)
         spec = ArchSpec.from_config(read_config(path))
         if splits is not None and devices is not None:
             raise ValueError("splits, devices: give one of them, not both")
@@ -205,7 +213,8 @@ class Pipeline:
         if transport == "ray":
             from lutcore.pipeline._ray import RayRing
             ring = RayRing(path, spec, plans, units=units, threads=threads, actor_options=actor_options,
-                           call_timeout=call_timeout, compile_after=compile_after, decode_chunk=decode_chunk)
+                           call_timeout=call_timeout, compile_after=compile_after, decode_chunk=decode_chunk,
+                           startup_timeout=startup_timeout)
             return cls(spec, plans, ring, "ray")
         raise ValueError(f"transport: expected 'local' or 'ray', got {transport!r}")
 

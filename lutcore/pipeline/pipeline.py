@@ -19,7 +19,6 @@ carrying the tokens so far and the prompt length for that purpose.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 

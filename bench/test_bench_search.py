@@ -99,3 +99,60 @@ def test_search_switch(benchmark, record, digits_case, impl):
         with torch.no_grad():
             benchmark(net, xte)
     record("search switch", "4 layers", impl)
+
+
+# ----------------------------------------------------------------------------- language models
+
+LM_SHAPE = "llama h256xL4xI688xV2048, 4 windows of 128"
+
+
+@pytest.fixture(scope="module")
+def lm_case(tmp_path_factory):
+    """A random-init llama (transformers, save_pretrained) and 4 windows of 128 tokens; the
+    search space built once (every layer exact), and one mixed assignment."""
+    import numpy as np
+    from lutbench import need_module
+    from lutcore.search_lm import _LMSpace
+    from lutcore.units import resolve
+    tf = need_module("transformers")
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
+                         num_key_value_heads=4, vocab_size=2048, max_position_embeddings=512)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    path = tmp_path_factory.mktemp("llama")
+    model.save_pretrained(path)
+    ids = np.random.default_rng(0).integers(0, 2048, 4 * 128 + 1)
+    units = [resolve(s).with_cost(power_mw=p) for s, p in (("exact", 1.0), ("mitchell", 0.4), ("truncated:8", 0.7))]
+    space = _LMSpace(str(path), ids, units, seq_len=128, tokenizer=None, threads=None, layers=None, reference=None,
+                     batch_size=1)
+    names = space.cand.layers
+    mixed = {n: ("exact", "mitchell", "truncated:8")[i % 3] for i, n in enumerate(names)}
+    return model, space, mixed, ids
+
+
+@pytest.mark.benchmark(group="search eval lm")
+@pytest.mark.parametrize("impl", ["lutcore", "transformers float"])
+def test_search_lm_eval(benchmark, record, lm_case, impl):
+    """One LM search evaluation (switch every layer + held-out loss on 512 tokens) beside the
+    same loss in float by transformers."""
+    model, space, mixed, ids = lm_case
+    if impl == "lutcore":
+        benchmark.pedantic(space.loss, args=(mixed,), rounds=3, iterations=1, warmup_rounds=1)
+    else:
+        x = torch.as_tensor(ids[:-1].reshape(4, 128))
+        y = torch.as_tensor(ids[1:].reshape(4, 128))
+
+        def loss():
+            with torch.no_grad():
+                return torch.nn.functional.cross_entropy(model(x).logits.flatten(0, 1), y.flatten())
+        benchmark.pedantic(loss, rounds=3, iterations=1, warmup_rounds=1)
+    record("search eval lm", LM_SHAPE, impl)
+
+
+@pytest.mark.benchmark(group="search switch lm")
+@pytest.mark.parametrize("impl", ["lutcore switch"])
+def test_search_lm_switch(benchmark, record, lm_case, impl):
+    model, space, mixed, ids = lm_case
+    per = {n: space.cand.by_name[u] for n, u in mixed.items()}
+    benchmark(space.m.apply, per)
+    record("search switch lm", f"{len(per)} layers", impl)

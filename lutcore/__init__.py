@@ -2,7 +2,7 @@
 
 Layering (dependencies point one way): C kernels (include/lutcore) <- Cython
 wrappers (lutcore._native) <- numpy-facing core (units, quant, ops) <- models,
-trainer, pipeline <- CLI.  See DESIGN.md for the numeric contracts.
+trainer, pipeline <- CLI.  See docs/DESIGN.md for the numeric contracts.
 """
 from __future__ import annotations
 

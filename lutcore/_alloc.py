@@ -1,6 +1,6 @@
 """Reuse of large array memory inside lutcore's own calls.
 
-Fresh memory costs a page fault per 4 KiB on first touch (DESIGN.md,
+Fresh memory costs a page fault per 4 KiB on first touch (docs/DESIGN.md,
 Performance), and a training step allocates the same activations every step.
 Inside ``reuse()`` (and functions decorated with ``reusing``) numpy allocates
 array data through lutcore's caching allocator (include/lutcore/alloc.h): a

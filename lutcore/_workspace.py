@@ -1,6 +1,6 @@
 """Reusable scratch buffers.
 
-Fresh memory costs a page fault per 4 KiB on first touch (DESIGN.md,
+Fresh memory costs a page fault per 4 KiB on first touch (docs/DESIGN.md,
 Performance), so kernels that need packing or scratch space borrow it from
 here: one growing buffer per (Python thread, purpose), never shared between
 threads that may call into lutcore concurrently.

@@ -18,7 +18,11 @@ def _units_arg(s):
 def _runtime(units=None, threads=None, mixed_precision=None) -> str:
     """What runs, for a banner: units (name + digest, or float32), mixed precision, threads, SIMD."""
     import lutcore
-    u = "float32 (no units)" if units is None else f"{units.name} (digest {units.digest[:16]})"
+    if isinstance(units, dict):                  # per layer
+        from lutcore.units import assign
+        units, u = None, f"per layer: {assign.describe(units)}"
+    else:
+        u = "float32 (no units)" if units is None else f"{units.name} (digest {units.digest[:16]})"
     if units is not None and getattr(units, "defaulted", ()):
         u += f", default {'+'.join(units.defaulted)}"
     mp = "" if mixed_precision is None else f"; mixed precision: {'fp16' if mixed_precision else 'off'}"
@@ -26,13 +30,49 @@ def _runtime(units=None, threads=None, mixed_precision=None) -> str:
     return f"units: {u}{mp}; threads: {nt}; SIMD: {lutcore.get_simd()}"
 
 
+def _cost_lines(units):
+    """The cost and published figures of a Units, for `lutcore units`."""
+    c, lines = units.cost, []
+    if c:
+        figs = [f"{k} {c[k]:g}" for k in ("power_mw", "area_um2", "delay_ns", "cells", "transistors") if k in c]
+        lines.append(f"  cost: {', '.join(figs) or 'none'} ({c.get('source', 'source not stated')})")
+    if units.published:
+        lines.append("  published: " + "  ".join(f"{k} {v:g}" for k, v in units.published.items()))
+    return lines
+
+
+def cmd_units_table(args) -> int:
+    """`lutcore units DIR --table`: every circuit under DIR with metrics and costs, and the PNG."""
+    import warnings
+    from lutcore.units import library
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lib = library(args.path)
+    for w in caught:
+        print(f"lutcore units: warning: {w.message}", file=sys.stderr)
+    print(lib.format_table())
+    png = args.png or "units-library.png"
+    lib.plot(png)
+    print(f"chart (power against mae_pct): {png}")
+    return 0
+
+
 def cmd_units(args) -> int:
     from lutcore.units import resolve
+    if args.table:
+        return cmd_units_table(args)
+    if args.png:
+        raise ValueError("--png: goes with --table (a library directory's chart)")
+    if os.path.isdir(args.path) and not os.path.exists(os.path.join(args.path, "mul_lut.bin")) and \
+            any(n.lower().endswith((".v", ".sv", ".c")) for _, _, fs in os.walk(args.path) for n in fs):
+        raise ValueError(f"{args.path}: a directory of circuits, not a units directory (no mul_lut.bin): "
+                         f"list them with --table, or name one file")
     units = resolve(args.path)
     print(repr(units))
     if units.source:
         print(f"  from {units.source}")
     if args.verify:
+        print("\n".join(_cost_lines(units)) or "  cost: none (units.with_cost(power_mw=...) states one)")
         rep = units.verify()
         print(rep)
         if args.strict and not rep.ok:
@@ -338,35 +378,116 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_eval(args) -> int:
-    """The damage table: one model and the same tokens through each --units spec."""
-    from lutcore._io import writable_dir
+def _model_data(args):
+    """--checkpoint / --model and --data of eval and search -> (path, data, description,
+    seq_len, tokenizer or None, the checkpoint's trained units or None)."""
     from lutcore.evaluate import checkpoint_units
-    if (args.model is None) == (args.checkpoint is None):
-        raise ValueError("eval: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
-    writable_dir(args.out, "--out")                   # before any work: no rows computed to be discarded
-    if args.threads:
-        import lutcore
-        lutcore.set_num_threads(args.threads)
-    seq_len = args.seq_len
+    seq_len, trained = args.seq_len, None
     if args.checkpoint:
         path = args.checkpoint
         trained = checkpoint_units(path)
-        specs = args.units or ["none" if trained is None else trained]
         tok = _trainer_from(path).tokenizer
         if args.data is None:
             data, source, train_len = _held_out(path, tok)
             seq_len = seq_len or train_len
         else:
             data, source = _load_text(args.data)
-        print(f"lutcore eval: checkpoint {path}, trained through "
-              f"{'float32' if trained is None else f'units {trained.name} ({trained.digest[:16]})'}; "
-              f"data: {source}", file=sys.stderr)
     else:
         if args.data is None:
             raise ValueError("--data: required with --model (a text file to score)")
         path, tok = args.model, None
         data, source = _load_text(args.data)
+    return path, data, source, seq_len, tok, trained
+
+
+def _search_units(specs, powers):
+    """--units of search: specs, units directories and library directories (every circuit
+    under them, with their costs), with --power NAME=MW stating a cost."""
+    import warnings
+    from lutcore.units import resolve
+    stated = {}
+    for item in powers or ():
+        name, sep, mw = item.partition("=")
+        try:
+            stated[name] = float(mw)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise ValueError(f"--power: expected SPEC=MILLIWATTS (e.g. mitchell=0.12), got {item!r}")
+    out, used = [], set()
+
+    def stated_cost(u, *keys):
+        for k in keys:
+            if k in stated:
+                used.add(k)
+                return u.with_cost(power_mw=stated[k], source="stated by --power")
+        return u
+    for spec in specs:
+        if os.path.isdir(spec) and not os.path.exists(os.path.join(spec, "mul_lut.bin")):
+            from lutcore.units import library
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                entries = library(spec)         # a broken circuit: named in a warning, the rest go on
+            for w in caught:
+                print(f"lutcore search: {w.message}", file=sys.stderr)
+            out += [stated_cost(e.units, e.units.name) for e in entries if getattr(e, "units", None) is not None]
+        else:
+            u = resolve(spec)
+            out.append(stated_cost(u, spec, u.name))
+    unknown = [n for n in stated if n not in used]
+    if unknown:
+        raise ValueError(f"--power: {', '.join(unknown)} names none of the --units "
+                         f"({', '.join(sorted({u.name for u in out}))})")
+    return out
+
+
+def cmd_search(args) -> int:
+    """The per-layer search of a language model: relative multiplier energy vs held-out loss."""
+    from lutcore._io import writable_dir
+    from lutcore.search_lm import search_lm
+    if (args.model is None) == (args.checkpoint is None):
+        raise ValueError("search: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
+    writable_dir(args.out, "--out")
+    if args.threads:
+        import lutcore
+        lutcore.set_num_threads(args.threads)
+    units = _search_units(args.units, args.power)
+    path, data, source, seq_len, tok, _ = _model_data(args)
+    print(f"lutcore search: {path}; data: {source}; {len(units)} units: "
+          f"{', '.join(u.name for u in units)}; budget {args.budget}", file=sys.stderr)
+    try:
+        res = search_lm(path, data, units, budget=args.budget, seq_len=seq_len, tokenizer=tok,
+                        threads=args.threads, layers=args.layers, reference=args.reference, seed=args.seed,
+                        batch_size=args.batch_size, out=args.out, resume=args.resume,
+                        progress=not args.no_progress)
+    except KeyboardInterrupt:
+        from lutcore.search import SEARCH_FILE
+        f = os.path.join(args.out, SEARCH_FILE)
+        print(f"lutcore search: interrupted: the points evaluated so far are in {f} (marked partial); "
+              f"continue with --resume" if os.path.exists(f) else
+              "lutcore search: interrupted before any point was evaluated", file=sys.stderr)
+        return 130
+    print(res.format_table(20))
+    print(f"search: {os.path.join(args.out, 'search.json')}\nfront:  {os.path.join(args.out, 'front.png')}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """The damage table: one model and the same tokens through each --units spec."""
+    from lutcore._io import writable_dir
+    if (args.model is None) == (args.checkpoint is None):
+        raise ValueError("eval: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
+    writable_dir(args.out, "--out")                   # before any work: no rows computed to be discarded
+    if args.threads:
+        import lutcore
+        lutcore.set_num_threads(args.threads)
+    path, data, source, seq_len, tok, trained = _model_data(args)
+    if args.checkpoint:
+        specs = args.units or ["none" if trained is None else trained]
+        print(f"lutcore eval: checkpoint {path}, trained through "
+              f"{'float32' if trained is None else f'units {trained.name} ({trained.digest[:16]})'}; "
+              f"data: {source}", file=sys.stderr)
+    else:
         specs = args.units or ["none"]
         print(f"lutcore eval: {path}; data: {source}", file=sys.stderr)
     res = _damage_or_partial(path, data, specs, seq_len, tok, args.out, threads=args.threads,
@@ -451,8 +572,10 @@ def cmd_pipeline_generate(args) -> int:
         with Pipeline.from_pretrained(args.model, devices=devices, units=units,
                                       transport="ray" if args.ray else "local", threads=args.threads) as pipe:
             from lutcore.units import resolve
+            per = units is not None and str(units).lower().endswith(".json")
             print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}\n  "
-                  f"{_runtime(None if units is None else resolve(units), args.threads)}", file=sys.stderr)
+                  f"{_runtime(pipe.assignment() if per else None if units is None else resolve(units), args.threads)}",
+                  file=sys.stderr)
             gen = pipe.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed, stop_ids=eos)
     except StageFailure as e:
@@ -618,14 +741,39 @@ def main(argv=None) -> int:
     ev.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
     ev.add_argument("--units", nargs="+", metavar="SPEC",
                     help="units specs, one row each: none (float32), exact, truncated:K, mitchell, reduced:BITS, "
-                         "a directory, FILE.v or FILE.c:function (default: the units the checkpoint was "
-                         "trained with; float for --model)")
+                         "a directory, FILE.v or FILE.c:function, or per-layer units: an assignment FILE.json "
+                         "(save_assignment's, or a {layer/prefix/glob: spec} object) (default: the units the "
+                         "checkpoint was trained with; float for --model)")
     ev.add_argument("--seq-len", type=POS_INT, help="window length L (default: the model's context, at most 512; "
                                                     "the training seq_len for a checkpoint's held-out split)")
     ev.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")
     ev.add_argument("--threads", type=POS_INT)
     ev.add_argument("--out", default="lutcore-eval", help="output directory (eval.json, eval.png)")
     ev.set_defaults(fn=cmd_eval)
+    se = sub.add_parser("search", help="which unit where: a per-layer search of a language model, relative "
+                                       "multiplier energy against held-out loss (search.json, front.png)")
+    se.add_argument("--checkpoint", metavar="DIR", help="a lutcore training checkpoint directory")
+    se.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba) "
+                                                   "with its tokenizer.json")
+    se.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
+    se.add_argument("--units", nargs="+", metavar="SPEC_OR_DIR", required=True,
+                    help="candidate units: specs (exact, mitchell, truncated:K, reduced:BITS, FILE.v, "
+                         "FILE.c:function, a units directory) or a library directory (every circuit under it); "
+                         "each needs a power figure (a circuit header, meta.json, cost.json or --power)")
+    se.add_argument("--power", nargs="+", metavar="SPEC=MW", help="state a unit's power in mW (e.g. exact=0.39 "
+                                                                 "mitchell=0.12)")
+    se.add_argument("--reference", metavar="SPEC", help="the unit energy is relative to (default: the exact one)")
+    se.add_argument("--layers", nargs="+", metavar="KEY", help="layers to search: names, prefixes or globs "
+                                                               "(default all; the rest stay exact)")
+    se.add_argument("--budget", type=POS_INT, default=200, help="assignments evaluated at most (default 200)")
+    se.add_argument("--seed", type=NONNEG_INT, default=0)
+    se.add_argument("--seq-len", type=POS_INT, help="window length L (as eval)")
+    se.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")
+    se.add_argument("--threads", type=POS_INT)
+    se.add_argument("--out", default="lutcore-search", help="output directory (search.json, front.png)")
+    se.add_argument("--resume", action="store_true", help="continue from --out's search.json")
+    se.add_argument("--no-progress", action="store_true", help="no progress bar")
+    se.set_defaults(fn=cmd_search)
     c = sub.add_parser("compare", help="does training through the units hurt? float vs units fwd vs fwd+bwd")
     c.add_argument("--model", choices=("gpt", "mamba"), default="gpt")
     c.add_argument("--units", nargs="+", default=["exact"],
@@ -659,6 +807,10 @@ def main(argv=None) -> int:
     u.add_argument("--verify", action="store_true", help="print the verification report")
     u.add_argument("--strict", action="store_true", help="exit 1 unless every table is exact")
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")
+    u.add_argument("--table", action="store_true", help="PATH is a library directory: list every circuit "
+                                                        "(.v, .c, units directory) under it with its error metrics "
+                                                        "and cost, sorted by power, and draw power against mae_pct")
+    u.add_argument("--png", metavar="FILE", help="with --table: the chart's file (default: units-library.png)")
     u.set_defaults(fn=cmd_units)
     d = sub.add_parser("demo", help="LUT GEMM / block-scaled matmul demo with throughput")
     d.add_argument("--size", type=POS_INT, default=512)

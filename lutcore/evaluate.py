@@ -27,6 +27,15 @@ whose arg-max is the next token, and the unit's ``name``, ``digest`` and
 ``wce_pct`` (EvoApproxLib's worst-case error, % of 2^16).  The float
 reference is computed once whether or not ``"none"`` is one of the rows.
 
+Per-layer units: a spec may also be a mapping {layer / prefix / glob: spec} or an
+assignment ``.json`` file (``lutcore.units.assign``; layer names: the Hugging Face
+module names, "model.layers.3.mlp.down_proj", "lm_head"; a lutcore model's
+``layer_names()``).  It is resolved against the model's layers before any work (the
+layers no key covers run in float); its row is labelled with the spec (the file
+path, or "per-layer"), its ``digest`` is the assignment's (``assign.digest_of``),
+``wce_pct`` / ``mae_pct`` are None and ``layers`` maps each layer to its units name
+("none" for float).
+
 Interrupted (Ctrl-C): ``evaluate_units`` raises ``EvalInterrupted`` (a
 KeyboardInterrupt) whose ``result`` holds the rows finished so far (a row is
 finished when all its windows are; none is before the float reference) with
@@ -156,6 +165,10 @@ class _HF:
         self.hard_context = self.spec.max_pos        # beyond this the model cannot run at all
         self.label = f"{self.spec.model_type} {path}"
 
+    def layer_names(self):
+        from lutcore.pipeline.arch import unit_layer_names
+        return unit_layer_names(self.spec)
+
     def scorer(self, units):
         from lutcore.pipeline import Pipeline
         from lutcore.pipeline.stage import Stage
@@ -170,6 +183,9 @@ class _Own:
         self.model, self.threads, self.label = model, threads, label
         self.vocab = model.config.vocab_size
         self.context = self.hard_context = getattr(model.config, "context", None)
+
+    def layer_names(self):
+        return self.model.layer_names()
 
     def scorer(self, units):
         m = _rebuild(self.model, units, self.threads)
@@ -221,7 +237,19 @@ def _tokens(data, tokenizer, vocab, where):
 
 
 def _label(spec) -> str:
+    if isinstance(spec, os.PathLike):
+        return os.fspath(spec)
+    if isinstance(spec, dict):
+        return "per-layer"
     return spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
+
+
+def _key(u):
+    """The cache key of a resolved spec: None (float), a digest, or ("per-layer", digest)."""
+    from lutcore.units import assign
+    if isinstance(u, assign.Assignment):
+        return ("per-layer", assign.digest_of(u))
+    return None if u is None else u.digest
 
 
 # ------------------------------------------------------------------ the table
@@ -234,8 +262,8 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
     Face model's pipeline takes one at a time).  See the module docstring for the definitions."""
     from lutcore import _check
-    from lutcore.units import resolve
-    if isinstance(units, (str, os.PathLike)) or not hasattr(units, "__iter__"):
+    from lutcore.units import assign, resolve
+    if isinstance(units, (str, os.PathLike, dict)) or not hasattr(units, "__iter__"):
         units = [units]
     specs = [None if (u in FLOAT_SPECS) else u for u in units]
     if not specs:
@@ -244,21 +272,19 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         raise TypeError(f"on_window: expected a callable(done, total, spec) or None, got {type(on_window).__name__}")
     batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
     model, tokenizer, trained = _open(model_or_path, tokenizer, threads)
-    resolved = [None if s is None else resolve(s) for s in specs]     # every spec checked before any work
-    cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
-    L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
-    if model.hard_context is not None and L > model.hard_context:
-        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.hard_context} positions")
-    ids = _tokens(data, tokenizer, model.vocab, model.label)
-    n_win = (ids.size - 1) // L
-    if n_win < 1:
-        raise ValueError(f"data: {ids.size} tokens is fewer than one window of seq_len + 1 = {L + 1}")
-    wins = [ids[w * L: w * L + L + 1] for w in range(n_win)]          # each (L + 1,)
-    targets = np.stack([w[1:] for w in wins])                         # (n_win, L)
+    resolved = []                                                     # every spec checked before any work
+    for s in specs:
+        mapping = None if s is None else assign.as_mapping(s)
+        if mapping is not None:
+            resolved.append(assign.assign(mapping, model.layer_names(), what=f"units {_label(s)}", fill=True))
+        else:
+            resolved.append(None if s is None else resolve(s))
+    wins, targets, ids, L = _windows(model, data, tokenizer, seq_len)
+    n_win = len(wins)
     todo = [None] + [u for u in resolved if u is not None]
     seen, order = set(), []
     for u in todo:
-        key = None if u is None else u.digest
+        key = _key(u)
         if key not in seen:
             seen.add(key)
             order.append(u)
@@ -278,12 +304,14 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
 def _score_all(model, order, wins, targets, batch_size, on_window, scored, total):
     """Score each unit of ``order`` (None = float, first), filling ``scored[digest]`` as each
     finishes (an interruption leaves the finished ones; ``scored["_current"]``: where it was)."""
+    from lutcore.units import assign
     n_win, L = targets.shape
     done = 0
     float_top1 = None
     for u in order:
         t0 = time.perf_counter()
-        cur = {"units": "none" if u is None else u.name, "digest": None if u is None else u.digest,
+        per = isinstance(u, dict)
+        cur = {"units": "none" if u is None else "per-layer" if per else u.name, "digest": _key(u),
                "windows_done": 0, "windows": n_win}
         scored["_current"] = cur
         score = model.scorer(u)
@@ -291,23 +319,21 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
         step = batch_size if isinstance(model, _Own) else 1
         for s in range(0, n_win, step):
             chunk = wins[s:s + step]
-            logits = score([w[:-1] for w in chunk]).astype(np.float64)       # (b, L, V)
-            m = logits.max(-1, keepdims=True)
-            lse = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]              # (b, L)
-            tg = targets[s:s + len(chunk)]
-            nll += float((lse - np.take_along_axis(logits, tg[..., None], -1)[..., 0]).sum())
-            top1[s:s + len(chunk)] = logits.argmax(-1)
+            part, top1[s:s + len(chunk)] = _nll(score([w[:-1] for w in chunk]), targets[s:s + len(chunk)])
+            nll += part
             done += len(chunk)
             cur["windows_done"] = s + len(chunk)
             if on_window is not None:
-                on_window(done, total, "none" if u is None else u.name)
+                on_window(done, total, cur["units"])
         loss = nll / targets.size
         if u is None:
             float_top1 = top1
-        met = None if u is None else u.error_metrics()
-        scored[None if u is None else u.digest] = {
-            "name": "float" if u is None else u.name, "digest": None if u is None else u.digest,
-            "wce_pct": None if u is None else met["wce_pct"], "mae_pct": None if u is None else met["mae_pct"],
+        met = None if u is None or per else u.error_metrics()
+        scored[_key(u)] = {
+            "name": "float" if u is None else assign.describe(u) if per else u.name,
+            "digest": None if u is None else _key(u)[1] if per else u.digest,
+            "wce_pct": None if met is None else met["wce_pct"], "mae_pct": None if met is None else met["mae_pct"],
+            **({"layers": {n: "none" if v is None else v.name for n, v in u.items()}} if per else {}),
             "loss": loss, "perplexity": math.exp(min(loss, 700.0)), "bits_per_token": loss / math.log(2),
             "accuracy": float((top1 == targets).mean()),
             "top1_agreement": float((top1 == float_top1).mean()),
@@ -323,7 +349,7 @@ def _result(units, resolved, scored, config, interrupted=False):
     rows, remaining = [], []
     for spec, u in zip(units, resolved):
         label = "none" if u is None else _label(spec)
-        key = None if u is None else u.digest
+        key = _key(u)
         if ref is None or key not in scored:
             remaining.append(label)
             continue
@@ -390,3 +416,27 @@ def write_report(res: EvalResult, out) -> dict:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return {"json": js, "png": png}
+
+
+def _windows(model, data, tokenizer, seq_len):
+    """The token stream of ``data`` cut into the evaluation windows (see the module docstring):
+    -> (wins [(L + 1,) ids], targets (n_win, L), ids, L)."""
+    from lutcore import _check
+    cap = MAX_SEQ_LEN if model.context is None else min(model.context, MAX_SEQ_LEN)
+    L = cap if seq_len is None else _check.int_arg(seq_len, "seq_len", lo=1)
+    if model.hard_context is not None and L > model.hard_context:
+        raise ValueError(f"seq_len: {L} exceeds the model's context of {model.hard_context} positions")
+    ids = _tokens(data, tokenizer, model.vocab, model.label)
+    n_win = (ids.size - 1) // L
+    if n_win < 1:
+        raise ValueError(f"data: {ids.size} tokens is fewer than one window of seq_len + 1 = {L + 1}")
+    wins = [ids[w * L: w * L + L + 1] for w in range(n_win)]          # each (L + 1,)
+    return wins, np.stack([w[1:] for w in wins]), ids, L
+
+
+def _nll(logits, targets):
+    """(summed next-token cross-entropy in float64, arg-max ids) of logits (b, L, V)."""
+    logits = logits.astype(np.float64)
+    m = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]              # (b, L)
+    return float((lse - np.take_along_axis(logits, targets[..., None], -1)[..., 0]).sum()), logits.argmax(-1)

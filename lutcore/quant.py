@@ -1,6 +1,6 @@
 """Block-scaled int8 (Q8 blocks) and the block-scaled matmul.
 
-Contract (DESIGN.md): blocks of ``block`` consecutive values along the
+Contract (docs/DESIGN.md): blocks of ``block`` consecutive values along the
 reduction axis; ``scale = max|x| / 127`` (float32, 0 for an all-zero block);
 ``q = clamp(round_half_even(x / scale), -127, 127)``; a length that is not a
 multiple of ``block`` is zero-padded.  ``qmatmul`` computes

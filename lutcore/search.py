@@ -37,7 +37,7 @@ import os
 import numpy as np
 
 __all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "run_sensitivity", "run_search",
-           "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
+           "search_files", "candidate_units", "select_layers", "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
 
 SEARCH_FILE, FRONT_FILE = "search.json", "front.png"
 SENS_FILE, SENS_PNG = "sensitivity.json", "sensitivity.png"
@@ -52,6 +52,32 @@ def unit_cost(u) -> dict:
 
 
 # ----------------------------------------------------------------------------- the space
+
+def candidate_units(units) -> list:
+    """Candidate Units from a spec, a list of specs / Units, or a units library (entries with
+    ``.units``); None is the exact unit."""
+    from lutcore.units import Units, resolve
+    if isinstance(units, (str, os.PathLike, Units)) or units is None:
+        units = [units]
+    out = [resolve(getattr(u, "units", u) if u is not None else "exact") for u in units]
+    if not out:
+        raise ValueError("units: expected at least one candidate unit, got none")
+    return out
+
+
+def select_layers(names, keys) -> list:
+    """The layer names ``keys`` (names, dotted prefixes or fnmatch globs, as in a per-layer
+    mapping) select, in model order; a key that selects nothing is a ValueError listing the
+    layers."""
+    from lutcore.units import assign
+    names = list(names)
+    if keys is None:
+        return names
+    if isinstance(keys, str):
+        keys = [keys]
+    hit = assign.match({k: None for k in keys}, names, what="layers")
+    return [n for n in names if n in hit]
+
 
 class Candidates:
     """The candidate units of a search, each under a unique name, and the energy model.
@@ -189,6 +215,7 @@ class SearchResult:
         self.maximize = bool(maximize)
         self.complete = bool(complete)
         self._model_at = None              # set by a front end that can re-apply a point
+        self._evaluate_at = None           # ... and evaluate it again
 
     @property
     def front(self) -> list:
@@ -213,6 +240,13 @@ class SearchResult:
             raise ValueError("model_at: this result was loaded from search.json and holds no model; apply "
                              "point.assignment with lutcore.torch.set_units(model, point.assignment)")
         return self._model_at(point)
+
+    def evaluate_at(self, point) -> float:
+        """The point's metric evaluated again (the front end's model configured at ``point``):
+        the same float, bit for bit, as ``point.metric``."""
+        if self._evaluate_at is None:
+            raise ValueError("evaluate_at: this result was loaded from search.json and holds no model")
+        return float(self._evaluate_at(point))
 
     def to_dict(self) -> dict:
         return {"format": _FORMAT, "complete": self.complete, "maximize": self.maximize, "config": self.config,
@@ -542,7 +576,61 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
             pop.set("G", G)
             alg.tell(infills=pop)
     cfg = dict(config or {})
-    cfg.update({"layers": layers, "units": cand.names, "macs": cand.macs, "reference": cand.reference_name(),
-                "budget": budget, "seed": seed, "greedy": greedy,
-                "costs": {n: unit_cost(u) for n, u in cand.by_name.items()}})
+    cfg.update(space_config(cand))
+    cfg.update({"budget": budget, "seed": seed, "greedy": greedy})
     return SearchResult(cache.ordered(), cfg, maximize=maximize), sens
+
+
+def space_config(cand: Candidates) -> dict:
+    """What search.json records of a search space (also in a partial one)."""
+    return {"layers": cand.layers, "units": cand.names, "macs": cand.macs, "reference": cand.reference_name(),
+            "costs": {n: unit_cost(u) for n, u in cand.by_name.items()}}
+
+
+def prior_points(out, resume: bool) -> list:
+    """The points of ``out``'s search.json to continue from (``resume=True``); checks ``out``."""
+    if out is not None:
+        from lutcore._io import target_dir
+        target_dir(out, "out")
+    if not resume:
+        return []
+    if out is None:
+        raise ValueError("resume: needs out=, the directory holding the search.json to continue")
+    if not os.path.exists(os.path.join(out, SEARCH_FILE)):
+        return []
+    return SearchResult.load(out).points
+
+
+def search_files(cand: Candidates, evaluate_many, *, budget: int, maximize: bool = False, greedy: bool = True,
+                 pop_size=None, seed: int = 0, prior=(), out=None, progress=None, config=None) -> SearchResult:
+    """``run_search`` with its files kept: ``out``'s search.json and front.png are rewritten
+    (atomically) after every batch, and on any exception — Ctrl-C included — the points
+    evaluated so far are saved (marked partial) before it propagates.  ``progress``: a
+    callable(n new evaluations) or None."""
+    config = dict(config or {})
+    partial = dict(config, **space_config(cand))
+    state = {"points": list(prior)}
+
+    def save_partial(points):
+        state["points"] = points
+        if out is not None:
+            SearchResult(points, partial, maximize, complete=False).save(out)
+    try:
+        res, _ = run_search(cand, evaluate_many, budget=budget, maximize=maximize, greedy=greedy,
+                            pop_size=pop_size, seed=seed, points=prior, on_batch=save_partial,
+                            progress=progress, config=config)
+    except BaseException:
+        if out is not None and state["points"]:
+            SearchResult(state["points"], partial, maximize, complete=False).save(out)
+        raise
+    if out is not None:
+        res.save(out)
+    return res
+
+
+def tqdm_bar(progress, total, desc, initial=0, unit="eval"):
+    """A tqdm bar (or None when ``progress`` is false)."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, unit=unit, desc=desc, dynamic_ncols=True, leave=False)

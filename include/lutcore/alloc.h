@@ -1,6 +1,6 @@
 /* lutcore/alloc.h — a caching allocator for numpy array data.
  *
- * Why: fresh memory costs a page fault per 4 KiB on first touch (DESIGN.md,
+ * Why: fresh memory costs a page fault per 4 KiB on first touch (docs/DESIGN.md,
  * Performance: ~2.5 GB/s against ~45 GB/s for mapped memory), and glibc hands
  * large blocks back to the kernel on free, so a training step that allocates
  * its activations afresh every step pays for every page every step.  This

@@ -1,6 +1,6 @@
 /* lutcore/elementwise.h — requantizer, ReLU table, fp16 rounding.
  *
- * Contracts (DESIGN.md):
+ * Contracts (docs/DESIGN.md):
  *   requant: t = (acc + (1 << (shift-1))) >> shift  (arithmetic; shift 0: t = acc),
  *            saturated to int16, out = lut[t & 0xffff]
  *   relu8:   out = lut[x & 0xff]

@@ -1,6 +1,6 @@
 /* lutcore/gemm.h — LUT GEMM and block-scaled int8 matmul.
  *
- * Contracts (DESIGN.md): C[m,n] = sum_k mul[A[m,k], B[k,n]] (int8 in, int32
+ * Contracts (docs/DESIGN.md): C[m,n] = sum_k mul[A[m,k], B[k,n]] (int8 in, int32
  * out) for any 256x256 table; the block-scaled matmul folds one int32 GEMM per
  * block of the reduction axis: Y[m,n] = sum_b (sa[m,b]*sb[b,n]) * (float)I_b,
  * left to right, increasing b, in float32 without FMA.
@@ -707,7 +707,7 @@ LC_TARGET_AVX2 static void lc_table_accum_avx2(int32_t *acc, int32_t *Pbuf, cons
         lc_table_accum(acc, Pbuf, A, lda, B, ldb, T, Tt, M, n0, nc, k0, k1);
         return;
     }
-    /* The row tables as int16 (a mul8 product is an int16, DESIGN.md): half the bytes
+    /* The row tables as int16 (a mul8 product is an int16, docs/DESIGN.md): half the bytes
      * of int32 rows, so twice as many stay close; each row is widened as it is added. */
     int16_t *P16 = (int16_t *)Pbuf;
     for (int64_t kb = k0; kb < k1; kb += LC_TABLE_KB) {
@@ -811,7 +811,7 @@ static inline size_t lc_table_layout(int64_t M, int64_t N, int nthreads, int wit
 }
 
 /* The thread's Pbuf (65536 int16: exactly the row tables' LC_TABLE_KB * 256 * LC_TABLE_NB
- * int32 words) = T, each entry an int16 product (DESIGN.md's mul8 contract): as int16
+ * int32 words) = T, each entry an int16 product (docs/DESIGN.md's mul8 contract): as int16
  * rows (planes 0), or each row as its 256 low bytes then its 256 high bytes XOR 0x80
  * (the high byte + 128 as unsigned: planes 1, the VBMI body's form). */
 _Static_assert(LC_TABLE_KB * 256 * LC_TABLE_NB * 2 >= 65536, "Pbuf holds the int16 table");

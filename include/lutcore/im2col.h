@@ -1,6 +1,6 @@
 /* lutcore/im2col.h — the approximate PyTorch layers' int8 operands and their float result.
  *
- * Contract (DESIGN.md, "Approximate PyTorch layers"): one scale s for the whole
+ * Contract (docs/DESIGN.md, "Approximate PyTorch layers"): one scale s for the whole
  * activation tensor, q = clamp(round_half_even(x / s), -127, 127) with a true
  * float32 division (0 when s = 0: lc_q8_code, shared with the Q8 blocks); a
  * convolution is the LUT GEMM over im2col patches, padding being the code 0; the

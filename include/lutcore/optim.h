@@ -1,6 +1,6 @@
 /* lutcore/optim.h — fused AdamW step and the float64 sum of squares.
  *
- * AdamW (DESIGN.md), per element, one pass over (p, g, m, v):
+ * AdamW (docs/DESIGN.md), per element, one pass over (p, g, m, v):
  *   g' = g * gscale                      (gradient clipping / unscaling, fused)
  *   m  = b1 m + (1 - b1) g'
  *   v  = b2 v + (1 - b2) g' g'

@@ -1,6 +1,6 @@
 /* lutcore/scan.h — selective scan (S6), forward and backward.
  *
- * Contract (DESIGN.md): dt = softplus(delta + delta_bias) (optional),
+ * Contract (docs/DESIGN.md): dt = softplus(delta + delta_bias) (optional),
  * Abar = exp(dt A), Bbar = dt B ("simplified") or dt phi1(dt A) B ("zoh",
  * phi1(x) = expm1(x)/x), h_t = Abar h_{t-1} + Bbar u_t, y_t = C_t . h_t + D u_t,
  * then y * silu(z).

@@ -1,6 +1,15 @@
 """What every lutcore language model shares: parameter-dict checks, token-id
-validation and the small accessors the Trainer relies on.  A model subclass
-provides ``config`` (with ``vocab_size``), ``dtype`` and ``_params``."""
+validation, the small accessors the Trainer relies on and per-layer units.  A
+model subclass provides ``config`` (with ``vocab_size``), ``dtype``, ``_params``
+and ``_unit_layers()`` (its matmul layers' names, Hugging Face parameter-module
+names); ``_link_units()`` when its layers read the ``UnitMatmul`` objects from
+elsewhere than ``self._mms``.
+
+Per-layer units: ``self._mms`` maps each layer name to its ``UnitMatmul`` (None:
+the layer multiplies in float).  ``set_units`` replaces a layer's units on its
+``UnitMatmul`` (a ``UnitMatmul`` quantizes per call: nothing is re-quantized or
+rebuilt).  ``units`` is the one Units every layer runs when they agree, else None;
+``mixed_units`` says they do not (some float, or several units)."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +68,82 @@ class LanguageModel:
                                                    else type(g).__name__)
                 raise ValueError(f"grads: {k!r} must be a writeable {v.dtype} array of shape {v.shape}, got {got}")
         return grads
+
+    # ---------------------------------------------------------------- per-layer units
+    def _init_units(self, units) -> None:
+        """The constructor's ``units``: None (float), one spec for every layer, or a mapping
+        (the layers no key covers run in float)."""
+        self._mms = {n: None for n in self._unit_layers()}
+        self.units, self.mixed_units = None, False
+        if units is not None:
+            self.set_units(units)
+        else:
+            self._link_units()
+
+    def _link_units(self) -> None:
+        pass
+
+    def layer_names(self) -> list:
+        """The names of the layers whose matmuls can run through units, in forward order."""
+        return list(self._mms)
+
+    def assignment(self) -> dict:
+        """{layer name: Units, or None for a layer multiplying in float}."""
+        return {n: None if mm is None else mm.units for n, mm in self._mms.items()}
+
+    def set_units(self, units):
+        """Units for the layers (in place; returns the model): one spec (None / "none": float)
+        for every layer, or a mapping {layer name / dotted prefix / fnmatch glob: spec} (or an
+        assignment .json file) for the layers its keys cover — the others keep theirs
+        (``lutcore.units.assign``)."""
+        from lutcore.models.unitmm import UnitMatmul
+        from lutcore.units import assign
+        mapping = assign.as_mapping(units)
+        if mapping is None:
+            u = assign.resolve_spec(units)
+            per = {n: u for n in self._mms}
+        else:
+            per = assign.assign(mapping, list(self._mms), what="units")
+        for n, u in per.items():
+            mm = self._mms[n]
+            if u is None:
+                self._mms[n] = None
+            elif mm is None:
+                self._mms[n] = UnitMatmul(u, unit_backward=self.unit_backward,
+                                          two_pass=getattr(self, "two_pass", False))
+            else:
+                mm.units = u
+        used = [mm.units for mm in self._mms.values() if mm is not None]
+        uniform = len(used) == len(self._mms) and all(u.digest == used[0].digest for u in used)
+        self.units = used[0] if used and uniform else None
+        self.mixed_units = bool(used) and not uniform
+        self._link_units()
+        return self
+
+    def count_products(self, ids) -> dict:
+        """{layer name: multiplications its matmul performs on ``ids``} — a dry run of one
+        forward (every layer counted, float or not, as it would run through a unit: rows x
+        in x out of each product it computes)."""
+        counts = {n: 0 for n in self._mms}
+        saved = dict(self._mms)
+
+        class _Count:                     # stands in for a layer's UnitMatmul for one forward
+            def __init__(self, name, mm):
+                self.name, self.mm = name, mm
+                self.units = None if mm is None else mm.units
+
+            def forward(self, x2, w):
+                from lutcore.ops.matmul import matmul
+                counts[self.name] += int(x2.shape[0]) * int(w.shape[1]) * int(w.shape[0])
+                return matmul(x2, w.T) if self.mm is None else self.mm.forward(x2, w)
+        try:
+            self._mms = {n: _Count(n, mm) for n, mm in saved.items()}
+            self._link_units()
+            self.forward(ids)
+        finally:
+            self._mms = saved
+            self._link_units()
+        return counts
 
     def parameters(self) -> dict:
         """{name: array} — the live arrays (write-through)."""

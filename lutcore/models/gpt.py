@@ -155,8 +155,10 @@ class GPT(LanguageModel):
     the same code in float64).  ``units``: a ``lutcore.Units``, a name
     ("exact", "truncated:6", "mitchell", "reduced:4") or a directory — the
     linear layers and the head then run through the units (see the module
-    docstring); ``unit_backward`` and ``two_pass`` are passed to
-    ``UnitMatmul``.  ``threads`` is recorded for the Trainer's uniform
+    docstring); or per layer, a mapping {layer / prefix / glob: spec} over
+    ``layer_names()`` (the layers no key covers multiply in float; ``set_units``,
+    ``assignment``: ``lutcore.models._base``); ``unit_backward`` and ``two_pass`` are
+    passed to ``UnitMatmul``.  ``threads`` is recorded for the Trainer's uniform
     constructor; the float path is lutcore.ops.matmul (deterministic) and the unit matmuls use
     lutcore's default thread count (``lutcore.set_num_threads``).
     """
@@ -178,13 +180,14 @@ class GPT(LanguageModel):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
         self.unit_backward, self.two_pass, self.threads = (_check.bool_arg(unit_backward, "unit_backward"),
                                                             _check.bool_arg(two_pass, "two_pass"), threads)
-        self._mm = None
-        self.units = None
-        if units is not None:
-            from lutcore.models.unitmm import UnitMatmul
-            self._mm = UnitMatmul(units, unit_backward=self.unit_backward, two_pass=self.two_pass)
-            self.units = self._mm.units                          # resolved: has .name and .digest
         self._params = self._init_params() if params is None else self._check_params(params)
+        self._init_units(units)
+
+    def _unit_layers(self):
+        """The matmul layers: h.{i}.attn.qkv, h.{i}.attn.proj, h.{i}.mlp.fc, h.{i}.mlp.proj (the
+        parameter names without .weight), and lm_head (the head, tied to wte)."""
+        return [f"h.{i}.{k}" for i in range(self.config.layers)
+                for k in ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")] + ["lm_head"]
 
     # ---------------------------------------------------------------- params
     def _expected_shapes(self) -> dict:
@@ -233,12 +236,13 @@ class GPT(LanguageModel):
 
     def _block_fwd(self, i, x):
         """x (B, L, C) -> (out (B, L, C), cache)."""
-        cfg, P, mm = self.config, self._params, self._mm
+        cfg, P = self.config, self._params
         B, L, C = x.shape
         H, hd = cfg.heads, cfg.head_dim
         pre = f"h.{i}."
+        mm = lambda name: self._mms[pre + name]             # noqa: E731  this layer's UnitMatmul (None: float)
         a, ln1 = nn.layernorm_fwd(x, P[pre + "ln1.weight"], P[pre + "ln1.bias"], cfg.ln_eps)
-        qkv = nn.linear_fwd(a, P[pre + "attn.qkv.weight"], P[pre + "attn.qkv.bias"], mm)    # (B, L, 3C)
+        qkv = nn.linear_fwd(a, P[pre + "attn.qkv.weight"], P[pre + "attn.qkv.bias"], mm("attn.qkv"))  # (B, L, 3C)
         # heads split once into contiguous (B, H, L, hd) arrays: every product of the
         # forward and the backward reads them as they lie (a strided view would be
         # copied by each batched matmul that takes it)
@@ -246,33 +250,37 @@ class GPT(LanguageModel):
         q, k, v = qkv[0], qkv[1], qkv[2]
         yh, att = attention_fwd(q, k, v)                                                    # (B, H, L, hd)
         y = np.ascontiguousarray(yh.transpose(0, 2, 1, 3)).reshape(B, L, C)
-        x1 = x + nn.linear_fwd(y, P[pre + "attn.proj.weight"], P[pre + "attn.proj.bias"], mm)
+        x1 = x + nn.linear_fwd(y, P[pre + "attn.proj.weight"], P[pre + "attn.proj.bias"], mm("attn.proj"))
         m, ln2 = nn.layernorm_fwd(x1, P[pre + "ln2.weight"], P[pre + "ln2.bias"], cfg.ln_eps)
-        u = nn.linear_fwd(m, P[pre + "mlp.fc.weight"], P[pre + "mlp.fc.bias"], mm)           # (B, L, F)
+        u = nn.linear_fwd(m, P[pre + "mlp.fc.weight"], P[pre + "mlp.fc.bias"], mm("mlp.fc"))   # (B, L, F)
         g, t = gelu_tanh(u)                     # GELU, tanh form (GPT-2); t kept for backward
-        out = x1 + nn.linear_fwd(g, P[pre + "mlp.proj.weight"], P[pre + "mlp.proj.bias"], mm)
+        out = x1 + nn.linear_fwd(g, P[pre + "mlp.proj.weight"], P[pre + "mlp.proj.bias"], mm("mlp.proj"))
         return out, (ln1, a, q, k, v, att, y, ln2, m, u, t, g)
 
     def _block_bwd(self, i, dout, cache, grads):
         """Accumulate block i's parameter gradients into ``grads``; return dx."""
-        cfg, P, mm = self.config, self._params, self._mm
+        cfg, P = self.config, self._params
         ln1, a, q, k, v, att, y, ln2, m, u, t, g = cache
         B, L, C = dout.shape
         H, hd = cfg.heads, cfg.head_dim
         pre = f"h.{i}."
+        mm = lambda name: self._mms[pre + name]             # noqa: E731
         G = lambda name: grads[pre + name]                    # noqa: E731
-        dg = nn.linear_bwd(dout, g, P[pre + "mlp.proj.weight"], G("mlp.proj.weight"), G("mlp.proj.bias"), mm)
+        dg = nn.linear_bwd(dout, g, P[pre + "mlp.proj.weight"], G("mlp.proj.weight"), G("mlp.proj.bias"),
+                           mm("mlp.proj"))
         du = gelu_tanh_backward(dg, u, t)
-        dm = nn.linear_bwd(du, m, P[pre + "mlp.fc.weight"], G("mlp.fc.weight"), G("mlp.fc.bias"), mm)
+        dm = nn.linear_bwd(du, m, P[pre + "mlp.fc.weight"], G("mlp.fc.weight"), G("mlp.fc.bias"), mm("mlp.fc"))
         dx1 = dout + nn.layernorm_bwd(dm, P[pre + "ln2.weight"], ln2, G("ln2.weight"), G("ln2.bias"))
-        dy = nn.linear_bwd(dx1, y, P[pre + "attn.proj.weight"], G("attn.proj.weight"), G("attn.proj.bias"), mm)
+        dy = nn.linear_bwd(dx1, y, P[pre + "attn.proj.weight"], G("attn.proj.weight"), G("attn.proj.bias"),
+                           mm("attn.proj"))
         dyh = np.ascontiguousarray(dy.reshape(B, L, H, hd).transpose(0, 2, 1, 3))           # (B, H, L, hd)
         dq, dk, dv = attention_bwd(dyh, q, k, v, att)
         dqkv = np.empty((B, L, 3, H, hd), dq.dtype)                                          # (B, L, 3C)
         for j, d in enumerate((dq, dk, dv)):
             dqkv[:, :, j] = d.transpose(0, 2, 1, 3)
         dqkv = dqkv.reshape(B, L, 3 * C)
-        da = nn.linear_bwd(dqkv, a, P[pre + "attn.qkv.weight"], G("attn.qkv.weight"), G("attn.qkv.bias"), mm)
+        da = nn.linear_bwd(dqkv, a, P[pre + "attn.qkv.weight"], G("attn.qkv.weight"), G("attn.qkv.bias"),
+                           mm("attn.qkv"))
         return dx1 + nn.layernorm_bwd(da, P[pre + "ln1.weight"], ln1, G("ln1.weight"), G("ln1.bias"))
 
     def _forward(self, ids, save):
@@ -285,7 +293,7 @@ class GPT(LanguageModel):
             if save:
                 caches.append(c)
         hf, lnf = nn.layernorm_fwd(h, P["ln_f.weight"], P["ln_f.bias"], cfg.ln_eps)
-        logits = nn.linear_fwd(hf, P["wte"], None, self._mm)                                 # (B, L, V)
+        logits = nn.linear_fwd(hf, P["wte"], None, self._mms["lm_head"])                               # (B, L, V)
         return logits, (caches, hf, lnf)
 
     @reusing
@@ -310,7 +318,7 @@ class GPT(LanguageModel):
         cfg, P = self.config, self._params
         logits, (caches, hf, lnf) = self._forward(ids, save=True)
         loss, dlogits = nn.cross_entropy(logits, targets)
-        dhf = nn.linear_bwd(dlogits, hf, P["wte"], grads["wte"], None, self._mm)            # tied head
+        dhf = nn.linear_bwd(dlogits, hf, P["wte"], grads["wte"], None, self._mms["lm_head"])          # tied head
         dh = nn.layernorm_bwd(dhf, P["ln_f.weight"], lnf, grads["ln_f.weight"], grads["ln_f.bias"])
         for i in reversed(range(cfg.layers)):
             dh = self._block_bwd(i, dh, caches[i], grads)

@@ -192,6 +192,9 @@ def _init_block(cfg: MambaConfig, rng: np.random.Generator, dtype) -> dict:
     return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in p.items()}
 
 
+_PROJ = ("in_proj", "x_proj", "dt_proj", "out_proj")
+
+
 class Mamba1Block:
     """One residual Mamba-1 layer; parameters are views into the owner's dict.
 
@@ -206,7 +209,7 @@ class Mamba1Block:
         self._mm = {}
         if units is not None:
             from lutcore.models.unitmm import UnitMatmul
-            for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
+            for name in _PROJ:
                 self._mm[name] = UnitMatmul(units, unit_backward=unit_backward)
 
     def p(self, name):
@@ -341,6 +344,10 @@ class MambaLM(LanguageModel):
     ``dtype`` float32 (default) or float64 (the gradient-check reference runs
     the same code in float64).  ``checkpoint_activations=True`` keeps only each
     block's input and recomputes the rest in backward (identical gradients).
+    ``units``: None (float), one units spec for every projection and the head, or per
+    layer a mapping {layer / prefix / glob: spec} over ``layer_names()`` (Hugging Face
+    module names; the layers no key covers multiply in float; ``set_units``,
+    ``assignment``: ``lutcore.models._base``).
     """
 
     _kind = "Mamba"
@@ -359,16 +366,30 @@ class MambaLM(LanguageModel):
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
         self.checkpoint_activations = _check.bool_arg(checkpoint_activations, "checkpoint_activations")
-        if units is not None:
-            from lutcore.units import resolve
-            units = resolve(units)
-        self.units, self.unit_backward, self.threads = units, _check.bool_arg(unit_backward, "unit_backward"), threads
+        self.unit_backward, self.threads = _check.bool_arg(unit_backward, "unit_backward"), threads
         if params is None:
             params = self._init_params()
         else:
             params = self._check_params(params)
         self._params = params
         self._build()
+        self._init_units(units)
+
+    def _unit_layers(self):
+        """The matmul layers, by Hugging Face module name: backbone.layers.{i}.mixer.in_proj,
+        x_proj, dt_proj, out_proj, and lm_head (the head, tied or not)."""
+        return [f"backbone.layers.{i}.mixer.{k}" for i in range(self.config.n_layer)
+                for k in _PROJ] + ["lm_head"]
+
+    def _link_units(self):
+        for i, blk in enumerate(self.blocks):
+            for k in _PROJ:
+                mm = self._mms[f"backbone.layers.{i}.mixer.{k}"]
+                if mm is None:
+                    blk._mm.pop(k, None)
+                else:
+                    blk._mm[k] = mm
+        self._head_mm = self._mms["lm_head"]
 
     # ---------------------------------------------------------------- params
     def _expected_shapes(self) -> dict:
@@ -405,13 +426,10 @@ class MambaLM(LanguageModel):
         return self._match_params(params, want)
 
     def _build(self):
-        self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", self.units,
+        self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", None,
                                    self.unit_backward, self.threads)
                        for i in range(self.config.n_layer)]
         self._head_mm = None
-        if self.units is not None:
-            from lutcore.models.unitmm import UnitMatmul
-            self._head_mm = UnitMatmul(self.units, unit_backward=self.unit_backward)
 
     @property
     def head_weight(self):

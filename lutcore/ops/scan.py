@@ -169,7 +169,7 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True,
                    discretization="zoh", initial_state=None, return_last_state=False, threads=None):
-    """The S6 selective scan (see the module shape table and DESIGN.md).
+    """The S6 selective scan (see the module shape table and docs/DESIGN.md).
 
     Returns ``y`` (batch, L, D), or ``(y, last_state)`` with
     ``return_last_state=True``.

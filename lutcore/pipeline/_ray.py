@@ -158,6 +158,13 @@ class _StageWorker:
     def ping(self):
         return self.index
 
+    def assignment(self):
+        return self.stage.assignment()
+
+    @_names_stage
+    def set_units(self, a):
+        self.stage.set_units(a)
+
     def reset(self):
         self.cache = self.stage.new_cache()
 
@@ -364,8 +371,9 @@ class RayRing:
         self.plans = list(plans)
         self.call_timeout = call_timeout
         if units is not None:
-            from lutcore.units import resolve
-            units = resolve(units)
+            from lutcore.units import assign, resolve
+            if not isinstance(units, assign.Assignment):
+                units = None if assign.is_float(units) else resolve(units)
         if isinstance(actor_options, dict) or actor_options is None:
             actor_options = [dict(actor_options or {}) for _ in self.plans]
         if len(actor_options) != len(self.plans):
@@ -533,6 +541,18 @@ class RayRing:
         msg = ("step", int(tok), int(pos), int(min(budget, self.decode_chunk)), tuple(sampling), frozenset(stop))
         toks, bad = self._call(lambda: g.execute(msg), f"tokens after position {pos}", compiled=True)
         return [int(t) for t in toks], bool(bad)
+
+    def assignments(self):
+        self._drop_graph()
+        return self._call(lambda: [a.assignment.remote() for a in self.actors], "assignment")
+
+    def set_units(self, assignment):
+        """Every stage's layers to ``assignment`` (a resolved Assignment; each takes its part).
+        The compiled graph is dropped first (its actors would queue a plain call behind it);
+        the next passes rebuild it."""
+        self._drop_graph()
+        self._passes = 0
+        self._call(lambda: [a.set_units.remote(assignment) for a in self.actors], "set_units")
 
     def info(self):
         self._drop_graph()

@@ -306,6 +306,27 @@ def layer_tensors(spec: ArchSpec, i: int) -> dict:
     return {k: p + k for k in _block_shapes(spec.mamba_config())}
 
 
+def unit_layers(spec: ArchSpec, i: int) -> dict:
+    """Roles of layer ``i``'s weight matmuls -> their Hugging Face module names (the parameter
+    names without ``.weight``): the names per-layer units are keyed by."""
+    t = layer_tensors(spec, i)
+    if spec.family == "llama":
+        roles = ("q", "k", "v", "o", "gate", "up", "down")
+    elif spec.family == "gpt2":
+        roles = ("qkv", "o", "fc", "down")
+    else:
+        return {k: f"backbone.layers.{i}.mixer.{k}" for k in ("in_proj", "x_proj", "dt_proj", "out_proj")}
+    return {r: t[r][:-len(".weight")] for r in roles}
+
+
+def unit_layer_names(spec: ArchSpec, layers=None, head: bool = True) -> list:
+    """The module names of the weight matmuls of the given layers (default: all) and, when
+    ``head``, of the head ("lm_head", tied or not, as Hugging Face names it), in forward order."""
+    layers = range(spec.layers) if layers is None else layers
+    out = [n for i in layers for n in unit_layers(spec, i).values()]
+    return out + (["lm_head"] if head else [])
+
+
 def tensor_layout(spec: ArchSpec, role: str) -> str:
     """"in_out" for GPT-2's Conv1D matrices, "out_in" for every nn.Linear."""
     return "in_out" if spec.family == "gpt2" and role in ("qkv", "o", "fc", "down") else "out_in"

@@ -70,6 +70,18 @@ def _validate_ring(spec: ArchSpec, stages):
         raise ValueError(f"stages: cover layers 0..{lo - 1}, the model has {spec.layers}")
 
 
+def _whole_model_units(spec, units):
+    """A per-layer ``units`` (mapping or .json) resolved once against the whole model's layer
+    names (a key covering no layer of any stage is the error), as the Assignment each stage
+    takes its part of; one spec passes through."""
+    from lutcore.pipeline.arch import unit_layer_names
+    from lutcore.units import assign
+    mapping = assign.as_mapping(units)
+    if mapping is None:
+        return units
+    return assign.assign(mapping, unit_layer_names(spec), fill=True, default=None)
+
+
 def ring_options(compile_after, decode_chunk, call_timeout, actor_options):
     """The Ray ring's options, checked (also for a local pipeline, which ignores them)."""
     if compile_after is not None and (isinstance(compile_after, bool) or not isinstance(compile_after, int)
@@ -130,6 +142,13 @@ class _LocalRing:
         """One new token (see ``_decode_plain``)."""
         return _decode_plain(self, tok, pos, sampling)
 
+    def assignments(self):
+        return [s.assignment() for s in self.stages]
+
+    def set_units(self, a):
+        for s in self.stages:
+            s.set_units(a)
+
     def close(self):
         self.stages = []
 
@@ -150,7 +169,9 @@ class Pipeline:
 
         ``splits``: layer counts per stage ([2, 2, 2]); or ``devices``: the
         ``plan_stages`` input; neither: one stage.  ``units``: None (float32) or
-        units to run every weight matmul through.  ``transport``: "local" or
+        units to run every weight matmul through, or per layer a mapping {Hugging Face
+        module name / prefix / glob: spec} or an assignment .json (``layer_names()``; the
+        layers no key covers run in float; ``lutcore.units.assign``).  ``transport``: "local" or
         "ray" (one actor per stage; calls ``ray.init()`` if Ray is not running).
         ``threads``: lutcore kernel threads in every stage (the bits do not depend
         on it).  Ray only: ``actor_options``, extra ``ray.remote`` options per actor
@@ -177,6 +198,7 @@ class Pipeline:
             plans = plan_stages(spec, devices)
         else:
             plans = plan_from_splits(spec, [spec.layers] if splits is None else splits)
+        units = _whole_model_units(spec, units)
         if transport == "local":
             stages = [Stage.from_pretrained(path, spec, p, units=units, threads=threads) for p in plans]
             return cls(spec, plans, _LocalRing(stages), "local")
@@ -196,6 +218,44 @@ class Pipeline:
         spec = stages[0].spec
         _validate_ring(spec, stages)
         return cls(spec, [s.plan for s in stages], _LocalRing(stages), "local")
+
+    # ------------------------------------------------------------------ per-layer units
+    def layer_names(self) -> list:
+        """The Hugging Face module names of the model's weight matmuls, "lm_head" last."""
+        from lutcore.pipeline.arch import unit_layer_names
+        return unit_layer_names(self.spec)
+
+    def assignment(self) -> dict:
+        """{module name: Units or None (float)} over every stage."""
+        ring = self._ring_or_raise()
+        out = {}
+        for part in ring.assignments():
+            out.update(part)
+        return {n: out[n] for n in self.layer_names()}
+
+    def set_units(self, units) -> "Pipeline":
+        """Change layers' units on every stage (in place, nothing re-quantized; see
+        ``Stage.set_units``): one spec for every layer, or a mapping {name / prefix / glob:
+        spec} (or an assignment .json) for the layers its keys cover, the others keeping theirs.
+        Every key is checked against the whole model before any stage changes."""
+        from lutcore.units import assign, resolve
+        ring = self._ring_or_raise()
+        mapping = assign.as_mapping(units)
+        names = self.layer_names()
+        if mapping is None:
+            u = None if assign.is_float(units) else resolve(units)
+            a = assign.Assignment((n, u) for n in names)
+        else:
+            a = assign.assign(mapping, names)
+        cur = self.assignment()
+        flips = [n for n in a if (a[n] is None) != (cur[n] is None)]
+        if flips:                                  # checked before any stage changes
+            raise ValueError(f"units: layer{'s' if len(flips) > 1 else ''} {', '.join(flips[:8])}"
+                             f"{' ...' if len(flips) > 8 else ''} would switch between float and units; a stage "
+                             f"keeps only the weights it multiplies (float32 or quantized): build the pipeline "
+                             f"with units for a layer to switch its units later (from_pretrained(units=...))")
+        ring.set_units(a)
+        return self
 
     @property
     def stages(self):

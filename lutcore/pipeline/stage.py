@@ -11,6 +11,17 @@ gives the very same blocks as quantizing the parts.  Per-sequence state (KV
 caches, Mamba conv/SSM states, the position) lives in a ``StageCache``, not in
 the stage, so one stage object can serve many sequences.
 
+Per-layer units: ``units`` may also be a mapping {Hugging Face module name / prefix /
+glob: spec} (``lutcore.units.assign``; names from ``arch.unit_layer_names``, the head
+is "lm_head") or a resolved ``Assignment`` for the whole model (what ``Pipeline``
+passes: each stage takes its own layers' entries).  A fused group (q/k/v, gate/up)
+whose parts have different units becomes a ``_Split`` of column ranges, each its
+own matrix — the same bits as multiplying the parts alone (every output column is
+its own block-scaled sum).  ``set_units`` changes units on the quantized weights in
+place (a Q8 weight does not depend on the units; a fused group is split by slicing
+its columns); switching a layer between float and units needs the float weights,
+which a stage does not keep, and is a ValueError.
+
 Bits: layer ``i`` runs the same operations on the same operands whichever
 stage holds it — no work is batched across layers or stages, and every
 function below depends only on (its layer's weights, x, the cache, the
@@ -44,7 +55,7 @@ from lutcore._threads import resolve_threads
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
-from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout
+from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout, unit_layers
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
 from lutcore.quant import Q8, QLinear, _exact_panels
 
@@ -128,6 +139,20 @@ class _QLinear:
         return self.lin(np.ascontiguousarray(x2, np.float32))
 
 
+class _Split:
+    """A fused (K, N) weight whose column ranges run through different units (or float):
+    ``parts`` [(lo, hi, matrix)], each matrix a QLinear or a PackedMatrix."""
+    __slots__ = ("parts", "shape")
+
+    def __init__(self, parts, K):
+        self.parts = parts
+        self.shape = (K, parts[-1][1])
+
+
+def _same(us):
+    return all((u is None) == (us[0] is None) and (u is None or u.digest == us[0].digest) for u in us)
+
+
 def _cat(parts, axis):
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
@@ -146,10 +171,10 @@ class Stage:
         if not isinstance(spec, ArchSpec):
             raise TypeError(f"spec: expected an ArchSpec, got {type(spec).__name__}")
         self.spec, self.plan = spec, _as_plan(plan)
-        if units is not None:
-            from lutcore.units import resolve
-            units = resolve(units)
-        self.units, self.threads = units, threads
+        self.threads = threads
+        self._unit_of = self._per_layer(spec, self.plan, units)      # {module name: Units or None}
+        us = list(self._unit_of.values())
+        self.units = us[0] if us and us[0] is not None and _same(us) else None   # one units everywhere
         want = stage_tensor_names(spec, self.plan)
         missing = [n for n in want if n not in weights]
         bad = [f"{n}: expected {want[n]}, got {tuple(np.shape(weights[n]))}" for n in want
@@ -169,8 +194,22 @@ class Stage:
             self._build_head(w)
         # Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token: all of the
         # stage's layers in one native call (see _decode_fused)
-        self._fusable = (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
-                         and all(L.n1b is None and L.n2b is None for L in self.layers))
+        self._fusable = (self._fusable_family() and
+                         not any(isinstance(m, _Split) for L in self.layers for m in (L.wqkv, L.wup)))
+
+    @staticmethod
+    def _per_layer(spec, plan, units) -> dict:
+        """{module name: Units or None} of this stage's matmuls from a units argument."""
+        from lutcore.pipeline.arch import unit_layer_names
+        from lutcore.units import assign, resolve
+        names = unit_layer_names(spec, range(plan.lo, plan.hi), head=plan.head)
+        if isinstance(units, assign.Assignment):                     # the whole model's, resolved
+            return {n: units.get(n) for n in names}
+        mapping = assign.as_mapping(units)
+        if mapping is not None:
+            return dict(assign.assign(mapping, names, fill=True, default=None))
+        u = None if assign.is_float(units) else resolve(units)
+        return {n: u for n in names}
 
     @classmethod
     def from_pretrained(cls, path, spec: ArchSpec | None, plan, units=None, threads=None) -> "Stage":
@@ -181,12 +220,24 @@ class Stage:
         return cls(spec, plan, load_stage_weights(path, spec, plan), units=units, threads=threads)
 
     # ------------------------------------------------------------------ build
-    def _mat(self, w_kn):
+    def _mat(self, w_kn, units):
         """A (K, N) weight as the stage multiplies it: float32 packed once into the
         GEMM's panel layout (decode multiplies one row at a time), or Q8 quantized once."""
-        if self.units is not None:
-            return QLinear(np.ascontiguousarray(w_kn, np.float32), self.units, threads=self.threads)
+        if units is not None:
+            return QLinear(np.ascontiguousarray(w_kn, np.float32), units, threads=self.threads)
         return PackedMatrix(np.ascontiguousarray(w_kn, np.float32))
+
+    def _group(self, parts):
+        """A fused weight from [(w_kn part, its units)]: one matrix when the parts agree,
+        else a _Split of column ranges."""
+        us = [u for _, u in parts]
+        if _same(us):
+            return self._mat(_cat([w for w, _ in parts], 1), us[0])
+        out, lo = [], 0
+        for w, u in parts:
+            out.append((lo, lo + w.shape[1], self._mat(w, u)))
+            lo += w.shape[1]
+        return _Split(out, parts[0][0].shape[0])
 
     def _build_layer(self, i, w):
         spec = self.spec
@@ -196,9 +247,10 @@ class Stage:
             prefix = f"backbone.layers.{i}."
             params = {n: w[n] for n in t.values()}
             blk = Mamba1Block(self._mcfg, params, prefix, units=None, threads=self.threads)
-            if self.units is not None:
-                for name in ("in_proj", "x_proj", "dt_proj", "out_proj"):
-                    blk._mm[name] = _QLinear(params[prefix + f"mixer.{name}.weight"], self.units, self.threads)
+            for name, mod in unit_layers(spec, i).items():
+                if self._unit_of[mod] is not None:
+                    blk._mm[name] = _QLinear(params[prefix + f"mixer.{name}.weight"], self._unit_of[mod],
+                                             self.threads)
             return _MambaLayer(i, blk)
         C, I, Q, KVd = spec.hidden, spec.inter, spec.q_dim, spec.kv_dim
         L = _Layer()
@@ -206,22 +258,25 @@ class Stage:
         L.window = spec.window(i)
         L.scale = (spec.head_dim ** -0.5 if spec.attn_scale else 1.0) / ((i + 1) if spec.scale_by_layer else 1)
         get = lambda role: w.get(t.get(role)) if role in t else None       # noqa: E731
+        un = {r: self._unit_of[m] for r, m in unit_layers(spec, i).items()}
         L.n1w, L.n1b, L.n2w, L.n2b = get("attn_norm"), get("attn_norm_bias"), get("mlp_norm"), get("mlp_norm_bias")
         if spec.qkv_fused:
-            L.wqkv = self._mat(to_kn(w[t["qkv"]], Q + 2 * KVd, C, tensor_layout(spec, "qkv")))
+            L.wqkv = self._mat(to_kn(w[t["qkv"]], Q + 2 * KVd, C, tensor_layout(spec, "qkv")), un["qkv"])
             L.bqkv = get("qkv_bias")
         else:
-            L.wqkv = self._mat(to_kn(_cat([w[t["q"]], w[t["k"]], w[t["v"]]], 0), Q + 2 * KVd, C, "out_in"))
+            L.wqkv = self._group([(to_kn(w[t["q"]], Q, C, "out_in"), un["q"]), (to_kn(w[t["k"]], KVd, C, "out_in"),
+                                   un["k"]), (to_kn(w[t["v"]], KVd, C, "out_in"), un["v"])])
             L.bqkv = _cat([w[t["q_bias"]], w[t["k_bias"]], w[t["v_bias"]]], 0) if spec.qkv_bias else None
-        L.wo = self._mat(to_kn(w[t["o"]], C, Q, tensor_layout(spec, "o")))
+        L.wo = self._mat(to_kn(w[t["o"]], C, Q, tensor_layout(spec, "o")), un["o"])
         L.bo = get("o_bias")
         if spec.gated:
-            L.wup = self._mat(to_kn(_cat([w[t["gate"]], w[t["up"]]], 0), 2 * I, C, "out_in"))
+            L.wup = self._group([(to_kn(w[t["gate"]], I, C, "out_in"), un["gate"]),
+                                 (to_kn(w[t["up"]], I, C, "out_in"), un["up"])])
             L.bup = _cat([w[t["gate_bias"]], w[t["up_bias"]]], 0) if spec.mlp_bias else None
         else:
-            L.wup = self._mat(to_kn(w[t["fc"]], I, C, tensor_layout(spec, "fc")))
+            L.wup = self._mat(to_kn(w[t["fc"]], I, C, tensor_layout(spec, "fc")), un["fc"])
             L.bup = get("fc_bias")
-        L.wdown = self._mat(to_kn(w[t["down"]], C, I, tensor_layout(spec, "down")))
+        L.wdown = self._mat(to_kn(w[t["down"]], C, I, tensor_layout(spec, "down")), un["down"])
         L.bdown = get("down_bias")
         return L
 
@@ -233,9 +288,10 @@ class Stage:
         self.norm_b = w[h["norm_bias"]] if "norm_bias" in h else None
         head = self.embedding if self.spec.tie else w[h["lm_head"]]      # (V, C): tied -> the embedding itself
         # float: x @ head.T, the transposed view read in place (no copy); units: Q8 (C, V) once
-        self._head = head if self.units is None else QLinear(
-            np.ascontiguousarray(to_kn(head, *head.shape, "out_in"), np.float32), self.units, threads=self.threads)
-        self._head_packed = PackedMatrix(head.T) if self.units is None else None
+        hu = self._unit_of["lm_head"]
+        self._head = head if hu is None else QLinear(
+            np.ascontiguousarray(to_kn(head, *head.shape, "out_in"), np.float32), hu, threads=self.threads)
+        self._head_packed = PackedMatrix(head.T) if hu is None else None
 
     # ------------------------------------------------------------------ helpers
     def _buf(self, tag, rows, cols):
@@ -247,8 +303,11 @@ class Stage:
         return b[:rows]
 
     def _mm(self, x, w, b, out):
-        """out = x @ w (+ b); w (K, N) float32 or Q8."""
-        if isinstance(w, QLinear):
+        """out = x @ w (+ b); w (K, N) float32 or Q8, or a _Split of them (each part into its columns)."""
+        if isinstance(w, _Split):
+            for lo, hi, m in w.parts:
+                self._mm(x, m, None, out[:, lo:hi])
+        elif isinstance(w, QLinear):
             w(x, out=out)
         else:
             _fmm(x, w, out=out, threads=self.threads)
@@ -427,6 +486,149 @@ class Stage:
             out[t] = L.block.step(x[t:t + 1], state)[0]
         return out
 
+    # ------------------------------------------------------------------ per-layer units
+    def layer_names(self) -> list:
+        """The module names of this stage's weight matmuls (and "lm_head" on the head stage)."""
+        return list(self._unit_of)
+
+    def assignment(self) -> dict:
+        """{module name: Units or None (float)} of this stage's matmuls."""
+        return dict(self._unit_of)
+
+    def set_units(self, units) -> None:
+        """Change the units of this stage's layers in place, re-quantizing nothing: one spec
+        for every layer, a mapping {name / prefix / glob: spec} for the layers its keys cover
+        (the others keep theirs), or a resolved ``Assignment`` (its entries for this stage's
+        layers).  A layer cannot switch between float and units (the stage keeps no float
+        weights): a ValueError naming it."""
+        from lutcore.units import assign, resolve
+        names = list(self._unit_of)
+        if isinstance(units, assign.Assignment):
+            new = {n: units[n] for n in names if n in units}
+        else:
+            mapping = assign.as_mapping(units)
+            if mapping is not None:
+                new = dict(assign.assign(mapping, names))
+            else:
+                u = None if assign.is_float(units) else resolve(units)
+                new = {n: u for n in names}
+        want = dict(self._unit_of)
+        want.update(new)
+        flips = [n for n in names if (want[n] is None) != (self._unit_of[n] is None)]
+        if flips:
+            raise ValueError(f"units: layer{'s' if len(flips) > 1 else ''} {', '.join(flips[:8])}"
+                             f"{' ...' if len(flips) > 8 else ''} would switch between float and units; a stage "
+                             f"keeps only the weights it multiplies (float32 or quantized), so build the pipeline "
+                             f"with units for a layer to switch its units later (from_pretrained(units=...))")
+        for L in self.layers:
+            mods = unit_layers(self.spec, L.index)
+            if isinstance(L, _MambaLayer):
+                for k, mod in mods.items():
+                    if want[mod] is not None:
+                        L.block._mm[k].lin.units = want[mod]
+                continue
+            if self.spec.qkv_fused:
+                L.wqkv = self._reunit(L.wqkv, [want[mods["qkv"]]])
+            else:
+                L.wqkv = self._reunit(L.wqkv, [want[mods[r]] for r in ("q", "k", "v")])
+            L.wo = self._reunit(L.wo, [want[mods["o"]]])
+            L.wup = self._reunit(L.wup, [want[mods[r]] for r in (("gate", "up") if self.spec.gated else ("fc",))])
+            L.wdown = self._reunit(L.wdown, [want[mods["down"]]])
+        if self.plan.head and isinstance(self._head, QLinear):
+            self._head.units = want["lm_head"]
+        self._unit_of = want
+        us = list(want.values())
+        self.units = us[0] if us and us[0] is not None and _same(us) else None
+        self._fused = self._fused_lin = None                    # the native decode linears hold the tables
+        self._fusable = (self._fusable_family() and
+                         not any(isinstance(m, _Split) for L in self.layers for m in (L.wqkv, L.wup)))
+
+    def _unit_matrices(self) -> list:
+        """[(QLinear, module name, column range or None)] of every matmul through units."""
+        out = []
+
+        def parts(m, roles, mods):
+            if isinstance(m, _Split):
+                for (lo, hi, pm), r in zip(m.parts, roles):
+                    if isinstance(pm, QLinear):
+                        out.append((pm, mods[r], None))
+            elif isinstance(m, QLinear):
+                if len(roles) == 1:
+                    out.append((m, mods[roles[0]], None))
+                else:
+                    for wd, r in zip(self._part_widths(m.shape[1], len(roles)), roles):
+                        out.append((m, mods[r], wd))
+        for L in self.layers:
+            mods = unit_layers(self.spec, L.index)
+            if isinstance(L, _MambaLayer):
+                for k, mm in L.block._mm.items():
+                    out.append((mm.lin, mods[k], None))
+                continue
+            parts(L.wqkv, ("qkv",) if self.spec.qkv_fused else ("q", "k", "v"), mods)
+            parts(L.wo, ("o",), mods)
+            parts(L.wup, ("gate", "up") if self.spec.gated else ("fc",), mods)
+            parts(L.wdown, ("down",), mods)
+        if self.plan.head and isinstance(self._head, QLinear):
+            out.append((self._head, "lm_head", None))
+        return out
+
+    def count_products(self, ids) -> dict:
+        """{module name: multiplications through its unit} for one pass of this (whole-model)
+        stage over token ids (a dry run: each unit matmul's rows x K x N as it is called; a
+        fused group's parts count their own columns).  Float layers count 0."""
+        if not (self.plan.lo == 0 and self.plan.head and self.plan.hi == self.spec.layers):
+            raise ValueError("count_products: needs a stage holding the whole model (embedding, every layer, "
+                             "the head)")
+        rows = {}
+        real = QLinear.__call__
+
+        def counting(lin, x, out=None):
+            rows[id(lin)] = rows.get(id(lin), 0) + int(np.shape(x)[0])
+            return real(lin, x, out=out)
+        QLinear.__call__ = counting
+        try:
+            self.readout(self.run_layers(self.embed(ids)))
+        finally:
+            QLinear.__call__ = real
+        counts = {n: 0 for n in self._unit_of}
+        for lin, name, width in self._unit_matrices():
+            K, N = lin.shape
+            counts[name] += rows.get(id(lin), 0) * K * (N if width is None else width)
+        return counts
+
+    def _fusable_family(self):
+        spec = self.spec
+        return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
+                and all(L.n1b is None and L.n2b is None for L in self.layers))
+
+    def _reunit(self, m, us):
+        """Matrix ``m`` (one layer, or a fused group of len(us) parts) with units ``us`` per part."""
+        if all(u is None for u in us):
+            return m                                             # float stays float
+        if isinstance(m, QLinear) and _same(us):
+            m.units = us[0]
+            return m
+        parts = m.parts if isinstance(m, _Split) else None
+        if parts is None:                                        # split a fused Q8 by its columns
+            widths = self._part_widths(m.shape[1], len(us))
+            parts, lo = [], 0
+            for wd in widths:
+                q8 = m.q8
+                sub = Q8._made(np.ascontiguousarray(q8.q[:, lo:lo + wd]), np.ascontiguousarray(q8.scale[:, lo:lo + wd]),
+                               q8.block, 0, (q8.shape[0], wd))
+                parts.append((lo, lo + wd, QLinear(sub, m.units, m.block, threads=self.threads)))
+                lo += wd
+        for (lo, hi, pm), u in zip(parts, us):
+            if u is not None:                                    # a float part stays float
+                pm.units = u
+        return _Split(list(parts), m.shape[0])
+
+    def _part_widths(self, N, n):
+        spec = self.spec
+        if n == 3:
+            return [spec.q_dim, spec.kv_dim, spec.kv_dim]
+        return [N // n] * n
+
     # ------------------------------------------------------------------ API
     def new_cache(self) -> StageCache:
         """Empty per-sequence state for this stage."""
@@ -530,6 +732,10 @@ class Stage:
                 total += a.q.nbytes + a.scale.nbytes
             elif isinstance(a, PackedMatrix):
                 total += a.panels.nbytes
+            elif isinstance(a, _Split):
+                for *_, m in a.parts:
+                    add(m)
+                return
             else:
                 total += a.nbytes
 
@@ -546,5 +752,7 @@ class Stage:
         return total
 
     def __repr__(self):
-        mode = "float32" if self.units is None else f"units={self.units.name}"
+        us = list(self._unit_of.values())
+        mode = "float32" if all(u is None for u in us) else f"units={self.units.name}" if self.units is not None \
+            else "per-layer units"
         return f"Stage({self.spec.model_type}, {self.plan}, {mode})"

@@ -1,6 +1,6 @@
 """PyTorch models through lutcore's units (optional extra: ``pip install lutcore[torch]``).
 
-Design: this package is the bridge and nothing else — the contract (DESIGN.md,
+Design: this package is the bridge and nothing else — the contract (docs/DESIGN.md,
 "Approximate PyTorch layers") is computed by lutcore's native im2col and LUT GEMM
 (functional.py); layers.py holds the approximate subclasses of nn.Linear,
 nn.Conv1d, nn.Conv2d and transformers' Conv1D; convert.py the whole-model
@@ -10,6 +10,8 @@ the layer.
     approximate(model, units, *, backward="ste"|"units", activations="dynamic"|"static",
                 skip=(), inplace=False)                      -> nn.Module
     set_units(model, units)                                   swap the multiplier, no reconversion
+    (units: one spec, or per layer {name / prefix / glob: spec} or an assignment .json)
+    assignment(model) -> {layer: Units | None}; save_assignment(a_or_model, path) / load_assignment(path)
     calibrate(model, batches)                                 static input scales
     sensitivity(model, units, evaluate)                       one layer at a time through each unit
     search(model, units, evaluate, example_input, budget=...) per-layer units: the energy/metric front
@@ -22,12 +24,14 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
     raise ImportError("lutcore.torch needs PyTorch, which is not installed: "
                       "pip install 'lutcore[torch]' (torch==2.13.0)") from e
 
-from lutcore.torch.convert import approximate, approximate_layers, calibrate, set_units
+from lutcore.torch.convert import (approximate, approximate_layers, assignment, calibrate, load_assignment,
+                                   save_assignment, set_units)
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
-from lutcore.torch.search import count_products, search, sensitivity
+from lutcore.torch._search import count_products, search, sensitivity
 
-__all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "lut_linear", "lut_conv1d",
+__all__ = ["approximate", "set_units", "assignment", "save_assignment", "load_assignment", "calibrate",
+           "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
            "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search"]
 

@@ -1,4 +1,4 @@
-"""Whole-model operations: approximate(), set_units(), calibrate().
+"""Whole-model operations: approximate(), set_units(), assignment(), calibrate().
 
 Design: ``approximate`` walks ``named_modules`` of the model (or of a deep copy,
 ``inplace=False``) and changes the class of every supported float layer to its
@@ -7,6 +7,15 @@ parameters and names stay; nothing else in the model changes.  ``skip`` names
 modules or module types (either covers the submodules).  ``calibrate`` runs the
 layers in float while it records each one's max|input|, then switches them to
 static scales.
+
+Per-layer units: ``approximate`` and ``set_units`` take, besides one units spec, a
+mapping {layer name / dotted prefix / fnmatch glob: spec} or an assignment JSON file
+(semantics in ``lutcore.units.assign``; layer names as in ``named_modules``).
+``approximate`` converts every supported layer either way; a layer no key covers, or
+whose spec is None / "none", computes in float (units None: the torch layer's own
+forward) until ``set_units`` gives it units.  ``set_units(model, mapping)`` changes
+only the layers its keys cover.  Setting a layer's units never re-quantizes its weight
+(the quantized weight is keyed on the weight, not on the units).
 """
 from __future__ import annotations
 
@@ -19,9 +28,11 @@ from torch import nn
 
 from lutcore.torch import functional as fn
 from lutcore.torch.layers import ACTIVATIONS, ApproxLayer, approx_class
+from lutcore.units import assign as _assign
 from lutcore.units import resolve as resolve_units
 
-__all__ = ["approximate", "set_units", "calibrate", "approximate_layers"]
+__all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "assignment", "save_assignment",
+           "load_assignment"]
 
 
 def _skip_arg(skip):
@@ -49,7 +60,10 @@ def _under(name: str, prefixes) -> bool:
 def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
                 skip=(), inplace: bool = False, threads=None) -> nn.Module:
     """``model`` with every nn.Linear, nn.Conv1d, nn.Conv2d and transformers' Conv1D running
-    through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory).
+    through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory),
+    or per layer: a mapping {name / prefix / glob: spec} or an assignment .json file (the first
+    key covering a layer gives its units; a layer no key covers, or mapped to None / "none",
+    computes in float; see the module docstring).
 
     ``backward``: "ste" (the float layer's gradients) or "units" (dX and dW through the unit);
     ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``skip``:
@@ -58,7 +72,9 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     approximate take the new settings.  Returns the converted model."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    units = resolve_units(units)
+    mapping = _assign.as_mapping(units)
+    if mapping is None:
+        units = resolve_units(units)
     fn.backward_arg(backward, "approximate")
     if activations not in ACTIVATIONS:
         raise ValueError(f"approximate: activations: expected one of {ACTIVATIONS}, got {activations!r}")
@@ -72,6 +88,7 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     if not inplace:
         model = copy.deepcopy(model)
     prefixes = list(names)                           # a skipped module's children stay float too
+    todo = []
     for name, m in model.named_modules():
         if types and isinstance(m, types):
             prefixes.append(name)
@@ -93,9 +110,14 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
             if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)):
                 warnings.warn(f"approximate: {name} ({type(m).__name__}) overrides forward; left in float")
             continue
+        todo.append((name, m, cls))
+    if mapping is not None:                          # every key checked before any layer changes
+        per = _assign.assign(mapping, [n for n, _, _ in todo], what="units")
+    for name, m, cls in todo:
         if not isinstance(m, ApproxLayer):
             m.__class__ = cls
-        m._lc_setup(units, backward, activations, threads, name=name or type(m).__name__)
+        m._lc_setup(units if mapping is None else per.get(name), backward, activations, threads,
+                    name=name or type(m).__name__)
     return model
 
 
@@ -114,11 +136,46 @@ def _layers_or_error(model, what):
 
 
 def set_units(model: nn.Module, units) -> nn.Module:
-    """Swap the multiplier of every approximate layer of ``model`` (in place); returns it."""
-    units = resolve_units(units)
-    for _, m in _layers_or_error(model, "set_units"):
-        m.units = units
+    """Swap the multiplier of every approximate layer of ``model`` (in place; nothing is
+    re-quantized or rebuilt); returns it.  ``units``: one spec for every layer, or a mapping
+    {name / prefix / glob: spec} (or an assignment .json file) for the layers its keys cover
+    — the others keep their units; None / "none" makes a layer compute in float."""
+    layers = _layers_or_error(model, "set_units")
+    mapping = _assign.as_mapping(units)
+    if mapping is None:
+        u = None if isinstance(units, str) and _assign.is_float(units) else resolve_units(units)
+        for _, m in layers:
+            m.units = u
+        return model
+    per = _assign.assign(mapping, [n for n, _ in layers], what="units")
+    for n, m in layers:
+        if n in per:
+            m.units = per[n]
     return model
+
+
+def assignment(model: nn.Module) -> dict:
+    """{layer name: Units, or None for a layer computing in float} of every approximate
+    layer of ``model``, in model order — a mapping ``set_units`` / ``approximate`` take
+    back, and ``save_assignment`` writes."""
+    return {n: m.units for n, m in _layers_or_error(model, "assignment")}
+
+
+def save_assignment(assignment_or_model, path, *, units_dir=None) -> str:
+    """Write an assignment ({layer: Units or None}, or a converted model's ``assignment``) to a
+    JSON file, atomically: built-in units by name, units from a directory or a circuit file by
+    path, each with its digest; a unit built in memory needs ``units_dir=`` (its tables are
+    saved there).  Returns the path.  Format: ``lutcore.units.assign``."""
+    a = assignment_or_model
+    if isinstance(a, nn.Module):
+        a = assignment(a)
+    return _assign.save_assignment(a, path, units_dir=units_dir)
+
+
+def load_assignment(path) -> dict:
+    """{layer: Units or None} from a file ``save_assignment`` wrote; every unit's digest is
+    checked (a mismatch is a ValueError naming the layer and the path)."""
+    return _assign.load_assignment(path)
 
 
 def _run(model, batch):
@@ -150,7 +207,7 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
         unseen = [name for name, m in layers if m._lc_calib == 0.0]
         for name, m in layers:
             m.activations = "static"
-            m._lc_scale = np.float32(m._lc_calib) / np.float32(127.0)
+            m._lc_scale = float(np.float32(m._lc_calib) / np.float32(127.0))   # a float32 value; a constant to torch.compile
         if unseen:
             warnings.warn(f"calibrate: layers {unseen} saw no non-zero input; their scale is 0 (all codes 0)")
     finally:

@@ -1,6 +1,6 @@
 """Linear and convolution products through a unit, as torch.autograd.Functions.
 
-Design: the contract (DESIGN.md, "Approximate PyTorch layers") in one place.
+Design: the contract (docs/DESIGN.md, "Approximate PyTorch layers") in one place.
 ``QWeight`` quantizes a weight once per change (per output channel, with
 ``lutcore.quantize`` at block = the whole row); each call quantizes its input per
 tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
@@ -29,6 +29,10 @@ the gradient being the table's row; a conv's dX is folded back from patch gradie
 added in float32 in chunk order.  db = sum dY in float, as the STE.
 """
 from __future__ import annotations
+
+import itertools
+import weakref
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -69,15 +73,25 @@ def backward_arg(v, layer: str = "backward") -> str:
     return v
 
 
+@torch.compiler.assume_constant_result          # TorchDynamo: a constant, checked for real
 def scale_arg(v, layer: str):
-    """A static input scale: None (dynamic), or a finite float >= 0 (a 0-d tensor too)."""
+    """A static input scale: None (dynamic), or a number > 0 that stays finite and > 0 in
+    float32, the precision it is used in (1e39 is inf there, 1e-46 is 0); a 0-d tensor too.
+    Returns a Python float holding that float32 value exactly (a constant to the tracers)."""
     if v is None:
         return None
     if isinstance(v, torch.Tensor):
         if v.numel() != 1:
             raise ValueError(f"{layer}: input_scale: expected one number, got shape {tuple(v.shape)}")
         v = float(v)
-    return np.float32(_check.float_arg(v, f"{layer}: input_scale", lo=0.0))
+    v = _check.float_arg(v, f"{layer}: input_scale", lo=0.0, lo_open=True)
+    with np.errstate(over="ignore", under="ignore"):
+        s = np.float32(v)
+    if not np.isfinite(s) or s <= 0:
+        raise ValueError(f"{layer}: input_scale: expected a number > 0 that is finite in float32 (at most "
+                         f"{float(np.finfo(np.float32).max):.8g}, at least {float(np.finfo(np.float32).smallest_subnormal):.3g}), "
+                         f"got {v!r}, which is {float(s)} in float32")
+    return float(s)
 
 
 def _pair(v, name: str, layer: str, n: int = 2, lo: int = 0) -> tuple:
@@ -98,11 +112,12 @@ class QWeight:
 
     def __init__(self, w2d: np.ndarray, groups: int, layer: str):
         O, K = w2d.shape
-        if K == 0:
-            self.q, self.scale = np.zeros((O, 0), np.int8), np.zeros(O, np.float32)
-        else:
-            q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")       # one block = one row
-            self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
+        if K == 0 or O == 0:                     # no product (the layers compute these with torch)
+            self.q, self.scale = np.zeros((O, K), np.int8), np.zeros(O, np.float32)
+            self.groups, self.qt, self.b = groups, self.q.T, []
+            return
+        q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")           # one block = one row
+        self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
         Og = O // groups
         self.groups = groups
         self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
@@ -116,6 +131,46 @@ class QWeight:
     @classmethod
     def of_linear(cls, weight: torch.Tensor, layer: str) -> "QWeight":
         return cls(np.ascontiguousarray(weight.detach().numpy()), 1, layer)
+
+
+class WeightCache:
+    """A layer's ``QWeight`` of its weight's current values.
+
+    ``get`` compares the weight with a float copy of the values it quantized
+    (bitwise: ``torch.equal`` of the int32 views, ~0.35 ns a weight, ~0.8 ms for
+    768x3072 on 2 cores, bench/ab_weight_check.py) on every call and quantizes
+    again when they differ: the version counter alone misses in-place edits
+    through ``.data`` (``weight.data.mul_(mask)``, ``.data.copy_(...)``).  The
+    state is one tuple, replaced in one assignment (threads calling a layer at
+    once see an old or a new state, never a mix).  ``key`` finds the cache from
+    the custom ops (``_CACHES``, weakly held); a deep copy or an unpickled
+    copy is a new, empty cache with its own key."""
+
+    def __init__(self):
+        self.key = f"c{next(_CACHE_IDS)}"
+        self._state = None                       # (groups, float copy of the weight, QWeight)
+        _CACHES[self.key] = self
+
+    def get(self, weight: torch.Tensor, groups, layer: str) -> "QWeight":
+        """The QWeight of ``weight`` (a linear (O, K) weight for groups None, else a conv's)."""
+        w = weight.detach()
+        st = self._state
+        if st is not None and st[0] == groups and st[1].shape == w.shape and st[1].stride() == w.stride() \
+                and torch.equal(st[1].view(torch.int32), w.view(torch.int32)):
+            return st[2]
+        qw = QWeight.of_linear(w, layer) if groups is None else QWeight.of_conv(w, groups, layer)
+        self._state = (groups, w.clone(), qw)        # clone keeps w's strides (HF Conv1D passes W.t())
+        return qw
+
+    def __deepcopy__(self, memo):
+        return WeightCache()
+
+    def __reduce__(self):
+        return WeightCache, ()
+
+
+_CACHES = weakref.WeakValueDictionary()
+_CACHE_IDS = itertools.count()
 
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
@@ -398,6 +453,7 @@ class LutConvFunction(torch.autograd.Function):
         dx = dw = db = None
         if not ste:
             dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
+            dx, dw = _once_differentiable(layer, (dx, dw), (dy, x, weight))
         mask = [nx and ste, nw and ste, nb and bias is not None]     # db in float in both modes
         if any(mask):
             gx, gw, db = torch.ops.aten.convolution_backward(
@@ -428,8 +484,39 @@ class LutLinearFunction(torch.autograd.Function):
             dw = dy.t().mm(x2) if nw else None
         else:
             dx, dw = units_backward(dy, x2, qw, s_x, units, None, input_scale, layer, nt, (nx, nw))
+            dx, dw = _once_differentiable(layer, (dx, dw), (dy, x2, weight))
         db = dy.sum(0) if nb and bias is not None else None
         return (dx, dw, db) + (None,) * 6
+
+
+def _double_backward_error(layer: str) -> RuntimeError:
+    return RuntimeError(f"{layer}: backward='units' is differentiable once: its gradients come from the "
+                        f"unit's table, which has no derivative, so they cannot be differentiated again "
+                        f"(create_graph=True, e.g. a gradient penalty); use backward='ste' for that")
+
+
+class _DelayedError(torch.autograd.Function):
+    """Passes a unit-backward gradient on with a graph edge to what it depends on, whose
+    backward raises: a second differentiation fails loudly instead of treating the
+    gradient as a constant (what ``once_differentiable`` does, for every input)."""
+
+    @staticmethod
+    def forward(ctx, layer, g, *deps):
+        ctx.layer = layer
+        return g.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise _double_backward_error(ctx.layer)
+
+
+def _once_differentiable(layer: str, grads: tuple, deps: tuple) -> tuple:
+    """grads as they are, or under create_graph=True (grad mode on in a backward) with a
+    graph edge that refuses a second backward (_DelayedError)."""
+    live = [t for t in deps if t is not None and t.requires_grad]
+    if not torch.is_grad_enabled() or not live:
+        return grads
+    return tuple(None if g is None else _DelayedError.apply(layer, g, *live) for g in grads)
 
 
 # --------------------------------------------------------------------- functional API
@@ -441,27 +528,59 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         check_tensor(bias, "bias", layer, 1)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
-    return (resolve_units(units), backward_arg(backward, layer), scale_arg(input_scale, layer),
-            resolve_threads(threads))
+    units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
+    return (units, backward_arg(backward, layer), scale_arg(input_scale, layer),
+            _threads_arg(threads))
+
+
+@torch.compiler.assume_constant_result          # TorchDynamo: a constant (the same bits at any count)
+def _threads_arg(threads) -> int:
+    return resolve_threads(threads)
+
+
+def _qweight(qw, weight, groups, layer):
+    """The QWeight to compute with: qw itself, a WeightCache's (content-checked), or a fresh one."""
+    if isinstance(qw, WeightCache):
+        return qw.get(weight, groups, layer)
+    if qw is None:
+        return QWeight.of_linear(weight, layer) if groups is None else QWeight.of_conv(weight, groups, layer)
+    return qw
+
+
+def _torch_result(f, layer: str):
+    """torch's own result where a zero-size dimension leaves no product (bias broadcast, zeros,
+    an empty tensor); where torch refuses the shapes, a ValueError naming the layer."""
+    try:
+        return f()
+    except RuntimeError as e:
+        raise ValueError(f"{layer}: {e}") from None
 
 
 def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None):
-    """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O)."""
+    """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O); ``qw`` a
+    QWeight, a layer's WeightCache or None (quantize ``weight`` here)."""
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer, 2)
     K = weight.shape[1]
     if x.dim() < 1 or x.shape[-1] != K:
         raise ValueError(f"{layer}: input: expected last dimension {K} (weight {tuple(weight.shape)}), "
                          f"got shape {tuple(x.shape)}")
-    qw = QWeight.of_linear(weight, layer) if qw is None else qw
+    if x.numel() == 0 or weight.numel() == 0:
+        return _torch_result(lambda: F.linear(x, weight, bias), layer)
     lead = x.shape[:-1]
-    y = LutLinearFunction.apply(x.reshape(-1, K), weight, bias, qw, units, backward, input_scale, layer, nt)
+    x2 = x.reshape(-1, K)
+    if _tracing():
+        y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
+                                     layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
+    else:
+        y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, backward,
+                                    input_scale, layer, nt)
     return y.reshape(*lead, weight.shape[0])
 
 
 def _same_padding(x, weight, dilation, layer, n):
     """padding='same'/'valid' as ints; an odd total pads the far side in float (zeros) first."""
     dl = _pair(dilation, "dilation", layer, n, 1)
-    total = [d * (k - 1) for d, k in zip(dl, weight.shape[2:])]
+    total = [d * (int(k) - 1) for d, k in zip(dl, weight.shape[2:])]     # int: jit.trace gives sizes as tensors
     left = [t // 2 for t in total]
     if any(t % 2 for t in total):
         extra = []
@@ -483,23 +602,40 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     if x.dim() != n + 2:
         raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
                          f"channels, ...) tensor, got shape {tuple(x.shape)}")
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            x, padding = _same_padding(x, weight, dilation, layer, n)
-        else:
-            raise ValueError(f"{layer}: padding: expected an int, a tuple, 'valid' or 'same', got {padding!r}")
+    if isinstance(padding, str) and padding not in ("valid", "same"):
+        raise ValueError(f"{layer}: padding: expected an int, a tuple, 'valid' or 'same', got {padding!r}")
+    if padding == "same" and any(s != 1 for s in _pair(stride, "stride", layer, n, 1)):
+        raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions (as in torch): "
+                         f"got stride={stride!r}; use stride 1, or explicit padding")
+    if x.numel() == 0 or weight.numel() == 0:
+        f = F.conv1d if n == 1 else F.conv2d
+        return _torch_result(lambda: f(x, weight, bias, stride, padding, dilation, groups), layer)
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":
+        x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
-    qw = QWeight.of_conv(weight, geo.groups, layer) if qw is None else qw
-    return LutConvFunction.apply(x, weight, bias, qw, units, geo, backward, input_scale, layer, nt)
+    if _tracing():
+        return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),
+                                      list(geo.dilation[-n:]), geo.groups, units, backward,
+                                      _scale_float(input_scale), layer, nt,
+                                      qw.key if isinstance(qw, WeightCache) else "")[0]
+    return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo, backward,
+                                 input_scale, layer, nt)
 
 
 def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None):
-    """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in DESIGN.md).
+    """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in docs/DESIGN.md).
 
     x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
-    its own max|x| / 127, a number uses that scale (values beyond saturate)."""
+    its own max|x| / 127, a number (> 0, finite in float32) uses that scale (values
+    beyond saturate).  ``backward="units"`` is differentiable once: a second
+    differentiation of its gradients (``create_graph=True``, a gradient penalty)
+    raises a RuntimeError; ``"ste"`` is differentiable twice like the float layer.
+    A zero-size dimension (no product) gives torch's own result (the bias
+    broadcast, zeros, an empty tensor).  Under torch.compile, torch.export and
+    torch.jit.trace the products run as the custom ops ``torch.ops.lutcore.*``,
+    with the same bits."""
     return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear")
 
 
@@ -515,3 +651,185 @@ def lut_conv1d(x, weight, bias=None, units="exact", stride=1, padding=0, dilatio
     """``F.conv1d`` through ``units``' multiplier: x (N, C, L), weight (O, C/groups, K)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
                 "lut_conv1d")
+
+
+# ------------------------------------------------- torch.compile / torch.export / jit.trace
+#
+# Eagerly the products run through the autograd Functions above (the cheapest call).  While
+# torch traces (TorchDynamo, torch.export, torch.jit.trace) they run as custom ops instead:
+# opaque to the tracer, with a fake (shape-only) implementation and the same backward, and
+# with only tensors, numbers and strings as arguments: the units by digest (_UNITS), a
+# layer's WeightCache by key (_CACHES; "" quantizes the weight per call).  Both paths call
+# the same forward and backward bodies, so they give the same bits.
+
+_UNITS: dict = {}
+
+
+def _tracing() -> bool:
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
+@torch.compiler.assume_constant_result          # run for real while TorchDynamo traces (a side effect)
+def _units_key(units) -> str:
+    """The digest of resolve(units), which the custom ops find in _UNITS."""
+    if isinstance(units, str) and units in _UNITS:  # already a digest (conv's unbatched call)
+        return units
+    units = resolve_units(units)
+    _UNITS.setdefault(units.digest, units)
+    return units.digest
+
+
+def _units_of(key: str) -> Units:
+    u = _UNITS.get(key)
+    if u is None:
+        raise ValueError(f"units {key[:16]}: not known in this process (a traced or exported program names "
+                         f"its units by digest): resolve the same Units here first, e.g. run the converted "
+                         f"model once")
+    return u
+
+
+def _scale_float(s):
+    return None if s is None else float(s)
+
+
+def _scale32(s):
+    return None if s is None else np.float32(s)
+
+
+def _op_qweight(cache: str, weight, groups, layer):
+    c = _CACHES.get(cache) if cache else None
+    return _qweight(c, weight, groups, layer)
+
+
+def _empty_unless(need: bool, t):
+    return t if need else torch.empty(0)
+
+
+@torch.library.custom_op("lutcore::linear", mutates_args=())
+def _linear_op(x2: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], units: str, backward: str,
+               input_scale: Optional[float], layer: str, threads: int, cache: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y (M, O), s_x 0-d) of x2 (M, K): linear_forward."""
+    qw = _op_qweight(cache, weight, None, layer)
+    y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale), layer, threads)
+    return y, torch.tensor(float(s_x), dtype=torch.float32)
+
+
+@_linear_op.register_fake
+def _(x2, weight, bias, units, backward, input_scale, layer, threads, cache):
+    return x2.new_empty((x2.shape[0], weight.shape[0])), x2.new_empty(())
+
+
+@torch.library.custom_op("lutcore::linear_units_backward", mutates_args=())
+def _linear_ub_op(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, s_x: torch.Tensor, units: str,
+                  input_scale: Optional[float], layer: str, threads: int, cache: str, need_x: bool,
+                  need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx (M, K), dw (O, K)) through the unit; an unneeded one is empty."""
+    qw = _op_qweight(cache, weight, None, layer)
+    dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale),
+                            layer, threads, (need_x, need_w))
+    return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
+
+
+@_linear_ub_op.register_fake
+def _(dy, x2, weight, s_x, units, input_scale, layer, threads, cache, need_x, need_w):
+    return x2.new_empty(x2.shape if need_x else (0,)), x2.new_empty(weight.shape if need_w else (0,))
+
+
+def _linear_setup(ctx, inputs, output):
+    x2, weight, bias, units, backward, input_scale, layer, threads, cache = inputs
+    ctx.save_for_backward(x2, weight, bias, output[1])
+    ctx.lc = (units, backward, input_scale, layer, threads, cache)
+
+
+def _linear_bwd(ctx, dy, _ds):
+    x2, weight, bias, s_x = ctx.saved_tensors
+    units, backward, input_scale, layer, threads, cache = ctx.lc
+    nx, nw, nb = ctx.needs_input_grad[:3]
+    if backward == "ste":
+        dx = dy.mm(weight) if nx else None
+        dw = dy.t().mm(x2) if nw else None
+    else:
+        dx, dw = torch.ops.lutcore.linear_units_backward(dy, x2, weight, s_x, units, input_scale, layer, threads,
+                                                         cache, nx, nw)
+        dx, dw = (dx if nx else None), (dw if nw else None)
+    db = dy.sum(0) if nb and bias is not None else None
+    return (dx, dw, db) + (None,) * 6
+
+
+_linear_op.register_autograd(_linear_bwd, setup_context=_linear_setup)
+
+
+@torch.library.custom_op("lutcore::conv", mutates_args=())
+def _conv_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: List[int],
+             padding: List[int], dilation: List[int], groups: int, units: str, backward: str,
+             input_scale: Optional[float], layer: str, threads: int, cache: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y (N, O, ...), s_x 0-d): conv_forward (x already padded for 'same')."""
+    x = _dense(x)
+    geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+    qw = _op_qweight(cache, weight, geo.groups, layer)
+    y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale), layer, threads)
+    return y, torch.tensor(float(s_x), dtype=torch.float32)
+
+
+@_conv_op.register_fake
+def _(x, weight, bias, stride, padding, dilation, groups, units, backward, input_scale, layer, threads, cache):
+    return x.new_empty(_Conv(x, weight, stride, padding, dilation, groups, layer).out_shape()), x.new_empty(())
+
+
+@torch.library.custom_op("lutcore::conv_units_backward", mutates_args=())
+def _conv_ub_op(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, s_x: torch.Tensor, stride: List[int],
+                padding: List[int], dilation: List[int], groups: int, units: str, input_scale: Optional[float],
+                layer: str, threads: int, cache: str, need_x: bool,
+                need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _dense(x)
+    geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+    qw = _op_qweight(cache, weight, geo.groups, layer)
+    dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale),
+                            layer, threads, (need_x, need_w))
+    return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
+
+
+@_conv_ub_op.register_fake
+def _(dy, x, weight, s_x, stride, padding, dilation, groups, units, input_scale, layer, threads, cache, need_x,
+      need_w):
+    return x.new_empty(x.shape if need_x else (0,)), x.new_empty(weight.shape if need_w else (0,))
+
+
+def _conv_setup(ctx, inputs, output):
+    x, weight, bias, stride, padding, dilation, groups, units, backward, input_scale, layer, threads, cache = inputs
+    ctx.save_for_backward(x, weight, bias, output[1])
+    ctx.lc = (stride, padding, dilation, groups, units, backward, input_scale, layer, threads, cache)
+
+
+def _conv_bwd(ctx, dy, _ds):
+    x, weight, bias, s_x = ctx.saved_tensors
+    stride, padding, dilation, groups, units, backward, input_scale, layer, threads, cache = ctx.lc
+    nx, nw, nb = ctx.needs_input_grad[:3]
+    ste = backward == "ste"
+    dx = dw = db = None
+    if not ste:
+        dx, dw = torch.ops.lutcore.conv_units_backward(dy, x, weight, s_x, stride, padding, dilation, groups, units,
+                                                       input_scale, layer, threads, cache, nx, nw)
+    mask = [nx and ste, nw and ste, nb and bias is not None]
+    if any(mask):
+        gx, gw, db = torch.ops.aten.convolution_backward(
+            dy, x, weight, None if bias is None else [bias.shape[0]], stride, padding, dilation, False,
+            [0] * len(stride), groups, mask)
+        if ste:
+            dx, dw = gx, gw
+    return (dx if nx else None, dw if nw else None, db if nb else None) + (None,) * 10
+
+
+_conv_op.register_autograd(_conv_bwd, setup_context=_conv_setup)
+
+
+def _no_double_backward(ctx, *grads):
+    raise _double_backward_error(ctx.layer)
+
+
+def _ub_setup(ctx, inputs, output):
+    ctx.layer = inputs[6] if len(inputs) == 11 else inputs[10]
+
+
+_linear_ub_op.register_autograd(_no_double_backward, setup_context=_ub_setup)
+_conv_ub_op.register_autograd(_no_double_backward, setup_context=_ub_setup)

@@ -6,8 +6,10 @@ that is not a parameter (the units, the backward and activation modes, the
 calibrated input scale, a cached ``QWeight``), so ``isinstance``, parameter names,
 ``state_dict()`` and ``load_state_dict()`` into the float model all hold; the
 calibrated scale is therefore not in the state dict (re-run ``calibrate`` or set
-``input_scale`` after loading).  The weight is quantized again whenever it changes
-(an optimizer step bumps its version).  The arithmetic lives in functional.py.
+``input_scale`` after loading).  The weight is quantized again whenever its values
+change (an optimizer step, or an in-place edit through ``.data``: every call compares
+the weight with the float copy it quantized, functional.WeightCache).  The arithmetic
+lives in functional.py.
 
 ``approximate`` (convert.py) changes a float layer's class in place of a copy;
 the constructors here build a fresh approximate layer with the float one's
@@ -22,6 +24,7 @@ from torch import nn
 
 from lutcore._threads import resolve_threads
 from lutcore.torch import functional as fn
+from lutcore.units import Units, assign
 from lutcore.units import resolve as resolve_units
 
 __all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
@@ -33,7 +36,8 @@ class ApproxLayer:
     """What every approximate layer adds to its float class (a mixin, first in the MRO).
 
     Attributes: ``units`` (a lutcore ``Units``; assign a name, a directory or a Units
-    to swap the multiplier), ``backward`` ("ste" | "units"), ``activations``
+    to swap the multiplier — no re-quantization; None or "none": the layer computes in
+    float exactly as its torch class), ``backward`` ("ste" | "units"), ``activations``
     ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
     ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
     channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable)."""
@@ -49,7 +53,7 @@ class ApproxLayer:
             resolve_threads(threads)                     # checks it
         self.threads = threads
         self._lc_scale = None
-        self._lc_qw, self._lc_qw_key = None, None
+        self._lc_cache = fn.WeightCache()              # the QWeight of the weight's current values
         self._lc_calib = None                            # running max|x| while calibrating
 
     # ------------------------------------------------------------- properties
@@ -59,7 +63,10 @@ class ApproxLayer:
 
     @units.setter
     def units(self, units):
-        self._lc_units = resolve_units(units)
+        # None / "none": float, as the torch layer (forward checks _lc_units is None); a
+        # Units is taken as it is (the search sets it on every layer, per assignment)
+        self._lc_units = units if isinstance(units, Units) else \
+            None if assign.is_float(units) else resolve_units(units)
 
     @property
     def input_scale(self):
@@ -81,13 +88,9 @@ class ApproxLayer:
 
     # ---------------------------------------------------------------- helpers
     def _lc_weight(self) -> fn.QWeight:
-        w = self.weight
-        fn.check_tensor(w, "weight", self._lc_name)
-        key = (w._version, w.data_ptr(), tuple(w.shape))
-        if self._lc_qw is None or self._lc_qw_key != key:
-            self._lc_qw = self._lc_quantize_weight(w)
-            self._lc_qw_key = key
-        return self._lc_qw
+        fn.check_tensor(self.weight, "weight", self._lc_name)
+        w, groups = self._lc_weight_of()
+        return self._lc_cache.get(w, groups, self._lc_name)
 
     def _lc_input_scale(self):
         if self.activations == "dynamic":
@@ -109,7 +112,8 @@ class ApproxLayer:
 
     def _lc_extra(self) -> str:
         u = self.units
-        return (f"units={u.name}@{u.digest[:16]}, backward={self.backward}, activations={self.activations}"
+        uu = "units=none (float)" if u is None else f"units={u.name}@{u.digest[:16]}"
+        return (f"{uu}, backward={self.backward}, activations={self.activations}"
                 + (f", input_scale={float(self._lc_scale):.6g}" if self.input_scale is not None else ""))
 
     def extra_repr(self) -> str:
@@ -124,8 +128,8 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         nn.Linear.__init__(self, *args, **kwargs)
         self._lc_setup(units, backward, activations, threads)
 
-    def _lc_quantize_weight(self, w):
-        return fn.QWeight.of_linear(w, self._lc_name)
+    def _lc_weight_of(self):
+        return self.weight, None                         # what forward passes, and its groups (None: linear)
 
     def _lc_qweight_layout(self, q):
         return q
@@ -134,13 +138,15 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         if self._lc_calib is not None:
             self._lc_observe(x)
             return F.linear(x, self.weight, self.bias)
+        if self._lc_units is None:
+            return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
-                         self.threads, self._lc_name, qw=self._lc_weight())
+                         self.threads, self._lc_name, qw=self._lc_cache)
 
 
 class _ApproxConvNd(ApproxLayer):
-    def _lc_quantize_weight(self, w):
-        return fn.QWeight.of_conv(w, self.groups, self._lc_name)
+    def _lc_weight_of(self):
+        return self.weight, self.groups
 
     def _lc_qweight_layout(self, q):
         w = self.weight
@@ -153,13 +159,15 @@ class _ApproxConvNd(ApproxLayer):
         if self._lc_calib is not None:
             self._lc_observe(x)
             return self._conv_forward(x, self.weight, self.bias)          # the float layer's
+        if self._lc_units is None:
+            return self._conv_forward(x, self.weight, self.bias)
         fn.check_tensor(x, "input", self._lc_name)
         padding = self.padding
         if self.padding_mode != "zeros":
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
-                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_weight())
+                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache)
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
@@ -196,8 +204,8 @@ if _HF is not None:
             _HF.__init__(self, nf, nx)
             self._lc_setup(units, backward, activations, threads)
 
-        def _lc_quantize_weight(self, w):
-            return fn.QWeight.of_linear(w.t(), self._lc_name)
+        def _lc_weight_of(self):
+            return self.weight.t(), None
 
         def _lc_qweight_layout(self, q):
             return q.t().contiguous()
@@ -206,8 +214,10 @@ if _HF is not None:
             if self._lc_calib is not None:
                 self._lc_observe(x)
                 return _HF.forward(self, x)
+            if self._lc_units is None:
+                return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
-                             self.threads, self._lc_name, qw=self._lc_weight())
+                             self.threads, self._lc_name, qw=self._lc_cache)
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

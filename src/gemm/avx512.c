@@ -17,7 +17,7 @@
  *   Bp  int8  (ceil(ncols/16), Kp/2, 16, 2) panels          IN
  *
  * Any table (table_unit): the table as int16 (a mul8 product is an int16,
- * DESIGN.md), row a = T16[a][0..255] = 8 zmm held in registers while one output
+ * docs/DESIGN.md), row a = T16[a][0..255] = 8 zmm held in registers while one output
  * row's 128 columns (16 int32 accumulators in registers) take the products of
  * one k: per 32 columns four two-source word permutes (vpermi2w: 64 entries,
  * index bits 0-5) and two levels of masked blends (bits 6 and 7); vpmaddwd

@@ -4,7 +4,7 @@
  * and once more against SIMDe for the tests (simde_avx512_vbmi.c); dispatched
  * where the CPU reports VBMI and VNNI (avx512.c's vpermi2w body otherwise).
  *
- * The table as two byte planes (a mul8 product is an int16, DESIGN.md): row a
+ * The table as two byte planes (a mul8 product is an int16, docs/DESIGN.md): row a
  * = its 256 low bytes + its 256 high bytes XOR 0x80 (hi + 128, unsigned) = 8
  * zmm, held in registers while one output row's 256 columns take the products
  * of one k.  Per 64 columns: four two-source byte permutes (vpermi2b: 128

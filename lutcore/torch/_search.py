@@ -27,7 +27,6 @@ Both together: the bias correction is measured with the tuned unit.
 from __future__ import annotations
 
 import copy
-import fnmatch
 import os
 
 import numpy as np
@@ -103,35 +102,6 @@ def count_products(model: nn.Module, example_input) -> dict:
         for h in hooks:
             h.remove()
     return counts
-
-
-def _select(layers, keys):
-    """The layer names ``keys`` (names, prefixes or globs) select, in model order."""
-    if keys is None:
-        return [n for n, _ in layers]
-    if isinstance(keys, str):
-        keys = [keys]
-    names = [n for n, _ in layers]
-    out = []
-    for k in keys:
-        hit = [n for n in names if n == k or n.startswith(k + ".") or fnmatch.fnmatchcase(n, k)]
-        if not hit:
-            raise ValueError(f"layers: {k!r} matches no approximate layer; the layers are {names}")
-        out += [n for n in hit if n not in out]
-    return [n for n in names if n in out]
-
-
-def _units_list(units) -> list:
-    """Candidate units from a list of specs / Units, or a units library (entries with .units)."""
-    if isinstance(units, (str, Units)) or units is None:
-        units = [units]
-    out = []
-    for u in units:
-        u = getattr(u, "units", u)                    # a library entry
-        out.append(resolve_units(u if u is not None else "exact"))
-    if not out:
-        raise ValueError("units: expected at least one candidate unit, got none")
-    return out
 
 
 # ----------------------------------------------------------------------------- compensation
@@ -259,10 +229,10 @@ class _Space:
         if not _approx_layers(work):
             work = approximate(work, "exact", inplace=True, threads=threads)
         all_layers = _approx_layers(work)
-        names = _select(all_layers, layers)
+        names = _core.select_layers([n for n, _ in all_layers], layers)
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
-        cands = _units_list(units)
+        cands = _core.candidate_units(units)
         ref = resolve_units(reference) if reference is not None else None
         if ref is not None and all(u.digest != ref.digest for u in cands):
             cands = [ref] + cands
@@ -373,7 +343,7 @@ def sensitivity(model: nn.Module, units, evaluate, example_input=None, *, layers
     sensitivity.json and the heatmap sensitivity.png)."""
     space = _Space(model, units, example_input, layers, reference, None, None, threads)
     many, close = _evaluator(space, evaluate, None)
-    bar = _bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
+    bar = _core.tqdm_bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
     try:
         cache = _core._Cache(space.cand, many, progress=bar.update if bar else None)
         res = _core.run_sensitivity(space.cand, many, maximize=maximize, metric_name=metric_name, cache=cache)
@@ -410,52 +380,19 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
     for bit)."""
     from lutcore import _check
     budget = _check.int_arg(budget, "budget", lo=1)
-    prior = []
-    if resume:
-        if out is None:
-            raise ValueError("resume: needs out=, the directory holding the search.json to continue")
-        if os.path.exists(os.path.join(out, _core.SEARCH_FILE)):
-            prior = _core.SearchResult.load(out).points
-    if out is not None:
-        from lutcore._io import target_dir
-        target_dir(out, "out")
+    prior = _core.prior_points(out, resume)
     space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads)
     many, close = _evaluator(space, evaluate, workers)
     config = {"metric_name": metric_name, "compensation": list(space.compensation)}
-    state = {"points": list(prior)}
-
-    def on_batch(points):
-        state["points"] = points
-        if out is not None:
-            _core.SearchResult(points, dict(config, **_partial_cfg(space)), maximize, complete=False).save(out)
-    bar = _bar(progress, budget, "search", initial=len(prior))
+    bar = _core.tqdm_bar(progress, budget, "search", initial=len(prior))
     try:
-        res, _ = _core.run_search(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
-                                  pop_size=pop_size, seed=seed, points=prior, on_batch=on_batch,
-                                  progress=bar.update if bar else None, config=config)
-    except BaseException:
-        if out is not None and state["points"]:
-            _core.SearchResult(state["points"], dict(config, **_partial_cfg(space)), maximize,
-                               complete=False).save(out)
-        raise
+        res = _core.search_files(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
+                                 pop_size=pop_size, seed=seed, prior=prior, out=out,
+                                 progress=bar.update if bar else None, config=config)
     finally:
         close()
         if bar:
             bar.close()
     res._model_at = lambda p: space.apply(p.assignment if hasattr(p, "assignment") else p)
-    if out is not None:
-        res.save(out)
+    res._evaluate_at = lambda p: evaluate(res._model_at(p))
     return res
-
-
-def _partial_cfg(space):
-    c = space.cand
-    return {"layers": c.layers, "units": c.names, "macs": c.macs, "reference": c.reference_name(),
-            "costs": {n: _core.unit_cost(u) for n, u in c.by_name.items()}}
-
-
-def _bar(progress, total, desc, initial=0):
-    if not progress:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, initial=initial, unit="eval", desc=desc, dynamic_ncols=True, leave=False)

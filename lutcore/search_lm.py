@@ -1,0 +1,159 @@
+"""Which unit where, for language models: the per-layer search on held-out loss.
+
+Design: the front end of ``lutcore.search`` for lutcore's own GPT / MambaLM (an object or
+a training checkpoint) and Hugging Face checkpoints (llama, qwen2, mistral, gpt2, mamba,
+run by one pipeline stage).  The metric is the held-out loss as ``lutcore eval`` defines
+it (the same windows, the same float64 accumulation), lower is better.  The model is
+built once with every searched layer through the exact unit; an assignment only switches
+units on the layers (no weight is re-quantized, nothing rebuilt).  Product counts come
+from a dry run on one window (every window has the same length, so a layer's count is
+that run's times the number of windows).  ``lutcore search`` is this function on argv.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import search as _core
+
+__all__ = ["search_lm", "sensitivity_lm"]
+
+
+class _OwnSpace:
+    """A lutcore MambaLM / GPT, rebuilt once on the same parameters with per-layer units."""
+
+    def __init__(self, own, threads, batch_size):
+        from lutcore.evaluate import _rebuild
+        self.model = _rebuild(own.model, "exact", threads)
+        self.names = self.model.layer_names()
+        self.step = batch_size
+
+    def count(self, win):
+        return self.model.count_products(np.asarray(win)[None, :])
+
+    def apply(self, per):
+        self.model.set_units(per)
+
+    def logits(self, chunk):
+        return self.model.forward(np.stack(chunk))
+
+
+class _HFSpace:
+    """A Hugging Face checkpoint: one stage holding every layer, built once through the exact
+    unit; assignments switch units on its quantized weights."""
+
+    def __init__(self, hf, threads, batch_size):
+        from lutcore.pipeline import Pipeline
+        from lutcore.pipeline.stage import Stage
+        self.stage = Stage(hf.spec, hf.plan, hf.weights, units="exact", threads=threads)
+        self.pipe = Pipeline.from_stages([self.stage])
+        self.names = self.stage.layer_names()
+        self.step = 1
+
+    def count(self, win):
+        return self.stage.count_products(np.asarray(win))
+
+    def apply(self, per):
+        self.stage.set_units(per)
+
+    def logits(self, chunk):
+        return np.stack([self.pipe.logits(np.asarray(w)) for w in chunk])
+
+
+class _LMSpace:
+    def __init__(self, model, data, units, *, seq_len, tokenizer, threads, layers, reference, batch_size):
+        from lutcore import _check
+        from lutcore.evaluate import _HF, _open, _windows
+        from lutcore.units import resolve
+        batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
+        cands = _core.candidate_units(units)           # every spec resolved before any work
+        ref = resolve(reference) if reference is not None else None
+        if ref is not None and all(u.digest != ref.digest for u in cands):
+            cands = [ref] + cands
+        if ref is None and not any(u.is_exact for u in cands):
+            raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
+                             "the reference unit energy is relative to (reference=...)")
+        wrapped, tokenizer, _ = _open(model, tokenizer, threads)
+        self.label = wrapped.label
+        self.wins, self.targets, _, self.seq_len = _windows(wrapped, data, tokenizer, seq_len)
+        self.m = (_HFSpace if isinstance(wrapped, _HF) else _OwnSpace)(wrapped, threads, batch_size)
+        self.layers = _core.select_layers(self.m.names, layers)
+        per_window = self.m.count(self.wins[0][:-1])
+        n = len(self.wins)
+        self.cand = _core.Candidates(cands, {l: per_window[l] * n for l in self.layers}, reference=ref)
+
+    def loss(self, assignment) -> float:
+        """The held-out loss with ``assignment`` {layer: candidate name} (other layers: exact)."""
+        from lutcore.evaluate import _nll
+        self.m.apply({l: self.cand.by_name[assignment[l]] for l in self.layers})
+        nll, step = 0.0, self.m.step
+        for s in range(0, len(self.wins), step):
+            chunk = self.wins[s:s + step]
+            part, _ = _nll(self.m.logits([w[:-1] for w in chunk]), self.targets[s:s + len(chunk)])
+            nll += part
+        return nll / self.targets.size
+
+    def evaluate_many(self, assignments):
+        return [self.loss(a) for a in assignments]
+
+    def config(self) -> dict:
+        return {"metric_name": "held-out loss (nats/token)", "model": self.label, "seq_len": self.seq_len,
+                "windows": len(self.wins), "tokens": int(self.targets.size)}
+
+
+def sensitivity_lm(model, data, units, *, seq_len=None, tokenizer=None, threads=None, layers=None,
+                   reference=None, batch_size: int = 8, progress=True, out=None) -> "_core.Sensitivity":
+    """Held-out loss with one layer at a time through each unit (the rest exact): a
+    ``lutcore.search.Sensitivity`` (``save(dir)``: sensitivity.json and the heatmap)."""
+    space = _LMSpace(model, data, units, seq_len=seq_len, tokenizer=tokenizer, threads=threads, layers=layers,
+                     reference=reference, batch_size=batch_size)
+    bar = _core.tqdm_bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
+    try:
+        cache = _core._Cache(space.cand, space.evaluate_many, progress=bar.update if bar else None)
+        res = _core.run_sensitivity(space.cand, space.evaluate_many, metric_name=space.config()["metric_name"],
+                                    cache=cache)
+    finally:
+        if bar:
+            bar.close()
+    if out is not None:
+        res.save(out)
+    return res
+
+
+def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=None, threads=None, layers=None,
+              reference=None, greedy: bool = True, pop_size=None, seed: int = 0, batch_size: int = 8, out=None,
+              resume: bool = False, progress=True) -> "_core.SearchResult":
+    """The per-layer search of a language model: minimise the relative multiplier energy and
+    the held-out loss on ``data`` (text, a text file or token ids; windows as ``lutcore
+    eval``).
+
+    ``model``: a Hugging Face checkpoint directory, a lutcore training checkpoint or a
+    MambaLM / GPT; ``units``: specs / Units or a units library, each with a power figure in
+    its ``cost`` (the exact one among them, or ``reference=``); ``layers``: names, prefixes
+    or globs of the layers to search (default all; the rest stay exact) — the names are the
+    Hugging Face module names (``model.layers.3.mlp.down_proj``, ``lm_head``); ``budget``,
+    ``greedy``, ``pop_size``, ``seed``: as ``lutcore.torch.search``; ``out``: search.json and
+    front.png kept current after every batch (Ctrl-C leaves every point so far there);
+    ``resume=True`` continues from ``out``'s search.json.  Returns a
+    ``lutcore.search.SearchResult``; ``result.model_at(point)`` re-applies a point (its loss
+    again, bit for bit)."""
+    from lutcore import _check
+    budget = _check.int_arg(budget, "budget", lo=1)
+    prior = _core.prior_points(out, resume)
+    space = _LMSpace(model, data, units, seq_len=seq_len, tokenizer=tokenizer, threads=threads, layers=layers,
+                     reference=reference, batch_size=batch_size)
+    bar = _core.tqdm_bar(progress, budget, "search", initial=len(prior))
+    try:
+        res = _core.search_files(space.cand, space.evaluate_many, budget=budget, greedy=greedy,
+                                 pop_size=pop_size, seed=seed, prior=prior, out=out,
+                                 progress=bar.update if bar else None, config=space.config())
+    finally:
+        if bar:
+            bar.close()
+
+    def model_at(p):
+        space.m.apply({l: space.cand.by_name[n] for l, n in
+                       (p.assignment if hasattr(p, "assignment") else p).items()})
+        return getattr(space.m, "model", None) or space.m.stage
+    res._model_at = model_at
+    res._evaluate_at = lambda p: space.loss(p.assignment if hasattr(p, "assignment") else p)
+    return res

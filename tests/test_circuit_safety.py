@@ -1,0 +1,329 @@
+"""A circuit must never take its caller down (issue 24): C models are tabulated in a
+child process with a time limit, their signature checked before they run; Verilog goes
+through a Yosys flow that is about linear in the design, with a time limit, and outputs
+driven by z or x are refused with their own messages.
+
+Every crash and hang case here runs the model in lutcore's child process: the pytest
+process must survive each one (a regression on the old in-process ctypes call kills it).
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore.cli import main
+from lutcore.units import hdl
+from reference.units_ref import exact_mul_lut
+
+EXACT = exact_mul_lut()
+HDR = "#include <stdint.h>\n#include <stdlib.h>\n#include <stdio.h>\n"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHILD = """import sys, lutcore
+fn = sys.argv[2] or None
+kw = {} if sys.argv[3] == "" else {"timeout": float(sys.argv[3])}
+try:
+    u = lutcore.Units.from_c(sys.argv[1], fn, **kw)
+    print("OK", u.name, u.is_exact)
+except ValueError as e:
+    print("ValueError:", e)
+"""
+
+
+def from_c_in_child(path, function=None, timeout=None, cwd=None):
+    """Units.from_c in a fresh Python: on code that runs the model in-process a crash ends
+    that child, not pytest, and the test fails on its status.  -> what it printed."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CHILD, path, function or "", "" if timeout is None else str(timeout)],
+                       capture_output=True, text=True, timeout=120, cwd=cwd or ROOT, env=env)
+    assert r.returncode == 0, f"the caller died: status {r.returncode}; {r.stderr[-1500:]}"
+    return r.stdout.strip()
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# ---------------------------------------------------------------- C models that crash or hang
+CRASH = {
+    "null_deref": ("int16_t m(int8_t a, int8_t b) { if (a == 5) { volatile int *p = 0; return (int16_t)*p; } "
+                   "return a * b; }", r"killed by SIGSEGV"),
+    "abort": ("int16_t m(int8_t a, int8_t b) { if (a == -7 && b == 3) abort(); return a * b; }",
+              r"killed by SIGABRT"),
+    "exit0": ("int16_t m(int8_t a, int8_t b) { if (a == 100) exit(0); return a * b; }",
+              r"exited with status 0 before returning the table"),
+    "exit3": ("int16_t m(int8_t a, int8_t b) { if (b == 1) { fprintf(stderr, \"bad operand %d\\n\", b); exit(3); }"
+              " return a * b; }", r"exited with status 3 \(its last words: bad operand 1\)"),
+    "divzero": ("int16_t m(int8_t a, int8_t b) { volatile int z = b; return (int16_t)(a * 100 / z); }",
+                r"killed by SIGFPE"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRASH))
+def test_crashing_c_model_is_one_error_and_the_caller_lives(tmp_path, monkeypatch, case):
+    body, pattern = CRASH[case]
+    path = _write(tmp_path, f"{case}.c", HDR + body + "\n")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    out = from_c_in_child(path, "m", cwd=str(work))
+    print(out)
+    assert out.startswith(f"ValueError: {path}: function m: the compiled model ") and "\n" not in out
+    assert re.search(pattern, out)
+    assert os.listdir(work) == []                       # nothing left in the working directory
+
+
+def test_hanging_c_model_is_killed_at_the_time_limit(tmp_path):
+    path = _write(tmp_path, "hang.c", HDR + "int16_t m(int8_t a, int8_t b) { volatile int x = 1; "
+                                            "if (a == 9) while (x) {} return a * b; }\n")
+    t0 = time.monotonic()
+    out = from_c_in_child(path, "m", timeout=1.5)
+    assert re.search(r"hang\.c: function m: the compiled model gave no result within 1\.5 s \(killed\)", out), out
+    assert time.monotonic() - t0 < 15
+
+
+def test_time_limit_kills_the_whole_process_group(tmp_path):
+    # the model forks a grandchild that records its pid and sleeps; the timeout must end it too
+    pidfile = tmp_path / "grandchild.pid"
+    path = _write(tmp_path, "fork.c", HDR + "#include <unistd.h>\n"
+                  f"int16_t m(int8_t a, int8_t b) {{ if (a == 1 && b == 1) {{ if (fork() == 0) {{ "
+                  f"FILE *f = fopen(\"{pidfile}\", \"w\"); fprintf(f, \"%d\", getpid()); fclose(f); "
+                  f"for (;;) sleep(1); }} for (;;) sleep(1); }} return a * b; }}\n")
+    out = from_c_in_child(path, "m", timeout=2)
+    assert "no result within 2 s" in out, out
+    pid = int(pidfile.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"grandchild {pid} survived the time limit")
+
+
+def test_files_and_constructors_stay_in_the_child(tmp_path, monkeypatch):
+    path = _write(tmp_path, "side.c", HDR + """
+int main(void) { return 42; }                     /* its own main: renamed away, never run */
+__attribute__((constructor)) static void ctor(void) {
+    FILE *f = fopen("ctor.txt", "w"); if (f) { fputs("ran", f); fclose(f); } }
+int16_t m(int8_t a, int8_t b) {
+    static int once; if (!once) { FILE *f = fopen("model.txt", "w"); if (f) fclose(f); once = 1; }
+    return a * b; }
+""")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    pid = os.getpid()
+    u = lutcore.Units.from_c(path, "m")
+    assert u.is_exact and os.getpid() == pid
+    assert os.listdir(work) == [] and sorted(os.listdir(tmp_path)) == ["cwd", "side.c"]
+
+
+# ---------------------------------------------------------------- signatures
+SIGS = {
+    "pointers": ("int16_t f(int8_t *a, int8_t *b) { return *a * *b; }", r"its first parameter is a pointer"),
+    "float_param": ("int16_t f(float a, int8_t b) { return a * b; }", r"its first parameter is floating-point"),
+    "float_ret": ("double f(int8_t a, int8_t b) { return a * b; }", r"it returns a floating-point value"),
+    "three": ("int16_t f(int8_t a, int8_t b, int8_t c) { return a * b + c; }", r"it takes 3 parameters"),
+    "one": ("int16_t f(int8_t a) { return a; }", r"it takes 1 parameter\b"),
+    "varargs": ("int16_t f(int8_t a, ...) { return a; }", r"variable argument list"),
+    "struct": ("struct p { int v; };\nstruct p f(int8_t a, int8_t b) { struct p r = { a * b }; return r; }",
+               r"it returns a struct or union"),
+    "wide_param": ("int16_t f(int16_t a, int8_t b) { return a * b; }", r"its first parameter \(int16_t a\) is not"),
+    "wide_ret": ("int64_t f(int8_t a, int8_t b) { return a * b; }", r"wider than 32 bits"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIGS))
+def test_wrong_signature_is_refused_before_running(tmp_path, case):
+    body, pattern = SIGS[case]
+    path = _write(tmp_path, f"{case}.c", HDR + body + "\n")
+    msg = from_c_in_child(path).removeprefix("ValueError: ")    # found as the file's only function
+    print(msg)
+    assert msg.startswith(f"{path}: function f is declared `") and re.search(pattern, msg)
+    assert "expected two 8-bit integer parameters" in msg
+
+
+def test_signature_hidden_behind_a_typedef_is_caught_by_the_compiler(tmp_path):
+    path = _write(tmp_path, "td.c", HDR + "typedef int8_t *byteptr;\n"
+                                          "int16_t f(byteptr a, byteptr b) { return *a * *b; }\n")
+    out = from_c_in_child(path, "f")
+    assert re.search(r"td\.c: function f is declared `int16_t f\(byteptr a, byteptr b\)`.*does not take two "
+                     r"8-bit integers", out), out
+
+
+@pytest.mark.parametrize("sig", ["uint16_t m(uint8_t a, uint8_t b)", "s16 m(s8 a, s8 b)", "int m(char a, signed char b)",
+                                 "int32_t m(const int8_t a, const int8_t b)", "short m(int8_t a, uint8_t b)"])
+def test_accepted_signatures(tmp_path, sig):
+    path = _write(tmp_path, "ok.c", HDR + "typedef int8_t s8;\ntypedef int16_t s16;\n" + sig + " { return (int8_t)a * (int8_t)b >= 0 ? "
+                                               "(int8_t)a * (int8_t)b : 0; }\n")
+    u = lutcore.Units.from_c(path)
+    assert np.array_equal(u.mul, np.maximum(EXACT, 0))
+
+
+def test_compile_failure_shows_the_warnings(tmp_path):
+    path = _write(tmp_path, "warn.c", HDR + "int16_t m(int8_t a, int8_t b) { int unused; return a * b + "
+                                            "nosuch; }\n")
+    with pytest.raises(ValueError, match=r"warn\.c: the C compiler failed: .*nosuch.*warning.*unused"):
+        lutcore.Units.from_c(path, "m")
+
+
+def test_bad_timeout():
+    with pytest.raises(ValueError, match=r"timeout: expected a number of seconds > 0, got 0"):
+        lutcore.Units.from_c(os.path.join(os.path.dirname(__file__), "circuits", "array_mul.c"), "mul8_exact",
+                             timeout=0)
+
+
+# ---------------------------------------------------------------- lutcore eval with a broken unit
+def test_eval_with_a_crashing_c_unit_reports_it(tmp_path):
+    """`lutcore eval --units none exact crash.c mitchell`: every spec is resolved before any row
+    is computed, so the broken unit is one error line naming it and status 2 (not 139).  Run in
+    a child here so that the old code's SIGSEGV is a failure, not the end of pytest."""
+    from lutcore.models import MambaConfig, MambaLM
+    from lutcore.train import Trainer
+    ckpt = tmp_path / "ckpt"
+    tr = Trainer(MambaLM(MambaConfig(d_model=16, n_layer=1, vocab_size=256, seed=0)))
+    tr.save_checkpoint(str(ckpt))
+    crash = _write(tmp_path, "crash.c", HDR + CRASH["null_deref"][0] + "\n")
+    data = _write(tmp_path, "data.txt", "hello approximate world " * 20)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "lutcore", "eval", "--checkpoint", str(ckpt), "--data", data,
+                        "--seq-len", "16", "--units", "none", "exact", crash, "mitchell", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    print(r.stdout, r.stderr)
+    assert r.returncode == 2, r.returncode
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == f"lutcore eval: error: {crash}: function m: the compiled model was killed by SIGSEGV"
+    assert not out.exists()                              # refused before any row was computed
+
+
+# ---------------------------------------------------------------- Verilog: a flow about linear in the design
+_OPS = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+
+
+def random_netlist(n_gates, seed, mux=False):
+    """A random combinational netlist of two-input gates (and 2:1 muxes) over a[7:0], b[7:0]
+    with a 16-bit output: (Verilog text, numpy reference table of the same logic)."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(65536)
+    a, b = i >> 8 & 0xFF, i & 0xFF                         # the table's index: a = high byte
+    names = [f"a[{k}]" for k in range(8)] + [f"b[{k}]" for k in range(8)]
+    vals = [(a >> k) & 1 for k in range(8)] + [(b >> k) & 1 for k in range(8)]
+    lines = [f"module rnd{seed}(input [7:0] a, input [7:0] b, output [15:0] p);"]
+    for g in range(n_gates):
+        x = len(names) - 1 - int(rng.integers(0, min(len(names), 48)))     # mostly recent nets: deep logic
+        y = int(rng.integers(0, len(names)))
+        w = f"w{g}"
+        kind = int(rng.integers(0, 7 if mux else 6))
+        if kind == 6:
+            s = int(rng.integers(0, len(names)))
+            lines.append(f"  wire {w} = {names[s]} ? {names[x]} : {names[y]};")
+            vals.append(np.where(vals[s] == 1, vals[x], vals[y]))
+        else:
+            op = "&|^"[kind % 3]
+            v = _OPS[op](vals[x], vals[y])
+            if kind >= 3:
+                lines.append(f"  wire {w} = ~({names[x]} {op} {names[y]});")
+                v = 1 - v
+            else:
+                lines.append(f"  wire {w} = {names[x]} {op} {names[y]};")
+            vals.append(v)
+        names.append(w)
+    lines.append("  assign p = {" + ", ".join(reversed(names[-16:])) + "};")
+    lines.append("endmodule")
+    ref = sum(vals[-16 + k].astype(np.int64) << k for k in range(16))
+    ref = (ref - ((ref >> 15 & 1) << 16)).astype(np.int16)
+    return "\n".join(lines) + "\n", ref
+
+
+@pytest.mark.parametrize("n,seed,mux", [(60, 1, False), (300, 2, True), (900, 3, True)])
+def test_random_netlists_match_a_numpy_reference(tmp_path, n, seed, mux):
+    text, ref = random_netlist(n, seed, mux)
+    path = _write(tmp_path, f"rnd{seed}.v", text)
+    u = lutcore.Units.from_verilog(path, timeout=60)
+    assert np.array_equal(u.mul, ref), int(np.count_nonzero(u.mul != ref))
+
+
+def test_five_thousand_gates_within_the_limit(tmp_path):
+    """Issue 24: 5,000 two-input gates took more than 10 minutes through `synth`; the flow
+    must finish within 60 s (timeout=60 makes any slower run an error)."""
+    text, ref = random_netlist(5000, 7)
+    path = _write(tmp_path, "rnd5000.v", text)
+    u = lutcore.Units.from_verilog(path, timeout=60)
+    assert np.array_equal(u.mul, ref)
+    assert u.cost["cells"] > 1000 and u.cost["transistors"] > 4 * u.cost["cells"] // 2
+
+
+def test_verilog_time_limit_is_a_clear_error(tmp_path, monkeypatch):
+    text, _ = random_netlist(3000, 8)
+    path = _write(tmp_path, "slow.v", text)
+    monkeypatch.setattr(hdl, "_cache", {})
+    with pytest.raises(ValueError, match=r"slow\.v: Yosys gave no result within 0\.05 s \(it was in: .*\); "
+                                         r"pass a larger timeout="):
+        lutcore.Units.from_verilog(path, timeout=0.05)
+
+
+def test_progress_line_for_a_long_run(tmp_path, monkeypatch, capsys):
+    text, _ = random_netlist(2000, 9)
+    path = _write(tmp_path, "long.v", text)
+    monkeypatch.setattr(hdl, "PROGRESS_AFTER", 0.01)
+    lutcore.Units.from_verilog(path, timeout=60)
+    err = capsys.readouterr().err
+    assert re.search(r"Yosys: .* \(\d+ s of at most 60\)", err), err
+
+
+UNDEFINED = {
+    "z_mux": ("assign p = a[0] ? 16'bz : {8'b0, a};",
+              r"output p bit 0 is high-impedance \(z, or a value that depends on one\) at a=1, b=0 and 32767 other "
+              r"pairs: a tri-state or floating output"),
+    "z_const": ("assign p = {15'b0, 1'bz};", r"output p bit 0 is high-impedance .* at a=0, b=0"),
+    "x_mux": ("assign p = (a == 8'd3) ? 16'bx : a * b;",
+              r"output p bit 0 is undefined \(x\) at a=3, b=0 and 255 other pairs"),
+    "x_through_logic": ("wire [15:0] q = a * b; assign p = q ^ {b[7], 15'b0} ^ ({16{a[7]}} & 16'bx);",
+                        r"output p bit 0 is undefined \(x\) at a=-128, b=0 and 32767 other pairs"),
+    "undriven_wire": ("wire w; assign p = {a, b} & {16{w | a[1]}};",
+                      r"output p bit 0 is undefined \(x\) at a=0, b=1 .*undriven wire"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNDEFINED))
+def test_z_and_x_outputs_are_refused_with_their_own_messages(tmp_path, case):
+    body, pattern = UNDEFINED[case]
+    path = _write(tmp_path, f"{case}.v", f"module m(input [7:0] a, input [7:0] b, output [15:0] p);\n  {body}\n"
+                                         f"endmodule\n")
+    with pytest.raises(ValueError) as ei:
+        lutcore.Units.from_verilog(path)
+    msg = str(ei.value)
+    print(msg)
+    assert msg.startswith(path + ": ") and re.search(pattern, msg)
+
+
+def test_x_masked_by_logic_is_fine(tmp_path):
+    # x & 0 is 0 and x | 1 is 1 in every completion: the output is defined
+    path = _write(tmp_path, "masked.v", "module m(input [7:0] a, input [7:0] b, output [15:0] p);\n"
+                                        "  wire [15:0] q = a * b;\n  assign p = (q & ~16'h0) | (16'bx & 16'h0);\n"
+                                        "endmodule\n")
+    u = lutcore.Units.from_verilog(path)
+    i = np.arange(65536)
+    assert np.array_equal(u.mul.astype(np.int64) & 0xFFFF, ((i >> 8) * (i & 255)) & 0xFFFF)
+
+
+def test_uint16_return_is_read_as_twos_complement(tmp_path):
+    # EvoApproxLib's signed models: uint16_t mul8s_X(uint8_t A, uint8_t B) returning the product's bits
+    path = _write(tmp_path, "evo.c", HDR + "uint16_t mul8s_t(uint8_t A, uint8_t B) "
+                                           "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
+    u = lutcore.Units.from_c(path)
+    assert u.is_exact and "16-bit unsigned return read as two's complement" in u.source
+    wide = _write(tmp_path, "wide.c", HDR + "uint32_t m(uint8_t A, uint8_t B) "
+                                            "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
+    with pytest.raises(ValueError, match=r"wide\.c: m\(a=1, b=-128\) = 65408 does not fit in int16"):
+        lutcore.Units.from_c(wide)

@@ -281,15 +281,18 @@ class SearchResult:
             lines.append(f"... {len(front) - max_rows} more front points in search.json")
         return "\n".join(lines)
 
-    def save(self, out) -> dict:
+    def save(self, out, png: bool = True) -> dict:
         """search.json (every point, the front's indices, the configuration) and front.png in
-        directory ``out`` (created if needed), each written atomically."""
+        directory ``out`` (created if needed), each written atomically (``png=False``: the
+        JSON only)."""
         from lutcore._io import atomic_file, target_dir
         out = target_dir(out, "out")
         os.makedirs(out, exist_ok=True)
         js = os.path.join(out, SEARCH_FILE)
         with atomic_file(js) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=1)
+        if not png:
+            return {"json": js}
         png = os.path.join(out, FRONT_FILE)
         self.plot(png)
         return {"json": js, "png": png}
@@ -616,18 +619,18 @@ def prior_points(out, resume: bool) -> list:
 
 def search_files(cand: Candidates, evaluate_many, *, budget: int, maximize: bool = False, greedy: bool = True,
                  pop_size=None, seed: int = 0, prior=(), out=None, progress=None, config=None) -> SearchResult:
-    """``run_search`` with its files kept: ``out``'s search.json and front.png are rewritten
-    (atomically) after every batch, and on any exception — Ctrl-C included — the points
+    """``run_search`` with its files kept: ``out``'s search.json is rewritten (atomically)
+    after every batch, front.png at the end, and on any exception — Ctrl-C included — the points
     evaluated so far are saved (marked partial) before it propagates.  ``progress``: a
     callable(n new evaluations) or None."""
     config = dict(config or {})
     partial = dict(config, **space_config(cand))
     state = {"points": list(prior)}
 
-    def save_partial(points):
+    def save_partial(points):                 # after every batch: the JSON (drawing the PNG costs more)
         state["points"] = points
         if out is not None:
-            SearchResult(points, partial, maximize, complete=False).save(out)
+            SearchResult(points, partial, maximize, complete=False).save(out, png=False)
     try:
         res, _ = run_search(cand, evaluate_many, budget=budget, maximize=maximize, greedy=greedy,
                             pop_size=pop_size, seed=seed, points=prior, on_batch=save_partial,

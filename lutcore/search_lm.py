@@ -131,8 +131,9 @@ def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=
     its ``cost`` (the exact one among them, or ``reference=``); ``layers``: names, prefixes
     or globs of the layers to search (default all; the rest stay exact) — the names are the
     Hugging Face module names (``model.layers.3.mlp.down_proj``, ``lm_head``); ``budget``,
-    ``greedy``, ``pop_size``, ``seed``: as ``lutcore.torch.search``; ``out``: search.json and
-    front.png kept current after every batch (Ctrl-C leaves every point so far there);
+    ``greedy``, ``pop_size``, ``seed``: as ``lutcore.torch.search``; ``out``: search.json kept
+    current after every batch, front.png drawn at the end (Ctrl-C leaves every point so
+    far there);
     ``resume=True`` continues from ``out``'s search.json.  Returns a
     ``lutcore.search.SearchResult``; ``result.model_at(point)`` re-applies a point (its loss
     again, bit for bit)."""

@@ -370,9 +370,9 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
     candidate); ``compensation``: None, "weights", "bias" or both (see the module);
     ``budget``: the most distinct assignments evaluated, the seeds included (every uniform
     assignment, the one-layer sensitivity and a greedy path built from it); ``workers``: run
-    the evaluations on that many Ray actors; ``out``: a directory where search.json and
-    front.png are kept current after every batch (Ctrl-C leaves every point evaluated so
-    far there); ``resume=True`` continues from ``out``'s search.json.
+    the evaluations on that many Ray actors; ``out``: a directory where search.json is kept
+    current after every batch and front.png drawn at the end (Ctrl-C leaves every point
+    evaluated so far there, and the front drawn); ``resume=True`` continues from ``out``'s search.json.
 
     Returns a ``lutcore.search.SearchResult``: ``points`` (each with ``assignment``,
     ``energy``, ``metric``, ``seed``), ``front``, ``save(dir)``, ``model_at(point)`` (the

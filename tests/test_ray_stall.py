@@ -29,7 +29,7 @@ from test_pipeline_models import hf_model, save
 
 PROMPT = [5, 11, 42, 7]
 CALL_TIMEOUT = 3
-SLACK = 7          # seconds after call_timeout the failure may take (probe pings, teardown, a loaded machine)
+SLACK = 8          # seconds after call_timeout the failure may take (a 1 s teardown wait, 3 s of probe pings, a loaded machine)
 
 
 @pytest.fixture(scope="module")
@@ -123,17 +123,25 @@ def test_stage_stopped_mid_generate_is_named_within_call_timeout(cluster, ckpt, 
 
 
 def _slow_start(seconds):
-    """actor_options whose workers sleep ``seconds`` before the stage is built (see
-    tests/ray_slow_start.py; the workers have the driver's sys.path)."""
-    return {"runtime_env": {"worker_process_setup_hook": "ray_slow_start.sleep",
-                            "env_vars": {"LUTCORE_TEST_START_DELAY": str(seconds)}}}
+    """actor_options whose workers sleep ``seconds`` before the stage is built: the hook
+    of tests/ray_slow_start.py, named in the variable Ray's worker runs at start (Ray
+    itself sets it from a job-level ``worker_process_setup_hook`` only), found through
+    PYTHONPATH (the hook runs before the worker takes the driver's sys.path)."""
+    from ray._private import ray_constants
+    path = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))
+                           if p)
+    return {"runtime_env": {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_slow_start.sleep",
+                                         "PYTHONPATH": path, "LUTCORE_TEST_START_DELAY": str(seconds)}}}
 
 
 def test_slow_start_within_startup_timeout_succeeds_with_a_small_call_timeout(cluster, ckpt):
+    t0 = time.monotonic()
     kind, got = _run(lambda: Pipeline.from_pretrained(ckpt, splits=[3, 3], transport="ray", call_timeout=1,
                                                       startup_timeout=60, actor_options=_slow_start(3)), 90)
+    took = time.monotonic() - t0
     assert kind == "ok", (kind, got)
     with got as p:
+        assert took >= 3, f"the start took {took:.1f} s: the slow-start hook did not run"
         assert p.generate(PROMPT, 3).size == len(PROMPT) + 3
 
 
@@ -142,6 +150,8 @@ def test_start_over_startup_timeout_fails_naming_it(cluster, ckpt):
     kind, got = _run(lambda: Pipeline.from_pretrained(ckpt, splits=[3, 3], transport="ray",
                                                       startup_timeout=2, actor_options=_slow_start(60)), 60)
     took = time.monotonic() - t0
+    if kind == "ok":
+        got.close()
     assert kind == "raised" and isinstance(got, StageFailure), (kind, got)
     assert "pipeline start-up: no answer within startup_timeout=2 s" in str(got) and "not started" in str(got)
     assert got.stage == 0 and took < 2 + SLACK, (took, got)

@@ -65,6 +65,20 @@ def candidate_units(units) -> list:
     return out
 
 
+def candidates_and_reference(units, reference):
+    """(candidate Units, the reference Units or None): the reference joins the candidates when
+    it is not among them; without one, a candidate must be exact (energy is relative to it)."""
+    from lutcore.units import resolve
+    cands = candidate_units(units)
+    ref = resolve(reference) if reference is not None else None
+    if ref is not None and all(u.digest != ref.digest for u in cands):
+        cands = [ref] + cands
+    if ref is None and not any(u.is_exact for u in cands):
+        raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
+                         "the reference unit energy is relative to (reference=...)")
+    return cands, ref
+
+
 def select_layers(names, keys) -> list:
     """The layer names ``keys`` (names, dotted prefixes or fnmatch globs, as in a per-layer
     mapping) select, in model order; a key that selects nothing is a ValueError listing the

@@ -63,15 +63,8 @@ class _LMSpace:
     def __init__(self, model, data, units, *, seq_len, tokenizer, threads, layers, reference, batch_size):
         from lutcore import _check
         from lutcore.evaluate import _HF, _open, _windows
-        from lutcore.units import resolve
         batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
-        cands = _core.candidate_units(units)           # every spec resolved before any work
-        ref = resolve(reference) if reference is not None else None
-        if ref is not None and all(u.digest != ref.digest for u in cands):
-            cands = [ref] + cands
-        if ref is None and not any(u.is_exact for u in cands):
-            raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
-                             "the reference unit energy is relative to (reference=...)")
+        cands, ref = _core.candidates_and_reference(units, reference)   # every spec resolved before any work
         wrapped, tokenizer, _ = _open(model, tokenizer, threads)
         self.label = wrapped.label
         self.wins, self.targets, _, self.seq_len = _windows(wrapped, data, tokenizer, seq_len)

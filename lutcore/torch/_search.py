@@ -87,21 +87,28 @@ def count_products(model: nn.Module, example_input) -> dict:
     if not layers:
         raise ValueError("model: no approximate layers (convert it with lutcore.torch.approximate first)")
     counts = {n: 0 for n, _ in layers}
-    hooks = []
-    for n, m in layers:
+
+    def hook(n, m):
         k = _products_per_output(m)
 
-        def hook(mod, inp, out, n=n, k=k):
+        def count(mod, inp, out):
             counts[n] += int(out.numel()) * k
-        hooks.append(m.register_forward_hook(hook))
+        return m.register_forward_hook(count)
+    _run_hooked(model, layers, hook, example_input, "example_input")
+    return counts
+
+
+def _run_hooked(model, layers, make_hook, data, what):
+    """Run ``model`` (no grad) over the batches of ``data`` with ``make_hook(name, module)``
+    registered on each layer (it returns the hook handle), removed afterwards."""
+    hooks = [make_hook(n, m) for n, m in layers]
     try:
         with torch.no_grad():
-            for b in _batches(example_input, "example_input"):
+            for b in _batches(data, what):
                 _run(model, b)
     finally:
         for h in hooks:
             h.remove()
-    return counts
 
 
 # ----------------------------------------------------------------------------- compensation
@@ -110,9 +117,9 @@ def _code_histograms(model, layers, data) -> dict:
     """{layer: int64[256]} counts of the activation codes each layer quantizes its input to
     (per tensor, as the layers do: s = max|x| / 127, q = round_half_even(x / s))."""
     hist = {n: np.zeros(256, np.int64) for n, _ in layers}
-    hooks = []
-    for n, m in layers:
-        def pre(mod, args, n=n):
+
+    def hook(n, m):
+        def pre(mod, args):
             x = args[0].detach()
             s = mod._lc_input_scale()                 # static: the calibrated scale
             s = x.abs().max() / 127.0 if s is None else torch.tensor(float(s), dtype=torch.float32)
@@ -121,14 +128,8 @@ def _code_histograms(model, layers, data) -> dict:
                 return
             q = torch.clamp(torch.round(x / s), -127, 127).to(torch.int64)
             hist[n] += np.bincount((q.reshape(-1).numpy() & 0xff), minlength=256)
-        hooks.append(m.register_forward_pre_hook(pre))
-    try:
-        with torch.no_grad():
-            for b in _batches(data, "calibration"):
-                _run(model, b)
-    finally:
-        for h in hooks:
-            h.remove()
+        return m.register_forward_pre_hook(pre)
+    _run_hooked(model, layers, hook, data, "calibration")
     return hist
 
 
@@ -171,18 +172,10 @@ def _bias_corrections(model, layers, per_layer_units, data) -> dict:
     """{(layer, unit name): float32 (O,)} mean output error of the layer through each unit,
     against the exact table, on the layer inputs the exact model sees for ``data``."""
     inputs = {n: [] for n, _ in layers}
-    hooks = []
-    for n, m in layers:
-        def pre(mod, args, n=n):
-            inputs[n].append(args[0].detach().clone())
-        hooks.append(m.register_forward_pre_hook(pre))
-    try:
-        with torch.no_grad():
-            for b in _batches(data, "calibration"):
-                _run(model, b)
-    finally:
-        for h in hooks:
-            h.remove()
+
+    def hook(n, m):
+        return m.register_forward_pre_hook(lambda mod, args: inputs[n].append(args[0].detach().clone()))
+    _run_hooked(model, layers, hook, data, "calibration")
     exact = resolve_units("exact")
     out = {}
     with torch.no_grad():
@@ -232,13 +225,7 @@ class _Space:
         names = _core.select_layers([n for n, _ in all_layers], layers)
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
-        cands = _core.candidate_units(units)
-        ref = resolve_units(reference) if reference is not None else None
-        if ref is not None and all(u.digest != ref.digest for u in cands):
-            cands = [ref] + cands
-        if ref is None and not any(u.is_exact for u in cands):
-            raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
-                             "the reference unit energy is relative to (reference=...)")
+        cands, ref = _core.candidates_and_reference(units, reference)
         exact = resolve_units("exact")
         for _, m in self.layers:
             m.units = exact

@@ -670,6 +670,15 @@ def _show_defaults(parser) -> None:
             a.help = f"{a.help} (default: {shown})" if a.help else f"default: {shown}"
 
 
+def _model_args(parser) -> None:
+    """--checkpoint / --model / --data, as eval and search take them (``_model_data``)."""
+    parser.add_argument("--checkpoint", metavar="DIR", help="a lutcore training checkpoint directory")
+    parser.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, "
+                                                       "mamba) with its tokenizer.json")
+    parser.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train "
+                                       "reported)")
+
+
 def main(argv=None) -> int:
     from lutcore import __version__
     p = argparse.ArgumentParser(prog="lutcore", description="Neural networks on the CPU through declared 8-bit units.")
@@ -736,10 +745,7 @@ def main(argv=None) -> int:
     ins.set_defaults(fn=cmd_inspect)
     ev = sub.add_parser("eval", help="the damage table: loss, perplexity, bits/token, Δloss and top-1 agreement "
                                      "with float of one model through each units spec")
-    ev.add_argument("--checkpoint", metavar="DIR", help="a lutcore training checkpoint directory")
-    ev.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba) "
-                                                   "with its tokenizer.json")
-    ev.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
+    _model_args(ev)
     ev.add_argument("--units", nargs="+", metavar="SPEC",
                     help="units specs, one row each: none (float32), exact, truncated:K, mitchell, reduced:BITS, "
                          "a directory, FILE.v or FILE.c:function, or per-layer units: an assignment FILE.json "
@@ -753,10 +759,7 @@ def main(argv=None) -> int:
     ev.set_defaults(fn=cmd_eval)
     se = sub.add_parser("search", help="which unit where: a per-layer search of a language model, relative "
                                        "multiplier energy against held-out loss (search.json, front.png)")
-    se.add_argument("--checkpoint", metavar="DIR", help="a lutcore training checkpoint directory")
-    se.add_argument("--model", metavar="DIR", help="a Hugging Face checkpoint (llama, qwen2, mistral, gpt2, mamba) "
-                                                   "with its tokenizer.json")
-    se.add_argument("--data", help="UTF-8 text file (default with --checkpoint: the held-out split train reported)")
+    _model_args(se)
     se.add_argument("--units", nargs="+", metavar="SPEC_OR_DIR", required=True,
                     help="candidate units: specs (exact, mitchell, truncated:K, reduced:BITS, FILE.v, "
                          "FILE.c:function, a units directory) or a library directory (every circuit under it); "

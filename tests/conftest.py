@@ -70,3 +70,16 @@ def _restore_global_state():
         lc.set_audit(0)
         if prev_threads is not None:
             lc.set_num_threads(prev_threads)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster (2 CPUs) for one test module, shut down after it unless one was
+    already running."""
+    import ray
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()

@@ -30,16 +30,6 @@ N_NEW = 8
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     return {k: str(save(hf_model(k), tmp_path_factory.mktemp(k))) for k in ("llama", "gpt2")}
 

@@ -21,7 +21,6 @@ import time
 
 import pytest
 
-import ray
 
 from lutcore.pipeline import Pipeline, StageFailure
 
@@ -30,16 +29,6 @@ from test_pipeline_models import hf_model, save
 PROMPT = [5, 11, 42, 7]
 CALL_TIMEOUT = 3
 SLACK = 8          # seconds after call_timeout the failure may take (a 1 s teardown wait, 3 s of probe pings, a loaded machine)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

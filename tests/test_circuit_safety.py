@@ -63,6 +63,10 @@ CRASH = {
               " return a * b; }", r"exited with status 3 \(its last words: bad operand 1\)"),
     "divzero": ("int16_t m(int8_t a, int8_t b) { volatile int z = b; return (int16_t)(a * 100 / z); }",
                 r"killed by SIGFPE"),
+    # a model that wants more memory than lutcore gives it (hdl.CHILD_MEMORY, 2 GiB) gets NULL
+    "memory": ("int16_t m(int8_t a, int8_t b) { static char *big; if (!big) { big = malloc((size_t)3 << 30); "
+               "if (!big) { fprintf(stderr, \"out of memory\\n\"); exit(4); } } return a * b; }",
+               r"exited with status 4 \(its last words: out of memory\)"),
 }
 
 

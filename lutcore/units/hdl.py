@@ -631,6 +631,16 @@ def _tail(fname, n=300):
     return lines[-1][:n] if lines else ""
 
 
+CHILD_MEMORY = 2 << 30          # bytes of address space a compiled C model may use
+
+
+def _limit_memory():
+    """In the child, before it runs the model: at most CHILD_MEMORY of address space (a
+    model that allocates without end fails there instead of exhausting the machine)."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+
 def _run_child(cmd, cwd, timeout, what):
     """Run ``cmd`` in its own session (process group) in ``cwd``, its output to files there.
     -> (how it ended or None when it exited 0, the last line of its stderr).  On timeout or
@@ -639,7 +649,7 @@ def _run_child(cmd, cwd, timeout, what):
     out, err = os.path.join(cwd, f"{what}.out"), os.path.join(cwd, f"{what}.err")
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_limit_memory)
 
     def kill():
         try:
@@ -686,7 +696,8 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
     clang; ``-O1 -Wall -Wextra``) together with a small driver whose ``main`` calls the
     function on all 65,536 pairs and writes the table to a file; the driver runs as its own
     process group in a temporary directory (what the model writes, its constructors and its
-    ``exit``/``abort``/crashes stay there), for at most ``timeout`` seconds.  Every way it
+    ``exit``/``abort``/crashes stay there), for at most ``timeout`` seconds and
+    ``CHILD_MEMORY`` (2 GiB) of address space.  Every way it
     can fail is one ValueError naming the file and the function."""
     from lutcore.units import Units
     path = _check_file(path, (".c",), "C")

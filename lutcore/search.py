@@ -283,14 +283,20 @@ class SearchResult:
 
     def format_table(self, max_rows: int = 30) -> str:
         front = self.front
+        # the absolute and the area / delay views where every front point has them
+        extra = [(k, h, f) for k, h, f in (("power_mw_products", "mW x prod", "{:11.4g}"), ("area", "area", "{:7.4f}"),
+                                           ("delay_ns", "delay ns", "{:8.3g}"))
+                 if front and all(p.costs.get(k) is not None for p in front)]
+        head = "".join(f"  {h:>{len(f.format(0.0))}}" for _, h, f in extra)
         lines = [f"{len(self.points)} assignments evaluated, {len(front)} on the front"
                  + ("" if self.complete else " (interrupted: partial)"),
-                 f"{'energy':>8}  {'metric':>12}  {'seed':<11}  assignment"]
+                 f"{'energy':>8}{head}  {'metric':>12}  {'seed':<11}  assignment"]
         for p in front[:max_rows]:
             names = list(p.assignment.values())
             uni = names[0] if len(set(names)) == 1 else None
             desc = f"all {uni}" if uni else ", ".join(f"{k}={v}" for k, v in p.assignment.items())
-            lines.append(f"{p.energy:8.4f}  {p.metric:12.6g}  {p.seed or '-':<11}  {desc[:100]}")
+            cols = "".join("  " + f.format(p.costs[k]) for k, _, f in extra)
+            lines.append(f"{p.energy:8.4f}{cols}  {p.metric:12.6g}  {p.seed or '-':<11}  {desc[:100]}")
         if len(front) > max_rows:
             lines.append(f"... {len(front) - max_rows} more front points in search.json")
         return "\n".join(lines)

@@ -273,7 +273,7 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
     nblk = sb.shape[0]
     isa = _simd.isa()
     M, N = y.shape
-    if units.is_exact:
+    if units.kernel_path == "exact":
         bkp = _even(block)
         bp, sbp = _exact_panels(qb_obj, nt)
         if ap is None:
@@ -283,7 +283,7 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
         _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt, ld)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, nblk * block, nblk, nt, True), np.int32)
-        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt, ld)
+        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units.kernel_table, nblk, block, work, isa, nt, ld)
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y
@@ -310,7 +310,7 @@ class QLinear:
         self.K, self.N = self.q8.shape
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
-        if self.units.is_exact:
+        if self.units.kernel_path == "exact":
             _exact_panels(self.q8, resolve_threads(threads))        # pack now, not on the first call
         self._rows = 0
 
@@ -342,5 +342,5 @@ class QLinear:
         qa, sa = self._qa[:M], self._sa[:M]
         if _g.quantize_rows(qa, sa, x, self.block, _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.is_exact else None
+        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.kernel_path == "exact" else None
         return _check.out_done(out, _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap, ld=ld))

@@ -390,12 +390,12 @@ class Stage:
         K, N = w.shape
         w._buffers(1)
         common = {"qa": w._qa[:1], "sa": w._sa[:1], "bias": b}
-        if w.units.is_exact:
+        if w.units.kernel_path == "exact":
             bp, sbp = _exact_panels(w.q8, nt)
             return _dec.Linear(1, K, N, dict(common, bp=bp, sbp=sbp, ap=w._ap[:_dec.MR]), w.block, w.bkp)
         twork = np.empty(max(1, _g.table_work_size(1, N, nt, True)), np.int32)
         return _dec.Linear(2, K, N, dict(common, qb=np.ascontiguousarray(w.q8.q), sb=w.q8.scale,
-                                         T32=w.units._kernel_mul, twork=twork), w.block, 0)
+                                         T32=w.units.kernel_table, twork=twork), w.block, 0)
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""

@@ -237,7 +237,7 @@ NARROW_GROUP = 8
 
 
 def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
-    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.is_exact else SERIAL_MACS_TABLE) else nt
+    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.kernel_path == "exact" else SERIAL_MACS_TABLE) else nt
 
 
 # A table product with few rows and many columns (batch-1 and small-batch inference: M of
@@ -267,7 +267,7 @@ def product(a: np.ndarray, qw: "QWeight", g: int, units: Units, nt: int, out: np
     M, K = a.shape
     Og = out.shape[1]
     t = gemm_threads(M, K, Og, units, nt)
-    if not units.is_exact and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
+    if units.kernel_path == "table" and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
         out[...] = lut_gemm(qw.q[g * Og:(g + 1) * Og], np.ascontiguousarray(a.T), _transposed(units), threads=t).T
         return out
     return lut_gemm(a, qw.b[g], units, threads=t, out=out)
@@ -365,7 +365,7 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
         _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,
                            geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0],
-                           geo.dilation[1], qw.qt, units._kernel_mul[0], units.is_exact, _simd.isa(), nt)
+                           geo.dilation[1], qw.qt, units.kernel_table[0], units.kernel_path == "exact", _simd.isa(), nt)
     else:
         A = geo.patches(q, nt)
         for g in range(geo.groups):

@@ -192,6 +192,22 @@ class Units:
         self._requant_clamp = (lo <= hi and
                                bool(np.array_equal(np.clip(t, lo, hi).astype(np.int8), self.requant_lut)), lo, hi)
 
+    # ---------------------------------------------------------------- kernel path
+    @property
+    def kernel_path(self) -> str:
+        """Which integer kernel every product through these units runs: ``"exact"`` (the
+        table is ``a*b``: the int8 dot-product fast path) or ``"table"`` (the vectorised
+        lookup path).  The one place lutcore makes that choice — ``lut_gemm``, ``qmatmul``,
+        ``QLinear``, the fused decode and the PyTorch layers all ask here.  Both paths give
+        the contract's bits; only the speed differs."""
+        return "exact" if self.is_exact else "table"
+
+    @property
+    def kernel_table(self) -> np.ndarray:
+        """The multiplier as the table kernels read it: int32 (2, 65536), rows (a, b) and (b, a)
+        order (read-only use)."""
+        return self._kernel_mul
+
     # ---------------------------------------------------------------- builders
     @classmethod
     def exact(cls) -> "Units":

@@ -51,6 +51,7 @@ import numpy as np
 from lutcore import _check, _simd, audit
 from lutcore._native import decode as _dec
 from lutcore._native import gemm as _g
+from lutcore import _threads
 from lutcore._threads import resolve_threads
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
@@ -572,6 +573,7 @@ class Stage:
             out.append((self._head, "lm_head", None))
         return out
 
+    @_threads.entry
     def count_products(self, ids) -> dict:
         """{module name: multiplications through its unit} for one pass of this (whole-model)
         stage over token ids (a dry run: each unit matmul's rows x K x N as it is called; a
@@ -638,6 +640,7 @@ class Stage:
         if not self.plan.head:
             raise ValueError(f"{what}: stage {self.plan.index} is not the head (stage 0 embeds and reads out)")
 
+    @_threads.entry
     def embed(self, ids, start: int = 0):
         """Token ids (T,) at positions start..start+T-1 -> hidden states (T, C) float32."""
         self._need_head("embed")
@@ -657,6 +660,7 @@ class Stage:
             x += self.positions[start:start + ids.size]
         return x
 
+    @_threads.entry
     def run_layers(self, x, cache: StageCache | None = None):
         """Apply this stage's layers to hidden states x (T, C) float32.
 
@@ -692,6 +696,7 @@ class Stage:
             cache.pos += x.shape[0]
         return x
 
+    @_threads.entry
     def readout(self, x):
         """Final norm and the vocabulary projection: x (T, C) -> logits (T, V) float32."""
         self._need_head("readout")

@@ -380,15 +380,15 @@ def cmd_generate(args) -> int:
 
 def _model_data(args):
     """--checkpoint / --model and --data of eval and search -> (path, data, description,
-    seq_len, tokenizer or None, the checkpoint's trained units or None)."""
-    from lutcore.evaluate import checkpoint_units
+    seq_len, tokenizer or None, the checkpoint's trained units or None); a checkpoint is opened
+    here, once, and its OpenCheckpoint is the "path" evaluate_units / search_lm take."""
+    from lutcore.evaluate import open_checkpoint
     seq_len, trained = args.seq_len, None
     if args.checkpoint:
-        path = args.checkpoint
-        trained = checkpoint_units(path)
-        tok = _trainer_from(path).tokenizer
+        ck = open_checkpoint(args.checkpoint, threads=args.threads)       # the one read of its files
+        path, trained, tok = ck, ck.trained, ck.tokenizer
         if args.data is None:
-            data, source, train_len = _held_out(path, tok)
+            data, source, train_len = _held_out(ck.path, tok)
             seq_len = seq_len or train_len
         else:
             data, source = _load_text(args.data)

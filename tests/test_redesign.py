@@ -157,3 +157,37 @@ def test_resolved_units_pass_through_and_none_rules():
     assert assign.resolve_spec(None) is None and assign.resolve_spec("none") is None
     a = np.arange(-60, 60, dtype=np.int8).reshape(8, 15)
     assert np.array_equal(lutcore.lut_gemm(a, a.T.copy()), a.astype(np.int32) @ a.T.astype(np.int32))
+
+
+# ------------------------------------------------------------------ one open per command
+def test_eval_checkpoint_opens_it_once(tmp_path, monkeypatch):
+    """``lutcore eval --checkpoint`` reads the checkpoint's weights (Trainer.resume) and its
+    units (checkpoint_units) once each — it used to open it twice, once for the tokenizer."""
+    import json
+    from lutcore import evaluate
+    from lutcore.cli import main
+    from lutcore.train.data import builtin_corpus
+    data = tmp_path / "train.txt"
+    data.write_text(builtin_corpus()[:12_000], encoding="utf-8")
+    assert main(["train", "--data", str(data), "--steps", "2", "--d-model", "16", "--layers", "1", "--d-state", "4",
+                 "--seq-len", "32", "--batch-size", "2", "--sample-tokens", "0", "--out", str(tmp_path / "run"),
+                 "--threads", "1", "--units", "truncated:6", "--eval-units", "none"]) == 0
+    ckpt = str(tmp_path / "run" / "checkpoint")
+    opened = {"resume": 0, "units": 0}
+    real_resume, real_units = Trainer.resume.__func__, evaluate.checkpoint_units
+
+    def resume(cls, *a, **k):
+        opened["resume"] += 1
+        return real_resume(cls, *a, **k)
+
+    def units(*a, **k):
+        opened["units"] += 1
+        return real_units(*a, **k)
+    monkeypatch.setattr(Trainer, "resume", classmethod(resume))
+    monkeypatch.setattr(evaluate, "checkpoint_units", units)
+    for extra in ([], ["--units", "none", "mitchell"]):
+        opened.update(resume=0, units=0)
+        assert main(["eval", "--checkpoint", ckpt, "--threads", "1", "--out", str(tmp_path / "e"), *extra]) == 0
+        assert opened == {"resume": 1, "units": 1}, (extra, opened)
+    rows = json.load(open(tmp_path / "e" / "eval.json"))["results"]
+    assert [r["units"] for r in rows] == ["none", "mitchell"]

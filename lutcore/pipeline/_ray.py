@@ -58,7 +58,8 @@ import zlib
 
 import numpy as np
 
-from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain, next_token, ring_options
+from lutcore.pipeline._common import HopChecksumError, StageFailure, decode_plain as _decode_plain, next_token, \
+    ring_options
 
 __all__ = ["RayRing"]
 

@@ -27,7 +27,7 @@ import functools
 import inspect
 import os
 
-from lutcore._native import _cpu
+from lutcore.kernels import _cpu
 
 _default: int | None = None
 
@@ -97,11 +97,11 @@ def record():
     call of a native kernel that takes a thread count, however it is reached (the native
     modules' functions are wrapped for the block and restored after it; not thread-safe).
     Without OpenMP each kernel is serial whatever it is given."""
-    import importlib
+    from lutcore import kernels
     calls: list = []
     saved = []
     for mod_name in _NATIVE:
-        mod = importlib.import_module(f"lutcore._native.{mod_name}")
+        mod = getattr(kernels, mod_name)
         for name, f in list(vars(mod).items()):
             if name.startswith("_") or isinstance(f, type) or not callable(f):
                 continue

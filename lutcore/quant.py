@@ -19,9 +19,9 @@ import os
 import numpy as np
 
 from lutcore import _check, _simd, _workspace, audit
-from lutcore._native import gemm as _g
+from lutcore.kernels import gemm as _g
 from lutcore._threads import resolve_threads
-from lutcore.ops.gemm import _even, pack_a16, pack_panels
+from lutcore.ops.gemm import even_depth as _even, pack_a16, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
 __all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
@@ -94,6 +94,11 @@ class Q8:
         Kq, N = self.q.shape
         x = (self.q.reshape(nb, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
         return x[: self.shape[0]]
+
+    def exact_panels(self, threads=None):
+        """(panels, scales) of this right operand (axis 0) as the exact kernel streams them:
+        packed once, on the first call, and kept (read-only use)."""
+        return _exact_panels(self, resolve_threads(threads))
 
     def __repr__(self):
         return f"Q8(shape={self.shape}, block={self.block}, axis={self.axis})"
@@ -317,6 +322,22 @@ class QLinear:
     @property
     def shape(self):
         return (self.K, self.N)
+
+    def decode_operands(self, threads=None):
+        """What a fused one-row kernel (the pipeline's decode layer) reads of this weight for
+        ``threads``: ``(path, buffers, block, bkp)`` — path 1, the exact kernel (``buffers``: the
+        packed panels ``bp``/``sbp`` and the row buffers ``qa``, ``sa``, ``ap``), or path 2, the
+        table kernel (codes ``qb``, scales ``sb``, the table ``T32``, its work buffer ``twork``).
+        The buffers belong to this QLinear (``units.kernel_path`` chose the path)."""
+        nt = resolve_threads(threads)
+        self._buffers(1)
+        common = {"qa": self._qa[:1], "sa": self._sa[:1]}
+        if self.units.kernel_path == "exact":
+            bp, sbp = _exact_panels(self.q8, nt)
+            return 1, dict(common, bp=bp, sbp=sbp, ap=self._ap[:_g.MR]), self.block, self.bkp
+        twork = np.empty(max(1, _g.table_work_size(1, self.N, nt, True)), np.int32)
+        return 2, dict(common, qb=np.ascontiguousarray(self.q8.q), sb=self.q8.scale,
+                       T32=self.units.kernel_table, twork=twork), self.block, 0
 
     def _buffers(self, M):
         if M > self._rows:

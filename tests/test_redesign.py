@@ -187,7 +187,10 @@ def test_eval_checkpoint_opens_it_once(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "checkpoint_units", units)
     for extra in ([], ["--units", "none", "mitchell"]):
         opened.update(resume=0, units=0)
-        assert main(["eval", "--checkpoint", ckpt, "--threads", "1", "--out", str(tmp_path / "e"), *extra]) == 0
+        lutcore.set_num_threads(LEAK)
+        with _threads.record() as calls:
+            assert main(["eval", "--checkpoint", ckpt, "--threads", "1", "--out", str(tmp_path / "e"), *extra]) == 0
         assert opened == {"resume": 1, "units": 1}, (extra, opened)
+        assert _counts(calls) == {1}                                   # the command's --threads, everywhere
     rows = json.load(open(tmp_path / "e" / "eval.json"))["results"]
     assert [r["units"] for r in rows] == ["none", "mitchell"]

@@ -36,10 +36,9 @@ import math
 
 import numpy as np
 
-from lutcore import _check, _simd
+from lutcore import _check, _simd, _threads
 from lutcore._alloc import reusing
-from lutcore import _threads
-from lutcore._native import decode as _rows
+from lutcore.kernels import decode as _rows
 from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel

@@ -26,8 +26,7 @@ import os
 
 import numpy as np
 
-from lutcore import _check
-from lutcore import _threads
+from lutcore import _check, _threads
 from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel

@@ -54,8 +54,12 @@ def pack_b(b) -> PackedB:
     return PackedB(b)
 
 
-def _even(n: int) -> int:
+def even_depth(n: int) -> int:
+    """n rounded up to even: the exact kernel's reduction depth (it takes k in pairs)."""
     return n + (n & 1)
+
+
+_even = even_depth
 
 
 def pack_panels(b: np.ndarray, bk: int, bkp: int, threads: int, out=None) -> tuple[np.ndarray, int]:

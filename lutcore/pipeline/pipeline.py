@@ -196,12 +196,12 @@ class Pipeline:
         ``Stage.set_units``): one spec for every layer, or a mapping {name / prefix / glob:
         spec} (or an assignment .json) for the layers its keys cover, the others keeping theirs.
         Every key is checked against the whole model before any stage changes."""
-        from lutcore.units import assign, resolve
+        from lutcore.units import assign
         ring = self._ring_or_raise()
         mapping = assign.as_mapping(units)
         names = self.layer_names()
         if mapping is None:
-            u = None if assign.is_float(units) else resolve(units)
+            u = assign.resolve_spec(units)
             a = assign.Assignment((n, u) for n in names)
         else:
             a = assign.assign(mapping, names)

@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from lutcore import _check, _simd, _workspace
-from lutcore._native import im2col as _im
+from lutcore.kernels import im2col as _im
 from lutcore._threads import resolve_threads
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize

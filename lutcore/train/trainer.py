@@ -22,8 +22,7 @@ import time
 
 import numpy as np
 
-from lutcore import __version__, _check
-from lutcore import _threads
+from lutcore import __version__, _check, _threads
 from lutcore.ops.elementwise import fp16_round
 from lutcore.tokenizer import Tokenizer
 from lutcore.train import data as _data

@@ -445,9 +445,16 @@ _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
 def resolve(units) -> Units:
-    """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name, a
-    directory, a Verilog file (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
-    when it defines one such function)."""
+    """A Units -> itself (unchanged); a str -> exact/approx name, a directory, a Verilog file
+    (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
+    when it defines one such function); None -> the (cached) exact units.
+
+    None is exact here because this is the resolver of the integer ops, which have no float
+    path (``lut_gemm``, ``qmatmul``, ``QLinear``, ``requant``, ``relu8``, ``UnitMatmul``: their
+    ``units=None`` default is the exact table).  Where a float path exists — models,
+    ``set_units``, pipeline stages, ``evaluate_units``, the CLI — None (and "none"/"float")
+    means float: those resolve with ``lutcore.units.assign.resolve_spec`` (docs/DESIGN.md,
+    "Units and None")."""
     global _EXACT
     if units is None:
         if _EXACT is None:

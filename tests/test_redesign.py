@@ -147,6 +147,30 @@ def test_kernel_path_is_the_one_decision(monkeypatch):
         assert np.array_equal(g, e)
 
 
+def test_kernel_path_decides_for_torch_layers_and_the_fused_decode(monkeypatch, llama):
+    import torch
+    from lutcore.pipeline import Pipeline
+    from lutcore.torch import ApproxConv2d, ApproxLinear
+    from lutcore.units import Units
+    torch.manual_seed(1)
+    lin, conv = ApproxLinear(40, 300, units="exact", threads=1), ApproxConv2d(3, 5, 3, units="exact", threads=1)
+    x, img = torch.randn(20, 40), torch.randn(1, 3, 9, 9)
+
+    def run():
+        with Pipeline.from_pretrained(llama, units="exact", threads=1) as p:
+            toks = p.generate([5, 11, 42], 3)
+            return lin(x).detach().numpy(), conv(img).detach().numpy(), np.asarray(toks), p.logits(toks)
+    with _threads.record() as calls:
+        want = run()
+    assert any("exact" in f for f, _ in calls)
+    monkeypatch.setattr(Units, "kernel_path", property(lambda self: "table"))
+    with _threads.record() as calls:
+        got = run()
+    assert not any("exact" in f for f, _ in calls), calls
+    for g, e in zip(got, want):
+        assert np.array_equal(g, e)
+
+
 def test_resolved_units_pass_through_and_none_rules():
     """A resolved Units passes through unchanged; the integer ops' None is the exact table;
     the float-aware resolver (models, CLI, evaluate, pipeline) reads None as float."""
@@ -185,12 +209,21 @@ def test_eval_checkpoint_opens_it_once(tmp_path, monkeypatch):
         return real_units(*a, **k)
     monkeypatch.setattr(Trainer, "resume", classmethod(resume))
     monkeypatch.setattr(evaluate, "checkpoint_units", units)
+    from lutcore.units import Units
+    made, real_init = [], Units.__init__
+
+    def init(self, *a, **k):
+        made.append(1)
+        real_init(self, *a, **k)
+    monkeypatch.setattr(Units, "__init__", init)
     for extra in ([], ["--units", "none", "mitchell"]):
         opened.update(resume=0, units=0)
+        made.clear()
         lutcore.set_num_threads(LEAK)
         with _threads.record() as calls:
             assert main(["eval", "--checkpoint", ckpt, "--threads", "1", "--out", str(tmp_path / "e"), *extra]) == 0
         assert opened == {"resume": 1, "units": 1}, (extra, opened)
         assert _counts(calls) == {1}                                   # the command's --threads, everywhere
+        assert len(made) <= (1 if not extra else 2)       # the trained table built once (+ mitchell)
     rows = json.load(open(tmp_path / "e" / "eval.json"))["results"]
     assert [r["units"] for r in rows] == ["none", "mitchell"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from lutcore._native import _cpu
+from lutcore.kernels import _cpu
 
 NAMES = ("generic", "avx2", "avx512bw", "avx512")
 _features = _cpu.cpu_features()
@@ -89,8 +89,8 @@ def cpu_flags() -> list[str]:
 def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
-    from lutcore._native import elementwise as _e, gemm as _g, mamba as _m, optim as _o, sgemm as _sg
-    from lutcore._native import decode as _d
+    from lutcore.kernels import elementwise as _e, gemm as _g, mamba as _m, optim as _o, sgemm as _sg
+    from lutcore.kernels import decode as _d
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
     out.update(_e.body_names(isa_of(name)))

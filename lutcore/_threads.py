@@ -6,6 +6,13 @@
 MAX_THREADS is an error.
 Without OpenMP every kernel is serial and this returns 1.
 
+Entry points (a model's forward/backward/generate, ``Trainer`` steps, a pipeline
+``Stage``, the ``lutcore.torch`` layers) resolve their ``threads`` ONCE and run their
+body inside ``scope(n)``: every kernel called below with ``threads=None`` then gets
+that ``n`` (an explicit ``threads=`` still wins; a nested ``scope(None)`` inherits the
+outer number).  The scope is a context variable, so it belongs to the calling thread.
+``record()`` is the debug hook that checks it: the team size of every native call.
+
 MAX_THREADS is the machine's CPU count times THREADS_PER_CPU (8): beyond that an
 OpenMP team only oversubscribes, and at some size libgomp cannot create its
 threads and ends the process ("libgomp: Thread creation failed", exit 1, no
@@ -14,9 +21,13 @@ exception).  A larger ``threads=`` is a ValueError; a larger OpenMP default
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+import inspect
 import os
 
-from lutcore._native import _cpu
+from lutcore.kernels import _cpu
 
 _default: int | None = None
 
@@ -42,9 +53,75 @@ def get_num_threads() -> int:
 
 def resolve_threads(threads) -> int:
     if threads is None:
-        n = _default if _default is not None else min(_cpu.max_threads(), MAX_THREADS)
+        n = _scope.get()
+        if n is None:
+            n = _default if _default is not None else min(_cpu.max_threads(), MAX_THREADS)
     else:
         n = _check(threads)
     if not _cpu.openmp_enabled():
         return 1
     return max(1, int(n))
+
+
+_scope: contextvars.ContextVar = contextvars.ContextVar("lutcore_threads", default=None)
+
+
+@contextlib.contextmanager
+def scope(threads):
+    """Run the block with ``threads`` (resolved once, now) as the count of every kernel
+    called with ``threads=None``; yields the number."""
+    n = resolve_threads(threads)
+    tok = _scope.set(n)
+    try:
+        yield n
+    finally:
+        _scope.reset(tok)
+
+
+def entry(method):
+    """Decorator for an entry point's method: its body runs in ``scope(self.threads)``."""
+    @functools.wraps(method)
+    def run(self, *args, **kw):
+        with scope(self.threads):
+            return method(self, *args, **kw)
+    return run
+
+
+# ---------------------------------------------------------------- the debug hook
+_NATIVE = ("decode", "elementwise", "gemm", "im2col", "mamba", "optim", "sgemm")
+
+
+@contextlib.contextmanager
+def record():
+    """Debug hook: ``with record() as calls: ...`` appends ``(function, nthreads)`` for every
+    call of a native kernel that takes a thread count, however it is reached (the native
+    modules' functions are wrapped for the block and restored after it; not thread-safe).
+    Without OpenMP each kernel is serial whatever it is given."""
+    from lutcore import kernels
+    calls: list = []
+    saved = []
+    for mod_name in _NATIVE:
+        mod = getattr(kernels, mod_name)
+        for name, f in list(vars(mod).items()):
+            if name.startswith("_") or isinstance(f, type) or not callable(f):
+                continue
+            try:
+                params = list(inspect.signature(f).parameters)
+            except (TypeError, ValueError):
+                continue
+            if "nthreads" not in params or name.endswith("work_size"):
+                continue
+            saved.append((mod, name, f))
+            setattr(mod, name, _recording(f, f"{mod_name}.{name}", params.index("nthreads"), calls))
+    try:
+        yield calls
+    finally:
+        for mod, name, f in saved:
+            setattr(mod, name, f)
+
+
+def _recording(f, label, i, calls):
+    def call(*args, **kw):
+        calls.append((label, int(args[i] if len(args) > i else kw["nthreads"])))
+        return f(*args, **kw)
+    return call

@@ -174,7 +174,7 @@ def cmd_train(args) -> int:
         from lutcore.evaluate import checkpoint_units
         units = (checkpoint_units(args.resume) if args.units is None
                  else None if args.units == "none" else args.units)
-        trainer = Trainer.resume(args.resume, units=units)
+        trainer = Trainer.resume(args.resume, units=units, threads=args.threads)
         tok = trainer.tokenizer
         model = trainer.model
         if args.tokenizer:
@@ -184,8 +184,9 @@ def cmd_train(args) -> int:
         units = None if args.units in (None, "none") else lutcore.units.resolve(args.units)
         cfg = MambaConfig(d_model=args.d_model, n_layer=args.layers, vocab_size=tok.vocab_size,
                           d_state=args.d_state, seed=args.seed)
-        model = MambaLM(cfg, units=units, unit_backward=args.unit_backward)
-        trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed)
+        model = MambaLM(cfg, units=units, unit_backward=args.unit_backward, threads=args.threads)
+        trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed,
+                          threads=args.threads)
     text, source = _load_text(args.data, args.encoding)
     ids = load_tokens(text, tok)
     n_hold = held_out_size(len(ids), args.seq_len)
@@ -380,15 +381,15 @@ def cmd_generate(args) -> int:
 
 def _model_data(args):
     """--checkpoint / --model and --data of eval and search -> (path, data, description,
-    seq_len, tokenizer or None, the checkpoint's trained units or None)."""
-    from lutcore.evaluate import checkpoint_units
+    seq_len, tokenizer or None, the checkpoint's trained units or None); a checkpoint is opened
+    here, once, and its OpenCheckpoint is the "path" evaluate_units / search_lm take."""
+    from lutcore.evaluate import open_checkpoint
     seq_len, trained = args.seq_len, None
     if args.checkpoint:
-        path = args.checkpoint
-        trained = checkpoint_units(path)
-        tok = _trainer_from(path).tokenizer
+        ck = open_checkpoint(args.checkpoint, threads=args.threads)       # the one read of its files
+        path, trained, tok = ck, ck.trained, ck.tokenizer
         if args.data is None:
-            data, source, train_len = _held_out(path, tok)
+            data, source, train_len = _held_out(ck.path, tok)
             seq_len = seq_len or train_len
         else:
             data, source = _load_text(args.data)
@@ -831,7 +832,9 @@ def main(argv=None) -> int:
     except SystemExit as e:               # --help (0) or a bad argument (2, already printed by argparse)
         return e.code if isinstance(e.code, int) else 2
     try:
-        return int(args.fn(args) or 0)
+        from lutcore import _threads
+        with _threads.scope(getattr(args, "threads", None) or None):     # the command's count, resolved once
+            return int(args.fn(args) or 0)
     except (ValueError, TypeError, KeyError, FileNotFoundError, OSError, ImportError) as e:
         print(f"lutcore {args.cmd}: error: {e}", file=sys.stderr)
         return 2

@@ -53,7 +53,7 @@ import time
 import numpy as np
 
 __all__ = ["evaluate_units", "EvalResult", "EvalInterrupted", "format_table", "write_report",
-           "checkpoint_units", "load_checkpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
+           "checkpoint_units", "load_checkpoint", "open_checkpoint", "OpenCheckpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
 
 MAX_SEQ_LEN = 512
 FLOAT_SPECS = (None, "none", "float")
@@ -127,6 +127,29 @@ def checkpoint_units(path):
 def load_checkpoint(path, units=None, threads=None):
     """``Trainer.resume`` for scoring and sampling: through ``units`` when given, else
     through the units the checkpoint was trained with (``checkpoint_units``)."""
+    return open_checkpoint(path, units, threads).trainer
+
+
+class OpenCheckpoint:
+    """A lutcore checkpoint opened once (``open_checkpoint``): ``path``, ``trainer`` (its
+    model through the units asked for, its tokenizer) and ``trained`` (the units it was
+    trained through, None: float).  ``evaluate_units`` and ``search_lm`` take one in
+    place of the path, so a command reads the checkpoint's files once."""
+
+    def __init__(self, path, trainer, trained):
+        self.path, self.trainer, self.trained = path, trainer, trained
+
+    @property
+    def tokenizer(self):
+        return self.trainer.tokenizer
+
+    def __str__(self):
+        return self.path
+
+
+def open_checkpoint(path, units=None, threads=None) -> OpenCheckpoint:
+    """Open a lutcore checkpoint once: its trained units are read and checked once and its
+    weights loaded once (``load_checkpoint`` is this, returning the trainer)."""
     from lutcore.train import Trainer
     from lutcore.units import resolve
     trained = checkpoint_units(path)
@@ -137,7 +160,7 @@ def load_checkpoint(path, units=None, threads=None):
             tr.model = _rebuild(tr.model, u, threads)
     elif units in ("none", "float") and trained is not None:
         tr.model = _rebuild(tr.model, None, threads)
-    return tr
+    return OpenCheckpoint(os.fspath(path), tr, trained)
 
 
 def _rebuild(model, units, threads):
@@ -199,9 +222,12 @@ def _open(model_or_path, tokenizer, threads):
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
         if os.path.isfile(os.path.join(saved_dir(path), "trainer.json")):
-            tr = load_checkpoint(path, threads=threads)
-            return _Own(tr.model, threads, f"{type(tr.model).__name__} checkpoint {path}"), \
-                tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
+            model_or_path = open_checkpoint(path, threads=threads)
+    if isinstance(model_or_path, OpenCheckpoint):
+        tr, path = model_or_path.trainer, model_or_path.path
+        return _Own(tr.model, threads, f"{type(tr.model).__name__} checkpoint {path}"), \
+            tokenizer or tr.tokenizer, getattr(tr.model, "units", None)
+    if isinstance(model_or_path, (str, os.PathLike)):
         if os.path.isfile(os.path.join(path, "config.json")):
             m = _HF(path, threads)
             tj = contained(path, "tokenizer.json")

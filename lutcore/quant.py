@@ -19,9 +19,9 @@ import os
 import numpy as np
 
 from lutcore import _check, _simd, _workspace, audit
-from lutcore._native import gemm as _g
+from lutcore.kernels import gemm as _g
 from lutcore._threads import resolve_threads
-from lutcore.ops.gemm import _even, pack_a16, pack_panels
+from lutcore.ops.gemm import even_depth as _even, pack_a16, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
 __all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
@@ -94,6 +94,11 @@ class Q8:
         Kq, N = self.q.shape
         x = (self.q.reshape(nb, self.block, N).astype(np.float32) * self.scale[:, None, :]).reshape(Kq, N)
         return x[: self.shape[0]]
+
+    def exact_panels(self, threads=None):
+        """(panels, scales) of this right operand (axis 0) as the exact kernel streams them:
+        packed once, on the first call, and kept (read-only use)."""
+        return _exact_panels(self, resolve_threads(threads))
 
     def __repr__(self):
         return f"Q8(shape={self.shape}, block={self.block}, axis={self.axis})"
@@ -273,7 +278,7 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
     nblk = sb.shape[0]
     isa = _simd.isa()
     M, N = y.shape
-    if units.is_exact:
+    if units.kernel_path == "exact":
         bkp = _even(block)
         bp, sbp = _exact_panels(qb_obj, nt)
         if ap is None:
@@ -283,7 +288,7 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
         _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt, ld)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, nblk * block, nblk, nt, True), np.int32)
-        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units._kernel_mul, nblk, block, work, isa, nt, ld)
+        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units.kernel_table, nblk, block, work, isa, nt, ld)
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y
@@ -310,13 +315,29 @@ class QLinear:
         self.K, self.N = self.q8.shape
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
-        if self.units.is_exact:
+        if self.units.kernel_path == "exact":
             _exact_panels(self.q8, resolve_threads(threads))        # pack now, not on the first call
         self._rows = 0
 
     @property
     def shape(self):
         return (self.K, self.N)
+
+    def decode_operands(self, threads=None):
+        """What a fused one-row kernel (the pipeline's decode layer) reads of this weight for
+        ``threads``: ``(path, buffers, block, bkp)`` — path 1, the exact kernel (``buffers``: the
+        packed panels ``bp``/``sbp`` and the row buffers ``qa``, ``sa``, ``ap``), or path 2, the
+        table kernel (codes ``qb``, scales ``sb``, the table ``T32``, its work buffer ``twork``).
+        The buffers belong to this QLinear (``units.kernel_path`` chose the path)."""
+        nt = resolve_threads(threads)
+        self._buffers(1)
+        common = {"qa": self._qa[:1], "sa": self._sa[:1]}
+        if self.units.kernel_path == "exact":
+            bp, sbp = _exact_panels(self.q8, nt)
+            return 1, dict(common, bp=bp, sbp=sbp, ap=self._ap[:_g.MR]), self.block, self.bkp
+        twork = np.empty(max(1, _g.table_work_size(1, self.N, nt, True)), np.int32)
+        return 2, dict(common, qb=np.ascontiguousarray(self.q8.q), sb=self.q8.scale,
+                       T32=self.units.kernel_table, twork=twork), self.block, 0
 
     def _buffers(self, M):
         if M > self._rows:
@@ -342,5 +363,5 @@ class QLinear:
         qa, sa = self._qa[:M], self._sa[:M]
         if _g.quantize_rows(qa, sa, x, self.block, _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.is_exact else None
+        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.kernel_path == "exact" else None
         return _check.out_done(out, _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap, ld=ld))

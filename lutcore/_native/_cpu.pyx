@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""CPU features and OpenMP facts, read once by lutcore._config."""
+"""CPU features and OpenMP facts, read by lutcore._threads (thread counts) and lutcore._simd (show_config)."""
 
 cdef extern from "lutcore/common.h" nogil:
     int lc_cpu_features()

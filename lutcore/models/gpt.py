@@ -36,9 +36,9 @@ import math
 
 import numpy as np
 
-from lutcore import _check, _simd
+from lutcore import _check, _simd, _threads
 from lutcore._alloc import reusing
-from lutcore._native import decode as _rows
+from lutcore.kernels import decode as _rows
 from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
@@ -158,9 +158,9 @@ class GPT(LanguageModel):
     docstring); or per layer, a mapping {layer / prefix / glob: spec} over
     ``layer_names()`` (the layers no key covers multiply in float; ``set_units``,
     ``assignment``: ``lutcore.models._base``); ``unit_backward`` and ``two_pass`` are
-    passed to ``UnitMatmul``.  ``threads`` is recorded for the Trainer's uniform
-    constructor; the float path is lutcore.ops.matmul (deterministic) and the unit matmuls use
-    lutcore's default thread count (``lutcore.set_num_threads``).
+    passed to ``UnitMatmul``.  ``threads`` (None: lutcore's default,
+    ``lutcore.set_num_threads``) is the team size of every kernel the model calls — its float
+    matmuls, norms, softmax and unit matmuls (``lutcore._threads.scope``); bits do not depend on it.
     """
 
     _kind = "GPT"
@@ -296,6 +296,7 @@ class GPT(LanguageModel):
         logits = nn.linear_fwd(hf, P["wte"], None, self._mms["lm_head"])                               # (B, L, V)
         return logits, (caches, hf, lnf)
 
+    @_threads.entry
     @reusing
     def forward(self, ids):
         """ids (batch, L) or (L,), L <= context -> logits (batch, L, vocab)."""
@@ -307,6 +308,7 @@ class GPT(LanguageModel):
         ids, targets = self._pair(ids, targets)
         return nn.cross_entropy(self.forward(ids), targets)[0]
 
+    @_threads.entry
     @reusing
     def loss_and_grads(self, ids, targets, grads: dict | None = None):
         """Mean cross-entropy over all positions and {name: gradient}.
@@ -328,6 +330,7 @@ class GPT(LanguageModel):
         return loss, grads
 
     # ---------------------------------------------------------------- decoding
+    @_threads.entry
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt).
 

@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from lutcore import _check
+from lutcore import _check, _threads
 from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
@@ -255,6 +255,7 @@ class Mamba1Block:
             gbias[E:] += dz2.sum(axis=0)
         return dxn.reshape(xn.shape)
 
+    @_threads.entry
     @reusing
     def forward(self, x, save=True):
         cfg, P = self.cfg, self.p
@@ -280,6 +281,7 @@ class Mamba1Block:
         cache = (x, xn, rstd, xi, xc, xa, ts, sctx, y) if save else None
         return res, cache
 
+    @_threads.entry
     @reusing
     def backward(self, dres, cache, grads):
         cfg, P, pre = self.cfg, self.p, self.prefix
@@ -312,6 +314,7 @@ class Mamba1Block:
         return dres + dx
 
     # ---- recurrent decoding: one token for the whole batch
+    @_threads.entry
     def step(self, x, state):
         """x (B, d); state = (conv (B, K-1, E), h (B, E, N)) updated in place; returns (B, d)."""
         cfg, P = self.cfg, self.p
@@ -451,6 +454,7 @@ class MambaLM(LanguageModel):
         logits = nn.linear_fwd(hf, self.head_weight, None, self._head_mm)
         return logits, (ids, caches, h, hf, rstd)
 
+    @_threads.entry
     @reusing
     def forward(self, ids):
         """ids (batch, L) or (L,) -> logits (batch, L, vocab)."""
@@ -462,6 +466,7 @@ class MambaLM(LanguageModel):
         ids, targets = self._pair(ids, targets)
         return nn.cross_entropy(self.forward(ids), targets)[0]
 
+    @_threads.entry
     @reusing
     def loss_and_grads(self, ids, targets, grads: dict | None = None):
         """Mean cross-entropy over all positions and {name: gradient}.
@@ -492,6 +497,7 @@ class MambaLM(LanguageModel):
         cs, hs = self._state_shapes(_check.int_arg(batch, "batch", lo=1))
         return [(np.zeros(cs, self.dtype), np.zeros(hs, self.dtype)) for _ in range(self.config.n_layer)]
 
+    @_threads.entry
     def step(self, token, state=None):
         """One token per sequence -> (logits (batch, vocab), new state).  O(1) per token."""
         tok = np.atleast_1d(np.asarray(token))
@@ -558,6 +564,7 @@ class MambaLM(LanguageModel):
             raise ValueError(f"{os.fspath(path)}: holds {len(t) // 2} layers, this model has {nl}")
         return state
 
+    @_threads.entry
     def generate(self, ids, max_new_tokens: int, temperature: float = 0.0, top_k=None, top_p=None, seed=None):
         """Greedy (temperature 0) or sampled continuation; returns prompt + new ids (1-D for a 1-D prompt)."""
         from lutcore.sampling import check_sampling, draw

@@ -54,8 +54,12 @@ def pack_b(b) -> PackedB:
     return PackedB(b)
 
 
-def _even(n: int) -> int:
+def even_depth(n: int) -> int:
+    """n rounded up to even: the exact kernel's reduction depth (it takes k in pairs)."""
     return n + (n & 1)
+
+
+_even = even_depth
 
 
 def pack_panels(b: np.ndarray, bk: int, bkp: int, threads: int, out=None) -> tuple[np.ndarray, int]:
@@ -109,7 +113,7 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
         c.fill(0)
         return _check.out_done(out, c)
     isa = _simd.isa()
-    if units.is_exact:
+    if units.kernel_path == "exact":
         bk = K
         bkp = _even(K)
         if packed is not None:
@@ -122,7 +126,7 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt, ldc)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
-        _g.gemm_table_auto(c, a, b, units._kernel_mul, work, isa, nt, ldc)
+        _g.gemm_table_auto(c, a, b, units.kernel_table, work, isa, nt, ldc)
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return _check.out_done(out, c)

@@ -58,7 +58,8 @@ import zlib
 
 import numpy as np
 
-from lutcore.pipeline.pipeline import HopChecksumError, StageFailure, _decode_plain, next_token, ring_options
+from lutcore.pipeline._common import HopChecksumError, StageFailure, decode_plain as _decode_plain, next_token, \
+    ring_options
 
 __all__ = ["RayRing"]
 
@@ -410,9 +411,9 @@ class RayRing:
         self.call_timeout = call_timeout
         self.startup_timeout = startup_timeout
         if units is not None:
-            from lutcore.units import assign, resolve
+            from lutcore.units import assign
             if not isinstance(units, assign.Assignment):
-                units = None if assign.is_float(units) else resolve(units)
+                units = assign.resolve_spec(units)
         if isinstance(actor_options, dict) or actor_options is None:
             actor_options = [dict(actor_options or {}) for _ in self.plans]
         if len(actor_options) != len(self.plans):

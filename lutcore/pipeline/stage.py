@@ -48,16 +48,15 @@ import math
 
 import numpy as np
 
-from lutcore import _check, _simd, audit
-from lutcore._native import decode as _dec
-from lutcore._native import gemm as _g
+from lutcore import _check, _simd, _threads, audit
 from lutcore._threads import resolve_threads
+from lutcore.kernels import decode as _dec
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
 from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout, unit_layers
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
-from lutcore.quant import Q8, QLinear, _exact_panels
+from lutcore.quant import Q8, QLinear
 
 __all__ = ["Stage", "StageCache"]
 
@@ -201,14 +200,14 @@ class Stage:
     def _per_layer(spec, plan, units) -> dict:
         """{module name: Units or None} of this stage's matmuls from a units argument."""
         from lutcore.pipeline.arch import unit_layer_names
-        from lutcore.units import assign, resolve
+        from lutcore.units import assign
         names = unit_layer_names(spec, range(plan.lo, plan.hi), head=plan.head)
         if isinstance(units, assign.Assignment):                     # the whole model's, resolved
             return {n: units.get(n) for n in names}
         mapping = assign.as_mapping(units)
         if mapping is not None:
             return dict(assign.assign(mapping, names, fill=True, default=None))
-        u = None if assign.is_float(units) else resolve(units)
+        u = assign.resolve_spec(units)
         return {n: u for n in names}
 
     @classmethod
@@ -388,14 +387,8 @@ class Stage:
             K, N = w.shape
             return _dec.Linear(0, K, N, {"panels": w.panels, "bias": b})
         K, N = w.shape
-        w._buffers(1)
-        common = {"qa": w._qa[:1], "sa": w._sa[:1], "bias": b}
-        if w.units.is_exact:
-            bp, sbp = _exact_panels(w.q8, nt)
-            return _dec.Linear(1, K, N, dict(common, bp=bp, sbp=sbp, ap=w._ap[:_dec.MR]), w.block, w.bkp)
-        twork = np.empty(max(1, _g.table_work_size(1, N, nt, True)), np.int32)
-        return _dec.Linear(2, K, N, dict(common, qb=np.ascontiguousarray(w.q8.q), sb=w.q8.scale,
-                                         T32=w.units._kernel_mul, twork=twork), w.block, 0)
+        path, bufs, block, bkp = w.decode_operands(nt)
+        return _dec.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
@@ -501,7 +494,7 @@ class Stage:
         (the others keep theirs), or a resolved ``Assignment`` (its entries for this stage's
         layers).  A layer cannot switch between float and units (the stage keeps no float
         weights): a ValueError naming it."""
-        from lutcore.units import assign, resolve
+        from lutcore.units import assign
         names = list(self._unit_of)
         if isinstance(units, assign.Assignment):
             new = {n: units[n] for n in names if n in units}
@@ -510,7 +503,7 @@ class Stage:
             if mapping is not None:
                 new = dict(assign.assign(mapping, names))
             else:
-                u = None if assign.is_float(units) else resolve(units)
+                u = assign.resolve_spec(units)
                 new = {n: u for n in names}
         want = dict(self._unit_of)
         want.update(new)
@@ -572,6 +565,7 @@ class Stage:
             out.append((self._head, "lm_head", None))
         return out
 
+    @_threads.entry
     def count_products(self, ids) -> dict:
         """{module name: multiplications through its unit} for one pass of this (whole-model)
         stage over token ids (a dry run: each unit matmul's rows x K x N as it is called; a
@@ -638,6 +632,7 @@ class Stage:
         if not self.plan.head:
             raise ValueError(f"{what}: stage {self.plan.index} is not the head (stage 0 embeds and reads out)")
 
+    @_threads.entry
     def embed(self, ids, start: int = 0):
         """Token ids (T,) at positions start..start+T-1 -> hidden states (T, C) float32."""
         self._need_head("embed")
@@ -657,6 +652,7 @@ class Stage:
             x += self.positions[start:start + ids.size]
         return x
 
+    @_threads.entry
     def run_layers(self, x, cache: StageCache | None = None):
         """Apply this stage's layers to hidden states x (T, C) float32.
 
@@ -692,6 +688,7 @@ class Stage:
             cache.pos += x.shape[0]
         return x
 
+    @_threads.entry
     def readout(self, x):
         """Final norm and the vocabulary projection: x (T, C) -> logits (T, V) float32."""
         self._need_head("readout")

@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from lutcore import _check, _simd, _workspace
-from lutcore._native import im2col as _im
+from lutcore.kernels import im2col as _im
 from lutcore._threads import resolve_threads
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
@@ -119,13 +119,13 @@ class QWeight:
     ``w2d`` is float32 (O, K): a linear weight, or a conv weight (O, Cg, KH, KW)
     permuted to (O, KH, KW, Cg) and flattened."""
 
-    def __init__(self, w2d: np.ndarray, groups: int, layer: str):
+    def __init__(self, w2d: np.ndarray, groups: int, layer: str, threads=None):
         O, K = w2d.shape
         if K == 0 or O == 0:                     # no product (the layers compute these with torch)
             self.q, self.scale = np.zeros((O, K), np.int8), np.zeros(O, np.float32)
             self.groups, self.qt, self.b = groups, self.q.T, []
             return
-        q8 = quantize(w2d, block=K, axis=-1, name=f"{layer}: weight")           # one block = one row
+        q8 = quantize(w2d, block=K, axis=-1, threads=threads, name=f"{layer}: weight")           # one block = one row
         self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
         Og = O // groups
         self.groups = groups
@@ -133,13 +133,13 @@ class QWeight:
         self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
 
     @classmethod
-    def of_conv(cls, weight: torch.Tensor, groups: int, layer: str) -> "QWeight":
+    def of_conv(cls, weight: torch.Tensor, groups: int, layer: str, threads=None) -> "QWeight":
         w = weight.detach().permute(0, 2, 3, 1) if weight.dim() == 4 else weight.detach().permute(0, 2, 1)
-        return cls(np.ascontiguousarray(w.reshape(weight.shape[0], -1).numpy()), groups, layer)
+        return cls(np.ascontiguousarray(w.reshape(weight.shape[0], -1).numpy()), groups, layer, threads)
 
     @classmethod
-    def of_linear(cls, weight: torch.Tensor, layer: str) -> "QWeight":
-        return cls(np.ascontiguousarray(weight.detach().numpy()), 1, layer)
+    def of_linear(cls, weight: torch.Tensor, layer: str, threads=None) -> "QWeight":
+        return cls(np.ascontiguousarray(weight.detach().numpy()), 1, layer, threads)
 
 
 class WeightCache:
@@ -160,14 +160,14 @@ class WeightCache:
         self._state = None                       # (groups, float copy of the weight, QWeight)
         _CACHES[self.key] = self
 
-    def get(self, weight: torch.Tensor, groups, layer: str) -> "QWeight":
+    def get(self, weight: torch.Tensor, groups, layer: str, threads=None) -> "QWeight":
         """The QWeight of ``weight`` (a linear (O, K) weight for groups None, else a conv's)."""
         w = weight.detach()
         st = self._state
         if st is not None and st[0] == groups and st[1].shape == w.shape and st[1].stride() == w.stride() \
                 and torch.equal(st[1].view(torch.int32), w.view(torch.int32)):
             return st[2]
-        qw = QWeight.of_linear(w, layer) if groups is None else QWeight.of_conv(w, groups, layer)
+        qw = QWeight.of_linear(w, layer, threads) if groups is None else QWeight.of_conv(w, groups, layer, threads)
         self._state = (groups, w.clone(), qw)        # clone keeps w's strides (HF Conv1D passes W.t())
         return qw
 
@@ -237,7 +237,7 @@ NARROW_GROUP = 8
 
 
 def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
-    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.is_exact else SERIAL_MACS_TABLE) else nt
+    return 1 if M * K * N < (SERIAL_MACS_EXACT if units.kernel_path == "exact" else SERIAL_MACS_TABLE) else nt
 
 
 # A table product with few rows and many columns (batch-1 and small-batch inference: M of
@@ -267,7 +267,7 @@ def product(a: np.ndarray, qw: "QWeight", g: int, units: Units, nt: int, out: np
     M, K = a.shape
     Og = out.shape[1]
     t = gemm_threads(M, K, Og, units, nt)
-    if not units.is_exact and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
+    if units.kernel_path == "table" and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
         out[...] = lut_gemm(qw.q[g * Og:(g + 1) * Og], np.ascontiguousarray(a.T), _transposed(units), threads=t).T
         return out
     return lut_gemm(a, qw.b[g], units, threads=t, out=out)
@@ -365,7 +365,7 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
         _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,
                            geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0],
-                           geo.dilation[1], qw.qt, units._kernel_mul[0], units.is_exact, _simd.isa(), nt)
+                           geo.dilation[1], qw.qt, units.kernel_table[0], units.kernel_path == "exact", _simd.isa(), nt)
     else:
         A = geo.patches(q, nt)
         for g in range(geo.groups):
@@ -549,12 +549,14 @@ def _threads_arg(threads) -> int:
     return resolve_threads(threads)
 
 
-def _qweight(qw, weight, groups, layer):
-    """The QWeight to compute with: qw itself, a WeightCache's (content-checked), or a fresh one."""
+def _qweight(qw, weight, groups, layer, threads):
+    """The QWeight to compute with: qw itself, a WeightCache's (content-checked), or a fresh one
+    (quantized with the call's ``threads``)."""
     if isinstance(qw, WeightCache):
-        return qw.get(weight, groups, layer)
+        return qw.get(weight, groups, layer, threads)
     if qw is None:
-        return QWeight.of_linear(weight, layer) if groups is None else QWeight.of_conv(weight, groups, layer)
+        return (QWeight.of_linear(weight, layer, threads) if groups is None
+                else QWeight.of_conv(weight, groups, layer, threads))
     return qw
 
 
@@ -583,7 +585,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
     else:
-        y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, backward,
+        y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, backward,
                                     input_scale, layer, nt)
     return y.reshape(*lead, weight.shape[0])
 
@@ -631,7 +633,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
                                       list(geo.dilation[-n:]), geo.groups, units, backward,
                                       _scale_float(input_scale), layer, nt,
                                       qw.key if isinstance(qw, WeightCache) else "")[0]
-    return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo, backward,
+    return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo, backward,
                                  input_scale, layer, nt)
 
 
@@ -707,9 +709,9 @@ def _scale32(s, layer: str):
     return None if s is None else np.float32(scale_arg(s, layer))
 
 
-def _op_qweight(cache: str, weight, groups, layer):
+def _op_qweight(cache: str, weight, groups, layer, threads):
     c = _CACHES.get(cache) if cache else None
-    return _qweight(c, weight, groups, layer)
+    return _qweight(c, weight, groups, layer, threads)
 
 
 def _empty_unless(need: bool, t):
@@ -720,7 +722,7 @@ def _empty_unless(need: bool, t):
 def _linear_op(x2: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], units: str, backward: str,
                input_scale: Optional[float], layer: str, threads: int, cache: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(y (M, O), s_x 0-d) of x2 (M, K): linear_forward."""
-    qw = _op_qweight(cache, weight, None, layer)
+    qw = _op_qweight(cache, weight, None, layer, threads)
     y, s_x = linear_forward(_dense(x2), bias, qw, _units_of(units), _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
@@ -735,7 +737,7 @@ def _linear_ub_op(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, s_x:
                   input_scale: Optional[float], layer: str, threads: int, cache: str, need_x: bool,
                   need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx (M, K), dw (O, K)) through the unit; an unneeded one is empty."""
-    qw = _op_qweight(cache, weight, None, layer)
+    qw = _op_qweight(cache, weight, None, layer, threads)
     dx, dw = units_backward(dy, x2, qw, np.float32(s_x.item()), _units_of(units), None, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)
@@ -777,7 +779,7 @@ def _conv_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     """(y (N, O, ...), s_x 0-d): conv_forward (x already padded for 'same')."""
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
-    qw = _op_qweight(cache, weight, geo.groups, layer)
+    qw = _op_qweight(cache, weight, geo.groups, layer, threads)
     y, s_x = conv_forward(x, weight, bias, qw, _units_of(units), geo, _scale32(input_scale, layer), layer, threads)
     return y, torch.tensor(float(s_x), dtype=torch.float32)
 
@@ -794,7 +796,7 @@ def _conv_ub_op(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, s_x: to
                 need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     x = _dense(x)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
-    qw = _op_qweight(cache, weight, geo.groups, layer)
+    qw = _op_qweight(cache, weight, geo.groups, layer, threads)
     dx, dw = units_backward(dy, x, qw, np.float32(s_x.item()), _units_of(units), geo, _scale32(input_scale, layer),
                             layer, threads, (need_x, need_w))
     return _empty_unless(need_x, dx), _empty_unless(need_w, dw)

@@ -101,7 +101,7 @@ class ApproxLayer:
     def _lc_weight(self) -> fn.QWeight:
         fn.check_tensor(self.weight, "weight", self._lc_name)
         w, groups = self._lc_weight_of()
-        return self._lc_cache.get(w, groups, self._lc_name)
+        return self._lc_cache.get(w, groups, self._lc_name, self.threads)
 
     def _lc_input_scale(self):
         if self.activations == "dynamic":

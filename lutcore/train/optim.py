@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from lutcore import _check, _simd
-from lutcore._native import optim as _o
+from lutcore.kernels import optim as _o
 from lutcore._threads import resolve_threads
 
 __all__ = ["AdamW", "global_grad_norm", "clip_grad_norm"]

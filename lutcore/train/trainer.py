@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from lutcore import __version__, _check
+from lutcore import __version__, _check, _threads
 from lutcore.ops.elementwise import fp16_round
 from lutcore.tokenizer import Tokenizer
 from lutcore.train import data as _data
@@ -134,6 +134,7 @@ class Trainer:
         return wsla_names(params) if wsla else sorted(params)
 
     # ------------------------------------------------------------ training
+    @_threads.entry
     def train(self, data, epochs: int = 1, seq_len: int = 128, batch_size: int = 8, grad_accum: int = 1,
               max_grad_norm: float | None = 1.0, wsla: bool = False, max_delta: float | None = None,
               mixed_precision: bool = False, on_step=None, on_epoch_end=None, max_steps: int | None = None):
@@ -234,6 +235,7 @@ class Trainer:
         return rec
 
     # ------------------------------------------------------------ evaluation
+    @_threads.entry
     def evaluate(self, data, seq_len: int = 128, batch_size: int = 8) -> dict:
         """Mean loss (per predicted token), perplexity, bits per token, top-1 accuracy."""
         seq_len = _check.int_arg(seq_len, "seq_len", lo=1)
@@ -258,6 +260,7 @@ class Trainer:
         return {"loss": mean, "perplexity": math.exp(min(mean, 700.0)), "bits_per_token": mean / math.log(2),
                 "accuracy": correct / count, "tokens": count}
 
+    @_threads.entry
     def adapt(self, text, epochs: int = 3, lr: float = 1e-4, rollback_tolerance: float = 1.25,
               seq_len: int = 64, batch_size: int = 4, max_delta: float = 0.05) -> dict:
         """Write-through adaptation: snapshot, measure perplexity, train only the

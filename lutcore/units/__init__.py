@@ -192,6 +192,22 @@ class Units:
         self._requant_clamp = (lo <= hi and
                                bool(np.array_equal(np.clip(t, lo, hi).astype(np.int8), self.requant_lut)), lo, hi)
 
+    # ---------------------------------------------------------------- kernel path
+    @property
+    def kernel_path(self) -> str:
+        """Which integer kernel every product through these units runs: ``"exact"`` (the
+        table is ``a*b``: the int8 dot-product fast path) or ``"table"`` (the vectorised
+        lookup path).  The one place lutcore makes that choice — ``lut_gemm``, ``qmatmul``,
+        ``QLinear``, the fused decode and the PyTorch layers all ask here.  Both paths give
+        the contract's bits; only the speed differs."""
+        return "exact" if self.is_exact else "table"
+
+    @property
+    def kernel_table(self) -> np.ndarray:
+        """The multiplier as the table kernels read it: int32 (2, 65536), rows (a, b) and (b, a)
+        order (read-only use)."""
+        return self._kernel_mul
+
     # ---------------------------------------------------------------- builders
     @classmethod
     def exact(cls) -> "Units":
@@ -429,9 +445,16 @@ _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
 def resolve(units) -> Units:
-    """None -> the (cached) exact units; a Units -> itself; a str -> exact/approx name, a
-    directory, a Verilog file (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
-    when it defines one such function)."""
+    """A Units -> itself (unchanged); a str -> exact/approx name, a directory, a Verilog file
+    (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
+    when it defines one such function); None -> the (cached) exact units.
+
+    None is exact here because this is the resolver of the integer ops, which have no float
+    path (``lut_gemm``, ``qmatmul``, ``QLinear``, ``requant``, ``relu8``, ``UnitMatmul``: their
+    ``units=None`` default is the exact table).  Where a float path exists — models,
+    ``set_units``, pipeline stages, ``evaluate_units``, the CLI — None (and "none"/"float")
+    means float: those resolve with ``lutcore.units.assign.resolve_spec`` (docs/DESIGN.md,
+    "Units and None")."""
     global _EXACT
     if units is None:
         if _EXACT is None:

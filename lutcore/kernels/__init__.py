@@ -1,0 +1,30 @@
+"""The one door to the compiled kernels (``lutcore._native``).
+
+Design: ``lutcore.ops`` (numpy in, numpy out, every argument checked) is the kernels'
+public face.  The few modules that drive a kernel directly because they own its buffers
+— ``quant`` (packed panels, reused activation rows), the models' row kernels
+(``models._layers``, ``models.gpt``), the optimizer, the pipeline's fused decode, the
+PyTorch bridge's im2col — take the native module from here, and nothing outside
+``lutcore.ops`` and this package imports ``lutcore._native``.  The names are the native
+modules themselves (imported on first use), so ``lutcore._threads.record()`` sees every
+call made through them.
+
+    _cpu         CPU features, OpenMP facts          alloc    page-aligned buffers
+    gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM
+    decode       norms, softmax, RoPE, fused decode  mamba    scan, conv1d, math functions
+    elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
+    im2col       conv patches, direct grouped conv
+"""
+import importlib
+
+MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "im2col", "mamba", "optim", "sgemm")
+
+__all__ = list(MODULES)
+
+
+def __getattr__(name):
+    if name in MODULES:
+        mod = importlib.import_module(f"lutcore._native.{name}")
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'lutcore.kernels' has no attribute {name!r}")

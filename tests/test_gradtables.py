@@ -104,3 +104,272 @@ def test_load_bad_gradient_files(tmp_path):
     (d / "grad_b.bin").write_bytes(t.tobytes())
     with pytest.raises(ValueError, match="grad_b.bin: 1 non-finite"):
         Units.load(d)
+
+
+# ------------------------------------------------------------------ backward="table"
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import lutcore.torch as lt  # noqa: E402
+from lutcore.torch import _gradtables  # noqa: E402
+
+
+def _q(v, s):
+    """Reference symmetric quantization: clamp(round_half_even(v / s), -127, 127), float32 division."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.rint(v.astype(np.float32) / np.float32(s)) if s else np.zeros_like(v)
+    return np.clip(r, -127, 127).astype(np.int64)
+
+
+def _scale(v):
+    return np.float32(np.float32(np.abs(v).max()) / np.float32(127))
+
+
+def _qw(w2):
+    s = np.array([_scale(r) for r in w2], np.float32)
+    return np.stack([_q(r, si) for r, si in zip(w2, s)]), s
+
+
+def _ref_conv_grads(x, w, dy, Ga, Gb, stride, padding, dilation, groups, s_x=None):
+    """dX, dW of the contract by direct patch loops (float64): x (N, C, H, W), w (O, Cg, KH, KW)."""
+    N, C, H, W = x.shape
+    O, Cg, KH, KW = w.shape
+    Og = O // groups
+    s_x = _scale(x) if s_x is None else np.float32(s_x)
+    qx = _q(x, s_x)
+    qw, s_w = _qw(w.reshape(O, -1))
+    qw = qw.reshape(w.shape)
+    (sh, sw), (ph, pw), (dh, dw_) = stride, padding, dilation
+    OH, OW = dy.shape[2], dy.shape[3]
+    Xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), np.int64)
+    Xp[:, :, ph:ph + H, pw:pw + W] = qx
+    dXp = np.zeros(Xp.shape, np.float64)
+    dW = np.zeros(w.shape, np.float64)
+    g = dy.astype(np.float64) * s_w.astype(np.float64)[None, :, None, None]
+    ga, gb = Ga.astype(np.float64), Gb.astype(np.float64)
+    for i in range(KH):
+        for j in range(KW):
+            hs = slice(i * dh, i * dh + sh * (OH - 1) + 1, sh)
+            ws = slice(j * dw_, j * dw_ + sw * (OW - 1) + 1, sw)
+            for gi in range(groups):
+                cs, os_ = slice(gi * Cg, (gi + 1) * Cg), slice(gi * Og, (gi + 1) * Og)
+                a = Xp[:, cs, hs, ws] & 0xff                              # (N, Cg, OH, OW)
+                b = qw[os_, :, i, j] & 0xff                               # (Og, Cg)
+                A = ga[a[:, None], b[None, :, :, None, None]]             # (N, Og, Cg, OH, OW)
+                B = gb[a[:, None], b[None, :, :, None, None]]
+                dXp[:, cs, hs, ws] += np.einsum("nocyx,noyx->ncyx", A, g[:, os_])
+                dW[os_, :, i, j] += np.einsum("nocyx,noyx->oc", B, dy[:, os_].astype(np.float64))
+    dX = dXp[:, :, ph:ph + H, pw:pw + W]
+    dX = np.where(np.abs(np.rint(x.astype(np.float32) / s_x)) > 127, 0.0, dX)
+    return dX, dW * np.float64(s_x)
+
+
+def _ref_linear_grads(x, w, dy, Ga, Gb, s_x=None):
+    dX, dW = _ref_conv_grads(x.T[None, :, None, :], w[:, :, None, None],
+                             dy.T[None, :, None, :], Ga, Gb, (1, 1), (0, 0), (1, 1), 1, s_x)
+    return dX[0, :, 0, :].T, dW[:, :, 0, 0]
+
+
+def _rand_units(seed):
+    rng = np.random.default_rng(seed)
+    u = Units.from_mul(rng.integers(-2000, 2000, 65536))
+    return u, rng
+
+
+def _close(got, ref, what):
+    got = got.detach().double().numpy() if isinstance(got, torch.Tensor) else got
+    tol = 1e-5 * max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=tol, err_msg=what)
+
+
+@pytest.mark.parametrize("M,K,O", [(1, 1, 1), (7, 33, 5), (33, 7, 1), (1, 33, 7)])
+@pytest.mark.parametrize("supplied", [False, True])
+def test_linear_table_matches_reference(M, K, O, supplied):
+    u, rng = _rand_units(M * 100 + K * 10 + O)
+    if supplied:
+        Ga, Gb = rng.normal(size=(256, 256)).astype(np.float32), rng.normal(size=(256, 256)).astype(np.float32)
+        u, grad_h = u.with_gradients(Ga, Gb), "supplied"
+    else:
+        Ga, Gb = u.gradients(2)
+        grad_h = 2
+    x = torch.from_numpy(rng.normal(size=(M, K)).astype(np.float32)).requires_grad_()
+    w = torch.from_numpy(rng.normal(size=(O, K)).astype(np.float32)).requires_grad_()
+    b = torch.from_numpy(rng.normal(size=O).astype(np.float32)).requires_grad_()
+    dy = rng.normal(size=(M, O)).astype(np.float32)
+    y = lt.lut_linear(x, w, b, u, backward="table", grad_h=grad_h)
+    ref_y = lt.lut_linear(x, w, b, u)                                    # the forward is the contract's
+    assert torch.equal(y, ref_y)
+    y.backward(torch.from_numpy(dy))
+    rx, rw = _ref_linear_grads(x.detach().numpy(), w.detach().numpy(), dy, Ga, Gb)
+    _close(x.grad, rx, "dX")
+    _close(w.grad, rw, "dW")
+    assert torch.equal(b.grad, torch.from_numpy(dy).sum(0))
+
+
+CONVS = [  # (N, C, H, W, O, KH, KW, stride, padding, dilation, groups)
+    (1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1),
+    (2, 3, 7, 5, 7, 3, 2, 1, 1, 1, 1),
+    (1, 6, 9, 7, 4, 3, 3, 2, 2, 2, 2),           # groups, stride, dilation
+    (2, 7, 5, 6, 7, 3, 3, 1, 1, 1, 7),           # depthwise (the narrow direct forward)
+    (3, 4, 1, 33, 8, 1, 3, 1, 1, 1, 4),          # Conv1d-like
+]
+
+
+@pytest.mark.parametrize("case", CONVS)
+def test_conv_table_matches_reference(case):
+    N, C, H, W, O, KH, KW, st, pd, dl, G = case
+    u, rng = _rand_units(sum(case))
+    Ga, Gb = u.gradients()
+    x = torch.from_numpy(rng.normal(size=(N, C, H, W)).astype(np.float32)).requires_grad_()
+    w = torch.from_numpy(rng.normal(size=(O, C // G, KH, KW)).astype(np.float32)).requires_grad_()
+    b = torch.zeros(O, requires_grad=True)
+    y = lt.lut_conv2d(x, w, b, u, st, pd, dl, G, backward="table")
+    assert torch.equal(y, lt.lut_conv2d(x, w, b, u, st, pd, dl, G))
+    dy = rng.normal(size=tuple(y.shape)).astype(np.float32)
+    y.backward(torch.from_numpy(dy))
+    rx, rw = _ref_conv_grads(x.detach().numpy(), w.detach().numpy(), dy, Ga, Gb, (st, st), (pd, pd), (dl, dl), G)
+    _close(x.grad, rx, "dX")
+    _close(w.grad, rw, "dW")
+    _close(b.grad, dy.sum((0, 2, 3)).astype(np.float64), "db")
+
+
+def test_conv1d_and_static_scale_clamp():
+    """Conv1d through lut_conv1d; a static input scale zeroes dX where x saturated."""
+    u, rng = _rand_units(11)
+    Ga, Gb = u.gradients()
+    x = torch.from_numpy(rng.normal(size=(2, 3, 33)).astype(np.float32)).requires_grad_()
+    w = torch.from_numpy(rng.normal(size=(5, 3, 3)).astype(np.float32)).requires_grad_()
+    s = float(np.float32(0.6 / 127))                                     # |x| > ~0.6 saturates
+    y = lt.lut_conv1d(x, w, None, u, 1, 1, backward="table", input_scale=s)
+    dy = rng.normal(size=tuple(y.shape)).astype(np.float32)
+    y.backward(torch.from_numpy(dy))
+    rx, rw = _ref_conv_grads(x.detach().numpy()[:, :, None], w.detach().numpy()[:, :, None], dy[:, :, None], Ga, Gb,
+                             (1, 1), (0, 1), (1, 1), 1, s_x=s)
+    clamped = np.abs(x.detach().numpy()) > 0.61
+    assert clamped.sum() > 10 and not x.grad.numpy()[clamped].any()
+    _close(x.grad, rx[:, :, 0], "dX")
+    _close(w.grad, rw[:, :, 0], "dW")
+
+
+def test_exact_table_equals_float_gradients_at_dequantized_values():
+    """For the exact unit Ga[a, b] = b, Gb[a, b] = a: backward="table" = the float layer's gradients
+    at the dequantized weight and input."""
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(rng.normal(size=(2, 4, 7, 7)).astype(np.float32)).requires_grad_()
+    conv = lt.approximate(nn.Conv2d(4, 6, 3, padding=1, groups=2), "exact", backward="table")
+    y = conv(x)
+    dy = torch.from_numpy(rng.normal(size=tuple(y.shape)).astype(np.float32))
+    y.backward(dy)
+    s_x = _scale(x.detach().numpy())
+    xh = torch.from_numpy(_q(x.detach().numpy(), s_x).astype(np.float32) * s_x).requires_grad_()
+    wh = (conv.qweight.float() * conv.weight_scale[:, None, None, None]).requires_grad_()
+    F.conv2d(xh, wh, None, 1, 1, 1, 2).backward(dy)
+    torch.testing.assert_close(x.grad, xh.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(conv.weight.grad, wh.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_gradcheck_on_a_smooth_interpolant():
+    """Finite differences (float64) of the contract's interpolant L(x, w) = s_x * sum s_w[o] F(x/s_x, w/s_w)
+    (scales held fixed) against backward="table" with Ga, Gb = F's partials on the grid."""
+    F_ = lambda a, b: a * b + 9.0 * np.sin(a / 17.0) * np.cos(b / 23.0) + 0.004 * a * a * b   # noqa: E731
+    dFa = lambda a, b: b + 9.0 / 17.0 * np.cos(a / 17.0) * np.cos(b / 23.0) + 0.008 * a * b  # noqa: E731
+    dFb = lambda a, b: a - 9.0 / 23.0 * np.sin(a / 17.0) * np.sin(b / 23.0) + 0.004 * a * a  # noqa: E731
+    v = np.arange(256).astype(np.uint8).view(np.int8).astype(np.float64)
+    A, B = np.meshgrid(v, v, indexing="ij")
+    u = Units.exact().with_gradients(dFa(A, B), dFb(A, B))
+    rng = np.random.default_rng(8)
+    M, K, O = 3, 7, 4
+    s_x, s_w = np.float32(0.01), (rng.uniform(0.5, 2, O) / 127).astype(np.float32)
+    qx = rng.integers(-127, 128, (M, K)).astype(np.float64)
+    qx[0, 0] = 127
+    qw = rng.integers(-127, 128, (O, K)).astype(np.float64)
+    qw[:, 0] = 127
+    x = torch.tensor(qx * s_x, dtype=torch.float32, requires_grad=True)
+    w = torch.tensor(qw * s_w[:, None], dtype=torch.float32, requires_grad=True)
+    lin = lt.approximate(nn.Linear(K, O, bias=False), u, backward="table", grad_h="supplied")
+    lin.weight.data.copy_(w.detach())
+    lin.activations, lin.input_scale = "static", float(s_x)
+    xx = x.detach().clone().requires_grad_()
+    dy = rng.normal(size=(M, O))
+    lin(xx).backward(torch.tensor(dy, dtype=torch.float32))
+    sw = lin.weight_scale.double().numpy()
+
+    def L(xv, wv):
+        return float((dy * (s_x * sw[None, :] * F_(xv[:, None, :] / s_x, (wv / sw[:, None])[None]).sum(-1))).sum())
+
+    x0, w0 = x.detach().double().numpy(), lin.weight.detach().double().numpy()
+    fx, fw = np.zeros_like(x0), np.zeros_like(w0)
+    for arr, out, f in ((x0, fx, lambda t: L(t, w0)), (w0, fw, lambda t: L(x0, t))):
+        for idx in np.ndindex(arr.shape):
+            e = 1e-3 * (s_x if arr is x0 else sw[idx[0]])
+            p, m = arr.copy(), arr.copy()
+            p[idx] += e
+            m[idx] -= e
+            out[idx] = (f(p) - f(m)) / (2 * e)
+    np.testing.assert_allclose(xx.grad.double().numpy(), fx, rtol=1e-4, atol=1e-4 * np.abs(fx).max())
+    np.testing.assert_allclose(lin.weight.grad.double().numpy(), fw, rtol=1e-4, atol=1e-4 * np.abs(fw).max())
+
+
+def _bits(t):
+    return t.detach().numpy().view(np.int32)
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv", "depthwise"])
+def test_same_bits_at_1_and_2_threads(kind, monkeypatch):
+    monkeypatch.setattr(_gradtables, "BLOCK_ELEMS", 97)                  # many blocks on small shapes
+    u, rng = _rand_units(21)
+    if kind == "linear":
+        x0, w0 = rng.normal(size=(33, 7)), rng.normal(size=(9, 7))
+        f = lambda x, w, t: lt.lut_linear(x, w, None, u, backward="table", threads=t)       # noqa: E731
+    else:
+        G = 1 if kind == "conv" else 6
+        x0, w0 = rng.normal(size=(2, 6, 7, 9)), rng.normal(size=(6, 6 // G, 3, 3))
+        f = lambda x, w, t: lt.lut_conv2d(x, w, None, u, 1, 1, 1, G, backward="table", threads=t)  # noqa: E731
+    out = []
+    for t in (1, 2):
+        x = torch.tensor(x0, dtype=torch.float32, requires_grad=True)
+        w = torch.tensor(w0, dtype=torch.float32, requires_grad=True)
+        y = f(x, w, t)
+        y.backward(torch.ones_like(y) * 0.37 + torch.arange(y.numel()).reshape(y.shape) % 5)
+        out.append((_bits(x.grad), _bits(w.grad)))
+    assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1])
+
+
+def test_every_layer_kind_through_approximate_and_set_backward():
+    from transformers.pytorch_utils import Conv1D
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 4, 3, groups=4, padding=1),
+                          nn.Flatten(2), nn.Conv1d(4, 3, 3), nn.Flatten(), Conv1D(5, 3 * 14), nn.Linear(5, 2))
+    x = torch.randn(2, 2, 4, 4)
+    u, _ = _rand_units(4)
+    m = lt.approximate(model, u, backward={"0": "table", "1": "table", "3": "table", "5": "table", "6": "units"})
+    assert [b for b, _ in lt.backward_of(m).values()] == ["table", "table", "table", "table", "units"]
+    m(x).sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    lt.set_backward(m, "table", grad_h=3)
+    assert all(v == ("table", 3) for v in lt.backward_of(m).values())
+    lt.set_backward(m, {"6": "ste"})
+    assert lt.backward_of(m)["6"] == ("ste", 3) and lt.backward_of(m)["0"] == ("table", 3)
+    m.zero_grad()
+    m(x).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters()) and len(got) == 10
+    assert "backward=table, grad_h=3" in repr(m[0])
+
+
+def test_hf_conv1d_table_matches_reference():
+    from transformers.pytorch_utils import Conv1D
+    u, rng = _rand_units(6)
+    Ga, Gb = u.gradients()
+    layer = Conv1D(5, 33)                                               # W (33, 5): y = x @ W + b
+    layer.weight.data = torch.from_numpy(rng.normal(size=(33, 5)).astype(np.float32))
+    m = lt.approximate(layer, u, backward="table")
+    x = torch.from_numpy(rng.normal(size=(2, 7, 33)).astype(np.float32)).requires_grad_()
+    y = m(x)
+    dy = rng.normal(size=(2, 7, 5)).astype(np.float32)
+    y.backward(torch.from_numpy(dy))
+    rx, rw = _ref_linear_grads(x.detach().numpy().reshape(14, 33), m.weight.detach().numpy().T, dy.reshape(14, 5),
+                               Ga, Gb)
+    _close(x.grad.reshape(14, 33), rx, "dX")
+    _close(m.weight.grad, rw.T, "dW")

@@ -10,6 +10,7 @@ the layer.
     approximate(model, units, *, backward="ste"|"units", activations="dynamic"|"static",
                 skip=(), inplace=False)                      -> nn.Module
     set_units(model, units)                                   swap the multiplier, no reconversion
+    set_backward(model, backward, *, grad_h=...)              "ste" | "units" | "table", or per layer
     (units: one spec, or per layer {name / prefix / glob: spec} or an assignment .json)
     assignment(model) -> {layer: Units | None}; save_assignment(a_or_model, path) / load_assignment(path)
     calibrate(model, batches)                                 static input scales
@@ -24,13 +25,13 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
     raise ImportError("lutcore.torch needs PyTorch, which is not installed: "
                       "pip install 'lutcore[torch]' (torch==2.13.0)") from e
 
-from lutcore.torch.convert import (approximate, approximate_layers, assignment, calibrate, load_assignment,
-                                   save_assignment, set_units)
+from lutcore.torch.convert import (approximate, approximate_layers, assignment, backward_of, calibrate,
+                                   load_assignment, save_assignment, set_backward, set_units)
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
 from lutcore.torch._search import count_products, search, sensitivity
 
-__all__ = ["approximate", "set_units", "assignment", "save_assignment", "load_assignment", "calibrate",
+__all__ = ["approximate", "set_units", "set_backward", "backward_of", "assignment", "save_assignment", "load_assignment", "calibrate",
            "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
            "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search"]

@@ -37,7 +37,8 @@ class ApproxLayer:
 
     Attributes: ``units`` (a lutcore ``Units``; assign a name, a directory or a Units
     to swap the multiplier — no re-quantization; None or "none": the layer computes in
-    float exactly as its torch class), ``backward`` ("ste" | "units"), ``activations``
+    float exactly as its torch class), ``backward`` ("ste" | "units" | "table"), ``grad_h`` (backward="table"'s gradient
+    tables), ``activations``
     ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
     ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
     channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable:
@@ -53,10 +54,12 @@ class ApproxLayer:
             self.__dict__.pop("_lc_qw_key", None)
             self._lc_cache = fn.WeightCache()
 
-    def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None):
+    def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None,
+                  grad_h=None):
         self._lc_name = name or type(self).__name__
         self.units = units
         self.backward = fn.backward_arg(backward, self._lc_name)
+        self.grad_h = grad_h
         if activations not in ACTIVATIONS:
             raise ValueError(f"{self._lc_name}: activations: expected one of {ACTIVATIONS}, got {activations!r}")
         self.activations = activations
@@ -78,6 +81,17 @@ class ApproxLayer:
         # Units is taken as it is (the search sets it on every layer, per assignment)
         self._lc_units = units if isinstance(units, Units) else \
             None if assign.is_float(units) else resolve_units(units)
+
+    @property
+    def grad_h(self):
+        """backward="table"'s gradient tables: None (the unit's attached ones if any, else central
+        differences over +-1 code), an int h 1..127 (differences over +-h codes) or "supplied"."""
+        return self.__dict__.get("_lc_grad_h")
+
+    @grad_h.setter
+    def grad_h(self, v):
+        from lutcore.torch._gradtables import grad_arg
+        self._lc_grad_h = grad_arg(v, self._lc_name)
 
     @property
     def input_scale(self):
@@ -124,7 +138,8 @@ class ApproxLayer:
     def _lc_extra(self) -> str:
         u = self.units
         uu = "units=none (float)" if u is None else f"units={u.name}@{u.digest[:16]}"
-        return (f"{uu}, backward={self.backward}, activations={self.activations}"
+        gh = f", grad_h={self.grad_h!r}" if self.backward == "table" and self.grad_h is not None else ""
+        return (f"{uu}, backward={self.backward}{gh}, activations={self.activations}"
                 + (f", input_scale={float(self._lc_scale):.6g}" if self.input_scale is not None else ""))
 
     def extra_repr(self) -> str:
@@ -135,9 +150,10 @@ class ApproxLayer:
 class ApproxLinear(ApproxLayer, nn.Linear):
     """nn.Linear through a unit: ``ApproxLinear(in_features, out_features, bias=True, *, units=...)``."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Linear.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
     def _lc_weight_of(self):
         return self.weight, None                         # what forward passes, and its groups (None: linear)
@@ -152,7 +168,7 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         if self._lc_units is None:
             return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
-                         self.threads, self._lc_name, qw=self._lc_cache)
+                         self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
 
 
 class _ApproxConvNd(ApproxLayer):
@@ -178,23 +194,26 @@ class _ApproxConvNd(ApproxLayer):
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
-                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache)
+                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache,
+                       grad_h=self.grad_h)
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
     """nn.Conv1d through a unit (every padding mode, groups, stride, dilation)."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Conv1d.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
 
 class ApproxConv2d(_ApproxConvNd, nn.Conv2d):
     """nn.Conv2d through a unit (every padding mode, groups incl. depthwise, stride, dilation)."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Conv2d.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
 
 def _hf_conv1d():
@@ -211,9 +230,10 @@ if _HF is not None:
         """Hugging Face's Conv1D (GPT-2: y = x @ W + b, W (in, out)) through a unit;
         ``qweight`` has W's (in, out) shape, ``weight_scale`` one scale per output column."""
 
-        def __init__(self, nf, nx, *, units="exact", backward="ste", activations="dynamic", threads=None):
+        def __init__(self, nf, nx, *, units="exact", backward="ste", activations="dynamic", threads=None,
+                     grad_h=None):
             _HF.__init__(self, nf, nx)
-            self._lc_setup(units, backward, activations, threads)
+            self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
         def _lc_weight_of(self):
             return self.weight.t(), None
@@ -228,7 +248,7 @@ if _HF is not None:
             if self._lc_units is None:
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
-                             self.threads, self._lc_name, qw=self._lc_cache)
+                             self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

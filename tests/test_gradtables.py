@@ -373,3 +373,61 @@ def test_hf_conv1d_table_matches_reference():
                                Ga, Gb)
     _close(x.grad.reshape(14, 33), rx, "dX")
     _close(m.weight.grad, rw.T, "dW")
+
+
+# ------------------------------------------------------------------ bad input
+
+def test_supplied_tables_missing_names_the_layer():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+    with pytest.raises(ValueError, match=r"^0: grad_h='supplied' .*units 'mitchell'.*carry none"):
+        lt.approximate(model, "mitchell", backward="table", grad_h="supplied")
+    m = lt.approximate(model, {"0": "mitchell", "1": "exact"}, backward={"1": "table"})
+    with pytest.raises(ValueError, match=r"^1: grad_h='supplied'.*units 'exact'"):
+        lt.set_backward(m, {"1": "table"}, grad_h="supplied")
+    assert lt.backward_of(m)["1"] == ("table", None)                    # nothing changed
+    u = Units.exact().with_gradients(*Units.exact().gradients())
+    lt.set_units(m, {"1": u})
+    lt.set_backward(m, {"1": "table"}, grad_h="supplied")
+    m(torch.randn(2, 4)).sum().backward()
+    m[1].units = "exact"                                                # swapped later: the forward says so
+    with pytest.raises(ValueError, match=r"^1: grad_h='supplied'"):
+        m(torch.randn(2, 4))
+    with pytest.raises(ValueError, match=r"^lut_conv2d: grad_h='supplied'"):
+        lt.lut_conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), backward="table", grad_h="supplied")
+
+
+def test_bad_grad_h_and_backward_values():
+    m = lt.approximate(nn.Sequential(nn.Linear(4, 3)), "exact")
+    with pytest.raises(ValueError, match=r"^0: grad_h: expected None, an int 1..127 or 'supplied', got 0"):
+        m[0].grad_h = 0
+    with pytest.raises(TypeError, match=r"^set_backward: grad_h: .*got 1.5"):
+        lt.set_backward(m, "table", grad_h=1.5)
+    with pytest.raises(ValueError, match=r"set_backward: backward\['0'\]: backward: expected one of"):
+        lt.set_backward(m, {"0": "tabel"})
+    with pytest.raises(ValueError, match=r"backward: key 'nope' matches no layer"):
+        lt.set_backward(m, {"nope": "table"})
+    with pytest.raises(ValueError, match=r"approximate: backward: expected one of \('ste', 'units', 'table'\)"):
+        lt.approximate(nn.Linear(2, 2), "exact", backward="tables")
+    with pytest.raises(ValueError, match=r"lut_linear: grad_h: .*got 200"):
+        lt.lut_linear(torch.randn(2, 2), torch.randn(2, 2), backward="table", grad_h=200)
+
+
+def test_broken_attached_tables_name_the_layer():
+    u = Units.exact().with_gradients(np.zeros((256, 256)), np.zeros((256, 256)))
+    u.grad_tables = (np.zeros((256, 256), np.float64), u.grad_tables[1])      # bypassing with_gradients
+    with pytest.raises(ValueError, match=r"^lut_linear: units 'exact': gradient table Ga: expected float32"):
+        lt.lut_linear(torch.randn(2, 2), torch.randn(2, 2), None, u, backward="table")
+    bad = np.zeros((256, 256), np.float32)
+    bad[0, 0] = np.inf
+    u.grad_tables = (bad, bad)
+    with pytest.raises(ValueError, match=r"^lut_linear: units 'exact': gradient table Ga holds non-finite"):
+        lt.lut_linear(torch.randn(2, 2), torch.randn(2, 2), None, u, backward="table")
+
+
+def test_table_backward_is_differentiable_once():
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(2, 4, requires_grad=True)
+    y = lt.lut_linear(x, w, None, "mitchell", backward="table")
+    gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiable once"):
+        gx.sum().backward()

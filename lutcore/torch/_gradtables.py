@@ -84,6 +84,13 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
     return t
 
 
+def check_layer(layer) -> None:
+    """An approximate layer's backward="table" settings are usable with its units now (a
+    ValueError naming the layer otherwise, e.g. grad_h="supplied" on units without tables)."""
+    if getattr(layer, "backward", None) == "table" and layer.units is not None:
+        tables_for(layer.units, layer.grad_h, layer._lc_name)
+
+
 def _blocks(M: int, K: int):
     step = max(1, BLOCK_ELEMS // max(K, 1))
     return [(m0, min(M, m0 + step)) for m0 in range(0, M, step)]

@@ -127,6 +127,9 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
         b = backward if bkeys is None else (bmap[bkeys[name]] if name in bkeys else "ste")
         m._lc_setup(units if mapping is None else per.get(name), b, activations, threads,
                     name=name or type(m).__name__, grad_h=grad_h)
+    from lutcore.torch._gradtables import check_layer
+    for _, m, _ in todo:
+        check_layer(m)
     return model
 
 
@@ -197,11 +200,16 @@ def set_backward(model: nn.Module, backward, *, grad_h=_KEEP) -> nn.Module:
         per = {n: backward for n, _ in layers}
     if grad_h is not _KEEP:
         grad_arg(grad_h, "set_backward")
+    from lutcore.torch._gradtables import check_layer, tables_for
+    for n, m in layers:                              # checked before any layer changes
+        if n in per and per[n] == "table" and m.units is not None:
+            tables_for(m.units, m.grad_h if grad_h is _KEEP else grad_h, m._lc_name)
     for n, m in layers:
         if n in per:
             m.backward = per[n]
             if grad_h is not _KEEP:
                 m.grad_h = grad_h
+            check_layer(m)
     return model
 
 

@@ -431,3 +431,47 @@ def test_table_backward_is_differentiable_once():
     gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiable once"):
         gx.sum().backward()
+
+
+# ------------------------------------------------------------------ calibration state
+
+def test_calibrated_state_round_trip_and_float_model(tmp_path):
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 16, 4))
+    a = lt.approximate(net, "mitchell", backward="table", grad_h=3)
+    a[3].grad_h = None
+    x = torch.randn(5, 1, 6, 6)
+    lt.calibrate(a, [x])
+    sd = a.state_dict()
+    assert set(sd) - set(net.state_dict()) == {"0.lutcore_input_scale", "0.lutcore_grad_h",
+                                               "3.lutcore_input_scale"}
+    assert int(sd["0.lutcore_grad_h"]) == 3
+    torch.save(sd, tmp_path / "sd.pt")
+    b = lt.approximate(net, "mitchell")                                   # dynamic, grad_h None
+    b.load_state_dict(torch.load(tmp_path / "sd.pt"), strict=True)
+    assert b[0].activations == "static" and torch.equal(b[0].input_scale, a[0].input_scale)
+    assert b[0].grad_h == 3 and b[3].grad_h is None
+    assert torch.equal(b(x), a(x))
+    fresh = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 16, 4))
+    with pytest.raises(RuntimeError, match="Unexpected key.*lutcore_input_scale"):
+        fresh.load_state_dict(sd)
+    fresh.load_state_dict(lt.float_state_dict(sd), strict=True)
+    assert torch.equal(fresh(x), net(x))
+    c = lt.approximate(fresh, "mitchell")
+    c.load_state_dict(net.state_dict(), strict=True)                      # a float state dict: no scales, fine
+    assert c[0].activations == "dynamic"
+    a[0].grad_h = "supplied"
+    assert int(a.state_dict()["0.lutcore_grad_h"]) == -1
+
+
+def test_bad_state_entries_name_the_layer():
+    a = lt.approximate(nn.Sequential(nn.Linear(3, 2)), "exact")
+    sd = {**a.state_dict(), "0.lutcore_input_scale": torch.tensor(-1.0)}
+    with pytest.raises(ValueError, match=r"^0: input_scale"):
+        a.load_state_dict(sd)
+    sd = {**a.state_dict(), "0.lutcore_grad_h": torch.tensor(500)}
+    with pytest.raises(ValueError, match=r"^0: grad_h"):
+        a.load_state_dict(sd)
+    sd = {**a.state_dict(), "0.lutcore_grad_h": torch.tensor([1, 2])}
+    with pytest.raises(ValueError, match=r"^0: state_dict entry 0.lutcore_grad_h: expected a one-element"):
+        a.load_state_dict(sd)

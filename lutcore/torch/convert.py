@@ -31,7 +31,7 @@ from lutcore.torch.layers import ACTIVATIONS, ApproxLayer, approx_class
 from lutcore.units import assign as _assign
 from lutcore.units import resolve as resolve_units
 
-__all__ = ["approximate", "set_units", "set_backward", "backward_of", "calibrate", "approximate_layers", "assignment", "save_assignment",
+__all__ = ["approximate", "set_units", "set_backward", "backward_of", "float_state_dict", "calibrate", "approximate_layers", "assignment", "save_assignment",
            "load_assignment"]
 
 
@@ -216,6 +216,21 @@ def set_backward(model: nn.Module, backward, *, grad_h=_KEEP) -> nn.Module:
 def backward_of(model: nn.Module) -> dict:
     """{layer name: (backward, grad_h)} of every approximate layer of ``model``, in model order."""
     return {n: (m.backward, m.grad_h) for n, m in _layers_or_error(model, "backward_of")}
+
+
+def float_state_dict(state_dict) -> dict:
+    """A copy of an approximate model's ``state_dict`` without lutcore's entries (each layer's
+    calibrated ``lutcore_input_scale`` and ``lutcore_grad_h``), which the original float model
+    loads with ``strict=True``.  The approximate model loads the full one back (its static
+    input scales and gradient-table options restored)."""
+    from lutcore.torch.layers import STATE_KEYS
+    if not hasattr(state_dict, "items"):
+        raise TypeError(f"state_dict: expected a mapping (model.state_dict()), got {type(state_dict).__name__}")
+    out = type(state_dict)() if isinstance(state_dict, dict) else {}
+    for k, v in state_dict.items():
+        if not (isinstance(k, str) and k.rsplit(".", 1)[-1] in STATE_KEYS):
+            out[k] = v
+    return out
 
 
 def assignment(model: nn.Module) -> dict:

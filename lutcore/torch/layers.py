@@ -4,9 +4,10 @@ running their products through a unit.
 Design: each class subclasses the float layer it replaces and adds only state
 that is not a parameter (the units, the backward and activation modes, the
 calibrated input scale, a cached ``QWeight``), so ``isinstance``, parameter names,
-``state_dict()`` and ``load_state_dict()`` into the float model all hold; the
-calibrated scale is therefore not in the state dict (re-run ``calibrate`` or set
-``input_scale`` after loading).  The weight is quantized again whenever its values
+``state_dict()`` and ``load_state_dict()`` into the float model all hold; a
+calibrated static scale and a ``grad_h`` option add one 0-d tensor each to the state
+dict (``STATE_KEYS``; restored by ``load_state_dict``; ``float_state_dict`` removes them
+for the float model).  The weight is quantized again whenever its values
 change (an optimizer step, or an in-place edit through ``.data``: every call compares
 the weight with the float copy it quantized, functional.WeightCache).  The arithmetic
 lives in functional.py.
@@ -30,6 +31,7 @@ from lutcore.units import resolve as resolve_units
 __all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
 
 ACTIVATIONS = ("dynamic", "static")
+STATE_KEYS = ("lutcore_input_scale", "lutcore_grad_h")     # an approximate layer's extra state_dict entries
 
 
 class ApproxLayer:
@@ -46,6 +48,41 @@ class ApproxLayer:
     once (a second differentiation, ``create_graph=True``, raises); a zero-size
     dimension gives the float layer's result.  Each layer keeps a float copy of the
     weight it quantized (``_lc_cache``: 4 bytes a weight) to see in-place edits."""
+
+    # ------------------------------------------------------- state_dict entries
+    # A calibrated static input scale and a grad_h option are kept in the state dict as 0-d
+    # tensors (STATE_KEYS; only when set, so an uncalibrated model's keys are the float
+    # model's); load_state_dict restores them (a scale makes the layer static).  A float model
+    # takes such a state dict after lutcore.torch.float_state_dict removes them.
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.__dict__.get("activations") == "static" and self.__dict__.get("_lc_scale") is not None:
+            destination[prefix + STATE_KEYS[0]] = torch.tensor(float(self._lc_scale), dtype=torch.float32)
+        gh = self.__dict__.get("_lc_grad_h")
+        if gh is not None:
+            destination[prefix + STATE_KEYS[1]] = torch.tensor(-1 if gh == "supplied" else int(gh),
+                                                               dtype=torch.int32)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        got = {k: state_dict.pop(prefix + k) for k in STATE_KEYS if prefix + k in state_dict}
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        name = self.__dict__.get("_lc_name", type(self).__name__)
+        for k, v in got.items():
+            if not isinstance(v, torch.Tensor) or v.numel() != 1:
+                raise ValueError(f"{name}: state_dict entry {prefix + k}: expected a one-element tensor, got "
+                                 f"{type(v).__name__} {tuple(getattr(v, 'shape', ()))}")
+        if STATE_KEYS[0] in got:
+            self.input_scale = got[STATE_KEYS[0]].float()       # checked: > 0, finite in float32
+            self.activations = "static"
+        if STATE_KEYS[1] in got:
+            v = got[STATE_KEYS[1]]
+            if v.is_floating_point():
+                raise ValueError(f"{name}: state_dict entry {prefix + STATE_KEYS[1]}: expected an integer "
+                                 f"tensor (h 1..127, or -1 for 'supplied'), got dtype {v.dtype}")
+            v = int(v)
+            self.grad_h = "supplied" if v == -1 else v
 
     def __setstate__(self, state):
         super().__setstate__(state)

@@ -316,9 +316,11 @@ def _bits(t):
     return t.detach().numpy().view(np.int32)
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("kind", ["linear", "conv", "depthwise"])
-def test_same_bits_at_1_and_2_threads(kind, monkeypatch):
+def test_same_bits_at_1_and_2_threads(kind, native, monkeypatch):
     monkeypatch.setattr(_gradtables, "BLOCK_ELEMS", 97)                  # many blocks on small shapes
+    monkeypatch.setattr(_gradtables, "USE_NATIVE", native)
     u, rng = _rand_units(21)
     if kind == "linear":
         x0, w0 = rng.normal(size=(33, 7)), rng.normal(size=(9, 7))
@@ -475,3 +477,46 @@ def test_bad_state_entries_name_the_layer():
     sd = {**a.state_dict(), "0.lutcore_grad_h": torch.tensor([1, 2])}
     with pytest.raises(ValueError, match=r"^0: state_dict entry 0.lutcore_grad_h: expected a one-element"):
         a.load_state_dict(sd)
+
+
+def test_native_pass_matches_numpy_on_every_isa(monkeypatch):
+    """The native pass: dX the numpy fallback's bits, dW within rounding of it; the same bits on
+    every SIMD path this CPU has; the wrapper refuses mismatched buffers."""
+    from lutcore import _simd
+    from lutcore._native import gradtables as native
+    rng = np.random.default_rng(17)
+    u, _ = _rand_units(17)
+    ga, gb, gbt = _gradtables.tables_for(u, 2, "t")
+    for M, K, O in [(1, 1, 1), (7, 33, 5), (33, 17, 16), (40, 48, 3)]:
+        qx = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        qw = rng.integers(-127, 128, (O, K)).astype(np.int8)
+        g = rng.normal(size=(M, O)).astype(np.float32)
+        dy = rng.normal(size=(M, O)).astype(np.float32)
+        monkeypatch.setattr(_gradtables, "USE_NATIVE", False)
+        nx, nw = _gradtables.table_grads(qx, qw, g, dy, ga, gb, 1, gbt)
+        monkeypatch.setattr(_gradtables, "USE_NATIVE", True)
+        got = []
+        before = _simd.get_simd()
+        try:
+            for isa in _simd.available_simd():
+                _simd.set_simd(isa)
+                for t in (1, 2):
+                    got.append(_gradtables.table_grads(qx, qw, g, dy, ga, gb, t, gbt))
+        finally:
+            _simd.set_simd(before)
+        for dx, dw in got:
+            assert np.array_equal(dx.view(np.int32), got[0][0].view(np.int32))
+            assert np.array_equal(dw.view(np.int32), got[0][1].view(np.int32))
+        assert np.array_equal(got[0][0].view(np.int32), nx.view(np.int32))
+        np.testing.assert_allclose(got[0][1], nw, rtol=1e-5, atol=1e-5 * np.abs(nw).max())
+        # a separately written sequential reference of dW's order (m = 0, 1, ...): the same bits
+        ref = np.zeros((O, K), np.float32)
+        for m in range(M):
+            ref += dy[m][:, None] * gb[(qx[m].astype(np.int64) & 0xff)[None, :] * 256 + (qw.astype(np.int64) & 0xff)]
+        assert np.array_equal(got[0][1].view(np.int32), ref.view(np.int32))
+    with pytest.raises(ValueError, match="shapes disagree"):
+        native.table_pass(0, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int8), np.zeros((4, 2), np.uint8),
+                          np.zeros((2, 4), np.float32), ga, 0, 1)
+    with pytest.raises(ValueError, match="out has the wrong shape"):
+        native.table_pass(1, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int8), np.zeros((4, 3), np.uint8),
+                          np.zeros((2, 4), np.float32), ga, 0, 1)

@@ -14,11 +14,12 @@ rounding passed straight through:
 in float32.  A conv runs the same over its im2col patches (per group) and folds dX
 back (``F.fold``, as backward="units").  "Clamped" is |round(x / s_x)| > 127, which
 only a static input scale produces.  The gradient is float, not a product through
-the 8-bit table, so this is its own pass (numpy): rows of M in fixed blocks of
-``BLOCK_ELEMS // K`` rows; in each block dX sums over o in order 0, 1, ... and the
-block's dW part is numpy's sum over its rows; the dW parts are added in block order.
-Blocks run on ``nt`` threads (numpy releases the GIL); the blocks and every order
-depend on the shapes only, so the bits are the same at any thread count.
+the 8-bit table, so this is its own pass: natively (include/lutcore/gradtables.h,
+threaded over rows of dX and of dW, each sum in index order: o = 0, 1, ... for dX,
+m = 0, 1, ... for dW), or without the native module in numpy: rows of M in fixed
+blocks of ``BLOCK_ELEMS // K`` rows, dX summed over o in order (the native bits), each
+block's dW part numpy's sum over its rows, the parts added in block order (threads over
+blocks).  Every order depends on the shapes only: the same bits at any thread count.
 Differentiable once, as backward="units".  Not traceable yet (torch.compile,
 export, jit.trace: a ValueError naming the layer).
 """
@@ -34,6 +35,12 @@ from lutcore.units import Units
 
 __all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "table_grads", "LutLinearTableFunction",
            "LutConvTableFunction"]
+
+try:                                    # the native pass (include/lutcore/gradtables.h); numpy without it
+    from lutcore._native import gradtables as _native_gt
+except ImportError:                     # pragma: no cover - an older build
+    _native_gt = None
+USE_NATIVE = True                       # tests compare the numpy fallback by turning this off
 
 GRAD_SUPPLIED = "supplied"
 BLOCK_ELEMS = 1 << 16            # elements of (rows, K) per block: 256 KiB of float32
@@ -55,9 +62,14 @@ def grad_arg(v, layer: str):
     return v
 
 
+def _with_transpose(ga, gb) -> tuple:
+    gbt = np.ascontiguousarray(gb.reshape(256, 256).T).reshape(65536)     # GbT[b * 256 + a]
+    return ga, gb, gbt
+
+
 def tables_for(units: Units, grad_h, layer: str) -> tuple:
-    """(Ga, Gb), each float32 (65536,) indexed (a & 0xff) * 256 + (b & 0xff), for ``units``
-    under the option ``grad_h`` (grad_arg)."""
+    """(Ga, Gb, GbT), each float32 (65536,): Ga, Gb indexed (a & 0xff) * 256 + (b & 0xff), GbT
+    = Gb transposed (the native dW pass's), for ``units`` under the option ``grad_h`` (grad_arg)."""
     grad_h = grad_arg(grad_h, layer)
     attached = getattr(units, "grad_tables", None)
     if grad_h == GRAD_SUPPLIED or (grad_h is None and attached is not None):
@@ -72,15 +84,19 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
                                  f"got {getattr(t, 'dtype', type(t).__name__)} {getattr(t, 'shape', '')}")
             if not np.isfinite(t).all():
                 raise ValueError(f"{layer}: units {units.name!r}: gradient table {n} holds non-finite entries")
-        return attached[0].reshape(65536), attached[1].reshape(65536)
+        key = ("attached", id(attached))           # the cache holds `attached`: its id is not reused
+        t = _TABLES.get(key)
+        if t is None or t[3] is not attached:
+            _evict()
+            t = _TABLES[key] = _with_transpose(attached[0].reshape(65536), attached[1].reshape(65536)) + (attached,)
+        return t[:3]
     h = 1 if grad_h is None else grad_h
     key = (units.digest, h)
     t = _TABLES.get(key)
     if t is None:
-        if len(_TABLES) >= 8:
-            _TABLES.pop(next(iter(_TABLES)))
+        _evict()
         ga, gb = units.gradients(h)
-        t = _TABLES[key] = (ga.reshape(65536), gb.reshape(65536))
+        t = _TABLES[key] = _with_transpose(ga.reshape(65536), gb.reshape(65536))
     return t
 
 
@@ -91,15 +107,23 @@ def check_layer(layer) -> None:
         tables_for(layer.units, layer.grad_h, layer._lc_name)
 
 
+def _evict():
+    if len(_TABLES) >= 8:
+        _TABLES.pop(next(iter(_TABLES)))
+
+
 def _blocks(M: int, K: int):
     step = max(1, BLOCK_ELEMS // max(K, 1))
     return [(m0, min(M, m0 + step)) for m0 in range(0, M, step)]
 
 
-def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.ndarray, nt: int):
+def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.ndarray, nt: int, gbt=None):
     """(dX (M, K) or None, S (O, K) or None) with dX = sum_o g[m, o] Ga[qx[m, k], qw[o, k]] and
     S = sum_m dy[m, o] Gb[qx[m, k], qw[o, k]] (no s_x), float32: qx (M, K), qw (O, K) int8 codes,
-    g / dy (M, O) float32 (None: that gradient is not needed)."""
+    g / dy (M, O) float32 (None: that gradient is not needed).  With ``gbt`` (Gb transposed) and
+    the native module: the native pass (the same dX bits; S summed over m in order 0, 1, ...)."""
+    if gbt is not None and _native_gt is not None and USE_NATIVE:
+        return _native_grads(qx, qw, g, dy, ga, gbt, nt)
     M, K = qx.shape
     O = qw.shape[0]
     qw32 = qw.astype(np.int32) & 0xff
@@ -137,6 +161,23 @@ def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.nd
     return dx, s
 
 
+def _native_grads(qx, qw, g, dy, ga, gbt, nt):
+    from lutcore import _simd
+    M, K = qx.shape
+    O = qw.shape[0]
+    qx = np.ascontiguousarray(qx, dtype=np.int8)
+    qwu = np.ascontiguousarray(qw, dtype=np.int8).view(np.uint8)
+    isa = _simd.isa()
+    dx = s = None
+    if g is not None:
+        dx = np.empty((M, K), np.float32)
+        _native_gt.table_pass(0, dx, qx, qwu, np.ascontiguousarray(g, dtype=np.float32), ga, isa, nt)
+    if dy is not None:
+        s = np.empty((O, K), np.float32)
+        _native_gt.table_pass(1, s, qx, qwu, np.ascontiguousarray(dy, dtype=np.float32), gbt, isa, nt)
+    return dx, s
+
+
 def _clamped(x: torch.Tensor, s_x, input_scale) -> torch.Tensor | None:
     """The elements of x its static scale saturated (|round(x / s)| > 127), or None (dynamic: none)."""
     if input_scale is None:
@@ -151,7 +192,7 @@ def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
     """(dx, dw) of the module docstring; geo None: a linear layer, x (M, K) dense."""
     from lutcore.torch import functional as fn
     need_x, need_w = need
-    ga, gb = tables
+    ga, gb, gbt = tables
     O = qw.q.shape[0]
     G = 1 if geo is None else geo.groups
     Og = O // G
@@ -170,7 +211,7 @@ def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
     for i in range(G):
         sl = slice(i * Og, (i + 1) * Og)
         d, s = table_grads(A[i], qw.q[sl], None if g_np is None else np.ascontiguousarray(g_np[:, sl]),
-                           np.ascontiguousarray(dy_np[:, sl]) if need_w else None, ga, gb, nt)
+                           np.ascontiguousarray(dy_np[:, sl]) if need_w else None, ga, gb, nt, gbt)
         cols.append(d)
         parts.append(s)
     dx = dw = None

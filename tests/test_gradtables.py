@@ -520,3 +520,16 @@ def test_native_pass_matches_numpy_on_every_isa(monkeypatch):
     with pytest.raises(ValueError, match="out has the wrong shape"):
         native.table_pass(1, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int8), np.zeros((4, 3), np.uint8),
                           np.zeros((2, 4), np.float32), ga, 0, 1)
+
+
+def test_retrain_digits_example_runs(tmp_path, capsys):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "retrain_digits", os.path.join(os.path.dirname(__file__), "..", "examples", "retrain_digits.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    png = tmp_path / "c.png"
+    assert mod.main(["--epochs", "1", "--steps", "2", "--every", "2", "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"truncated:10, {arm} x2" in out for arm in ("ste", "units", "table")) and png.stat().st_size > 0
+    assert mod.main(["--units", "no-such-unit"]) == 2

@@ -533,3 +533,9 @@ def test_retrain_digits_example_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert all(f"truncated:10, {arm} x2" in out for arm in ("ste", "units", "table")) and png.stat().st_size > 0
     assert mod.main(["--units", "no-such-unit"]) == 2
+
+
+def test_table_backward_refuses_tracing():
+    m = lt.approximate(nn.Linear(3, 2), "exact", backward="table")
+    with pytest.raises(ValueError, match=r"backward='table' does not run under torch.compile"):
+        torch.jit.trace(m, torch.randn(2, 3))

@@ -539,3 +539,16 @@ def test_table_backward_refuses_tracing():
     m = lt.approximate(nn.Linear(3, 2), "exact", backward="table")
     with pytest.raises(ValueError, match=r"backward='table' does not run under torch.compile"):
         torch.jit.trace(m, torch.randn(2, 3))
+
+
+def test_assignment_file_keeps_attached_tables(tmp_path):
+    from lutcore.units import assign
+    u = approx.by_name("mitchell")
+    v = u.with_gradients(*u.gradients(5))
+    with pytest.raises(ValueError, match="built in memory.*units_dir="):
+        assign.save_assignment({"fc": v}, tmp_path / "a.json")
+    assign.save_assignment({"fc": v, "c": u}, tmp_path / "a.json", units_dir=tmp_path / "units")
+    back = assign.load_assignment(tmp_path / "a.json")
+    assert back["c"].grad_tables is None
+    assert np.array_equal(back["fc"].grad_tables[0], v.grad_tables[0])
+    assert np.array_equal(back["fc"].grad_tables[1], v.grad_tables[1])

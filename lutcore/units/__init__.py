@@ -381,7 +381,8 @@ class Units:
         each a (256, 256) or (65536,) float array of finite values indexed like ``table()``
         ([a & 0xff, b & 0xff]; stored as float32), for ``backward="table"`` to use instead of
         the table's central differences; ``save`` writes them to ``grad_a.bin`` and
-        ``grad_b.bin`` (float32 little-endian, 65536 entries each).  ``with_gradients(None,
+        ``grad_b.bin`` (float32 little-endian, 65536 entries each), and an assignment file
+        (``save_assignment(..., units_dir=)``) saves such units as a directory.  ``with_gradients(None,
         None)`` drops them.  The multiplier tables are shared, not copied."""
         import copy
         if Ga is None and Gb is None:
@@ -391,6 +392,7 @@ class Units:
         out = copy.copy(self)
         out.grad_tables = tables
         out.cost, out.published = dict(self.cost), dict(self.published)
+        out.loaded_from = None      # no longer what its source gives: an assignment file saves its tables
         return out
 
     # ------------------------------------------------------------- inspection

@@ -132,7 +132,7 @@ if IS_X86:
                                  "cflags": body_cflags + flags, "obj_deps": {"": deps}}))
     macros.append(("LC_HAVE_X86_BODIES", "1"))
 
-MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "alloc", "im2col"]
+MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "alloc", "im2col", "gradtables"]
 # Test-only extensions: a family's wrappers (_simde*.pyx include the family's .pyx) linked with
 # the SIMDe copies of its AVX-512 bodies, selected by the macros.
 SIMDE_MODULES = [

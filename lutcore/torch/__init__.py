@@ -10,9 +10,11 @@ the layer.
     approximate(model, units, *, backward="ste"|"units", activations="dynamic"|"static",
                 skip=(), inplace=False)                      -> nn.Module
     set_units(model, units)                                   swap the multiplier, no reconversion
+    set_backward(model, backward, *, grad_h=...)              "ste" | "units" | "table", or per layer
     (units: one spec, or per layer {name / prefix / glob: spec} or an assignment .json)
     assignment(model) -> {layer: Units | None}; save_assignment(a_or_model, path) / load_assignment(path)
-    calibrate(model, batches)                                 static input scales
+    calibrate(model, batches)                                 static input scales (kept in state_dict;
+                                                              float_state_dict(sd) for the float model)
     sensitivity(model, units, evaluate)                       one layer at a time through each unit
     search(model, units, evaluate, example_input, budget=...) per-layer units: the energy/metric front
     lut_linear(x, weight, bias, units, ...), lut_conv1d / lut_conv2d(x, weight, bias, units,
@@ -24,13 +26,13 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess by the 
     raise ImportError("lutcore.torch needs PyTorch, which is not installed: "
                       "pip install 'lutcore[torch]' (torch==2.13.0)") from e
 
-from lutcore.torch.convert import (approximate, approximate_layers, assignment, calibrate, load_assignment,
-                                   save_assignment, set_units)
+from lutcore.torch.convert import (approximate, approximate_layers, assignment, backward_of, calibrate,
+                                   float_state_dict, load_assignment, save_assignment, set_backward, set_units)
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
 from lutcore.torch._search import count_products, search, sensitivity
 
-__all__ = ["approximate", "set_units", "assignment", "save_assignment", "load_assignment", "calibrate",
+__all__ = ["approximate", "set_units", "set_backward", "backward_of", "float_state_dict", "assignment", "save_assignment", "load_assignment", "calibrate",
            "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
            "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search"]

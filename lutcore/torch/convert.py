@@ -31,7 +31,7 @@ from lutcore.torch.layers import ACTIVATIONS, ApproxLayer, approx_class
 from lutcore.units import assign as _assign
 from lutcore.units import resolve as resolve_units
 
-__all__ = ["approximate", "set_units", "calibrate", "approximate_layers", "assignment", "save_assignment",
+__all__ = ["approximate", "set_units", "set_backward", "backward_of", "float_state_dict", "calibrate", "approximate_layers", "assignment", "save_assignment",
            "load_assignment"]
 
 
@@ -58,14 +58,17 @@ def _under(name: str, prefixes) -> bool:
 
 
 def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
-                skip=(), inplace: bool = False, threads=None) -> nn.Module:
+                skip=(), inplace: bool = False, threads=None, grad_h=None) -> nn.Module:
     """``model`` with every nn.Linear, nn.Conv1d, nn.Conv2d and transformers' Conv1D running
     through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory),
     or per layer: a mapping {name / prefix / glob: spec} or an assignment .json file (the first
     key covering a layer gives its units; a layer no key covers, or mapped to None / "none",
     computes in float; see the module docstring).
 
-    ``backward``: "ste" (the float layer's gradients) or "units" (dX and dW through the unit);
+    ``backward``: "ste" (the float layer's gradients), "units" (dX and dW through the unit) or
+    "table" (through the unit's gradient tables; ``grad_h``: None, an int 1..127 or "supplied",
+    see ``lutcore.torch._gradtables``), or per layer a mapping {name / prefix / glob: backward}
+    (layers no key covers: "ste"; see ``set_backward``);
     ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``skip``:
     module names (as in ``named_modules``) or types to keep in float, with their submodules; ``inplace=False``
     converts a deep copy and leaves ``model`` untouched.  Layers that are already
@@ -75,7 +78,11 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     mapping = _assign.as_mapping(units)
     if mapping is None:
         units = resolve_units(units)
-    fn.backward_arg(backward, "approximate")
+    bmap = _backward_map(backward, "approximate") if isinstance(backward, dict) else None
+    if bmap is None:
+        fn.backward_arg(backward, "approximate")
+    from lutcore.torch._gradtables import grad_arg
+    grad_arg(grad_h, "approximate")
     if activations not in ACTIVATIONS:
         raise ValueError(f"approximate: activations: expected one of {ACTIVATIONS}, got {activations!r}")
     names, types = _skip_arg(skip)
@@ -113,11 +120,16 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
         todo.append((name, m, cls))
     if mapping is not None:                          # every key checked before any layer changes
         per = _assign.assign(mapping, [n for n, _, _ in todo], what="units")
+    bkeys = _assign.match(bmap, [n for n, _, _ in todo], what="backward") if bmap is not None else None
     for name, m, cls in todo:
         if not isinstance(m, ApproxLayer):
             m.__class__ = cls
-        m._lc_setup(units if mapping is None else per.get(name), backward, activations, threads,
-                    name=name or type(m).__name__)
+        b = backward if bkeys is None else (bmap[bkeys[name]] if name in bkeys else "ste")
+        m._lc_setup(units if mapping is None else per.get(name), b, activations, threads,
+                    name=name or type(m).__name__, grad_h=grad_h)
+    from lutcore.torch._gradtables import check_layer
+    for _, m, _ in todo:
+        check_layer(m)
     return model
 
 
@@ -153,6 +165,72 @@ def set_units(model: nn.Module, units) -> nn.Module:
         if n in per:
             m.units = per[n]
     return model
+
+
+_KEEP = object()
+
+
+def _backward_map(backward: dict, what: str) -> dict:
+    if not backward:
+        raise ValueError(f"{what}: backward: an empty mapping sets nothing; give {{layer name or glob: "
+                         f"{'|'.join(map(repr, fn.BACKWARDS))}}}")
+    for k, v in backward.items():
+        if not isinstance(k, str):
+            raise TypeError(f"{what}: backward: mapping keys must be layer names, prefixes or globs (str), "
+                            f"got {type(k).__name__} {k!r}")
+        fn.backward_arg(v, f"{what}: backward[{k!r}]")
+    return dict(backward)
+
+
+def set_backward(model: nn.Module, backward, *, grad_h=_KEEP) -> nn.Module:
+    """Set the backward of every approximate layer of ``model`` (in place; returns it):
+    "ste", "units" or "table", or a mapping {layer name / dotted prefix / fnmatch glob:
+    backward} for the layers its keys cover (the first covering key wins; the others keep
+    theirs; a key covering no layer is a ValueError).  ``grad_h`` (None, an int 1..127 or
+    "supplied"; given: set on the same layers) chooses backward="table"'s gradient tables.
+    Every value is checked before any layer changes."""
+    from lutcore.torch._gradtables import grad_arg
+    layers = _layers_or_error(model, "set_backward")
+    if isinstance(backward, dict):
+        bmap = _backward_map(backward, "set_backward")
+        keys = _assign.match(bmap, [n for n, _ in layers], what="backward")
+        per = {n: bmap[k] for n, k in keys.items()}
+    else:
+        fn.backward_arg(backward, "set_backward")
+        per = {n: backward for n, _ in layers}
+    if grad_h is not _KEEP:
+        grad_arg(grad_h, "set_backward")
+    from lutcore.torch._gradtables import check_layer, tables_for
+    for n, m in layers:                              # checked before any layer changes
+        if n in per and per[n] == "table" and m.units is not None:
+            tables_for(m.units, m.grad_h if grad_h is _KEEP else grad_h, m._lc_name)
+    for n, m in layers:
+        if n in per:
+            m.backward = per[n]
+            if grad_h is not _KEEP:
+                m.grad_h = grad_h
+            check_layer(m)
+    return model
+
+
+def backward_of(model: nn.Module) -> dict:
+    """{layer name: (backward, grad_h)} of every approximate layer of ``model``, in model order."""
+    return {n: (m.backward, m.grad_h) for n, m in _layers_or_error(model, "backward_of")}
+
+
+def float_state_dict(state_dict) -> dict:
+    """A copy of an approximate model's ``state_dict`` without lutcore's entries (each layer's
+    calibrated ``lutcore_input_scale`` and ``lutcore_grad_h``), which the original float model
+    loads with ``strict=True``.  The approximate model loads the full one back (its static
+    input scales and gradient-table options restored)."""
+    from lutcore.torch.layers import STATE_KEYS
+    if not hasattr(state_dict, "items"):
+        raise TypeError(f"state_dict: expected a mapping (model.state_dict()), got {type(state_dict).__name__}")
+    out = type(state_dict)() if isinstance(state_dict, dict) else {}
+    for k, v in state_dict.items():
+        if not (isinstance(k, str) and k.rsplit(".", 1)[-1] in STATE_KEYS):
+            out[k] = v
+    return out
 
 
 def assignment(model: nn.Module) -> dict:

@@ -55,7 +55,7 @@ from lutcore.units import Units, resolve as resolve_units
 
 __all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "QWeight"]
 
-BACKWARDS = ("ste", "units")
+BACKWARDS = ("ste", "units", "table")
 _127 = np.float32(127.0)
 
 
@@ -569,7 +569,18 @@ def _torch_result(f, layer: str):
         raise ValueError(f"{layer}: {e}") from None
 
 
-def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None):
+def _table_args(units, backward, grad_h, layer):
+    """backward="table": the (Ga, Gb) tables for the Function (errors name the layer); else None."""
+    if backward != "table":
+        return None
+    if _tracing():
+        raise ValueError(f"{layer}: backward='table' does not run under torch.compile, torch.export or "
+                         f"torch.jit.trace yet; trace with backward='ste' or 'units'")
+    from lutcore.torch import _gradtables
+    return _gradtables.tables_for(units, grad_h, layer)
+
+
+def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None, grad_h=None):
     """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O); ``qw`` a
     QWeight, a layer's WeightCache or None (quantize ``weight`` here)."""
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer, 2)
@@ -581,7 +592,12 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         return _torch_result(lambda: F.linear(x, weight, bias), layer)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
-    if _tracing():
+    tables = _table_args(units, backward, grad_h, layer)
+    if tables is not None:
+        from lutcore.torch._gradtables import LutLinearTableFunction
+        y = LutLinearTableFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, tables,
+                                         input_scale, layer, nt)
+    elif _tracing():
         y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
     else:
@@ -604,14 +620,14 @@ def _same_padding(x, weight, dilation, layer, n):
 
 
 def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads, layer,
-         qw=None):
+         qw=None, grad_h=None):
     """The shared body of lut_conv1d / lut_conv2d and the conv layers."""
     n = weight.dim() - 2
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer,
                                                n + 2)
     if x.dim() == n + 1:                             # unbatched (channels, ...), as F.conv*d takes
         return conv(x.unsqueeze(0), weight, bias, units, stride, padding, dilation, groups, backward,
-                    input_scale, threads, layer, qw).squeeze(0)
+                    input_scale, threads, layer, qw, grad_h).squeeze(0)
     if x.dim() != n + 2:
         raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
                          f"channels, ...) tensor, got shape {tuple(x.shape)}")
@@ -628,6 +644,11 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     elif padding == "same":
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+    tables = _table_args(units, backward, grad_h, layer)
+    if tables is not None:
+        from lutcore.torch._gradtables import LutConvTableFunction
+        return LutConvTableFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo,
+                                          tables, input_scale, layer, nt)
     if _tracing():
         return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),
                                       list(geo.dilation[-n:]), geo.groups, units, backward,
@@ -637,7 +658,8 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
                                  input_scale, layer, nt)
 
 
-def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None):
+def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None,
+               grad_h=None):
     """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in docs/DESIGN.md).
 
     x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
@@ -648,22 +670,23 @@ def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_sca
     A zero-size dimension (no product) gives torch's own result (the bias
     broadcast, zeros, an empty tensor).  Under torch.compile, torch.export and
     torch.jit.trace the products run as the custom ops ``torch.ops.lutcore.*``,
-    with the same bits."""
-    return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear")
+    with the same bits.  ``backward="table"``: through the unit's gradient tables
+    (``lutcore.torch._gradtables``; ``grad_h`` None, an int 1..127 or "supplied")."""
+    return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear", grad_h=grad_h)
 
 
 def lut_conv2d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None):
     """``F.conv2d`` through ``units``' multiplier: x (N, C, H, W), weight (O, C/groups, KH, KW)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv2d")
+                "lut_conv2d", grad_h=grad_h)
 
 
 def lut_conv1d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None):
     """``F.conv1d`` through ``units``' multiplier: x (N, C, L), weight (O, C/groups, K)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv1d")
+                "lut_conv1d", grad_h=grad_h)
 
 
 # ------------------------------------------------- torch.compile / torch.export / jit.trace

@@ -4,9 +4,10 @@ running their products through a unit.
 Design: each class subclasses the float layer it replaces and adds only state
 that is not a parameter (the units, the backward and activation modes, the
 calibrated input scale, a cached ``QWeight``), so ``isinstance``, parameter names,
-``state_dict()`` and ``load_state_dict()`` into the float model all hold; the
-calibrated scale is therefore not in the state dict (re-run ``calibrate`` or set
-``input_scale`` after loading).  The weight is quantized again whenever its values
+``state_dict()`` and ``load_state_dict()`` into the float model all hold; a
+calibrated static scale and a ``grad_h`` option add one 0-d tensor each to the state
+dict (``STATE_KEYS``; restored by ``load_state_dict``; ``float_state_dict`` removes them
+for the float model).  The weight is quantized again whenever its values
 change (an optimizer step, or an in-place edit through ``.data``: every call compares
 the weight with the float copy it quantized, functional.WeightCache).  The arithmetic
 lives in functional.py.
@@ -30,6 +31,7 @@ from lutcore.units import resolve as resolve_units
 __all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
 
 ACTIVATIONS = ("dynamic", "static")
+STATE_KEYS = ("lutcore_input_scale", "lutcore_grad_h")     # an approximate layer's extra state_dict entries
 
 
 class ApproxLayer:
@@ -37,7 +39,8 @@ class ApproxLayer:
 
     Attributes: ``units`` (a lutcore ``Units``; assign a name, a directory or a Units
     to swap the multiplier — no re-quantization; None or "none": the layer computes in
-    float exactly as its torch class), ``backward`` ("ste" | "units"), ``activations``
+    float exactly as its torch class), ``backward`` ("ste" | "units" | "table"), ``grad_h`` (backward="table"'s gradient
+    tables), ``activations``
     ("dynamic" | "static"), ``threads`` (None: lutcore's default); read-only views
     ``qweight`` (int8, the weight's shape), ``weight_scale`` (float32, per output
     channel) and ``input_scale`` (float32 0-d tensor, or None when dynamic; assignable:
@@ -46,6 +49,41 @@ class ApproxLayer:
     dimension gives the float layer's result.  Each layer keeps a float copy of the
     weight it quantized (``_lc_cache``: 4 bytes a weight) to see in-place edits."""
 
+    # ------------------------------------------------------- state_dict entries
+    # A calibrated static input scale and a grad_h option are kept in the state dict as 0-d
+    # tensors (STATE_KEYS; only when set, so an uncalibrated model's keys are the float
+    # model's); load_state_dict restores them (a scale makes the layer static).  A float model
+    # takes such a state dict after lutcore.torch.float_state_dict removes them.
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.__dict__.get("activations") == "static" and self.__dict__.get("_lc_scale") is not None:
+            destination[prefix + STATE_KEYS[0]] = torch.tensor(float(self._lc_scale), dtype=torch.float32)
+        gh = self.__dict__.get("_lc_grad_h")
+        if gh is not None:
+            destination[prefix + STATE_KEYS[1]] = torch.tensor(-1 if gh == "supplied" else int(gh),
+                                                               dtype=torch.int32)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        got = {k: state_dict.pop(prefix + k) for k in STATE_KEYS if prefix + k in state_dict}
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        name = self.__dict__.get("_lc_name", type(self).__name__)
+        for k, v in got.items():
+            if not isinstance(v, torch.Tensor) or v.numel() != 1:
+                raise ValueError(f"{name}: state_dict entry {prefix + k}: expected a one-element tensor, got "
+                                 f"{type(v).__name__} {tuple(getattr(v, 'shape', ()))}")
+        if STATE_KEYS[0] in got:
+            self.input_scale = got[STATE_KEYS[0]].float()       # checked: > 0, finite in float32
+            self.activations = "static"
+        if STATE_KEYS[1] in got:
+            v = got[STATE_KEYS[1]]
+            if v.is_floating_point():
+                raise ValueError(f"{name}: state_dict entry {prefix + STATE_KEYS[1]}: expected an integer "
+                                 f"tensor (h 1..127, or -1 for 'supplied'), got dtype {v.dtype}")
+            v = int(v)
+            self.grad_h = "supplied" if v == -1 else v
+
     def __setstate__(self, state):
         super().__setstate__(state)
         if "_lc_cache" not in self.__dict__ and "_lc_name" in self.__dict__:   # pickled before the WeightCache
@@ -53,10 +91,12 @@ class ApproxLayer:
             self.__dict__.pop("_lc_qw_key", None)
             self._lc_cache = fn.WeightCache()
 
-    def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None):
+    def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None,
+                  grad_h=None):
         self._lc_name = name or type(self).__name__
         self.units = units
         self.backward = fn.backward_arg(backward, self._lc_name)
+        self.grad_h = grad_h
         if activations not in ACTIVATIONS:
             raise ValueError(f"{self._lc_name}: activations: expected one of {ACTIVATIONS}, got {activations!r}")
         self.activations = activations
@@ -78,6 +118,17 @@ class ApproxLayer:
         # Units is taken as it is (the search sets it on every layer, per assignment)
         self._lc_units = units if isinstance(units, Units) else \
             None if assign.is_float(units) else resolve_units(units)
+
+    @property
+    def grad_h(self):
+        """backward="table"'s gradient tables: None (the unit's attached ones if any, else central
+        differences over +-1 code), an int h 1..127 (differences over +-h codes) or "supplied"."""
+        return self.__dict__.get("_lc_grad_h")
+
+    @grad_h.setter
+    def grad_h(self, v):
+        from lutcore.torch._gradtables import grad_arg
+        self._lc_grad_h = grad_arg(v, self._lc_name)
 
     @property
     def input_scale(self):
@@ -124,7 +175,8 @@ class ApproxLayer:
     def _lc_extra(self) -> str:
         u = self.units
         uu = "units=none (float)" if u is None else f"units={u.name}@{u.digest[:16]}"
-        return (f"{uu}, backward={self.backward}, activations={self.activations}"
+        gh = f", grad_h={self.grad_h!r}" if self.backward == "table" and self.grad_h is not None else ""
+        return (f"{uu}, backward={self.backward}{gh}, activations={self.activations}"
                 + (f", input_scale={float(self._lc_scale):.6g}" if self.input_scale is not None else ""))
 
     def extra_repr(self) -> str:
@@ -135,9 +187,10 @@ class ApproxLayer:
 class ApproxLinear(ApproxLayer, nn.Linear):
     """nn.Linear through a unit: ``ApproxLinear(in_features, out_features, bias=True, *, units=...)``."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Linear.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
     def _lc_weight_of(self):
         return self.weight, None                         # what forward passes, and its groups (None: linear)
@@ -152,7 +205,7 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         if self._lc_units is None:
             return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
-                         self.threads, self._lc_name, qw=self._lc_cache)
+                         self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
 
 
 class _ApproxConvNd(ApproxLayer):
@@ -178,23 +231,26 @@ class _ApproxConvNd(ApproxLayer):
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
-                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache)
+                       self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache,
+                       grad_h=self.grad_h)
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
     """nn.Conv1d through a unit (every padding mode, groups, stride, dilation)."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Conv1d.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
 
 class ApproxConv2d(_ApproxConvNd, nn.Conv2d):
     """nn.Conv2d through a unit (every padding mode, groups incl. depthwise, stride, dilation)."""
 
-    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, **kwargs):
+    def __init__(self, *args, units="exact", backward="ste", activations="dynamic", threads=None, grad_h=None,
+                 **kwargs):
         nn.Conv2d.__init__(self, *args, **kwargs)
-        self._lc_setup(units, backward, activations, threads)
+        self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
 
 def _hf_conv1d():
@@ -211,9 +267,10 @@ if _HF is not None:
         """Hugging Face's Conv1D (GPT-2: y = x @ W + b, W (in, out)) through a unit;
         ``qweight`` has W's (in, out) shape, ``weight_scale`` one scale per output column."""
 
-        def __init__(self, nf, nx, *, units="exact", backward="ste", activations="dynamic", threads=None):
+        def __init__(self, nf, nx, *, units="exact", backward="ste", activations="dynamic", threads=None,
+                     grad_h=None):
             _HF.__init__(self, nf, nx)
-            self._lc_setup(units, backward, activations, threads)
+            self._lc_setup(units, backward, activations, threads, grad_h=grad_h)
 
         def _lc_weight_of(self):
             return self.weight.t(), None
@@ -228,7 +285,7 @@ if _HF is not None:
             if self._lc_units is None:
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
-                             self.threads, self._lc_name, qw=self._lc_cache)
+                             self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

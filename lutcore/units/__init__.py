@@ -22,6 +22,7 @@ __all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_r
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
 COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
+GRAD_A_FILE, GRAD_B_FILE = "grad_a.bin", "grad_b.bin"   # optional: float32 LE, 65536, Units.grad_tables
 _COST_FORMAT = "lutcore-units-cost/1"
 
 
@@ -182,6 +183,7 @@ class Units:
         self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
         self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
         self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
+        self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
         # What kernels read: the table as int32 in (a,b) and (b,a) order.
         m = self.mul.astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
@@ -310,6 +312,19 @@ class Units:
         f = os.path.join(src, COST_FILE)
         if os.path.lexists(f):
             units.cost, units.published = _read_cost(f)
+        ga, gb = read(GRAD_A_FILE, "<f4", 65536), read(GRAD_B_FILE, "<f4", 65536)
+        if (ga is None) != (gb is None):
+            have, lack = (GRAD_A_FILE, GRAD_B_FILE) if gb is None else (GRAD_B_FILE, GRAD_A_FILE)
+            raise ValueError(f"{os.path.join(src, lack)}: missing: a units directory holds both gradient "
+                             f"tables or neither, and {have} is there")
+        if ga is not None:
+            for fname, t in ((GRAD_A_FILE, ga), (GRAD_B_FILE, gb)):
+                bad = int(np.count_nonzero(~np.isfinite(t)))
+                if bad:
+                    raise ValueError(f"{os.path.join(src, fname)}: {bad} non-finite entries (NaN/Inf); a "
+                                     f"gradient table holds finite float32 values")
+            units.grad_tables = (_readonly(ga.astype(np.float32).reshape(256, 256)),
+                                 _readonly(gb.astype(np.float32).reshape(256, 256)))
         return units
 
     def save(self, path) -> None:
@@ -323,7 +338,7 @@ class Units:
         go to ``cost.json`` beside the tables (an earlier save's is removed otherwise)."""
         import json
         from lutcore._io import atomic_dir
-        with atomic_dir(path, owned=(COST_FILE,)) as tmp:
+        with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE)) as tmp:
             for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
                                (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
@@ -332,6 +347,10 @@ class Units:
                 with open(os.path.join(tmp, COST_FILE), "w", encoding="utf-8") as f:
                     json.dump({"format": _COST_FORMAT, "cost": dict(self.cost),
                                "published": dict(self.published)}, f, indent=1)
+            if self.grad_tables is not None:
+                for fname, t in zip((GRAD_A_FILE, GRAD_B_FILE), self.grad_tables):
+                    with open(os.path.join(tmp, fname), "wb") as f:
+                        f.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
 
     _COST_KEYS = ("power_mw", "area_um2", "delay_ns")
 
@@ -356,6 +375,40 @@ class Units:
         out = copy.copy(self)
         out.cost = new
         out.published = dict(self.published)
+        return out
+
+    def gradients(self, h: int = 1) -> tuple:
+        """(Ga, Gb): the multiplier's partial derivatives as float32 (256, 256) tables indexed
+        like ``table()`` ([a & 0xff, b & 0xff]): ``Ga[a, b] = (f(a+h, b) - f(a-h, b)) / (2h)`` on the
+        integer grid, ``Gb`` the same along b; near -128 and 127 the differences are taken over
+        the codes that exist (``(f(min(a+h, 127), b) - f(max(a-h, -128), b)) / (hi - lo)``: one-sided
+        at the edges).  ``h`` (an int, 1..127): the smoothing half-width, for jagged tables such
+        as truncation.  Computed from the table; ``grad_tables`` (supplied tables) is not read."""
+        import operator
+        if isinstance(h, bool) or not isinstance(h, (int, np.integer)):
+            raise TypeError(f"h: expected an int (the smoothing half-width, 1..127), got {type(h).__name__}")
+        h = operator.index(h)
+        if not 1 <= h <= 127:
+            raise ValueError(f"h: expected the smoothing half-width in 1..127, got {h}")
+        return _difference_tables(self.mul, h)
+
+    def with_gradients(self, Ga, Gb) -> "Units":
+        """A copy of these units carrying the gradient tables ``Ga`` = df/da and ``Gb`` = df/db,
+        each a (256, 256) or (65536,) float array of finite values indexed like ``table()``
+        ([a & 0xff, b & 0xff]; stored as float32), for ``backward="table"`` to use instead of
+        the table's central differences; ``save`` writes them to ``grad_a.bin`` and
+        ``grad_b.bin`` (float32 little-endian, 65536 entries each), and an assignment file
+        (``save_assignment(..., units_dir=)``) saves such units as a directory.  ``with_gradients(None,
+        None)`` drops them.  The multiplier tables are shared, not copied."""
+        import copy
+        if Ga is None and Gb is None:
+            tables = None
+        else:
+            tables = tuple(_as_grad_table(t, n) for t, n in ((Ga, "Ga"), (Gb, "Gb")))
+        out = copy.copy(self)
+        out.grad_tables = tables
+        out.cost, out.published = dict(self.cost), dict(self.published)
+        out.loaded_from = None      # no longer what its source gives: an assignment file saves its tables
         return out
 
     # ------------------------------------------------------------- inspection
@@ -393,6 +446,41 @@ class Units:
         return hash(self.digest)
 
 
+def _as_grad_table(t, name: str) -> np.ndarray:
+    """A user's gradient table as read-only float32 (256, 256), or TypeError/ValueError naming it."""
+    if t is None:
+        raise TypeError(f"{name}: expected a (256, 256) float array, got None (give both tables, or "
+                        f"None for both to drop them)")
+    arr = np.asarray(t)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a float array (float32 or float64), got dtype {arr.dtype}")
+    if arr.shape not in ((256, 256), (65536,)):
+        raise ValueError(f"{name}: expected shape (256, 256) or (65536,), got {arr.shape}")
+    with np.errstate(over="ignore"):
+        t32 = arr.astype(np.float32).reshape(256, 256)
+    bad = ~np.isfinite(t32)
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        a, b = (int(np.uint8(v).view(np.int8)) for v in i)
+        raise ValueError(f"{name}: expected finite values (in float32), got {int(bad.sum())} non-finite "
+                         f"entr{'y' if bad.sum() == 1 else 'ies'}, the first at [{i[0]}, {i[1]}] "
+                         f"(a={a}, b={b}): {arr.reshape(256, 256)[i[0], i[1]]!r}")
+    return _readonly(t32)
+
+
+def _difference_tables(mul: np.ndarray, h: int) -> tuple:
+    """(Ga, Gb) float32 (256, 256) [a & 0xff, b & 0xff] of the (65536,) table: differences over
+    +-h codes clipped to -128..127, divided by the distance covered (float64, rounded once)."""
+    nat = np.roll(mul.astype(np.float64).reshape(256, 256), (128, 128), axis=(0, 1))  # [a + 128, b + 128]
+    i = np.arange(256)
+    hi, lo = np.minimum(i + h, 255), np.maximum(i - h, 0)
+    d = (hi - lo).astype(np.float64)
+    ga = (nat[hi, :] - nat[lo, :]) / d[:, None]
+    gb = (nat[:, hi] - nat[:, lo]) / d[None, :]
+    back = [np.roll(g, (-128, -128), axis=(0, 1)).astype(np.float32) for g in (ga, gb)]
+    return tuple(np.ascontiguousarray(g) for g in back)
+
+
 def _read_cost(f):
     """(cost, published) from a units directory's cost.json; anything malformed is a
     ValueError naming the file."""
@@ -424,10 +512,11 @@ def _check_dir(path: str) -> None:
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
-                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256) and {COST_FILE}")
+                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256), {COST_FILE} and "
+                f"{GRAD_A_FILE} + {GRAD_B_FILE} (float32 little-endian, 65536 each)")
     if MUL_FILE not in names:
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
         raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")

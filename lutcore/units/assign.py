@@ -182,6 +182,8 @@ def describe(assignment: Mapping) -> str:
 
 def _builtin(u) -> bool:
     from lutcore.units import approx
+    if getattr(u, "grad_tables", None) is not None:     # a name would lose the attached gradient tables
+        return False
     if not isinstance(u.name, str) or not approx.is_name(u.name):
         return False
     try:

@@ -1,0 +1,281 @@
+"""``backward="table"``: gradients through the unit's gradient tables (issue 27).
+
+Design: for a unit f (row a = activation code, column b = weight code) with gradient
+tables ``Ga = df/da`` and ``Gb = df/db`` (``Units.gradients(h)``, central differences
+over +-h codes, or the tables a user attached with ``Units.with_gradients``), and the
+forward ``y[m, o] = s_x * s_w[o] * sum_k f(q_x[m, k], q_w[o, k]) + b[o]`` with the
+rounding passed straight through:
+
+    g[m, o]  = float32(dY[m, o] * s_w[o])
+    dX[m, k] = sum_o g[m, o] * Ga[q_x[m, k], q_w[o, k]]            (0 where x was clamped)
+    dW[o, k] = s_x * sum_m dY[m, o] * Gb[q_x[m, k], q_w[o, k]]
+    db       = sum_m dY[m, o], as the STE
+
+in float32.  A conv runs the same over its im2col patches (per group) and folds dX
+back (``F.fold``, as backward="units").  "Clamped" is |round(x / s_x)| > 127, which
+only a static input scale produces.  The gradient is float, not a product through
+the 8-bit table, so this is its own pass: natively (include/lutcore/gradtables.h,
+threaded over rows of dX and of dW, each sum in index order: o = 0, 1, ... for dX,
+m = 0, 1, ... for dW), or without the native module in numpy: rows of M in fixed
+blocks of ``BLOCK_ELEMS // K`` rows, dX summed over o in order (the native bits), each
+block's dW part numpy's sum over its rows, the parts added in block order (threads over
+blocks).  Every order depends on the shapes only: the same bits at any thread count.
+Differentiable once, as backward="units".  Not traceable yet (torch.compile,
+export, jit.trace: a ValueError naming the layer).
+"""
+from __future__ import annotations
+
+import operator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from lutcore.units import Units
+
+__all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "table_grads", "LutLinearTableFunction",
+           "LutConvTableFunction"]
+
+try:                                    # the native pass (include/lutcore/gradtables.h); numpy without it
+    from lutcore._native import gradtables as _native_gt
+except ImportError:                     # pragma: no cover - an older build
+    _native_gt = None
+USE_NATIVE = True                       # tests compare the numpy fallback by turning this off
+
+GRAD_SUPPLIED = "supplied"
+BLOCK_ELEMS = 1 << 16            # elements of (rows, K) per block: 256 KiB of float32
+_TABLES: dict = {}               # (digest, h) -> (Ga, Gb) flat float32, the last 8
+
+
+def grad_arg(v, layer: str):
+    """The gradient-table option: None (the unit's attached tables if it has them, else
+    central differences with h = 1), an int h in 1..127 (central differences over +-h codes,
+    even when the unit has attached tables) or "supplied" (the unit's attached tables,
+    required)."""
+    if v is None or v == GRAD_SUPPLIED:
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{layer}: grad_h: expected None, an int 1..127 or {GRAD_SUPPLIED!r}, got {v!r}")
+    v = operator.index(v)
+    if not 1 <= v <= 127:
+        raise ValueError(f"{layer}: grad_h: expected None, an int 1..127 or {GRAD_SUPPLIED!r}, got {v}")
+    return v
+
+
+def _with_transpose(ga, gb) -> tuple:
+    gbt = np.ascontiguousarray(gb.reshape(256, 256).T).reshape(65536)     # GbT[b * 256 + a]
+    return ga, gb, gbt
+
+
+def tables_for(units: Units, grad_h, layer: str) -> tuple:
+    """(Ga, Gb, GbT), each float32 (65536,): Ga, Gb indexed (a & 0xff) * 256 + (b & 0xff), GbT
+    = Gb transposed (the native dW pass's), for ``units`` under the option ``grad_h`` (grad_arg)."""
+    grad_h = grad_arg(grad_h, layer)
+    attached = getattr(units, "grad_tables", None)
+    if grad_h == GRAD_SUPPLIED or (grad_h is None and attached is not None):
+        if attached is None:
+            raise ValueError(f"{layer}: grad_h={GRAD_SUPPLIED!r} asks for the unit's own gradient tables, but "
+                             f"units {units.name!r} ({units.digest[:16]}) carry none: attach them with "
+                             f"units.with_gradients(Ga, Gb) (or grad_a.bin and grad_b.bin in its directory), "
+                             f"or use grad_h=None / an int for central differences")
+        for t, n in zip(attached, ("Ga", "Gb")):         # a Units built around with_gradients' checks
+            if not (isinstance(t, np.ndarray) and t.dtype == np.float32 and t.shape == (256, 256)):
+                raise ValueError(f"{layer}: units {units.name!r}: gradient table {n}: expected float32 (256, 256), "
+                                 f"got {getattr(t, 'dtype', type(t).__name__)} {getattr(t, 'shape', '')}")
+            if not np.isfinite(t).all():
+                raise ValueError(f"{layer}: units {units.name!r}: gradient table {n} holds non-finite entries")
+        key = ("attached", id(attached))           # the cache holds `attached`: its id is not reused
+        t = _TABLES.get(key)
+        if t is None or t[3] is not attached:
+            _evict()
+            t = _TABLES[key] = _with_transpose(attached[0].reshape(65536), attached[1].reshape(65536)) + (attached,)
+        return t[:3]
+    h = 1 if grad_h is None else grad_h
+    key = (units.digest, h)
+    t = _TABLES.get(key)
+    if t is None:
+        _evict()
+        ga, gb = units.gradients(h)
+        t = _TABLES[key] = _with_transpose(ga.reshape(65536), gb.reshape(65536))
+    return t
+
+
+def check_layer(layer) -> None:
+    """An approximate layer's backward="table" settings are usable with its units now (a
+    ValueError naming the layer otherwise, e.g. grad_h="supplied" on units without tables)."""
+    if getattr(layer, "backward", None) == "table" and layer.units is not None:
+        tables_for(layer.units, layer.grad_h, layer._lc_name)
+
+
+def _evict():
+    if len(_TABLES) >= 8:
+        _TABLES.pop(next(iter(_TABLES)))
+
+
+def _blocks(M: int, K: int):
+    step = max(1, BLOCK_ELEMS // max(K, 1))
+    return [(m0, min(M, m0 + step)) for m0 in range(0, M, step)]
+
+
+def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.ndarray, nt: int, gbt=None):
+    """(dX (M, K) or None, S (O, K) or None) with dX = sum_o g[m, o] Ga[qx[m, k], qw[o, k]] and
+    S = sum_m dy[m, o] Gb[qx[m, k], qw[o, k]] (no s_x), float32: qx (M, K), qw (O, K) int8 codes,
+    g / dy (M, O) float32 (None: that gradient is not needed).  With ``gbt`` (Gb transposed) and
+    the native module: the native pass (the same dX bits; S summed over m in order 0, 1, ...)."""
+    if gbt is not None and _native_gt is not None and USE_NATIVE:
+        return _native_grads(qx, qw, g, dy, ga, gbt, nt)
+    M, K = qx.shape
+    O = qw.shape[0]
+    qw32 = qw.astype(np.int32) & 0xff
+    blocks = _blocks(M, K)
+    dx = np.zeros((M, K), np.float32) if g is not None else None
+
+    def run(blk):
+        m0, m1 = blk
+        rows = (qx[m0:m1].astype(np.int32) & 0xff) << 8          # a's row offset in the table
+        idx = np.empty_like(rows)
+        t = np.empty(rows.shape, np.float32)
+        part = np.empty((O, K), np.float32) if dy is not None else None
+        for o in range(O):
+            np.add(rows, qw32[o], out=idx)
+            if g is not None:
+                np.take(ga, idx, out=t)
+                t *= g[m0:m1, o:o + 1]
+                dx[m0:m1] += t
+            if dy is not None:
+                np.take(gb, idx, out=t)
+                t *= dy[m0:m1, o:o + 1]
+                np.add.reduce(t, axis=0, out=part[o])
+        return part
+
+    if nt > 1 and len(blocks) > 1:
+        with ThreadPoolExecutor(max_workers=min(nt, len(blocks))) as ex:
+            parts = list(ex.map(run, blocks))
+    else:
+        parts = [run(b) for b in blocks]
+    s = None
+    if dy is not None:
+        s = parts[0] if parts else np.zeros((O, K), np.float32)
+        for p in parts[1:]:
+            s += p
+    return dx, s
+
+
+def _native_grads(qx, qw, g, dy, ga, gbt, nt):
+    from lutcore import _simd
+    M, K = qx.shape
+    O = qw.shape[0]
+    qx = np.ascontiguousarray(qx, dtype=np.int8)
+    qwu = np.ascontiguousarray(qw, dtype=np.int8).view(np.uint8)
+    isa = _simd.isa()
+    dx = s = None
+    if g is not None:
+        dx = np.empty((M, K), np.float32)
+        _native_gt.table_pass(0, dx, qx, qwu, np.ascontiguousarray(g, dtype=np.float32), ga, isa, nt)
+    if dy is not None:
+        s = np.empty((O, K), np.float32)
+        _native_gt.table_pass(1, s, qx, qwu, np.ascontiguousarray(dy, dtype=np.float32), gbt, isa, nt)
+    return dx, s
+
+
+def _clamped(x: torch.Tensor, s_x, input_scale) -> torch.Tensor | None:
+    """The elements of x its static scale saturated (|round(x / s)| > 127), or None (dynamic: none)."""
+    if input_scale is None:
+        return None
+    s = torch.tensor(float(s_x), dtype=torch.float32)
+    if float(s) == 0.0:
+        return x != 0
+    return torch.round(x / s).abs() > 127
+
+
+def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
+    """(dx, dw) of the module docstring; geo None: a linear layer, x (M, K) dense."""
+    from lutcore.torch import functional as fn
+    need_x, need_w = need
+    ga, gb, gbt = tables
+    O = qw.q.shape[0]
+    G = 1 if geo is None else geo.groups
+    Og = O // G
+    if geo is None:
+        dy2 = dy
+        qx, _ = fn.quantize_tensor(fn._dense(x), s_x, "input", layer, nt)
+        A = qx.reshape(1, *x.shape).copy()
+    else:
+        dy2 = dy.permute(0, 2, 1) if geo.d1 else dy.permute(0, 2, 3, 1)
+        dy2 = dy2.reshape(geo.M, O)
+        qx, _ = fn.quantize_tensor(fn._dense(x), s_x, "input", layer, nt)
+        A = geo.patches(qx, nt).copy()                                     # (G, M, Kg)
+    dy_np = np.ascontiguousarray(dy2.detach().numpy(), dtype=np.float32)
+    g_np = (dy_np * qw.scale[None, :]).astype(np.float32) if need_x else None
+    cols, parts = [], []
+    for i in range(G):
+        sl = slice(i * Og, (i + 1) * Og)
+        d, s = table_grads(A[i], qw.q[sl], None if g_np is None else np.ascontiguousarray(g_np[:, sl]),
+                           np.ascontiguousarray(dy_np[:, sl]) if need_w else None, ga, gb, nt, gbt)
+        cols.append(d)
+        parts.append(s)
+    dx = dw = None
+    if need_x:
+        dx = torch.from_numpy(cols[0]) if geo is None else fn._fold(cols, geo)
+        mask = _clamped(x, s_x, input_scale)
+        if mask is not None:
+            dx = dx.masked_fill(mask, 0.0)
+    if need_w:
+        w = np.concatenate(parts, axis=0) * np.float32(s_x)            # (O, Kg), s_x after the sum
+        if geo is None:
+            dw = torch.from_numpy(w)
+        else:
+            w4 = torch.from_numpy(w).reshape(O, geo.KH, geo.KW, geo.Cg).permute(0, 3, 1, 2)
+            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+    return dx, dw
+
+
+class LutLinearTableFunction(torch.autograd.Function):
+    """The contract's x @ weight.T + bias through ``units``, backward through ``tables``."""
+
+    @staticmethod
+    def forward(ctx, x2, weight, bias, qw, units, tables, input_scale, layer, nt):
+        from lutcore.torch import functional as fn
+        x2 = fn._dense(x2)
+        y, s_x = fn.linear_forward(x2, bias, qw, units, input_scale, layer, nt)
+        ctx.save_for_backward(x2, weight, bias)
+        ctx.lc = (qw, tables, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        from lutcore.torch import functional as fn
+        x2, weight, bias = ctx.saved_tensors
+        qw, tables, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx, dw = table_backward(dy, x2, qw, s_x, tables, None, input_scale, layer, nt, (nx, nw))
+        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x2, weight))
+        db = dy.sum(0) if nb and bias is not None else None
+        return (dx, dw, db) + (None,) * 6
+
+
+class LutConvTableFunction(torch.autograd.Function):
+    """The contract's conv of x through ``units``, backward through ``tables``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, qw, units, geo, tables, input_scale, layer, nt):
+        from lutcore.torch import functional as fn
+        x = fn._dense(x)
+        y, s_x = fn.conv_forward(x, weight, bias, qw, units, geo, input_scale, layer, nt)
+        ctx.save_for_backward(x, weight, bias)
+        ctx.lc = (qw, geo, tables, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        from lutcore.torch import functional as fn
+        x, weight, bias = ctx.saved_tensors
+        qw, geo, tables, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx, dw = table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, (nx, nw))
+        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x, weight))
+        db = None
+        if nb and bias is not None:
+            _, _, db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], *geo.aten_args(),
+                                                           [False, False, True])
+        return (dx, dw, db) + (None,) * 7

@@ -14,10 +14,11 @@ call made through them.
     decode       norms, softmax, RoPE, fused decode  mamba    scan, conv1d, math functions
     elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
     im2col       conv patches, direct grouped conv
+    gradtables   the gradient-table backward pass (lutcore.torch backward="table")
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "im2col", "mamba", "optim", "sgemm")
+MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "gradtables", "im2col", "mamba", "optim", "sgemm")
 
 __all__ = list(MODULES)
 

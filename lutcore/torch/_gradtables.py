@@ -37,7 +37,7 @@ __all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "table_grads", "LutLinearT
            "LutConvTableFunction"]
 
 try:                                    # the native pass (include/lutcore/gradtables.h); numpy without it
-    from lutcore._native import gradtables as _native_gt
+    from lutcore.kernels import gradtables as _native_gt
 except ImportError:                     # pragma: no cover - an older build
     _native_gt = None
 USE_NATIVE = True                       # tests compare the numpy fallback by turning this off

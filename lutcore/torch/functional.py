@@ -595,7 +595,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         from lutcore.torch._gradtables import LutLinearTableFunction
-        y = LutLinearTableFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer), units, tables,
+        y = LutLinearTableFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
                                          input_scale, layer, nt)
     elif _tracing():
         y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
@@ -647,7 +647,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         from lutcore.torch._gradtables import LutConvTableFunction
-        return LutConvTableFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer), units, geo,
+        return LutConvTableFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
                                           tables, input_scale, layer, nt)
     if _tracing():
         return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),

@@ -7,12 +7,15 @@ for wider ISAs live in their own translation units under src/<family>/, each
 compiled alone with its ISA's flags into a static library (``X86_BODIES``)
 that every extension links, and chosen at run time from the CPU's features —
 so one binary runs on any x86-64 (and the portable C bodies run everywhere
-else).  The same AVX-512 sources are compiled once more against SIMDe (the
-headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
-test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
+else).  The same AVX-512 sources can be compiled once more against SIMDe (the
+headers of the ``simde-py`` package, in the test extra) with AVX2+FMA flags into
+the test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
 _simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm
 and _simde_decode (norms, decode attention, the decode layer), which run them on
-any x86-64.  The build is never tuned to the
+any x86-64.  A normal build (``pip install .``, a wheel, an editable install) never
+builds them and needs no SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the
+body libraries they link), which is what the test suite does on first use
+(tests/simde_twins.py, into a cache outside the package).  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 
@@ -119,13 +122,19 @@ libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
               + glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True))
+# LUTCORE_SIMDE_TWINS=1: build only the SIMDe test twins (tests/simde_twins.py sets it).
+SIMDE_TWINS = os.environ.get("LUTCORE_SIMDE_TWINS", "0") not in ("", "0")
+if SIMDE_TWINS and not IS_X86:
+    sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1: the SIMDe twins are built on x86-64 (not Windows) only")
+simde_include = None
 if IS_X86:
-    try:
-        import simde_py
+    if SIMDE_TWINS:
+        try:
+            import simde_py
+        except ImportError:
+            sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1 needs the simde-py package (pip install simde-py, "
+                     "or pip install -e \".[test]\")")
         simde_include = [simde_py.get_include()]
-    except ImportError:
-        simde_include = None
-        print("lutcore: simde-py not installed: the test-only extension _simde is not built", file=sys.stderr)
     body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function", "-Wno-psabi"]
     for name, sources, flags in X86_BODIES + ([SIMDE_BODIES] if simde_include else []):
         libraries.append((name, {"sources": sources, "include_dirs": ["include", "src"] + (simde_include or []),
@@ -160,9 +169,10 @@ def _extension(name, extra_macros=()):
     )
 
 
-exts = [_extension(name) for name in MODULES]
-if IS_X86 and simde_include:
-    exts += [_extension(name, extra) for name, extra in SIMDE_MODULES]
+if SIMDE_TWINS:
+    exts = [_extension(name, extra) for name, extra in SIMDE_MODULES]
+else:
+    exts = [_extension(name) for name in MODULES]
 
 
 

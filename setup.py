@@ -20,7 +20,8 @@ build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 
 OpenMP is used when the compiler supports it; LUTCORE_NO_OPENMP=1 forces a
-serial build.  ``lutcore.show_config()`` reports which one you got.
+serial build; ``lutcore.show_config()`` reports which one you got.  The libraries and
+the extensions compile in parallel, one job per CPU (LUTCORE_BUILD_JOBS=N sets the count).
 """
 import glob
 import os
@@ -30,10 +31,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +69,11 @@ HAVE_OMP, why = _compiler_accepts_openmp()
 if not HAVE_OMP:
     print(f"lutcore: building WITHOUT OpenMP (serial kernels): {why}", file=sys.stderr)
 
-cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function"]
+# No debug info unless LUTCORE_DEBUG_INFO=1 (Python's own CFLAGS carry -g: it doubles the
+# extensions' size and lengthens the build, and users' tracebacks do not need it).
+DEBUG_INFO = os.environ.get("LUTCORE_DEBUG_INFO", "0") not in ("", "0")
+G_FLAGS = [] if DEBUG_INFO else ["-g0"]
+cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function"] + G_FLAGS
 if sys.platform == "win32":
     cflags = ["/O2", "/fp:precise"]
 ldflags = []
@@ -135,7 +142,8 @@ if IS_X86:
             sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1 needs the simde-py package (pip install simde-py, "
                      "or pip install -e \".[test]\")")
         simde_include = [simde_py.get_include()]
-    body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function", "-Wno-psabi"]
+    body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function",
+                   "-Wno-psabi"] + G_FLAGS
     for name, sources, flags in X86_BODIES + ([SIMDE_BODIES] if simde_include else []):
         libraries.append((name, {"sources": sources, "include_dirs": ["include", "src"] + (simde_include or []),
                                  "cflags": body_cflags + flags, "obj_deps": {"": deps}}))
@@ -176,9 +184,44 @@ else:
 
 
 
+def _build_jobs():
+    """Parallel compile jobs: LUTCORE_BUILD_JOBS, else the CPUs this process may use."""
+    env = os.environ.get("LUTCORE_BUILD_JOBS", "")
+    if env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            sys.exit(f"lutcore: LUTCORE_BUILD_JOBS must be a whole number of jobs, got {env!r}")
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class BuildClibParallel(build_clib):
+    """build_clib compiling the per-ISA libraries side by side (one compiler process each;
+    pip builds serially otherwise)."""
+
+    def build_libraries(self, libraries):
+        jobs = _build_jobs()
+        if jobs <= 1 or len(libraries) <= 1:
+            return super().build_libraries(libraries)
+        # the longest first (the SIMDe library of the test twins holds a dozen sources)
+        order = sorted(libraries, key=lambda lib: -len(lib[1]["sources"]))
+        with ThreadPoolExecutor(jobs) as pool:
+            for f in [pool.submit(super(BuildClibParallel, self).build_libraries, [lib]) for lib in order]:
+                f.result()
+
+
 class BuildExtWithBodies(build_ext):
     """build_ext that first builds the per-ISA libraries (plain build_ext, as in
-    ``setup.py build_ext --inplace`` or an editable install, would only link them)."""
+    ``setup.py build_ext --inplace`` or an editable install, would only link them),
+    and compiles the extensions in parallel (``-j`` given wins)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = _build_jobs()
 
     def run(self):
         if self.distribution.has_c_libraries():
@@ -187,7 +230,7 @@ class BuildExtWithBodies(build_ext):
 
 
 setup(
-    cmdclass={"build_ext": BuildExtWithBodies},
+    cmdclass={"build_ext": BuildExtWithBodies, "build_clib": BuildClibParallel},
     libraries=libraries,
     ext_modules=cythonize(
         exts,

@@ -10,7 +10,7 @@ and a wheel do not build or ship them; the test suite does, here:
 * On the first such import the finder calls ``ensure_built()``: it hashes every
   input of the build (setup.py, pyproject.toml, this file, include/, src/, the .pyx/.pxd
   files, and the Python, numpy, Cython, setuptools, simde-py and compiler
-  versions and CC/CFLAGS/LDFLAGS/LUTCORE_NO_OPENMP) into a key, and if
+  versions and CC/CFLAGS/LDFLAGS/CPPFLAGS/LUTCORE_NO_OPENMP/LUTCORE_DEBUG_INFO) into a key, and if
   ``<cache>/<key>`` does not exist yet, copies those sources into a fresh
   directory and runs ``LUTCORE_SIMDE_TWINS=1 python setup.py build_ext --inplace``
   there in a subprocess (build log kept; a lock file makes concurrent test runs
@@ -38,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "lutcore._native._simde"
 TIMEOUT = 3600            # seconds for one build (a few minutes on 2 cores)
-ENV_INPUTS = ("CC", "CFLAGS", "LDFLAGS", "CPPFLAGS", "LUTCORE_NO_OPENMP")
+ENV_INPUTS = ("CC", "CFLAGS", "LDFLAGS", "CPPFLAGS", "LUTCORE_NO_OPENMP", "LUTCORE_DEBUG_INFO")
 
 
 def cache_root():
@@ -110,6 +110,15 @@ def _lock(path):
     return f
 
 
+def _children_cpu():
+    try:
+        import resource
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+    except ImportError:
+        return 0.0
+
+
 def ensure_built(src_root=ROOT, cache=None):
     """The directory holding lutcore/_native/_simde*.so built from src_root's sources,
     building it if needed.  ImportError (command, directory, log tail) if the build fails."""
@@ -137,7 +146,7 @@ def ensure_built(src_root=ROOT, cache=None):
         log = os.path.join(cache, key + ".log")
         _say(f"lutcore tests: building the SIMDe test twins (first use of these sources; a few minutes) "
              f"in {work}, log {log}")
-        t0 = time.time()
+        t0, cpu0 = time.time(), _children_cpu()
         with open(log, "w") as f:
             try:
                 r = subprocess.run(cmd, cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
@@ -152,9 +161,14 @@ def ensure_built(src_root=ROOT, cache=None):
             raise ImportError(
                 f"building the SIMDe test twins failed ({rc}): LUTCORE_SIMDE_TWINS=1 {' '.join(cmd)} "
                 f"in {work}; full log {log}; last lines:\n{tail}")
+        shutil.rmtree(os.path.join(work, "build"), ignore_errors=True)   # objects: only the .so files are used
+        for f in os.listdir(os.path.join(work, "lutcore", "_native")):
+            if f.endswith(".c"):
+                os.remove(os.path.join(work, "lutcore", "_native", f))
         os.replace(work, final)
         _prune(cache, keep=key)
-        _say(f"lutcore tests: SIMDe test twins built in {time.time() - t0:.0f} s: {final}")
+        _say(f"lutcore tests: SIMDe test twins built in {time.time() - t0:.0f} s "
+             f"({_children_cpu() - cpu0:.0f} s CPU): {final}")
         return final
 
 

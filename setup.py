@@ -69,8 +69,8 @@ HAVE_OMP, why = _compiler_accepts_openmp()
 if not HAVE_OMP:
     print(f"lutcore: building WITHOUT OpenMP (serial kernels): {why}", file=sys.stderr)
 
-# No debug info unless LUTCORE_DEBUG_INFO=1 (Python's own CFLAGS carry -g: it doubles the
-# extensions' size and lengthens the build, and users' tracebacks do not need it).
+# No debug info unless LUTCORE_DEBUG_INFO=1 (Python's own CFLAGS carry -g: it makes the wheel
+# ~4x larger and the build longer; users' tracebacks do not need it).
 DEBUG_INFO = os.environ.get("LUTCORE_DEBUG_INFO", "0") not in ("", "0")
 G_FLAGS = [] if DEBUG_INFO else ["-g0"]
 cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function"] + G_FLAGS

@@ -7,17 +7,21 @@ for wider ISAs live in their own translation units under src/<family>/, each
 compiled alone with its ISA's flags into a static library (``X86_BODIES``)
 that every extension links, and chosen at run time from the CPU's features —
 so one binary runs on any x86-64 (and the portable C bodies run everywhere
-else).  The same AVX-512 sources are compiled once more against SIMDe (the
-headers of the ``simde-py`` build requirement) with AVX2+FMA flags into the
-test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
+else).  The same AVX-512 sources can be compiled once more against SIMDe (the
+headers of the ``simde-py`` package, in the test extra) with AVX2+FMA flags into
+the test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
 _simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm
 and _simde_decode (norms, decode attention, the decode layer), which run them on
-any x86-64.  The build is never tuned to the
+any x86-64.  A normal build (``pip install .``, a wheel, an editable install) never
+builds them and needs no SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the
+body libraries they link), which is what the test suite does on first use
+(tests/simde_twins.py, into a cache outside the package).  The build is never tuned to the
 build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
 float results identical across paths.
 
 OpenMP is used when the compiler supports it; LUTCORE_NO_OPENMP=1 forces a
-serial build.  ``lutcore.show_config()`` reports which one you got.
+serial build; ``lutcore.show_config()`` reports which one you got.  The libraries and
+the extensions compile in parallel, one job per CPU (LUTCORE_BUILD_JOBS=N sets the count).
 """
 import glob
 import os
@@ -27,10 +31,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,7 +69,11 @@ HAVE_OMP, why = _compiler_accepts_openmp()
 if not HAVE_OMP:
     print(f"lutcore: building WITHOUT OpenMP (serial kernels): {why}", file=sys.stderr)
 
-cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function"]
+# No debug info unless LUTCORE_DEBUG_INFO=1 (Python's own CFLAGS carry -g: it makes the wheel
+# ~4x larger and the build longer; users' tracebacks do not need it).
+DEBUG_INFO = os.environ.get("LUTCORE_DEBUG_INFO", "0") not in ("", "0")
+G_FLAGS = [] if DEBUG_INFO else ["-g0"]
+cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function"] + G_FLAGS
 if sys.platform == "win32":
     cflags = ["/O2", "/fp:precise"]
 ldflags = []
@@ -119,14 +129,21 @@ libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
               + glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True))
+# LUTCORE_SIMDE_TWINS=1: build only the SIMDe test twins (tests/simde_twins.py sets it).
+SIMDE_TWINS = os.environ.get("LUTCORE_SIMDE_TWINS", "0") not in ("", "0")
+if SIMDE_TWINS and not IS_X86:
+    sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1: the SIMDe twins are built on x86-64 (not Windows) only")
+simde_include = None
 if IS_X86:
-    try:
-        import simde_py
+    if SIMDE_TWINS:
+        try:
+            import simde_py
+        except ImportError:
+            sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1 needs the simde-py package (pip install simde-py, "
+                     "or pip install -e \".[test]\")")
         simde_include = [simde_py.get_include()]
-    except ImportError:
-        simde_include = None
-        print("lutcore: simde-py not installed: the test-only extension _simde is not built", file=sys.stderr)
-    body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function", "-Wno-psabi"]
+    body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function",
+                   "-Wno-psabi"] + G_FLAGS
     for name, sources, flags in X86_BODIES + ([SIMDE_BODIES] if simde_include else []):
         libraries.append((name, {"sources": sources, "include_dirs": ["include", "src"] + (simde_include or []),
                                  "cflags": body_cflags + flags, "obj_deps": {"": deps}}))
@@ -160,15 +177,51 @@ def _extension(name, extra_macros=()):
     )
 
 
-exts = [_extension(name) for name in MODULES]
-if IS_X86 and simde_include:
-    exts += [_extension(name, extra) for name, extra in SIMDE_MODULES]
+if SIMDE_TWINS:
+    exts = [_extension(name, extra) for name, extra in SIMDE_MODULES]
+else:
+    exts = [_extension(name) for name in MODULES]
 
+
+
+def _build_jobs():
+    """Parallel compile jobs: LUTCORE_BUILD_JOBS, else the CPUs this process may use."""
+    env = os.environ.get("LUTCORE_BUILD_JOBS", "")
+    if env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            sys.exit(f"lutcore: LUTCORE_BUILD_JOBS must be a whole number of jobs, got {env!r}")
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class BuildClibParallel(build_clib):
+    """build_clib compiling the per-ISA libraries side by side (one compiler process each;
+    pip builds serially otherwise)."""
+
+    def build_libraries(self, libraries):
+        jobs = _build_jobs()
+        if jobs <= 1 or len(libraries) <= 1:
+            return super().build_libraries(libraries)
+        # the longest first (the SIMDe library of the test twins holds a dozen sources)
+        order = sorted(libraries, key=lambda lib: -len(lib[1]["sources"]))
+        with ThreadPoolExecutor(jobs) as pool:
+            for f in [pool.submit(super(BuildClibParallel, self).build_libraries, [lib]) for lib in order]:
+                f.result()
 
 
 class BuildExtWithBodies(build_ext):
     """build_ext that first builds the per-ISA libraries (plain build_ext, as in
-    ``setup.py build_ext --inplace`` or an editable install, would only link them)."""
+    ``setup.py build_ext --inplace`` or an editable install, would only link them),
+    and compiles the extensions in parallel (``-j`` given wins)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = _build_jobs()
 
     def run(self):
         if self.distribution.has_c_libraries():
@@ -177,7 +230,7 @@ class BuildExtWithBodies(build_ext):
 
 
 setup(
-    cmdclass={"build_ext": BuildExtWithBodies},
+    cmdclass={"build_ext": BuildExtWithBodies, "build_clib": BuildClibParallel},
     libraries=libraries,
     ext_modules=cythonize(
         exts,

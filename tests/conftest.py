@@ -4,6 +4,10 @@ Design: the numpy oracles live in tests/reference/ and never import lutcore, so
 this conftest imports lutcore lazily: the reference self-checks run even before
 the native package is built.
 
+The SIMDe test twins (lutcore._native._simde*) are not part of the package: the
+first import of one builds them from this checkout's sources into a cache
+(tests/simde_twins.py) and loads them from there.
+
 Fixtures
     rng      np.random.Generator with a fixed seed per test
     simd     parametrised over lutcore.available_simd(); restores the previous path
@@ -17,6 +21,22 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for `import reference`
+
+import simde_twins  # noqa: E402
+
+simde_twins.install()   # `from lutcore._native import _simde` builds the twins on first use
+
+
+def pytest_configure(config):
+    capman = config.pluginmanager.getplugin("capturemanager")
+
+    def say(msg):   # the build's progress reaches the terminal even while output is captured
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                print(msg, file=sys.stderr, flush=True)
+        else:
+            print(msg, file=sys.stderr, flush=True)
+    simde_twins._say.hook = say
 
 
 def _lutcore_or_none():

@@ -1,10 +1,15 @@
 """Packaging: `python -m build` makes an sdist and a wheel (the wheel built from
 the sdist, so the sdist is complete), and the wheel installs and works in a
-fresh virtual environment, away from this source tree."""
+fresh virtual environment, away from this source tree.  The wheel holds the
+package's extensions and none of the SIMDe test twins (tests/simde_twins.py builds
+those for the tests), and nothing is compiled for the build machine's CPU."""
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +33,17 @@ def test_sdist_and_wheel_install_in_fresh_venv(tmp_path):
     assert any(n.endswith(".tar.gz") for n in names), names
     wheels = [n for n in names if n.endswith(".whl")]
     assert wheels, names
+    assert "-march=native" not in r.stdout + r.stderr
+    with zipfile.ZipFile(dist / wheels[0]) as z:
+        files = z.namelist()
+    native = sorted(re.sub(r"\..*", "", f.rsplit("/", 1)[1]) for f in files
+                    if f.startswith("lutcore/_native/") and f.endswith((".so", ".pyd")))
+    assert native == sorted(["_cpu", "alloc", "decode", "elementwise", "gemm", "im2col", "mamba",
+                             "optim", "sgemm"]), native
+    assert not [f for f in files if "simde" in f.lower()], [f for f in files if "simde" in f.lower()]
+    sdist = [n for n in names if n.endswith(".tar.gz")][0]
+    with tarfile.open(dist / sdist) as t:   # the sdist keeps the twins' sources (its tests build them)
+        assert any(m.name.endswith("lutcore/_native/_simde.pyx") for m in t.getmembers())
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = str(env_dir / "bin" / "python")

@@ -135,3 +135,26 @@ def test_gpt_and_mamba_train_through_the_tables():
     with pytest.raises(TypeError, match="unit_backward"):
         GPT(GPTConfig(vocab=11, dim=16, heads=2, layers=1, context=8), units="mitchell",
             unit_backward="yes")
+
+
+def test_compare_table_arm_and_cli(tmp_path, capsys):
+    from lutcore.cli import main
+    from lutcore.experiment import compare
+    kw = dict(steps=4, dim=16, context=8, batch=2, layers=1, heads=2, threads=1)
+    r = compare(units=["mitchell"], backward="table", **kw)
+    assert [x.label for x in r.runs] == ["float", "mitchell fwd", "mitchell fwd+bwd", "mitchell fwd+table"]
+    assert r.runs[3].unit_backward == "table" and r.config["backward"] == "table"
+    assert r.runs[3].losses[0] == r.runs[1].losses[0]                  # the same forward at step 0
+    assert r.runs[3].losses[1:] != r.runs[1].losses[1:]                # a different backward
+    again = compare(units=["mitchell"], backward="table", **{**kw, "threads": 2})
+    assert again.runs[3].losses == r.runs[3].losses                    # the same bits at 2 threads
+    with pytest.raises(ValueError, match="backward: expected 'units' or 'table', got 'ste'"):
+        compare(units=["mitchell"], backward="ste", **kw)
+    out = tmp_path / "cmp"
+    assert main(["compare", "--units", "mitchell", "--backward", "table", "--steps", "3", "--dim", "16",
+                 "--context", "8", "--batch", "2", "--layers", "1", "--threads", "1", "--out", str(out)]) == 0
+    assert "mitchell fwd+table" in capsys.readouterr().out
+    d = json.loads((out / "compare.json").read_text())
+    assert [x["unit_backward"] for x in d["runs"]] == [False, False, True, "table"]
+    r = compare(model="mamba", units=["mitchell"], backward="table", **{**kw, "heads": 1})
+    assert r.runs[3].label == "mitchell fwd+table" and np.isfinite(r.runs[3].losses).all()

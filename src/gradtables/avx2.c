@@ -10,7 +10,7 @@
 #if LC_X86
 void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
                       const float *t, int64_t M, int64_t K, int64_t O, int64_t r0, int64_t r1) {
-    const int64_t I = which ? M : O;
+    const int64_t NI = which ? M : O;
     const uint8_t *fix = which ? qw : (const uint8_t *)qx;
     const uint8_t *var = which ? (const uint8_t *)qx : qw;
     for (int64_t r = r0; r < r1; r++) {
@@ -20,7 +20,7 @@ void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw
             __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
             const __m256i q0 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0))), 8);
             const __m256i q1 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0 + 8))), 8);
-            for (int64_t i = 0; i < I; i++) {
+            for (int64_t i = 0; i < NI; i++) {
                 const __m256 s = _mm256_set1_ps(which ? w[i * O + r] : w[r * O + i]);
                 const uint8_t *v = var + i * K + k0;
                 const __m256i i0 = _mm256_or_si256(q0, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)v)));
@@ -34,7 +34,7 @@ void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw
         for (; k0 + 8 <= K; k0 += 8) {
             __m256 acc0 = _mm256_setzero_ps();
             const __m256i q0 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0))), 8);
-            for (int64_t i = 0; i < I; i++) {
+            for (int64_t i = 0; i < NI; i++) {
                 const __m256 s = _mm256_set1_ps(which ? w[i * O + r] : w[r * O + i]);
                 const __m256i i0 = _mm256_or_si256(q0, _mm256_cvtepu8_epi32(
                     _mm_loadl_epi64((const __m128i *)(var + i * K + k0))));

@@ -13,7 +13,7 @@
 #if LC_X86
 void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
                       const float *t, int64_t M, int64_t K, int64_t O, int64_t r0, int64_t r1) {
-    const int64_t I = which ? M : O;
+    const int64_t NI = which ? M : O;
     const uint8_t *fix = which ? qw : (const uint8_t *)qx;
     const uint8_t *var = which ? (const uint8_t *)qx : qw;
     for (int64_t r = r0; r < r1; r++) {
@@ -23,7 +23,7 @@ void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw
             __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
             const __m512i q0 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0))), 8);
             const __m512i q1 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0 + 16))), 8);
-            for (int64_t i = 0; i < I; i++) {
+            for (int64_t i = 0; i < NI; i++) {
                 const __m512 s = _mm512_set1_ps(which ? w[i * O + r] : w[r * O + i]);
                 const uint8_t *v = var + i * K + k0;
                 const __m512i i0 = _mm512_or_si512(q0, _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)v)));
@@ -37,7 +37,7 @@ void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw
         for (; k0 + 16 <= K; k0 += 16) {
             __m512 acc0 = _mm512_setzero_ps();
             const __m512i q0 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0))), 8);
-            for (int64_t i = 0; i < I; i++) {
+            for (int64_t i = 0; i < NI; i++) {
                 const __m512 s = _mm512_set1_ps(which ? w[i * O + r] : w[r * O + i]);
                 const __m512i i0 = _mm512_or_si512(q0, _mm512_cvtepu8_epi32(
                     _mm_loadu_si128((const __m128i *)(var + i * K + k0))));

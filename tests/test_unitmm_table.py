@@ -158,3 +158,19 @@ def test_compare_table_arm_and_cli(tmp_path, capsys):
     assert [x["unit_backward"] for x in d["runs"]] == [False, False, True, "table"]
     r = compare(model="mamba", units=["mitchell"], backward="table", **{**kw, "heads": 1})
     assert r.runs[3].label == "mitchell fwd+table" and np.isfinite(r.runs[3].losses).all()
+
+
+def test_checkpoint_keeps_the_table_backward(tmp_path):
+    from lutcore.models.gpt import GPT, GPTConfig
+    from lutcore.train.trainer import Trainer
+    tr = Trainer(GPT(GPTConfig(vocab=256, dim=16, heads=2, layers=1, context=8), units="mitchell",
+                     unit_backward="table"), lr=1e-2)
+    tr.save_checkpoint(tmp_path / "ck")
+    meta = json.loads((tmp_path / "ck" / "trainer.json").read_text())
+    assert meta["unit_backward"] == "table"
+    back = Trainer.resume(tmp_path / "ck", units="mitchell")
+    assert back.model.unit_backward == "table"
+    meta["unit_backward"] = "tables"
+    (tmp_path / "ck" / "trainer.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="unit_backward"):
+        Trainer.resume(tmp_path / "ck", units="mitchell")

@@ -10,8 +10,9 @@ so one binary runs on any x86-64 (and the portable C bodies run everywhere
 else).  The same AVX-512 sources can be compiled once more against SIMDe (the
 headers of the ``simde-py`` package, in the test extra) with AVX2+FMA flags into
 the test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
-_simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm
-and _simde_decode (norms, decode attention, the decode layer), which run them on
+_simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm,
+_simde_decode (norms, decode attention, the decode layer) and _simde_gt (the
+gradient-table pass), which run them on
 any x86-64.  A normal build (``pip install .``, a wheel, an editable install) never
 builds them and needs no SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the
 body libraries they link), which is what the test suite does on first use
@@ -125,6 +126,10 @@ SIMDE_BODIES[1].append("src/norm/simde_avx512.c")
 # decode attention (src/attn/): AVX-512 F
 X86_BODIES += [("lutcore_attn_avx512", ["src/attn/avx512.c"], AVX512_FLAGS)]
 SIMDE_BODIES[1].append("src/attn/simde_avx512.c")
+# the gradient-table pass (src/gradtables/): AVX2 (8-lane gathers) and AVX-512 (16)
+X86_BODIES += [("lutcore_gt_avx2", ["src/gradtables/avx2.c"], AVX2_FLAGS),
+               ("lutcore_gt_avx512", ["src/gradtables/avx512.c"], AVX512_FLAGS)]
+SIMDE_BODIES[1].append("src/gradtables/simde_avx512.c")
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
@@ -162,6 +167,7 @@ SIMDE_MODULES = [
     ("_simde_decode", [("LC_NORM_SIMDE", "1"), ("LC_ATTN_SIMDE", "1"),     # norms, attention, and the
                        ("LC_SGEMM_SIMDE", "1"), ("LC_GEMM_SIMDE", "1"),    # decode layer with every
                        ("LC_MATHFN_SIMDE", "1")]),                         # AVX-512 body it calls
+    ("_simde_gt", [("LC_GT_SIMDE", "1")]),                                 # gradient tables
 ]
 
 

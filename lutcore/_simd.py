@@ -103,4 +103,6 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out["softmax"] = mf
     # norms, decode attention, the float GEMV, and the decode layer made of them (+ gemm, math functions)
     out.update(_d.body_names(isa_of(name)))
+    from lutcore.kernels import gradtables as _gt
+    out.update(_gt.body_names(isa_of(name)))
     return out

@@ -516,7 +516,7 @@ def cmd_compare(args) -> int:
         f"{u.name} (digest {u.digest[:16]}" + (f", default {'+'.join(u.defaulted)})" if u.defaulted else ")")
         for u in units) or "nothing (float only)") + f"; threads: {args.threads or lutcore.get_num_threads()}; "
           f"SIMD: {lutcore.get_simd()}", file=sys.stderr)
-    bar = tqdm(total=args.steps * (1 + 2 * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
+    bar = tqdm(total=args.steps * (1 + (3 if args.backward == "table" else 2) * len(units)), unit="step", dynamic_ncols=True, **_bar_opts())
 
     def on_step(rec):
         bar.set_description(rec["run"], refresh=False)
@@ -528,7 +528,7 @@ def cmd_compare(args) -> int:
                       batch=args.batch, layers=args.layers, heads=args.heads, lr=args.lr, seed=args.seed,
                       tokenizer=tok, data=args.data, on_step=on_step, weight_decay=args.weight_decay,
                       max_grad_norm=args.clip, two_pass=args.two_pass, threads=args.threads,
-                      encoding=args.encoding, warmup=args.warmup)
+                      encoding=args.encoding, warmup=args.warmup, backward=args.backward)
     finally:
         bar.close()
     print(format_table(res))
@@ -796,6 +796,9 @@ def main(argv=None) -> int:
     c.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.0)
     c.add_argument("--clip", type=POS_FLOAT, help="max global grad norm (default: no clipping)")
     c.add_argument("--two-pass", action="store_true", help="two-pass unit gradients (gpt)")
+    c.add_argument("--backward", choices=("units", "table"), default="units",
+                   help="'table' adds a third run per units spec: the backward through the unit's "
+                        "gradient tables (fwd+table)")
     c.add_argument("--seed", type=NONNEG_INT, default=0)
     c.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (default: byte-level)")
     c.add_argument("--data", help="UTF-8 text file (default: Python's bundled documentation topics)")

@@ -7,6 +7,8 @@ the arithmetic of its matmuls:
     float                  numpy float32 forward and backward (the reference)
     <units> fwd            forward matmuls through the units, float STE backward
     <units> fwd+bwd        forward and backward matmuls through the units
+    <units> fwd+table      forward through the units, backward through the unit's gradient
+                           tables (``backward="table"``: lutcore.models.unitmm, the table arm)
 
 for each units spec asked for ("exact", "truncated:6", "mitchell",
 "reduced:4", a directory of tables, or a ``lutcore.Units``).  A run's tail is
@@ -51,7 +53,7 @@ class Run:
     label: str
     units: str | None                 # units name (None for the float run)
     units_digest: str | None
-    unit_backward: bool
+    unit_backward: bool | str         # False, True (through the units) or "table"
     losses: list
     ms_per_step: float
     first: float
@@ -157,7 +159,7 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
             batch: int = 8, layers: int = 2, heads: int = 2, lr: float = 0.01, seed: int = 0,
             tokenizer=None, data=None, on_step=None, *, weight_decay: float = 0.0,
             max_grad_norm: float | None = None, two_pass: bool = False, threads=None,
-            encoding: str = "utf-8", warmup: int | None = None) -> CompareResult:
+            encoding: str = "utf-8", warmup: int | None = None, backward: str = "units") -> CompareResult:
     """Train ``model`` ("gpt" or "mamba") in float, then through each units spec forward only
     and forward+backward; identical init, batches and optimizer (AdamW, betas (0.9, 0.999),
     ``weight_decay`` 0 and no clipping unless asked; the learning rate warms up linearly over
@@ -171,7 +173,9 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
     built-in corpus); ``tokenizer``: a
     ``lutcore.tokenizer.Tokenizer`` (default byte-level, vocab 256).  ``two_pass`` is passed to
     the GPT's unit matmuls.  ``threads`` sets lutcore's thread count for the duration (restored
-    after).  ``on_step(rec)`` gets {run, step, loss, seconds} after every step."""
+    after).  ``backward="table"`` adds a third run per units spec, "<units> fwd+table": the
+    backward through the unit's gradient tables (``unit_backward="table"``).
+    ``on_step(rec)`` gets {run, step, loss, seconds} after every step."""
     import lutcore
     from lutcore.tokenizer import Tokenizer
     from lutcore.train import data as _data
@@ -184,6 +188,8 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
         ("steps", steps), ("dim", dim), ("context", context), ("batch", batch), ("layers", layers),
         ("heads", heads)))
     warmup = min(100, steps // 10) if warmup is None else _check.int_arg(warmup, "warmup", lo=0, hi=steps)
+    if backward not in ("units", "table"):
+        raise ValueError(f"backward: expected 'units' or 'table', got {backward!r}")
     if two_pass and model != "gpt":
         raise ValueError("two_pass: only the GPT's unit matmuls take two_pass")
     if units is None:
@@ -205,6 +211,7 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
               "layers": layers, "heads": heads if model == "gpt" else None, "lr": float(lr), "warmup": warmup,
               "final_lr_fraction": FINAL_LR_FRACTION, "seed": int(seed),
               "weight_decay": float(weight_decay), "max_grad_norm": max_grad_norm, "two_pass": bool(two_pass),
+              "backward": backward,
               "vocab": vocab, "tokenizer": tok.name, "data": source, "tokens": int(ids.size),
               "unigram_entropy": unigram_entropy(ids, vocab),
               "threads": lutcore.get_num_threads() if threads is None else int(threads),
@@ -212,6 +219,8 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
     plan = [("float", None, False)]
     for u in specs:
         plan += [(f"{u.name} fwd", u, False), (f"{u.name} fwd+bwd", u, True)]
+        if backward == "table":
+            plan.append((f"{u.name} fwd+table", u, "table"))
 
     prev_threads = lutcore.get_num_threads()
     if threads is not None:
@@ -316,7 +325,7 @@ def format_table(result: CompareResult, width: int = 100) -> str:
         verdict = ("converges" if r.converged else "FAILS TO CONVERGE") + ", " + (
             f"damage within {VIABLE_RATIO - 1:.0%} — viable" if r.viable else
             f"damage exceeds {VIABLE_RATIO - 1:.0%} — needs work"
-            + ("" if c.get("two_pass") or not r.unit_backward or c["model"] != "gpt" else " (try two_pass)"))
+            + ("" if c.get("two_pass") or r.unit_backward is not True or c["model"] != "gpt" else " (try two_pass)"))
         lines += wrap(f"  {r.label}: {verdict}" + (f"  [stopped: {r.error}]" if r.error else ""), "    ")
     for w in result.warnings:
         lines += [""] + wrap(f"WARNING: {w}")
@@ -340,8 +349,8 @@ def write_report(result: CompareResult, out_dir) -> dict:
     c = result.config
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, r in enumerate(result.runs):
-        style = {"color": "black", "lw": 1.6} if r.units is None else {"lw": 1.1, "ls": "--" if r.unit_backward
-                                                                        else "-"}
+        style = {"color": "black", "lw": 1.6} if r.units is None else {"lw": 1.1, "ls": {True: "--", "table": ":"}.get(
+                                                                        r.unit_backward, "-")}
         label = f"{r.label} (tail {r.tail:.3f}" + ("" if r.ratio is None else f", x{r.ratio:.3f}") + ")"
         ax.plot(np.arange(len(r.losses)), r.losses, label=label, **style)
     ax.axhline(math.log(c["vocab"]), color="grey", lw=0.8, ls=":", label="ln(vocab)")

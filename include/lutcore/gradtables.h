@@ -8,8 +8,9 @@
  * Each sum runs in index order (o = 0, 1, ... / m = 0, 1, ...) from 0 in float32, a
  * product rounded before its add (-ffp-contract=off).  dx is threaded over rows m, s
  * over rows o: every output has one thread and one order, so the bits are the same at
- * any thread count and on every ISA (the bodies differ only in how the compiler
- * vectorises the gathers: generic, AVX2 and AVX-512 function targets, x86 GCC/clang).
+ * any thread count and on every ISA (the bodies differ only in how the lookups are
+ * vectorised: generic C here, AVX2 and AVX-512 gathers in src/gradtables/, the AVX-512
+ * one checked through SIMDe on any x86-64 CPU by tests/test_x86_bodies_gradtables.py).
  * dx's order is the numpy fallback's; s's is not (numpy adds per-block sums).
  */
 #ifndef LUTCORE_GRADTABLES_H
@@ -79,113 +80,46 @@ static ATTR void lc_gt_dw_##SUF(float *s, const int8_t *qx, const uint8_t *qw, c
 }
 
 LC_GT_BODIES(generic, )
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
+
+/* The x86 bodies (src/gradtables/avx2.c, avx512.c: the generic loops with the lanes of a
+ * block as one vector and the lookups as hardware gathers, the same bits) live in their
+ * own translation units, built where setup.py defines LC_HAVE_X86_BODIES; LC_GT_SIMDE
+ * binds the SIMDe copy of the AVX-512 one (the test-only extension _simde_gt).  Each
+ * computes a range of output rows on one thread; lc_gt threads over the rows. */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "gradtables/x86.h"
 #define LC_GT_X86 1
-#include <immintrin.h>
-
-/* The x86 bodies: the generic loops with the lanes of a block (16 for AVX-512, 8 for AVX2)
- * as one vector and the lookups as hardware gathers; mul then add, in the generic body's
- * order (the same bits).  which 0: rows r = m (fixed codes a), inner i = o (codes b);
- * which 1: rows r = o (fixed codes b), inner i = m (codes a), the table transposed. */
-#define LC_GT_SCALAR_TAIL                                                                              \
-        for (; k0 < K; k0++) {                                                                          \
-            const int32_t rr = (int32_t)f[k0] << 8;                                                     \
-            float acc = 0.0f;                                                                           \
-            for (int64_t i = 0; i < I; i++)                                                             \
-                acc += (which ? w[i * O + r] : w[r * O + i]) * t[rr | (int32_t)var[i * K + k0]];        \
-            out[r * K + k0] = acc;                                                                      \
-        }
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-static void lc_gt_pass_avx512(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
-                              const float *t, int64_t M, int64_t K, int64_t O, int nthreads) {
-    const int64_t R = which ? O : M, I = which ? M : O;
-    const uint8_t *fix = which ? qw : (const uint8_t *)qx;
-    const uint8_t *var = which ? (const uint8_t *)qx : qw;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(M * K * O > LC_GT_PAR_MIN))
-    for (int64_t r = 0; r < R; r++) {
-        const uint8_t *f = fix + r * K;
-        int64_t k0 = 0;
-        for (; k0 + 32 <= K; k0 += 32) {
-            __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-            const __m512i r0 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0))), 8);
-            const __m512i r1 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0 + 16))), 8);
-            for (int64_t i = 0; i < I; i++) {
-                const __m512 s = _mm512_set1_ps(which ? w[i * O + r] : w[r * O + i]);
-                const uint8_t *v = var + i * K + k0;
-                const __m512i i0 = _mm512_or_si512(r0, _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)v)));
-                const __m512i i1 = _mm512_or_si512(r1, _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(v + 16))));
-                acc0 = _mm512_add_ps(acc0, _mm512_mul_ps(s, _mm512_i32gather_ps(i0, t, 4)));
-                acc1 = _mm512_add_ps(acc1, _mm512_mul_ps(s, _mm512_i32gather_ps(i1, t, 4)));
-            }
-            _mm512_storeu_ps(out + r * K + k0, acc0);
-            _mm512_storeu_ps(out + r * K + k0 + 16, acc1);
-        }
-        for (; k0 + 16 <= K; k0 += 16) {
-            __m512 acc0 = _mm512_setzero_ps();
-            const __m512i r0 = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(f + k0))), 8);
-            for (int64_t i = 0; i < I; i++) {
-                const __m512 s = _mm512_set1_ps(which ? w[i * O + r] : w[r * O + i]);
-                const __m512i i0 = _mm512_or_si512(r0, _mm512_cvtepu8_epi32(
-                    _mm_loadu_si128((const __m128i *)(var + i * K + k0))));
-                acc0 = _mm512_add_ps(acc0, _mm512_mul_ps(s, _mm512_i32gather_ps(i0, t, 4)));
-            }
-            _mm512_storeu_ps(out + r * K + k0, acc0);
-        }
-        LC_GT_SCALAR_TAIL
-    }
-}
-
-__attribute__((target("avx2,fma")))
-static void lc_gt_pass_avx2(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
-                            const float *t, int64_t M, int64_t K, int64_t O, int nthreads) {
-    const int64_t R = which ? O : M, I = which ? M : O;
-    const uint8_t *fix = which ? qw : (const uint8_t *)qx;
-    const uint8_t *var = which ? (const uint8_t *)qx : qw;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(M * K * O > LC_GT_PAR_MIN))
-    for (int64_t r = 0; r < R; r++) {
-        const uint8_t *f = fix + r * K;
-        int64_t k0 = 0;
-        for (; k0 + 16 <= K; k0 += 16) {
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-            const __m256i r0 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0))), 8);
-            const __m256i r1 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0 + 8))), 8);
-            for (int64_t i = 0; i < I; i++) {
-                const __m256 s = _mm256_set1_ps(which ? w[i * O + r] : w[r * O + i]);
-                const uint8_t *v = var + i * K + k0;
-                const __m256i i0 = _mm256_or_si256(r0, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)v)));
-                const __m256i i1 = _mm256_or_si256(r1, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(v + 8))));
-                acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(s, _mm256_i32gather_ps(t, i0, 4)));
-                acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(s, _mm256_i32gather_ps(t, i1, 4)));
-            }
-            _mm256_storeu_ps(out + r * K + k0, acc0);
-            _mm256_storeu_ps(out + r * K + k0 + 8, acc1);
-        }
-        for (; k0 + 8 <= K; k0 += 8) {
-            __m256 acc0 = _mm256_setzero_ps();
-            const __m256i r0 = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f + k0))), 8);
-            for (int64_t i = 0; i < I; i++) {
-                const __m256 s = _mm256_set1_ps(which ? w[i * O + r] : w[r * O + i]);
-                const __m256i i0 = _mm256_or_si256(r0, _mm256_cvtepu8_epi32(
-                    _mm_loadl_epi64((const __m128i *)(var + i * K + k0))));
-                acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(s, _mm256_i32gather_ps(t, i0, 4)));
-            }
-            _mm256_storeu_ps(out + r * K + k0, acc0);
-        }
-        LC_GT_SCALAR_TAIL
-    }
-}
+#if defined(LC_GT_SIMDE)
+#define LC_GT_AVX512 lc_simde_avx512_gt_rows
+#else
+#define LC_GT_AVX512 lc_avx512_gt_rows
+#endif
 #else
 #define LC_GT_X86 0
 #endif
+
+/* the body lc_gt runs at isa (lutcore.show_config) */
+static const char *lc_gt_body_name(int isa) {
+    const int lvl = isa & 3;
+    if (LC_GT_X86 && lvl >= LC_ISA_AVX512) return "avx512";
+    if (LC_GT_X86 && lvl >= LC_ISA_AVX2) return "avx2";
+    return "generic";
+}
 
 /* which: 0 = dx (table Ga, weights g), 1 = s (table GbT, weights dy); isa as common.h */
 static void lc_gt(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
                   const float *table, int64_t M, int64_t K, int64_t O, int isa, int nthreads) {
 #if LC_GT_X86
     const int lvl = isa & 3;
-    if (lvl >= LC_ISA_AVX512) { lc_gt_pass_avx512(which, out, qx, qw, w, table, M, K, O, nthreads); return; }
-    if (lvl >= LC_ISA_AVX2) { lc_gt_pass_avx2(which, out, qx, qw, w, table, M, K, O, nthreads); return; }
+    if (lvl >= LC_ISA_AVX2) {
+        void (*body)(int, float *, const int8_t *, const uint8_t *, const float *, const float *,
+                     int64_t, int64_t, int64_t, int64_t, int64_t) =
+            lvl >= LC_ISA_AVX512 ? LC_GT_AVX512 : lc_avx2_gt_rows;
+        const int64_t R = which ? O : M;
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(M * K * O > LC_GT_PAR_MIN))
+        for (int64_t r = 0; r < R; r++) body(which, out, qx, qw, w, table, M, K, O, r, r + 1);
+        return;
+    }
 #else
     (void)isa;
 #endif

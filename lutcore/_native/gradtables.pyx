@@ -25,3 +25,12 @@ def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint
         return
     with nogil:
         lc_gt(which, &out[0, 0], &qx[0, 0], &qw[0, 0], &w[0, 0], &table[0], M, K, O, isa, nthreads)
+
+
+cdef extern from "lutcore/gradtables.h" nogil:
+    const char *lc_gt_body_name(int isa)
+
+
+def body_names(int isa):
+    """{family: the body lc_gt runs at isa} (lutcore.show_config)."""
+    return {"gradient tables (backward='table')": lc_gt_body_name(isa).decode()}

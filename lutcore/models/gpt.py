@@ -23,7 +23,8 @@ heads of ``hd = C / H``:
 Through the units (``units=`` given): every linear layer's matmul and the LM
 head run through ``UnitMatmul`` — block-scaled int8 through the multiplier
 table forward, straight-through estimator backward (float, or through the
-units too with ``unit_backward=True``).  The attention products ``q k^T`` and
+units too with ``unit_backward=True``, through the unit's gradient tables with
+``unit_backward="table"``).  The attention products ``q k^T`` and
 ``att v`` stay in float: they multiply two activations (no weight), and the
 question lutcore answers is what the unit does to the weight matmuls that a
 hardware accelerator would own; biases, norms, softmax and GELU are float
@@ -36,6 +37,7 @@ import math
 
 import numpy as np
 
+from lutcore.models.unitmm import unit_backward_arg
 from lutcore import _check, _simd, _threads
 from lutcore._alloc import reusing
 from lutcore.kernels import decode as _rows
@@ -165,7 +167,7 @@ class GPT(LanguageModel):
 
     _kind = "GPT"
 
-    def __init__(self, config: GPTConfig | None = None, units=None, unit_backward: bool = False,
+    def __init__(self, config: GPTConfig | None = None, units=None, unit_backward=False,
                  dtype=np.float32, params: dict | None = None, threads=None, two_pass: bool = False):
         if config is not None and not isinstance(config, GPTConfig):
             raise TypeError(f"config: expected a GPTConfig (or None for the defaults), got {type(config).__name__}")
@@ -178,7 +180,7 @@ class GPT(LanguageModel):
             raise TypeError(f"dtype: expected float32 or float64, got {dtype!r}") from None
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
-        self.unit_backward, self.two_pass, self.threads = (_check.bool_arg(unit_backward, "unit_backward"),
+        self.unit_backward, self.two_pass, self.threads = (unit_backward_arg(unit_backward),
                                                             _check.bool_arg(two_pass, "two_pass"), threads)
         self._params = self._init_params() if params is None else self._check_params(params)
         self._init_units(units)

@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from lutcore.models.unitmm import unit_backward_arg
 from lutcore import _check, _threads
 from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
@@ -356,7 +357,7 @@ class MambaLM(LanguageModel):
     _kind = "Mamba"
 
     def __init__(self, config: MambaConfig | None = None, dtype=np.float32, params: dict | None = None,
-                 checkpoint_activations: bool = False, units=None, unit_backward: bool = False, threads=None):
+                 checkpoint_activations: bool = False, units=None, unit_backward=False, threads=None):
         if config is not None and not isinstance(config, MambaConfig):
             raise TypeError(f"config: expected a MambaConfig (or None for the defaults), got {type(config).__name__}")
         if params is not None and not isinstance(params, dict):
@@ -369,7 +370,7 @@ class MambaLM(LanguageModel):
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype: expected float32 or float64, got {self.dtype}")
         self.checkpoint_activations = _check.bool_arg(checkpoint_activations, "checkpoint_activations")
-        self.unit_backward, self.threads = _check.bool_arg(unit_backward, "unit_backward"), threads
+        self.unit_backward, self.threads = unit_backward_arg(unit_backward), threads
         if params is None:
             params = self._init_params()
         else:

@@ -8,6 +8,14 @@ quantization (dX = dY w, dW = dY^T x in float); with ``unit_backward=True``
 both backward matmuls run through the units too, each quantized along its own
 reduction axis.  ``two_pass=True`` adds a second block-scaled pass for the
 quantization residual of the gradient operand, extending its dynamic range.
+With ``unit_backward="table"`` the backward runs through the unit's gradient
+tables Ga = df/da, Gb = df/db (``Units.gradients``, central differences, or the
+unit's attached tables), the rounding passed straight through (docs/DESIGN.md,
+"Gradient tables", the block-scaled form):
+    dX[m, k] = sum_n dY[m, n] sb[b(k), n] Ga[qa[m, k], qb[k, n]]
+    dW[n, k] = sum_m dY[m, n] sa[m, b(k)] Gb[qa[m, k], qb[k, n]]
+per block of K, through the native pass (include/lutcore/gradtables.h: each sum
+in index order, the same bits at any thread count).
 """
 from __future__ import annotations
 
@@ -17,7 +25,46 @@ from lutcore import _check
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import resolve
 
-__all__ = ["UnitMatmul"]
+__all__ = ["UnitMatmul", "unit_backward_arg"]
+
+TABLE = "table"
+
+
+def unit_backward_arg(v):
+    """False (the float STE backward), True (through the units) or "table" (through the
+    unit's gradient tables)."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if v == TABLE:
+        return TABLE
+    raise TypeError(f"unit_backward: expected False, True or {TABLE!r}, got {v!r}")
+
+
+def _table_pass(which, qa, qb, wts, table, nt):
+    """lutcore.kernels.gradtables.table_pass, or without the native module the same sums in
+    the same order in numpy (which 0: (M, K) summed over n in order; 1: (N, K) over m)."""
+    try:
+        from lutcore.kernels import gradtables as _gt
+    except ImportError:                      # pragma: no cover - a build without it
+        _gt = None
+    M, K = qa.shape
+    N = qb.shape[0]
+    if _gt is not None:
+        from lutcore import _simd
+        out = np.empty(((N if which else M), K), np.float32)
+        _gt.table_pass(which, out, qa, qb.view(np.uint8), wts, table, _simd.isa(), nt)
+        return out
+    a = (qa.view(np.uint8).astype(np.int64)) << 8
+    b = qb.view(np.uint8).astype(np.int64)
+    if which == 0:
+        out = np.zeros((M, K), np.float32)
+        for n in range(N):
+            out += wts[:, n:n + 1] * table[a | b[n][None, :]]
+    else:
+        out = np.zeros((N, K), np.float32)
+        for m in range(M):
+            out += wts[m][:, None] * table[(b << 8) | (a[m][None, :] >> 8)]
+    return out
 
 
 def _f32(a):
@@ -31,9 +78,11 @@ def _as_b(w: np.ndarray, block: int) -> Q8:
 
 
 class UnitMatmul:
-    def __init__(self, units, unit_backward: bool = False, block: int = 32, two_pass: bool = False):
+    def __init__(self, units, unit_backward=False, block: int = 32, two_pass: bool = False,
+                 threads: int | None = None):
         self.units = resolve(units)
-        self.unit_backward = _check.bool_arg(unit_backward, "unit_backward")
+        self.unit_backward = unit_backward_arg(unit_backward)
+        self.threads = threads
         self.block = int(block)
         self.two_pass = _check.bool_arg(two_pass, "two_pass")
 
@@ -54,7 +103,44 @@ class UnitMatmul:
         y = qmatmul(_f32(x2), _as_b(w, self.block), self.units, self.block)
         return y.astype(x2.dtype, copy=False)
 
+    def _tables(self):
+        """(Ga, GbT) float32 (65536,) of the current units (cached per digest / attached tables)."""
+        key = (self.units.digest, id(getattr(self.units, "grad_tables", None)))
+        if getattr(self, "_gt_key", None) != key:
+            att = getattr(self.units, "grad_tables", None)
+            ga, gb = att if att is not None else self.units.gradients(1)
+            ga = np.ascontiguousarray(ga, dtype=np.float32).reshape(65536)
+            gbt = np.ascontiguousarray(np.asarray(gb, dtype=np.float32).reshape(256, 256).T).reshape(65536)
+            self._gt, self._gt_key = (ga, gbt), key
+        return self._gt
+
+    def table_backward(self, dy2, x2, w, need_dx=True):
+        """(dW (N, K), dX (M, K) or None) through the gradient tables (module docstring)."""
+        from lutcore._threads import resolve_threads
+        nt = resolve_threads(self.threads)
+        M, K = x2.shape
+        N = w.shape[0]
+        blk = self.block
+        qa = quantize(_f32(x2), blk, axis=-1)                 # the forward's codes and scales
+        qw = quantize(_f32(w), blk, axis=-1)                  # (N, Kq), scale (N, nb)
+        dy = _f32(dy2)
+        ga, gbt = self._tables()
+        dw = np.empty((N, K), np.float32)
+        dx = np.empty((M, K), np.float32) if need_dx else None
+        for bi, k0 in enumerate(range(0, K, blk)):
+            k1 = min(K, k0 + blk)
+            a = np.ascontiguousarray(qa.q[:, k0:k1])
+            b = np.ascontiguousarray(qw.q[:, k0:k1])
+            if need_dx:
+                g = np.ascontiguousarray(dy * qw.scale[:, bi][None, :])      # dY[m, n] sb[b, n]
+                dx[:, k0:k1] = _table_pass(0, a, b, g, ga, nt)
+            d = np.ascontiguousarray(dy * qa.scale[:, bi][:, None])           # dY[m, n] sa[m, b]
+            dw[:, k0:k1] = _table_pass(1, a, b, d, gbt, nt)
+        return dw.astype(x2.dtype, copy=False), (None if dx is None else dx.astype(x2.dtype, copy=False))
+
     def backward(self, dy2, x2, w, need_dx=True):
+        if self.unit_backward == TABLE:
+            return self.table_backward(dy2, x2, w, need_dx)
         if not self.unit_backward:
             from lutcore.ops.matmul import matmul
             gw = matmul(dy2.T, x2)

@@ -318,7 +318,7 @@ class Trainer:
         meta = {
             "format": CKPT_FORMAT, "lutcore_version": __version__, "model_class": cls,
             "model_config": model.config.to_dict(), "dtype": str(np.dtype(getattr(model, "dtype", np.float32))),
-            "unit_backward": bool(getattr(model, "unit_backward", False)),
+            "unit_backward": (lambda v: v if v == "table" else bool(v))(getattr(model, "unit_backward", False)),
             "two_pass": bool(getattr(model, "two_pass", False)),
             "units_digest": getattr(units, "digest", None), "units_name": getattr(units, "name", None),
             "global_step": self.global_step, "position": self.position, "seed": self.seed,
@@ -458,9 +458,10 @@ def _check_meta(meta: dict, fname) -> None:
         bad("model_config", "a JSON object (the model's config)", meta["model_config"])
     if meta.get("dtype", "float32") not in ("float32", "float64"):
         bad("dtype", "'float32' or 'float64'", meta.get("dtype"))
-    for k in ("unit_backward", "two_pass"):
-        if not isinstance(meta.get(k, False), bool):
-            bad(k, "true or false", meta.get(k))
+    if not (isinstance(meta.get("unit_backward", False), bool) or meta.get("unit_backward") == "table"):
+        bad("unit_backward", "true, false or \"table\"", meta.get("unit_backward"))
+    if not isinstance(meta.get("two_pass", False), bool):
+        bad("two_pass", "true or false", meta.get("two_pass"))
     for k in ("units_digest", "units_name"):
         if meta.get(k) is not None and not isinstance(meta[k], str):
             bad(k, "a string or null", meta[k])

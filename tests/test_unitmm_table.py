@@ -122,7 +122,7 @@ def test_finite_differences_on_a_smooth_interpolated_table():
 def test_unit_backward_arg():
     assert unit_backward_arg(False) is False and unit_backward_arg(True) is True
     assert unit_backward_arg("table") == "table"
-    with pytest.raises(TypeError, match="unit_backward: expected False, True or 'table', got 'tabel'"):
+    with pytest.raises(TypeError, match=r"unit_backward: expected True or False \(or 'table': the gradient tables\), got 'tabel'"):
         unit_backward_arg("tabel")
 
 

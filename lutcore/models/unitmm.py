@@ -37,7 +37,7 @@ def unit_backward_arg(v):
         return bool(v)
     if v == TABLE:
         return TABLE
-    raise TypeError(f"unit_backward: expected False, True or {TABLE!r}, got {v!r}")
+    raise TypeError(f"unit_backward: expected True or False (or {TABLE!r}: the gradient tables), got {v!r}")
 
 
 def _table_pass(which, qa, qb, wts, table, nt):

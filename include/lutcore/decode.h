@@ -154,6 +154,9 @@ static void lc_dlin_part(const lc_dlin *L, float *y, const float *x, const int16
 static void lc_dlin_whole(const lc_dlin *L, float *y, const float *x, int isa, int nt) {
     if (L->kind == LC_DLIN_FLOAT) {
         lc_sgemm(y, L->N, L->N, x, 0, L->K, 1, L->panels, 0, 0, 0, 1, 1, L->N, L->K, 0, NULL, L->panels, isa, nt);
+    } else if (L->kind == LC_DLIN_EXACT && nt <= 1) {
+        lc_dlin_panels(L, y, x, L->ap, L->sa, 0, (L->N + LC_NR - 1) / LC_NR, isa);   /* bias included */
+        return;
     } else if (L->kind == LC_DLIN_EXACT) {
         lc_qmatmul_exact_packed(y, L->N, L->ap, L->sa, L->bp, L->sbp, 1, L->N, L->nblk, L->bkp, isa, nt);
     } else {

@@ -139,3 +139,36 @@ def test_every_simd_path_gives_the_generic_bits(tmp_path, kind):
         assert seq.tolist() == want[0].tolist(), path
         assert np.array_equal(full.view(np.uint32), want[1].view(np.uint32)), f"{path}: full-pass logits bits"
         assert np.array_equal(steps.view(np.uint32), want[2].view(np.uint32)), f"{path}: cached decode bits"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["llama_untied", "qwen2"])
+def test_exact_units_decode_bits_on_every_simd_path(tmp_path, kind, threads):
+    """Cached decode through the exact units (the decode layer's int8 linears: the generic
+    tile, AVX2, and on AVX-512 CPUs the VNNI body's GEMV over each thread's panels, with
+    qwen2's biases) gives the generic path's logits bit for bit, at one and two threads;
+    odd shapes: K = 48 (a partial Q8 block), 80 gate/up columns (5 panels, split 2 | 3)."""
+    model = hf_model(kind, seed=40 + KINDS.index(kind))
+    save(model, tmp_path)
+    prev, got = lutcore.get_simd(), {}
+    try:
+        with Pipeline.from_pretrained(tmp_path, splits=_split(model), units="exact", threads=threads) as p:
+            for path in lutcore.available_simd():
+                lutcore.set_simd(path)
+                seq = p.generate(PROMPT, N_NEW)
+                st = p.stages
+                caches = [s.new_cache() for s in st]
+                steps = []
+                for t in range(len(seq)):
+                    x = st[0].embed(seq[t:t + 1], t)
+                    for s, c in zip(st, caches):
+                        x = s.run_layers(x, c)
+                    steps.append(st[0].readout(x))
+                got[path] = (seq, np.concatenate(steps))
+    finally:
+        lutcore.set_simd(prev)
+    assert "avx512" in got or "avx2" in got or len(got) == 1
+    want = got["generic"]
+    for path, (seq, steps) in got.items():
+        assert seq.tolist() == want[0].tolist(), path
+        assert np.array_equal(steps.view(np.uint32), want[1].view(np.uint32)), f"{path}: exact decode bits"

@@ -103,7 +103,16 @@ static void lc_dlin_panels(const lc_dlin *L, float *y, const float *x, const int
         lc_sgemv_panels(y, x, L->panels, L->K, N, q0, q1, 0, isa);
     } else {
         const int64_t Kp = L->nblk * L->bkp, P = Kp / 2, pb = L->bkp / 2;
-        for (int64_t q = q0; q < q1; q++) {
+        const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+        const int64_t c1 = q1 * LC_NR < N ? q1 * LC_NR : N;
+        int64_t qe = q1;
+        /* an x86 body's unit takes the whole share at once: the row is converted once
+           (not once per panel), and its tiles stream the panels (same fold, same bits) */
+        if (xb && xb->qmatmul_exact_unit &&
+            xb->qmatmul_exact_unit(y + q0 * LC_NR, N, ap, Kp, sa, L->bp + q0 * P * 2 * LC_NR,
+                                   L->sbp + q0 * L->nblk * LC_NR, L->nblk, L->bkp, 1, c1 - q0 * LC_NR) == 0)
+            qe = q0;
+        for (int64_t q = q0; q < qe; q++) {
             float ytile[LC_NR];
             lc_qexact_tile(ytile, ap, Kp, L->bp + q * P * 2 * LC_NR, sa, L->nblk, L->sbp + q * L->nblk * LC_NR,
                            pb, 1, isa);
@@ -145,6 +154,9 @@ static void lc_dlin_part(const lc_dlin *L, float *y, const float *x, const int16
 static void lc_dlin_whole(const lc_dlin *L, float *y, const float *x, int isa, int nt) {
     if (L->kind == LC_DLIN_FLOAT) {
         lc_sgemm(y, L->N, L->N, x, 0, L->K, 1, L->panels, 0, 0, 0, 1, 1, L->N, L->K, 0, NULL, L->panels, isa, nt);
+    } else if (L->kind == LC_DLIN_EXACT && nt <= 1) {
+        lc_dlin_panels(L, y, x, L->ap, L->sa, 0, (L->N + LC_NR - 1) / LC_NR, isa);   /* bias included */
+        return;
     } else if (L->kind == LC_DLIN_EXACT) {
         lc_qmatmul_exact_packed(y, L->N, L->ap, L->sa, L->bp, L->sbp, 1, L->N, L->nblk, L->bkp, isa, nt);
     } else {

@@ -67,12 +67,19 @@ static inline __m512i vnni_quad_index(void) {
         __m512i v1 = NP > 1 ? _mm512_load_si512((const void *)(b + bstride + ((q0) + q) * 64)) : v0;   \
         REP(LC_VNNI_ROW)                                                                               \
     }
+/* bytes ahead of the direct tiles' loads that are prefetched: a GEMV row streams its panels
+ * once, from L3 or memory, and is bound by the misses in flight (a prefetch does not change bits) */
+#ifndef LC_DPF
+#define LC_DPF 1024
+#endif
 /* the same from gemm.h's packed panels as they are (pairs from pair p0, np of them), each quad
  * permuted as it is loaded: for a few rows, where converting B first would cost more than it saves */
 #define LC_VNNI_ACCUM_DIRECT(REP, p0, np)                                                              \
     for (int64_t q = 0; q < ((np) + 1) / 2; q++) {                                                     \
         __mmask8 m = 2 * q + 1 < (np) ? (__mmask8)0xff : (__mmask8)0x0f;                               \
         const int8_t *bp_ = (const int8_t *)b + ((p0) + 2 * q) * 32;                                   \
+        _mm_prefetch((const char *)bp_ + LC_DPF, _MM_HINT_T0);                                         \
+        if (NP > 1) _mm_prefetch((const char *)bp_ + bstride + LC_DPF, _MM_HINT_T0);                   \
         __m512i v0 = _mm512_xor_si512(_mm512_permutexvar_epi16(idx, lc_x_maskz_loadu_epi64(m, bp_)), x80); \
         __m512i v1 = NP > 1 ? _mm512_xor_si512(_mm512_permutexvar_epi16(                               \
                                   idx, lc_x_maskz_loadu_epi64(m, bp_ + bstride)), x80) : v0;           \

@@ -11,7 +11,8 @@
  * lutcore._native._simde, so every body is checked on any x86-64 CPU.
  * gemm.h's dispatch table (lc_gemm_bodies) binds one of the two sets.
  *
- * Unit functions: one driver work unit (rows <= LC_MC, ncols <= LC_NC):
+ * Unit functions: one driver work unit (rows <= LC_MC, ncols <= LC_NC; the decode layer's
+ * GEMV passes rows = 1 and a thread's whole share of a linear's columns: any ncols):
  *   C/Y    (rows, ncols) at the unit's corner, rows ldc/ldy apart    OUT
  *   Ap     int16 (rows, Kp) packed rows of the unit (Kp apart)       IN
  *   Bp     the unit's first packed panel; panels P*32 bytes apart     IN

@@ -273,12 +273,8 @@ def test_exact_table_equals_float_gradients_at_dequantized_values():
 def test_gradcheck_on_a_smooth_interpolant():
     """Finite differences (float64) of the contract's interpolant L(x, w) = s_x * sum s_w[o] F(x/s_x, w/s_w)
     (scales held fixed) against backward="table" with Ga, Gb = F's partials on the grid."""
-    F_ = lambda a, b: a * b + 9.0 * np.sin(a / 17.0) * np.cos(b / 23.0) + 0.004 * a * a * b   # noqa: E731
-    dFa = lambda a, b: b + 9.0 / 17.0 * np.cos(a / 17.0) * np.cos(b / 23.0) + 0.008 * a * b  # noqa: E731
-    dFb = lambda a, b: a - 9.0 / 23.0 * np.sin(a / 17.0) * np.sin(b / 23.0) + 0.004 * a * a  # noqa: E731
-    v = np.arange(256).astype(np.uint8).view(np.int8).astype(np.float64)
-    A, B = np.meshgrid(v, v, indexing="ij")
-    u = Units.exact().with_gradients(dFa(A, B), dFb(A, B))
+    from reference.smooth_table import F as F_, smooth_units
+    u = smooth_units()
     rng = np.random.default_rng(8)
     M, K, O = 3, 7, 4
     s_x, s_w = np.float32(0.01), (rng.uniform(0.5, 2, O) / 127).astype(np.float32)

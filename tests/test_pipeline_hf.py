@@ -110,16 +110,12 @@ def test_default_threads_on_a_long_prompt(tmp_path):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt2", "mistral"])
-def test_every_simd_path_gives_the_generic_bits(tmp_path, kind):
-    """Prefill (the norms' rows, sgemm, softmax) and cached decode (the decode layer: the
-    one-row norm, attention, the float GEMV) on every SIMD path give the generic path's
-    logits bit for bit, at two threads."""
-    model = hf_model(kind, seed=20 + KINDS.index(kind))
-    save(model, tmp_path)
+def _on_every_simd_path(path_dir, model, **pipe):
+    """{SIMD path: (greedy tokens, full-pass logits, cached step-by-step decode logits)} of
+    one pipeline over ``model``'s checkpoint, switched through every available path."""
     prev, got = lutcore.get_simd(), {}
     try:
-        with Pipeline.from_pretrained(tmp_path, splits=_split(model), threads=2) as p:
+        with Pipeline.from_pretrained(path_dir, splits=_split(model), **pipe) as p:
             for path in lutcore.available_simd():
                 lutcore.set_simd(path)
                 seq = p.generate(PROMPT, N_NEW)
@@ -134,6 +130,17 @@ def test_every_simd_path_gives_the_generic_bits(tmp_path, kind):
                 got[path] = (seq, p.logits(seq), np.concatenate(steps))
     finally:
         lutcore.set_simd(prev)
+    return got
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "mistral"])
+def test_every_simd_path_gives_the_generic_bits(tmp_path, kind):
+    """Prefill (the norms' rows, sgemm, softmax) and cached decode (the decode layer: the
+    one-row norm, attention, the float GEMV) on every SIMD path give the generic path's
+    logits bit for bit, at two threads."""
+    model = hf_model(kind, seed=20 + KINDS.index(kind))
+    save(model, tmp_path)
+    got = _on_every_simd_path(tmp_path, model, threads=2)
     want = got["generic"]
     for path, (seq, full, steps) in got.items():
         assert seq.tolist() == want[0].tolist(), path
@@ -150,25 +157,10 @@ def test_exact_units_decode_bits_on_every_simd_path(tmp_path, kind, threads):
     odd shapes: K = 48 (a partial Q8 block), 80 gate/up columns (5 panels, split 2 | 3)."""
     model = hf_model(kind, seed=40 + KINDS.index(kind))
     save(model, tmp_path)
-    prev, got = lutcore.get_simd(), {}
-    try:
-        with Pipeline.from_pretrained(tmp_path, splits=_split(model), units="exact", threads=threads) as p:
-            for path in lutcore.available_simd():
-                lutcore.set_simd(path)
-                seq = p.generate(PROMPT, N_NEW)
-                st = p.stages
-                caches = [s.new_cache() for s in st]
-                steps = []
-                for t in range(len(seq)):
-                    x = st[0].embed(seq[t:t + 1], t)
-                    for s, c in zip(st, caches):
-                        x = s.run_layers(x, c)
-                    steps.append(st[0].readout(x))
-                got[path] = (seq, np.concatenate(steps))
-    finally:
-        lutcore.set_simd(prev)
+    got = _on_every_simd_path(tmp_path, model, units="exact", threads=threads)
     assert "avx512" in got or "avx2" in got or len(got) == 1
     want = got["generic"]
-    for path, (seq, steps) in got.items():
+    for path, (seq, full, steps) in got.items():
         assert seq.tolist() == want[0].tolist(), path
-        assert np.array_equal(steps.view(np.uint32), want[1].view(np.uint32)), f"{path}: exact decode bits"
+        assert np.array_equal(full.view(np.uint32), want[1].view(np.uint32)), f"{path}: exact full-pass bits"
+        assert np.array_equal(steps.view(np.uint32), want[2].view(np.uint32)), f"{path}: exact decode bits"

@@ -119,10 +119,24 @@ def test_torch_layers_use_their_threads(n):
 
 
 # ------------------------------------------------------------------ Units.kernel_path
+def _same_bits_through_the_table_path(monkeypatch, run):
+    """``run()`` calls exact-kernel code; with every Units' kernel_path forced to "table" it
+    calls none and returns the same bits."""
+    from lutcore.units import Units
+    with _threads.record() as calls:
+        want = run()
+    assert any("exact" in f for f, _ in calls)
+    monkeypatch.setattr(Units, "kernel_path", property(lambda self: "table"))
+    with _threads.record() as calls:
+        got = run()
+    assert not any("exact" in f for f, _ in calls), calls
+    for g, e in zip(got, want):
+        assert np.array_equal(g, e)
+
+
 def test_kernel_path_is_the_one_decision(monkeypatch):
     """Every caller asks units.kernel_path: forced to "table" for the exact units, no exact
     kernel runs anywhere and the bits are the same (the table path is exact for every table)."""
-    from lutcore.units import Units
     rng = np.random.default_rng(3)
     a = rng.integers(-128, 128, (37, 70), dtype=np.int8)
     b = rng.integers(-128, 128, (70, 29), dtype=np.int8)
@@ -136,22 +150,13 @@ def test_kernel_path_is_the_one_decision(monkeypatch):
         return (lutcore.lut_gemm(a, b, ex), lutcore.quant.qmatmul(x, q, ex, 32),
                 lutcore.quant.QLinear(w, ex, 32)(x))
 
-    with _threads.record() as calls:
-        want = run()
-    assert any("exact" in f for f, _ in calls)
-    monkeypatch.setattr(Units, "kernel_path", property(lambda self: "table"))
-    with _threads.record() as calls:
-        got = run()
-    assert not any("exact" in f for f, _ in calls), calls
-    for g, e in zip(got, want):
-        assert np.array_equal(g, e)
+    _same_bits_through_the_table_path(monkeypatch, run)
 
 
 def test_kernel_path_decides_for_torch_layers_and_the_fused_decode(monkeypatch, llama):
     import torch
     from lutcore.pipeline import Pipeline
     from lutcore.torch import ApproxConv2d, ApproxLinear
-    from lutcore.units import Units
     torch.manual_seed(1)
     lin, conv = ApproxLinear(40, 300, units="exact", threads=1), ApproxConv2d(3, 5, 3, units="exact", threads=1)
     x, img = torch.randn(20, 40), torch.randn(1, 3, 9, 9)
@@ -160,15 +165,7 @@ def test_kernel_path_decides_for_torch_layers_and_the_fused_decode(monkeypatch, 
         with Pipeline.from_pretrained(llama, units="exact", threads=1) as p:
             toks = p.generate([5, 11, 42], 3)
             return lin(x).detach().numpy(), conv(img).detach().numpy(), np.asarray(toks), p.logits(toks)
-    with _threads.record() as calls:
-        want = run()
-    assert any("exact" in f for f, _ in calls)
-    monkeypatch.setattr(Units, "kernel_path", property(lambda self: "table"))
-    with _threads.record() as calls:
-        got = run()
-    assert not any("exact" in f for f, _ in calls), calls
-    for g, e in zip(got, want):
-        assert np.array_equal(g, e)
+    _same_bits_through_the_table_path(monkeypatch, run)
 
 
 def test_resolved_units_pass_through_and_none_rules():

@@ -234,9 +234,9 @@ def test_cli_search_hf_model(tmp_path, capsys):
     import shutil
     from test_eval import TEXT
     path, model = _hf(tmp_path / "m", "llama")
-    tok = pytest.importorskip("tokenizers")
+    import tokenizers
     from tokenizers import models, pre_tokenizers, trainers
-    hf = tok.Tokenizer(models.BPE(unk_token="[UNK]"))
+    hf = tokenizers.Tokenizer(models.BPE(unk_token="[UNK]"))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.train_from_iterator([TEXT[:20000]], trainer=trainers.BpeTrainer(vocab_size=model.config.vocab_size,
                                                                        special_tokens=["[UNK]"], show_progress=False))

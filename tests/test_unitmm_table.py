@@ -78,12 +78,8 @@ def test_finite_differences_on_a_smooth_interpolated_table():
     L(x, w) = sum dY[m, n] sum_b sa[m, b] sb[b, n] sum_{k in b} F(x[m, k] / sa, w[n, k] / sb)
     (scales held fixed) against unit_backward="table" with Ga, Gb = F's partials on the grid,
     at x, w on the grid (codes times the scales)."""
-    F_ = lambda a, b: a * b + 9.0 * np.sin(a / 17.0) * np.cos(b / 23.0) + 0.004 * a * a * b   # noqa: E731
-    dFa = lambda a, b: b + 9.0 / 17.0 * np.cos(a / 17.0) * np.cos(b / 23.0) + 0.008 * a * b  # noqa: E731
-    dFb = lambda a, b: a - 9.0 / 23.0 * np.sin(a / 17.0) * np.sin(b / 23.0) + 0.004 * a * a  # noqa: E731
-    v = np.arange(256).astype(np.uint8).view(np.int8).astype(np.float64)
-    A, B = np.meshgrid(v, v, indexing="ij")
-    u = Units.exact().with_gradients(dFa(A, B), dFb(A, B))
+    from reference.smooth_table import F as F_, smooth_units
+    u = smooth_units()
     rng = np.random.default_rng(7)
     M, K, N, blk = 3, 40, 4, 32
     nb = -(-K // blk)

@@ -318,6 +318,13 @@ class QLinear:
         if self.units.kernel_path == "exact":
             _exact_panels(self.q8, resolve_threads(threads))        # pack now, not on the first call
         self._rows = 0
+        self.rows_seen = None        # an int while counting (count_rows): rows of x over calls
+
+    def count_rows(self, on: bool = True):
+        """Start (``on``) or stop counting the rows this instance multiplies: while on,
+        ``rows_seen`` adds each call's M (a dry run's product count is rows x K x N).
+        Per instance: other QLinears and other threads' instances are untouched."""
+        self.rows_seen = 0 if on else None
 
     @property
     def shape(self):
@@ -354,6 +361,8 @@ class QLinear:
         M, K = x.shape
         if K != self.K:
             raise ValueError(f"x: expected (M, {self.K}), got {x.shape}")
+        if self.rows_seen is not None:
+            self.rows_seen += M
         y, ld, _ = _check.out_rows(out, "out", (M, self.N), np.float32)
         if M == 0 or self.K == 0:
             y.fill(0)                      # K = 0: every sum is empty

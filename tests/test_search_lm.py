@@ -253,3 +253,20 @@ def test_cli_search_hf_model(tmp_path, capsys):
     assert len(res.points) == 12 and all(set(p.assignment) == {"model.layers.0.mlp.gate_proj",
                "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"} for p in res.points)
     shutil.rmtree(out)
+
+
+def test_row_counting_is_per_instance_and_leaves_the_class_alone():
+    """count_rows counts one QLinear's rows; the class (and every other instance) is untouched,
+    so a dry run on one stage cannot count or slow another model's calls."""
+    from lutcore.quant import QLinear
+    rng = np.random.default_rng(3)
+    a, b = (QLinear(rng.standard_normal((33, 7)).astype(np.float32), "exact") for _ in range(2))
+    call = QLinear.__call__
+    a.count_rows(True)
+    for m in (3, 5, 1):
+        a(rng.standard_normal((m, 33)).astype(np.float32))
+        b(rng.standard_normal((m, 33)).astype(np.float32))
+    assert QLinear.__call__ is call
+    assert (a.rows_seen, b.rows_seen) == (9, None)
+    a.count_rows(False)
+    assert a.rows_seen is None

@@ -573,21 +573,19 @@ class Stage:
         if not (self.plan.lo == 0 and self.plan.head and self.plan.hi == self.spec.layers):
             raise ValueError("count_products: needs a stage holding the whole model (embedding, every layer, "
                              "the head)")
-        rows = {}
-        real = QLinear.__call__
-
-        def counting(lin, x, out=None):
-            rows[id(lin)] = rows.get(id(lin), 0) + int(np.shape(x)[0])
-            return real(lin, x, out=out)
-        QLinear.__call__ = counting
+        lins = {id(lin): lin for lin, _, _ in self._unit_matrices()}
+        for lin in lins.values():
+            lin.count_rows(True)
         try:
             self.readout(self.run_layers(self.embed(ids)))
+            rows = {k: lin.rows_seen for k, lin in lins.items()}
         finally:
-            QLinear.__call__ = real
+            for lin in lins.values():
+                lin.count_rows(False)
         counts = {n: 0 for n in self._unit_of}
         for lin, name, width in self._unit_matrices():
             K, N = lin.shape
-            counts[name] += rows.get(id(lin), 0) * K * (N if width is None else width)
+            counts[name] += rows[id(lin)] * K * (N if width is None else width)
         return counts
 
     def _fusable_family(self):

@@ -115,9 +115,9 @@ FAMILIES = [
     dict(name="core", module="_cpu", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="alloc", module="alloc", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="gemm", module="gemm", sources=[], bodies=[
-        ("avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
-        ("avx512vnni", ["src/gemm/avx512_vnni.c"], VNNI_FLAGS),
-        ("avx512vbmi", ["src/gemm/avx512_vbmi.c"], VBMI_FLAGS)],
+        ("avx512", ["csrc/gemm/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vnni", ["csrc/gemm/x86/avx512_vnni.c"], VNNI_FLAGS),
+        ("avx512vbmi", ["csrc/gemm/x86/avx512_vbmi.c"], VBMI_FLAGS)],
         simde="LC_GEMM_SIMDE", twin="_simde", calls=[]),
     dict(name="sgemm", module="sgemm", sources=[], bodies=[
         ("avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS)],

@@ -30,7 +30,7 @@
 #include "softmax.h"
 #include "norm.h"
 #include "attn.h"
-#include "gemm.h"
+#include "gemm/gemm.h"
 #include "sgemm.h"
 
 enum { LC_DLIN_FLOAT = 0, LC_DLIN_EXACT = 1, LC_DLIN_TABLE = 2 };

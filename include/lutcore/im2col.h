@@ -28,7 +28,7 @@
 #define LUTCORE_IM2COL_H
 
 #include "core/common.h"
-#include "gemm.h"          /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
+#include "q8/q8.h"        /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
 #include <float.h>
 #include <math.h>
 

@@ -17,7 +17,7 @@ import numpy as np
 cimport numpy as cnp
 cnp.import_array()
 
-cdef extern from "lutcore/gemm.h" nogil:
+cdef extern from "gemm/gemm.h" nogil:
     int LC_MR
 
 cdef extern from "lutcore/attn.h" nogil:

@@ -1,6 +1,6 @@
 /* src/attn/tr16.h — a 16 x 16 float transpose in zmm registers, for the AVX-512 bodies that
  * put 16 rows in the lanes of a vector: attention's scores (keys) and the norms (rows).
- * Include after gemm/x86_simd.h. */
+ * Include after core/simd.h. */
 #ifndef LUTCORE_SRC_ATTN_TR16_H
 #define LUTCORE_SRC_ATTN_TR16_H
 

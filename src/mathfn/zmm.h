@@ -5,7 +5,7 @@
  * operation — the polynomials evaluated in the same order, the same fused
  * multiply-adds, the same careful paths for the same lanes (blendv -> mask blend,
  * movemask -> a mask test, round_ps -> roundscale with scale 0) — so every lane
- * has the AVX2 (and the generic) body's bits.  Included after gemm/x86_simd.h
+ * has the AVX2 (and the generic) body's bits.  Included after core/simd.h
  * (native intrinsics, or SIMDe's under LC_SIMDE) in a file compiled with the
  * AVX-512 flags.
  */

@@ -1,4 +1,4 @@
-/* src/gemm/avx512_vbmi.c — the gemm family's any-table body on AVX-512 VBMI.
+/* csrc/gemm/x86/avx512_vbmi.c — the gemm family's any-table body on AVX-512 VBMI.
  *
  * Design: compiled alone with AVX-512 F/BW/VL/DQ + VBMI + VNNI flags (setup.py),
  * and once more against SIMDe for the tests (simde_avx512_vbmi.c); dispatched
@@ -30,7 +30,7 @@
  *   C     int32 (rows, nc <= 256) rows ldc apart                                    OUT
  */
 #define LC_BODY_ISA avx512vbmi
-#include "x86_simd.h"
+#include "gemm/x86/simd.h"
 
 #if LC_X86
 

@@ -1,12 +1,12 @@
-/* src/gemm/x86_simd.h — what every x86 body file of the gemm family includes:
+/* csrc/gemm/x86/simd.h — what every x86 body file of the gemm family includes:
  * the shared intrinsics/SIMDe switch (csrc/core/simd.h), the family's
- * declarations (lutcore/gemm/x86.h) and its register-tile macros.
+ * declarations (x86.h) and its register-tile macros.
  */
 #ifndef LUTCORE_SRC_GEMM_X86_SIMD_H
 #define LUTCORE_SRC_GEMM_X86_SIMD_H
 
 #include "core/simd.h"
-#include "lutcore/gemm/x86.h"
+#include "gemm/x86/x86.h"
 
 #define LC_XNR 16            /* columns per packed panel (gemm.h LC_NR) */
 #define LC_XTR 12            /* rows per register tile: 12 x 2 panels = 24 zmm accumulators */

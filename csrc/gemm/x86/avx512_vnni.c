@@ -1,4 +1,4 @@
-/* src/gemm/avx512_vnni.c — the gemm family's AVX-512 VNNI bodies (vpdpbusd).
+/* csrc/gemm/x86/avx512_vnni.c — the gemm family's AVX-512 VNNI bodies (vpdpbusd).
  *
  * Design: compiled alone with AVX-512 F/BW/VL/DQ + VNNI flags (setup.py), and
  * once more against SIMDe for the tests (simde_avx512_vnni.c); dispatched only
@@ -32,7 +32,7 @@
  * generic one: y = y + (sa*sb) * (float)I, block by block.
  */
 #define LC_BODY_ISA avx512vnni
-#include "x86_simd.h"
+#include "gemm/x86/simd.h"
 
 #if LC_X86
 
@@ -331,7 +331,7 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
 }
 
 /* ------------------------------------------------------------ whole calls
- * (gemm/x86.h; taken for M > LC_DIRECT_ROWS).  A is converted once per call
+ * (gemm/x86/x86.h; taken for M > LC_DIRECT_ROWS).  A is converted once per call
  * (LC_XCA row tiles a conversion item), B's panel pairs once per call (one pair
  * an item), into one scratch:
  *   au  int8   (M, lda) tile-interleaved as vnni_pack_a, lda = nblk * 4 * nqb

@@ -1,12 +1,12 @@
-/* lutcore/gemm/x86.h — the gemm family's per-ISA bodies that live in their own
- * translation units (src/gemm/<isa>.c, each compiled with that ISA's flags).
+/* csrc/gemm/x86/x86.h — the gemm family's per-ISA bodies that live in their own
+ * translation units (csrc/gemm/x86/<isa>.c, each compiled with that ISA's flags).
  *
  * Design: gemm.h keeps the packing, the drivers, the generic and AVX2 bodies; a
  * body that needs instructions the baseline build must not assume (AVX-512 and
- * its extensions) lives in src/gemm/ and is compiled alone with its flags, as
+ * its extensions) lives in csrc/gemm/x86/ and is compiled alone with its flags, as
  * ggml's arch/x86 files are.  Each such file defines the functions below under
  * its own prefix (LC_GEMM_BODY(name) -> lc_<isa>_<name>); the same file built a
- * second time against SIMDe (src/gemm/simde_<isa>.c, AVX2+FMA flags) defines
+ * second time against SIMDe (a .c setup.py generates from its table, AVX2+FMA flags) defines
  * them under lc_simde_<isa>_ — that copy backs the test-only extension
  * lutcore._native._simde, so every body is checked on any x86-64 CPU.
  * gemm.h's dispatch table (lc_gemm_bodies) binds one of the two sets.

@@ -1,4 +1,4 @@
-/* src/gemm/avx512.c — the gemm family's AVX-512 F/BW/VL/DQ bodies (no VNNI).
+/* csrc/gemm/x86/avx512.c — the gemm family's AVX-512 F/BW/VL/DQ bodies (no VNNI).
  *
  * Design: compiled alone with -mavx512f/bw/vl/dq (setup.py), and once more
  * against SIMDe for the tests (simde_avx512.c).  Same contracts as gemm.h's
@@ -33,7 +33,7 @@
  *   C     int32 (rows, nc <= 128) rows ldc apart (one pass)             OUT
  */
 #define LC_BODY_ISA avx512
-#include "x86_simd.h"
+#include "gemm/x86/simd.h"
 
 #if LC_X86
 

@@ -124,14 +124,14 @@ FAMILIES = [
         simde="LC_SGEMM_SIMDE", twin="_simde_sgemm", calls=[]),
     # AVX-512 F/BW, and + VBMI for relu8's byte permutes
     dict(name="elementwise", module="elementwise", sources=[], bodies=[
-        ("avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
-        ("avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
+        ("avx512", ["csrc/elementwise/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vbmi", ["csrc/elementwise/x86/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
         simde="LC_EW_SIMDE", twin="_simde_ew", calls=[]),
     dict(name="im2col", module="im2col", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16)
     dict(name="gradtables", module="gradtables", sources=[], bodies=[
-        ("avx2", ["src/gradtables/avx2.c"], AVX2_FLAGS),
-        ("avx512", ["src/gradtables/avx512.c"], AVX512_FLAGS)],
+        ("avx2", ["csrc/gradtables/x86/avx2.c"], AVX2_FLAGS),
+        ("avx512", ["csrc/gradtables/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_GT_SIMDE", twin="_simde_gt", calls=[]),
     dict(name="mathfn", module="mamba", sources=[], bodies=[
         ("avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)],

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""One-token decode of llama-family layers in one native call (lutcore/decode.h).
+"""One-token decode of llama-family layers in one native call (csrc/models/decode.h).
 
 Design: ``lutcore.pipeline.stage`` builds a ``Linear`` per weight and a
 ``DecodeLayer`` per layer (kernel-ready weights, scratch rows shared by the
@@ -48,7 +48,7 @@ cdef extern from "lutcore/norm.h" nogil:
 cdef extern from "lutcore/sgemm.h" nogil:
     const char *lc_sgemv_body_name(int isa)
 
-cdef extern from "lutcore/decode.h" nogil:
+cdef extern from "models/decode.h" nogil:
     int LC_DLIN_FLOAT, LC_DLIN_EXACT, LC_DLIN_TABLE
     ctypedef struct lc_dlin:
         int kind
@@ -115,7 +115,7 @@ cdef inline void* _p(object a):
 
 
 cdef class Linear:
-    """y (1, N) = x (1, K) @ W (+ b), W float32 panels or Q8 through the units (lutcore/decode.h)."""
+    """y (1, N) = x (1, K) @ W (+ b), W float32 panels or Q8 through the units (csrc/models/decode.h)."""
     cdef lc_dlin d
     cdef object keep
 

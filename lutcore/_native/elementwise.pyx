@@ -1,8 +1,8 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/elementwise.h (arguments validated by lutcore.ops)."""
+"""Thin wrappers over csrc/elementwise/elementwise.h (arguments validated by lutcore.ops)."""
 from libc.stdint cimport int8_t, uint16_t, int32_t, int64_t
 
-cdef extern from "lutcore/elementwise.h" nogil:
+cdef extern from "elementwise/elementwise.h" nogil:
     void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
                     int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads)
     void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads)

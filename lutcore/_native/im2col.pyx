@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/im2col.h (the approximate PyTorch layers' operands).
+"""Thin wrappers over csrc/im2col/im2col.h (the approximate PyTorch layers' operands).
 
 Design: lutcore.torch validates tensors, geometry and thread counts and allocates
 every buffer; here we take pointers, release the GIL and call C.  The float input
@@ -8,7 +8,7 @@ tensor); every other buffer is C-contiguous.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t
 
-cdef extern from "lutcore/im2col.h" nogil:
+cdef extern from "im2col/im2col.h" nogil:
     float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads)
     int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
                              int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa, int nthreads)

@@ -1,10 +1,10 @@
-/* src/gradtables/avx2.c — the gradient-table pass's AVX2 body (lutcore/gradtables.h): 8 k's
+/* csrc/gradtables/x86/avx2.c — the gradient-table pass's AVX2 body (gradtables/gradtables.h): 8 k's
  * a vector, two vectors a block, 8-lane gathers; mul then add in the generic body's order
  * (the same bits).  Compiled alone with the AVX2 flags (setup.py).  Roles of which as
- * src/gradtables/avx512.c.  One thread; gradtables.h threads over rows. */
+ * csrc/gradtables/x86/avx512.c.  One thread; gradtables.h threads over rows. */
 #define LC_BODY_ISA avx2
 #include "core/simd.h"
-#include "lutcore/gradtables/x86.h"
+#include "gradtables/x86/x86.h"
 #include "tail.h"
 
 #if LC_X86

@@ -1,5 +1,5 @@
-/* lutcore/elementwise/x86.h — the element-wise family's per-ISA bodies that live in
- * their own translation units (src/elementwise/<isa>.c, each compiled alone with
+/* csrc/elementwise/x86/x86.h — the element-wise family's per-ISA bodies that live in
+ * their own translation units (csrc/elementwise/x86/<isa>.c, each compiled alone with
  * that ISA's flags; the simde_<isa>.c copies, built against SIMDe with AVX2+FMA
  * flags, back the test-only extension lutcore._native._simde_ew).
  *

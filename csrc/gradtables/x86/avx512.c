@@ -1,4 +1,4 @@
-/* src/gradtables/avx512.c — the gradient-table pass's AVX-512 body (lutcore/gradtables.h):
+/* csrc/gradtables/x86/avx512.c — the gradient-table pass's AVX-512 body (gradtables/gradtables.h):
  * 16 k's a vector, two vectors a block, the lookups as 16-lane gathers; mul then add in
  * the generic body's order (the same bits).  Compiled alone with the AVX-512 flags
  * (setup.py) and once more against SIMDe for the tests (simde_avx512.c).
@@ -7,7 +7,7 @@
  * the table transposed (GbT).  One thread; gradtables.h threads over rows. */
 #define LC_BODY_ISA avx512
 #include "core/simd.h"
-#include "lutcore/gradtables/x86.h"
+#include "gradtables/x86/x86.h"
 #include "tail.h"
 
 #if LC_X86

@@ -1,5 +1,5 @@
-/* lutcore/gradtables/x86.h — the gradient-table pass's per-ISA bodies, each in its own
- * translation unit (src/gradtables/<isa>.c, compiled alone with that ISA's flags;
+/* csrc/gradtables/x86/x86.h — the gradient-table pass's per-ISA bodies, each in its own
+ * translation unit (csrc/gradtables/x86/<isa>.c, compiled alone with that ISA's flags;
  * simde_avx512.c, built against SIMDe with AVX2+FMA flags, backs the test-only
  * extension lutcore._native._simde_gt).  Included by gradtables.h.
  *   gt_rows  out rows r0..r1-1 of lc_gt's pass `which` (0: dx, rows m; 1: s, rows o):

@@ -1,4 +1,5 @@
-/* lutcore/decode.h — one token through llama-family layers (decoding).
+/* csrc/models/decode.h — one token through llama-family layers (decoding): a model
+ * built from the kernel families (it includes their headers), not a kernel family.
  *
  * A layer is RMSNorm -> qkv linear -> RoPE -> GQA attention against the KV
  * cache -> o linear -> residual -> RMSNorm -> gate|up linear -> SiLU(gate) * up
@@ -26,12 +27,12 @@
 
 #include <math.h>
 #include "core/common.h"
-#include "mathfn.h"
-#include "softmax.h"
-#include "norm.h"
-#include "attn.h"
+#include "lutcore/mathfn.h"
+#include "lutcore/softmax.h"
+#include "lutcore/norm.h"
+#include "lutcore/attn.h"
 #include "gemm/gemm.h"
-#include "sgemm.h"
+#include "lutcore/sgemm.h"
 
 enum { LC_DLIN_FLOAT = 0, LC_DLIN_EXACT = 1, LC_DLIN_TABLE = 2 };
 

@@ -1,4 +1,4 @@
-/* src/elementwise/avx512.c — the element-wise family's AVX-512 F/BW/VL/DQ bodies.
+/* csrc/elementwise/x86/avx512.c — the element-wise family's AVX-512 F/BW/VL/DQ bodies.
  *
  * Design: compiled alone with -mavx512f/bw/vl/dq (setup.py), and once more
  * against SIMDe for the tests (simde_avx512.c).  Each is elementwise.h's AVX2
@@ -17,9 +17,9 @@
  *   acc   (n) int32; x (n) float32; h (n) uint16             IN
  */
 #define LC_BODY_ISA avx512
-#include "lutcore/elementwise.h"
+#include "elementwise/elementwise.h"
 #include "core/simd.h"
-#include "lutcore/elementwise/x86.h"
+#include "elementwise/x86/x86.h"
 
 #if LC_X86
 

@@ -1,4 +1,4 @@
-/* lutcore/elementwise.h — requantizer, ReLU table, fp16 rounding.
+/* csrc/elementwise/elementwise.h — requantizer, ReLU table, fp16 rounding.
  *
  * Contracts (docs/DESIGN.md):
  *   requant: t = (acc + (1 << (shift-1))) >> shift  (arithmetic; shift 0: t = acc),
@@ -15,7 +15,7 @@
  * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
  * SIMD bodies are chosen by `isa`: the generic and AVX2 bodies live here, the
  * AVX-512 ones (16 lanes; relu8 with VBMI byte permutes) in their own
- * translation units (elementwise/x86.h, src/elementwise/), picked per chunk
+ * translation units (x86/x86.h, csrc/elementwise/x86/), picked per chunk
  * from lc_ew_bodies by the isa argument's level and VBMI bit.
  */
 #ifndef LUTCORE_ELEMENTWISE_H
@@ -29,7 +29,7 @@
  * Built where setup.py defines LC_HAVE_X86_BODIES; LC_EW_SIMDE binds their SIMDe
  * copies (the test-only extension).  NULL: the AVX2 (or generic) body here. */
 #if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "elementwise/x86.h"
+#include "elementwise/x86/x86.h"
 #define LC_EW_X86 1
 #else
 #define LC_EW_X86 0

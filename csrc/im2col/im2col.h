@@ -1,4 +1,4 @@
-/* lutcore/im2col.h — the approximate PyTorch layers' int8 operands and their float result.
+/* csrc/im2col/im2col.h — the approximate PyTorch layers' int8 operands and their float result.
  *
  * Contract (docs/DESIGN.md, "Approximate PyTorch layers"): one scale s for the whole
  * activation tensor, q = clamp(round_half_even(x / s), -127, 127) with a true

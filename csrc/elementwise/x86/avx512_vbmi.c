@@ -1,4 +1,4 @@
-/* src/elementwise/avx512_vbmi.c — the element-wise family's AVX-512 VBMI body: relu8.
+/* csrc/elementwise/x86/avx512_vbmi.c — the element-wise family's AVX-512 VBMI body: relu8.
  *
  * Design: compiled alone with AVX-512 F/BW + -mavx512vbmi (setup.py), and once
  * more against SIMDe for the tests (simde_avx512_vbmi.c).  The 256-byte table
@@ -12,9 +12,9 @@
  *   lut  (256) int8   IN
  */
 #define LC_BODY_ISA avx512vbmi
-#include "lutcore/elementwise.h"
+#include "elementwise/elementwise.h"
 #include "core/simd.h"
-#include "lutcore/elementwise/x86.h"
+#include "elementwise/x86/x86.h"
 
 #if LC_X86
 

@@ -1,4 +1,4 @@
-/* lutcore/gradtables.h — backward="table": gradients through a unit's gradient tables.
+/* csrc/gradtables/gradtables.h — backward="table": gradients through a unit's gradient tables.
  *
  * Contract (lutcore/torch/_gradtables.py, docs/DESIGN.md): with Ga = df/da, Gb = df/db
  * float32 (65536,) indexed (a & 0xff) * 256 + (b & 0xff), codes qx (M, K) and qw (O, K):
@@ -9,7 +9,7 @@
  * product rounded before its add (-ffp-contract=off).  dx is threaded over rows m, s
  * over rows o: every output has one thread and one order, so the bits are the same at
  * any thread count and on every ISA (the bodies differ only in how the lookups are
- * vectorised: generic C here, AVX2 and AVX-512 gathers in src/gradtables/, the AVX-512
+ * vectorised: generic C here, AVX2 and AVX-512 gathers in csrc/gradtables/x86/, the AVX-512
  * one checked through SIMDe on any x86-64 CPU by tests/test_x86_bodies_gradtables.py).
  * dx's order is the numpy fallback's; s's is not (numpy adds per-block sums).
  */
@@ -81,13 +81,13 @@ static ATTR void lc_gt_dw_##SUF(float *s, const int8_t *qx, const uint8_t *qw, c
 
 LC_GT_BODIES(generic, )
 
-/* The x86 bodies (src/gradtables/avx2.c, avx512.c: the generic loops with the lanes of a
+/* The x86 bodies (csrc/gradtables/x86/avx2.c, avx512.c: the generic loops with the lanes of a
  * block as one vector and the lookups as hardware gathers, the same bits) live in their
  * own translation units, built where setup.py defines LC_HAVE_X86_BODIES; LC_GT_SIMDE
  * binds the SIMDe copy of the AVX-512 one (the test-only extension _simde_gt).  Each
  * computes a range of output rows on one thread; lc_gt threads over the rows. */
 #if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "gradtables/x86.h"
+#include "gradtables/x86/x86.h"
 #define LC_GT_X86 1
 #if defined(LC_GT_SIMDE)
 #define LC_GT_AVX512 lc_simde_avx512_gt_rows

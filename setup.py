@@ -152,12 +152,13 @@ FAMILIES = [
         ("avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
         ("avx512", ["src/norm/avx512.c"], AVX512_FLAGS)],
         simde="LC_NORM_SIMDE", twin="_simde_decode", calls=[]),
+    # decode attention (its scores: the sgemm's chains; decode.pyx's softmax: the math functions)
     dict(name="attn", module="decode", sources=[], bodies=[
         ("avx512", ["src/attn/avx512.c"], AVX512_FLAGS)],
-        simde="LC_ATTN_SIMDE", twin="_simde_decode", calls=[]),
-    # the llama decode layer (a model, not a kernel): its twin runs every AVX-512 body it calls
-    dict(name="decode", module="decode", sources=[], bodies=[], simde=None, twin="_simde_decode",
-         calls=["sgemm", "gemm", "mathfn"]),
+        simde="LC_ATTN_SIMDE", twin="_simde_decode", calls=["sgemm", "mathfn"]),
+    # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
+    dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
+         calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),
 ]
 _BY_NAME = {f["name"]: f for f in FAMILIES}
 

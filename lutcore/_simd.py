@@ -103,6 +103,8 @@ def bodies(name: str | None = None) -> dict[str, str]:
     out["softmax"] = mf
     # norms, decode attention, the float GEMV, and the decode layer made of them (+ gemm, math functions)
     out.update(_d.body_names(isa_of(name)))
+    from lutcore.kernels import models as _mo
+    out.update(_mo.body_names(isa_of(name)))
     from lutcore.kernels import gradtables as _gt
     out.update(_gt.body_names(isa_of(name)))
     return out

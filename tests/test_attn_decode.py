@@ -8,6 +8,7 @@ import pytest
 import lutcore
 from lutcore import _simd
 from lutcore._native import decode as _d
+from lutcore._native import models as _m
 from lutcore.ops import matmul
 
 SHAPES = [(1, 1, 8), (4, 7, 64), (3, 33, 12), (9, 300, 72), (4, 513, 64), (2, 17, 130)]   # (R, S, hd)
@@ -78,10 +79,10 @@ def test_rope_rows_equal_numpy_steps(rng):
     ang = rng.standard_normal((pos + T, hd // 2)).astype(np.float32)
     cos, sin = np.cos(ang), np.sin(ang)
     out = np.empty_like(x)
-    _d.rope_rows(out, x, cos, sin, pos)
+    _m.rope_rows(out, x, cos, sin, pos)
     c, s_ = cos[pos:pos + T, None, :], sin[pos:pos + T, None, :]
     x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
     want = np.concatenate([x1 * c - x2 * s_, x2 * c + x1 * s_], axis=-1)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
     with pytest.raises(ValueError, match="cos"):
-        _d.rope_rows(out, x, cos[:3], sin[:3], pos)
+        _m.rope_rows(out, x, cos[:3], sin[:3], pos)

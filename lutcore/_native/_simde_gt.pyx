@@ -3,4 +3,5 @@
 gradient-table pass's AVX-512 body (csrc/gradtables/x86/avx512.c compiled against SIMDe, built with AVX2+FMA
 flags), so the tests run it on any x86-64 CPU and compare its bits with the generic
 body.  Pass LC_ISA_AVX512 (2) as ``isa``."""
+include "gradtables.pxd"
 include "gradtables.pyx"

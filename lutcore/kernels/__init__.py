@@ -11,14 +11,16 @@ call made through them.
 
     _cpu         CPU features, OpenMP facts          alloc    page-aligned buffers
     gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM
-    decode       norms, softmax, RoPE, fused decode  mamba    scan, conv1d, math functions
+    decode       norms, softmax, attention           mamba    scan, conv1d, math functions
+    models       the llama decode layer (fused one-token decode), RoPE
     elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
     im2col       conv patches, direct grouped conv
     gradtables   the gradient-table backward pass (lutcore.torch backward="table")
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "gradtables", "im2col", "mamba", "optim", "sgemm")
+MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "gradtables", "im2col", "mamba", "models", "optim",
+           "sgemm")
 
 __all__ = list(MODULES)
 

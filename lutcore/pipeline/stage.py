@@ -50,7 +50,7 @@ import numpy as np
 
 from lutcore import _check, _simd, _threads, audit
 from lutcore._threads import resolve_threads
-from lutcore.kernels import decode as _dec
+from lutcore.kernels import decode as _dec, models as _model
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
@@ -378,17 +378,17 @@ class Stage:
         """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face), one native pass."""
         cos, sin = self._rope_tables(pos + x.shape[0])
         out = np.empty(x.shape, np.float32)
-        _dec.rope_rows(out, x, cos, sin, pos)
+        _model.rope_rows(out, x, cos, sin, pos)
         return out
 
     # ------------------------------------------------------------------ one-token decode, fused
     def _linear(self, w, b, nt):
         if isinstance(w, PackedMatrix):
             K, N = w.shape
-            return _dec.Linear(0, K, N, {"panels": w.panels, "bias": b})
+            return _model.Linear(0, K, N, {"panels": w.panels, "bias": b})
         K, N = w.shape
         path, bufs, block, bkp = w.decode_operands(nt)
-        return _dec.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
+        return _model.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
@@ -413,8 +413,8 @@ class Stage:
                    "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
                    "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
                    "scores": np.empty(H * cap, np.float32),
-                   "kt": np.empty(KV * _dec.kt_floats(hd), np.float32)}
-        layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
+                   "kt": np.empty(KV * _model.kt_floats(hd), np.float32)}
+        layers = [_model.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
                                    float(L.scale), int(L.window or 0), scratch)
                   for L, lin in zip(self.layers, lins)]
         self._fused = (lins, cap, layers)
@@ -428,7 +428,7 @@ class Stage:
         kvs = [cache.layers[L.index] for L in self.layers]
         for kv in kvs:
             kv.reserve(pos + 1, pos)
-        if _dec.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
+        if _model.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
                            _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
         return x

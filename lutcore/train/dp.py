@@ -80,8 +80,10 @@ class _GradWorker:
         return {"version": lutcore.__version__, "pid": os.getpid(), "node": socket.gethostname(),
                 "index": self.index}
 
-    def load(self, model):
+    def load(self, blob):
+        import pickle
         from lutcore.train.trainer import Trainer
+        model = pickle.loads(blob)          # own, writeable arrays (not views of the object store)
         from lutcore.train.optim import AdamW
         self.trainer = Trainer(model, AdamW(model.parameters()), threads=self.threads)
         return True
@@ -217,8 +219,10 @@ class RayWorkers:
         """(reduced gradient dict, losses by micro-batch index) of one step's ``micros``."""
         from lutcore.train.exactsum import GradSum
         ray = self._ray
-        if self._model_id is None:
-            self._get([a.load.remote(trainer.model) for a in self.actors], "load")
+        if self._model_id != id(trainer.model):
+            import pickle
+            blob = ray.put(pickle.dumps(trainer.model))
+            self._get([a.load.remote(blob) for a in self.actors], "load")
             self._model_id = id(trainer.model)
         params = {k: v for k, v in trainer.model.parameters().items()}
         pref = ray.put(params)

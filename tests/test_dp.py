@@ -113,10 +113,15 @@ def test_bad_input(cluster):
             tr.train(TEXT, workers=w, **{**RUN, "grad_accum": 1, "micro_batch": 2})
         with pytest.raises(ValueError, match="micro_batch: expected a micro-batch size"):
             tr.train(TEXT, workers=w, seq_len=12, batch_size=4)
-    os.environ["LUTCORE_TEST_FAKE_VERSION"] = "0.0.0-fake"
     import lutcore
-    env = {"env_vars": {"LUTCORE_TEST_FAKE_VERSION": "0.0.0-fake"},
-           "worker_process_setup_hook": "ray_fake_version.fake"}
+    from ray._private import ray_constants
+    # the hook of tests/ray_fake_version.py, named in the variable Ray's worker runs at start and
+    # found through PYTHONPATH (as tests/test_ray_stall.py does)
+    path = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))
+                           if p)
+    env = {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_fake_version.fake",
+                        "PYTHONPATH": path, "LUTCORE_TEST_FAKE_VERSION": "0.0.0-fake",
+                        "LUTCORE_TEST_ROOT": os.path.dirname(os.path.dirname(os.path.abspath(lutcore.__file__)))}}
     with pytest.raises(ValueError, match=rf"expected lutcore {lutcore.__version__} .*got lutcore 0.0.0-fake on worker 0"):
         RayWorkers(1, actor_options={"runtime_env": env})
 

@@ -137,3 +137,25 @@ def test_ray_address_that_does_not_answer_is_refused_within_seconds():
     assert time.monotonic() - t0 < 5
     with pytest.raises(ValueError, match="ray_address: expected 'host:port'"):
         check_ray_address("nowhere")
+
+
+def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path, capsys):
+    from lutcore._io import load_tensors
+    from lutcore.cli import main
+    f = tmp_path / "t.txt"
+    f.write_text(TEXT * 3)
+    common = ["--data", str(f), "--steps", "2", "--d-model", "8", "--layers", "1", "--d-state", "2", "--seq-len",
+              "16", "--batch-size", "4", "--micro-batch", "2", "--sample-tokens", "0", "--threads", "1",
+              "--eval-units", "none"]
+    assert main(["train", *common, "--out", str(tmp_path / "one")]) == 0
+    assert main(["train", *common, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    out = capsys.readouterr().out
+    assert "data-parallel: 2 Ray workers on local Ray: w0 pid" in out and "w1 pid" in out
+    a, b = (load_tensors(str(tmp_path / d / "checkpoint" / "model.safetensors")) for d in ("one", "two"))
+    assert same({k: v.view(np.uint32) for k, v in a.items()}, {k: v.view(np.uint32) for k, v in b.items()})
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    assert main(["train", *common, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "x")]) == 2
+    assert f"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'" in capsys.readouterr().err

@@ -159,3 +159,26 @@ def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path
     s.close()
     assert main(["train", *common, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "x")]) == 2
     assert f"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'" in capsys.readouterr().err
+
+
+def _torch_run(workers, steps=3):
+    import torch
+    from lutcore.torch import approximate
+    from lutcore.torch.dp import TorchDataParallel
+    torch.manual_seed(0)
+    net = approximate(torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)), "exact")
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(2)
+    with TorchDataParallel(net, torch.nn.functional.cross_entropy, micro_batch=1, workers=workers) as dp:
+        for _ in range(steps):
+            x = rng.standard_normal((6, 5)).astype(np.float32)
+            y = rng.integers(0, 3, 6)
+            dp.step(opt, x, y)
+    return {k: v.detach().numpy().copy().view(np.uint32) for k, v in net.state_dict().items()
+            if v.dtype == torch.float32}
+
+
+def test_torch_helper_same_bits_for_any_worker_count(cluster):
+    want = _torch_run(None)
+    for n in (2, 3):
+        assert same(_torch_run(n), want), n

@@ -16,7 +16,7 @@ a float sum).  Denormals are exact terms like any other.
 
 Design: every finite float32 is an integer multiple of 2**-149: x = +-m * 2**s * 2**-149
 with m < 2**24 and 0 <= s <= 253.  The accumulator holds that integer per element in
-32-bit limbs stored in int64 (limb j weighs 2**(32 j) units), over a window of limbs
+32-bit limbs stored in int64, limb-major (nl, n) (limb j weighs 2**(32 j) units), over a window of limbs
 per tensor [lo, lo + nl) that grows to cover what was added (the limb above the highest
 one written stays as headroom for carries and the sign).  A term adds +-(m << (s % 32))
 (< 2**56) into limb s // 32; limbs are carry-normalised (low limbs in [0, 2**32), top
@@ -49,11 +49,12 @@ def _decompose(x: np.ndarray):
 
 
 def _normalise(limbs: np.ndarray) -> None:
-    """Carry-propagate (n, nl) in place: limbs 0..nl-2 in [0, 2**32), the top one signed."""
-    for j in range(limbs.shape[1] - 1):
-        carry = limbs[:, j] >> 32                                     # arithmetic shift: floor
-        limbs[:, j] &= _MASK
-        limbs[:, j + 1] += carry
+    """Carry-propagate (nl, n) in place: limbs 0..nl-2 in [0, 2**32), the top one signed."""
+    carry = np.empty(limbs.shape[1], np.int64)
+    for j in range(limbs.shape[0] - 1):
+        np.right_shift(limbs[j], 32, out=carry)                       # arithmetic shift: floor
+        limbs[j] &= _MASK
+        limbs[j + 1] += carry
 
 
 class ExactSum:
@@ -67,22 +68,22 @@ class ExactSum:
         self.shape = tuple(int(d) for d in shape)
         self.n = int(np.prod(self.shape, dtype=np.int64))
         self.lo = 0
-        self.limbs = np.zeros((self.n, 0), np.int64)                  # (n, nl)
+        self.limbs = np.zeros((0, self.n), np.int64)                  # (nl, n): each limb contiguous
         self.flags = None                                             # (n,) uint8 or None
         self._pending = 0
 
     # ---------------------------------------------------------------- window
     def _cover(self, lo: int, hi: int) -> None:
         """Grow the window to include limbs [lo, hi] plus one headroom limb above hi."""
-        nl = self.limbs.shape[1]
+        nl = self.limbs.shape[0]
         if nl == 0:
-            self.lo, self.limbs = lo, np.zeros((self.n, hi - lo + 2), np.int64)
+            self.lo, self.limbs = lo, np.zeros((hi - lo + 2, self.n), np.int64)
             return
         new_lo, new_hi = min(lo, self.lo), max(hi + 1, self.lo + nl - 1)
         if new_lo == self.lo and new_hi == self.lo + nl - 1:
             return
-        grown = np.zeros((self.n, new_hi - new_lo + 1), np.int64)
-        grown[:, self.lo - new_lo:self.lo - new_lo + nl] = self.limbs
+        grown = np.zeros((new_hi - new_lo + 1, self.n), np.int64)
+        grown[self.lo - new_lo:self.lo - new_lo + nl] = self.limbs
         self.lo, self.limbs = new_lo, grown
 
     def _flag(self, mask, bits):
@@ -108,21 +109,21 @@ class ExactSum:
         if not nz.any():
             return self
         qn = q[nz]
-        self._cover(int(qn.min()), int(qn.max()))
-        nl = self.limbs.shape[1]
-        flat = np.flatnonzero(nz) * nl + (qn - self.lo)               # one limb per element: no duplicates
-        self.limbs.reshape(-1)[flat] += c[nz]
+        qmin, qmax = int(qn.min()), int(qn.max())                    # a zero adds 0 to any limb
+        self._cover(qmin, qmax)
+        for t in range(max(qmin, self.lo), qmax + 1):                 # each element into its one limb
+            self.limbs[t - self.lo] += np.where(q == t, c, 0)
         self._pending += 1
         if self._pending >= _LAZY:
             self.normalise()
         return self
 
     def normalise(self) -> None:
-        if self.limbs.shape[1]:
+        if self.limbs.shape[0] and self._pending:
             _normalise(self.limbs)
-            top = self.limbs[:, -1]
+            top = self.limbs[-1]
             if np.abs(top).max(initial=0) >= (1 << 40):                # keep the top limb small
-                self._cover(self.lo, self.lo + self.limbs.shape[1] - 1)
+                self._cover(self.lo, self.lo + self.limbs.shape[0] - 1)
                 _normalise(self.limbs)
         self._pending = 0
 
@@ -133,13 +134,13 @@ class ExactSum:
         if other.flags is not None:
             self._flag(slice(None), 0)
             self.flags |= other.flags
-        onl = other.limbs.shape[1]
+        onl = other.limbs.shape[0]
         if onl:
             other.normalise()
             self.normalise()
             self._cover(other.lo, other.lo + onl - 1)
             off = other.lo - self.lo
-            self.limbs[:, off:off + onl] += other.limbs
+            self.limbs[off:off + onl] += other.limbs
             self._pending = 1
         return self
 
@@ -147,7 +148,7 @@ class ExactSum:
     def result(self) -> np.ndarray:
         """The exact sum rounded once to float32 (nearest, ties to even), with the flags applied."""
         out = np.zeros(self.n, np.float32)
-        if self.limbs.shape[1]:
+        if self.limbs.shape[0]:
             out = self._round()
         if self.flags is not None and self.flags.any():
             fl = self.flags
@@ -158,21 +159,28 @@ class ExactSum:
         return out.reshape(self.shape)
 
     def _round(self) -> np.ndarray:
-        L = np.zeros((self.n, self.limbs.shape[1] + 2), np.int64)     # (n, nl+2): a zero below, one above
-        L[:, 1:-1] = self.limbs
+        nl = self.limbs.shape[0]
+        L = np.zeros((nl + 2, self.n), np.int64)                      # (nl+2, n): a zero below, one above
+        L[1:-1] = self.limbs
         _normalise(L)
-        neg = L[:, -1] < 0
+        neg = L[-1] < 0
         if neg.any():
-            L[neg] = -L[neg]
+            np.negative(L, out=L, where=neg[None, :])
             _normalise(L)                                              # now a magnitude: every limb >= 0
-        nz = L != 0                                                    # (n, nl+2)
-        h = L.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1)            # (n,) highest nonzero limb
-        zero = ~nz.any(axis=1)
-        h = np.where(zero, 1, np.maximum(h, 1))
-        top = np.take_along_axis(L, h[:, None], 1)[:, 0].astype(np.uint64)        # (n,) < 2**32
-        below = np.take_along_axis(L, (h - 1)[:, None], 1)[:, 0].astype(np.uint64)
-        acc = np.logical_or.accumulate(nz, axis=1)                     # acc[:, j]: any nonzero in limbs <= j
-        sticky = np.where(h >= 2, np.take_along_axis(acc, np.maximum(h - 2, 0)[:, None], 1)[:, 0], False)
+        # the highest nonzero limb h (>= 1), the limb below it, and whether any limb under those is nonzero
+        h = np.ones(self.n, np.int64)
+        top, below = L[1].copy(), L[0].copy()
+        sticky = np.zeros(self.n, bool)
+        under = np.zeros(self.n, bool)                                 # any nonzero in limbs < j - 1
+        for j in range(2, nl + 2):
+            under |= L[j - 2] != 0
+            nzj = L[j] != 0
+            h[nzj] = j
+            np.copyto(top, L[j], where=nzj)
+            np.copyto(below, L[j - 1], where=nzj)
+            np.copyto(sticky, under, where=nzj)
+        zero = top == 0
+        top, below = top.astype(np.uint64), below.astype(np.uint64)
         W = (top << np.uint64(32)) | below                             # (n,) uint64
         b = np.frexp(top.astype(np.float64))[1].astype(np.int64)      # bit length of the top limb
         sh = (b + 8).astype(np.uint64)                                 # bits dropped to keep 24
@@ -188,13 +196,13 @@ class ExactSum:
         return np.where(neg, -v, v)
 
     def nbytes_wire(self) -> int:
-        nl = self.limbs.shape[1]
+        nl = self.limbs.shape[0]
         return self.n * (4 * max(nl - 1, 0) + (8 if nl else 0)) + (0 if self.flags is None else self.n)
 
     def to_wire(self):
         self.normalise()
-        low = self.limbs[:, :-1].astype(np.uint32) if self.limbs.shape[1] else None
-        top = self.limbs[:, -1].copy() if self.limbs.shape[1] else None
+        low = self.limbs[:-1].astype(np.uint32) if self.limbs.shape[0] else None
+        top = self.limbs[-1].copy() if self.limbs.shape[0] else None
         return (self.shape, self.lo, low, top, self.flags)
 
     @classmethod
@@ -203,9 +211,9 @@ class ExactSum:
         s = cls(shape)
         if top is not None:
             s.lo = int(lo)
-            s.limbs = np.empty((s.n, low.shape[1] + 1), np.int64)
-            s.limbs[:, :-1] = low
-            s.limbs[:, -1] = top
+            s.limbs = np.empty((low.shape[0] + 1, s.n), np.int64)
+            s.limbs[:-1] = low
+            s.limbs[-1] = top
         s.flags = None if flags is None else np.array(flags, np.uint8)
         return s
 

@@ -122,7 +122,8 @@ def test_bad_input(cluster):
     env = {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_fake_version.fake",
                         "PYTHONPATH": path, "LUTCORE_TEST_FAKE_VERSION": "0.0.0-fake",
                         "LUTCORE_TEST_ROOT": os.path.dirname(os.path.dirname(os.path.abspath(lutcore.__file__)))}}
-    with pytest.raises(ValueError, match=rf"expected lutcore {lutcore.__version__} .*got lutcore 0.0.0-fake on worker 0"):
+    want = rf"expected lutcore {lutcore.__version__} .*got lutcore 0.0.0-fake on worker 0"
+    with pytest.raises(ValueError, match=want):
         RayWorkers(1, actor_options={"runtime_env": env})
 
 

@@ -1,4 +1,4 @@
-"""The decode attention kernels (include/lutcore/attn.h) give the bits of lutcore's
+"""The decode attention kernels (csrc/attn/attn.h) give the bits of lutcore's
 sgemm on the same products — what keeps cached decoding equal to a full recompute —
 on odd shapes (keys not a multiple of 8, past the sgemm's 256-deep k block, head
 dims not a multiple of 8, more query rows than one register group), every SIMD path."""

@@ -36,7 +36,7 @@ def test_key_follows_every_source(tmp_path):
     _copy_sources(tmp_path)
     k0 = simde_twins.build_key(str(tmp_path))
     assert k0 == simde_twins.build_key()
-    for rel in ("csrc/gemm/x86/avx512.c", "csrc/core/simd.h", "include/lutcore/sgemm.h", "lutcore/_native/gemm.pyx", "setup.py"):
+    for rel in ("csrc/gemm/x86/avx512.c", "csrc/core/simd.h", "csrc/sgemm/sgemm.h", "lutcore/_native/gemm.pyx", "setup.py"):
         p = tmp_path / rel
         old = p.read_bytes()
         p.write_bytes(old + b"\n")

@@ -1,4 +1,4 @@
-"""Decode attention's AVX-512 bodies (src/attn/avx512.c: lc_attn_scores, 16 keys a
+"""Decode attention's AVX-512 bodies (csrc/attn/x86/avx512.c: lc_attn_scores, 16 keys a
 transposed block; lc_attn_values, 16 dims a vector) bit for bit against the generic
 body (the scalar fmaf chain) and the AVX2 body, and so the sgemm's bits (what keeps
 cached decoding equal to a full recompute), close to a float64 numpy product: odd

@@ -1,4 +1,4 @@
-"""Causal conv1d's AVX-512 body (src/conv/avx512.c: conv.h's row and chunk loops
+"""Causal conv1d's AVX-512 body (csrc/conv/x86/avx512.c: conv.h's row and chunk loops
 compiled with the AVX-512 flags) bit for bit against the generic body, and close
 to the float64 numpy oracle, forward and backward, on odd shapes (channels 1, 7,
 33, 100: below, across and between 16-lane vectors; lengths past a 16-row work

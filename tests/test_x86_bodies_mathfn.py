@@ -1,4 +1,4 @@
-"""The math functions' AVX-512 body (src/mathfn/avx512.c: exp, exp2, softplus, silu,
+"""The math functions' AVX-512 body (csrc/mathfn/x86/avx512.c: exp, exp2, softplus, silu,
 sigmoid, GELU and its backward, SiLU's backward) against the generic body, bit for
 bit, on a dense grid with the range edges and special values, odd lengths (every
 tail below a vector, several OpenMP chunks), at 1 and 2 threads.

@@ -1,5 +1,5 @@
-"""The norms' SIMD bodies (src/norm/: AVX2 8 rows a vector, AVX-512 16; one source,
-src/norm/body.h) against a numpy oracle written from the contract
+"""The norms' SIMD bodies (csrc/norm/x86/: AVX2 8 rows a vector, AVX-512 16; one source,
+csrc/norm/x86/body.h) against a numpy oracle written from the contract
 (tests/reference/norm_ref.py: in-order float32 chains), bit for bit, and so against
 the generic body: RMSNorm and LayerNorm, forward and backward (dx, and dw/db
 accumulated over 64-row chunks), odd shapes (rows and columns 1, 7, 15, 17, 33, not

@@ -1,4 +1,4 @@
-"""The selective scan's AVX-512 body (src/scan/avx512.c: scan_impl.h at 16 lanes,
+"""The selective scan's AVX-512 body (csrc/scan/x86/avx512.c: scan_impl.h at 16 lanes,
 one zmm per 16-channel unit) bit for bit against the generic and AVX2 bodies, and
 close to the float64 numpy oracle, forward and backward, both discretizations,
 every option (D, z, delta_bias, delta_softplus, initial_state, last state, the

@@ -1,7 +1,7 @@
-# The C interface of include/lutcore/sgemm.h, shared by the modules that call it.
+# The C interface of csrc/sgemm/sgemm.h, shared by the modules that call it.
 from libc.stdint cimport int64_t
 
-cdef extern from "lutcore/sgemm.h" nogil:
+cdef extern from "sgemm/sgemm.h" nogil:
     void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                       const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                       int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads)

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Norms, decode attention and causal softmax (lutcore/norm.h, attn.h, softmax.h), with the
+"""Norms, decode attention and causal softmax (csrc/norm/norm.h, attn.h, softmax.h), with the
 float GEMV's body name; the llama decode layer built on them is lutcore._native.models.
 Python validates; these wrappers take pointers, release the GIL and call C.
 """
@@ -13,7 +13,7 @@ cnp.import_array()
 cdef inline float* _f(object a):
     return <float *>cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
 
-cdef extern from "lutcore/attn.h" nogil:
+cdef extern from "attn/attn.h" nogil:
     int64_t LC_ATTN_KT(int64_t hd)
     const char *lc_attn_body_name(int isa)
     void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
@@ -21,11 +21,11 @@ cdef extern from "lutcore/attn.h" nogil:
     void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
                         int64_t S, int64_t hd, int isa)
 
-cdef extern from "lutcore/softmax.h" nogil:
+cdef extern from "softmax/softmax.h" nogil:
     void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
     void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale)
 
-cdef extern from "lutcore/norm.h" nogil:
+cdef extern from "norm/norm.h" nogil:
     void lc_rmsnorm_rows(float *y, float *rstd, const float *x, const float *w, int64_t R, int64_t C, float eps,
                          int isa, int nthreads)
     void lc_rmsnorm_rows_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
@@ -38,7 +38,7 @@ cdef extern from "lutcore/norm.h" nogil:
     const char *lc_norm_body_name(int isa)
     int LC_NORM_ROWS
 
-cdef extern from "lutcore/sgemm.h" nogil:
+cdef extern from "sgemm/sgemm.h" nogil:
     const char *lc_sgemv_body_name(int isa)
 
 
@@ -53,7 +53,7 @@ def body_names(int isa):
 
 
 def attn_scores(const float[:, ::1] q, const float[:, ::1] K, int isa):
-    """(R, S) = q (R, hd) @ K (S, hd)^T through lutcore/attn.h (tests: equal to the sgemm's bits)."""
+    """(R, S) = q (R, hd) @ K (S, hd)^T through csrc/attn/attn.h (tests: equal to the sgemm's bits)."""
     cdef int64_t R = q.shape[0], hd = q.shape[1], S = K.shape[0]
     if K.shape[1] != hd:
         raise ValueError(f"K: expected (S, {hd}), got ({K.shape[0]}, {K.shape[1]})")
@@ -68,7 +68,7 @@ def attn_scores(const float[:, ::1] q, const float[:, ::1] K, int isa):
 
 
 def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
-    """(R, hd) = p (R, S) @ V (S, hd) through lutcore/attn.h (tests: equal to the sgemm's bits)."""
+    """(R, hd) = p (R, S) @ V (S, hd) through csrc/attn/attn.h (tests: equal to the sgemm's bits)."""
     cdef int64_t R = p.shape[0], S = p.shape[1], hd = V.shape[1]
     if V.shape[0] != S:
         raise ValueError(f"V: expected ({S}, hd), got ({V.shape[0]}, {V.shape[1]})")
@@ -82,7 +82,7 @@ def attn_values(const float[:, ::1] p, const float[:, ::1] V, int isa):
 
 def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps, rstd, int isa,
                  int nthreads):
-    """Rows of RMSNorm (lutcore/norm.h): out = (x * r) * w, r = 1/sqrt(in-order mean(x*x) + eps);
+    """Rows of RMSNorm (csrc/norm/norm.h): out = (x * r) * w, r = 1/sqrt(in-order mean(x*x) + eps);
     r per row into rstd (R,) float32 when given (else None); the body for `isa`."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     cdef float[::1] rs
@@ -103,7 +103,7 @@ def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, d
 
 def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] dy, const float[:, ::1] x,
                           const float[::1] w, const float[::1] rstd, int isa, int nthreads):
-    """dx of RMSNorm rows, and dw += the weight's gradient (lutcore/norm.h; the same bits at
+    """dx of RMSNorm rows, and dw += the weight's gradient (csrc/norm/norm.h; the same bits at
     any thread count)."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     if dx.shape[0] != R or dx.shape[1] != C or dy.shape[0] != R or dy.shape[1] != C:
@@ -121,7 +121,7 @@ def rmsnorm_rows_backward(float[:, ::1] dx, float[::1] dw, const float[:, ::1] d
 
 def layernorm_rows(float[:, ::1] y, float[:, ::1] xhat, float[::1] rstd, const float[:, ::1] x,
                    const float[::1] w, const float[::1] b, double eps, int isa, int nthreads):
-    """Rows of LayerNorm (lutcore/norm.h): y, and xhat and rstd for the backward."""
+    """Rows of LayerNorm (csrc/norm/norm.h): y, and xhat and rstd for the backward."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
     if y.shape[0] != R or y.shape[1] != C or xhat.shape[0] != R or xhat.shape[1] != C or rstd.shape[0] != R:
         raise ValueError(f"y, xhat, rstd: expected ({R}, {C}), ({R}, {C}), ({R},), got ({y.shape[0]}, {y.shape[1]}), "
@@ -168,7 +168,7 @@ def softmax_causal_backward(float[:, :, ::1] ds, const float[:, :, ::1] att, int
                             int nthreads):
     """In place on ds = dL/d(att) (KV, g*T, S), rows laid out as in softmax_causal, given its
     output att: the scores' gradient ((ds - <ds, att>_row) * att) * scale, zero past each
-    query's position (lutcore/softmax.h)."""
+    query's position (csrc/softmax/softmax.h)."""
     cdef int64_t KV = ds.shape[0], R = ds.shape[1], S = ds.shape[2], i
     if att.shape[0] != KV or att.shape[1] != R or att.shape[2] != S:
         raise ValueError(f"att: expected the shape of ds ({KV}, {R}, {S}), got ({att.shape[0]}, {att.shape[1]}, "

@@ -1,12 +1,12 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/{mathfn,scan,conv}.h.
+"""Thin wrappers over csrc/{mathfn,scan,conv}/.
 
 Arguments are validated by lutcore.ops.scan (dtype, shape, contiguity);
 optional inputs arrive as None and become NULL here.
 """
 from libc.stdint cimport int64_t
 
-cdef extern from "lutcore/mathfn.h" nogil:
+cdef extern from "mathfn/mathfn.h" nogil:
     void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads)
     const char *lc_mathfn_body_name(int isa)
     void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads)
@@ -16,7 +16,7 @@ cdef extern from "lutcore/mathfn.h" nogil:
     void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
                          int nthreads)
 
-cdef extern from "lutcore/scan.h" nogil:
+cdef extern from "scan/scan.h" nogil:
     int LC_SCAN_GROUP_UNITS
     const char *lc_scan_body_name(int isa)
     int lc_scan_fwd_f32(float *y, float *ypre, float *hs, float *hlast, const float *u, const float *delta,
@@ -40,7 +40,7 @@ cdef extern from "lutcore/scan.h" nogil:
                         const double *hs, const double *ypre, int64_t Bsz, int64_t L, int64_t D, int64_t N,
                         int64_t T, int softplus, int zoh, int isa, int nthreads)
 
-cdef extern from "lutcore/conv.h" nogil:
+cdef extern from "conv/conv.h" nogil:
     const char *lc_conv_body_name(int isa)
     void lc_conv_fwd_f32(float *y, const float *x, const float *wt, const float *bias, int64_t Bsz, int64_t L,
                          int64_t D, int64_t K, int isa, int nthreads)

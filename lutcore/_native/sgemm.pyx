@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Thin wrapper over include/lutcore/sgemm.h (validated by lutcore.ops.matmul)."""
+"""Thin wrapper over csrc/sgemm/sgemm.h (validated by lutcore.ops.matmul)."""
 from libc.stdint cimport int64_t
 cimport numpy as cnp
 cnp.import_array()

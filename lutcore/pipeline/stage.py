@@ -28,7 +28,7 @@ function below depends only on (its layer's weights, x, the cache, the
 position).  Hence any split gives the bits of the unsplit model.  No BLAS:
 every float product (weights, q.k, p.v, the head) is ``lutcore.ops.matmul``
 and every reduction (norm means, softmax sums) an in-order sum per row
-(lutcore/norm.h, lutcore/softmax.h), and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
+(csrc/norm/norm.h, csrc/softmax/softmax.h), and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
 count and on every SIMD path, so in every process and on every machine.  The
 chains also make each row independent of the others (a masked score adds an
 exact 0), so for the attention families a token decoded with the KV cache has
@@ -316,7 +316,7 @@ class Stage:
 
     def _norm(self, x, w, b, out):
         """RMSNorm (b None) or LayerNorm (with bias) over the last axis of x (T, C), eps from
-        the spec: one native pass over the rows (lutcore/norm.h, the decode layer's steps)."""
+        the spec: one native pass over the rows (csrc/norm/norm.h, the decode layer's steps)."""
         eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
         if b is None:
             _dec.rmsnorm_rows(out, x, w, eps, None, _simd.isa(), nt)

@@ -222,214 +222,14 @@ static inline double lc_dphi1_d(double x, double ex, double phi) {
     return (ex - phi) / x;
 }
 
+/* the vector math functions at 8 lanes (AVX2, target attribute): lc_exp_ps, lc_exp2_ps,
+ * lc_log_ps, lc_softplus_ps, lc_sigmoid_ps, lc_silu_ps, ... — written once over
+ * csrc/core/vec.h in csrc/mathfn/vmath.h, which csrc/mathfn/x86/zmm.h compiles at 16 */
 #if LC_X86
-LC_TARGET_AVX2 static inline __m256 lc_exp_slow_ps(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(LC_EXP_HI), lo = _mm256_set1_ps(LC_EXP_LO);
-    __m256 isnan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(LC_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(LC_LN2_HI)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(LC_LN2_LO)));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 p = _mm256_set1_ps(LC_P0);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(LC_P1));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(LC_P2));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(LC_P3));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(LC_P4));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(LC_P5));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r2), r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), over);
-    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), under);
-    return _mm256_blendv_ps(res, x, isnan);
-}
-
-
-/* 2^n for integral n in [-126, 127] (float lanes) */
-LC_TARGET_AVX2 static inline __m256 lc_pow2n_ps(__m256 n) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-}
-/* lanes with |x| > bound, or NaN */
-LC_TARGET_AVX2 static inline __m256 lc_outside_ps(__m256 x, float bound) {
-    __m256 ax = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    return _mm256_cmp_ps(ax, _mm256_set1_ps(bound), _CMP_NLE_UQ);
-}
-
-/* exp for lanes known to satisfy |x| <= LC_EXP_FAST_ABS (the caller checked):
- * lc_exp_ps without the check, the same bits on those lanes */
-LC_TARGET_AVX2 static inline __m256 lc_exp_fast_ps(__m256 x) {
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LC_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LC_LN2_LO), r);
-    __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 p01 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P0), r, _mm256_set1_ps(LC_P1));
-    __m256 p23 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P2), r, _mm256_set1_ps(LC_P3));
-    __m256 p45 = _mm256_fmadd_ps(_mm256_set1_ps(LC_P4), r, _mm256_set1_ps(LC_P5));
-    __m256 p = _mm256_fmadd_ps(p01, r2, p23);
-    p = _mm256_fmadd_ps(p, r2, p45);
-    p = _mm256_fmadd_ps(p, r2, r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    return _mm256_mul_ps(p, lc_pow2n_ps(n));
-}
-
-LC_TARGET_AVX2 static inline __m256 lc_exp_ps(__m256 x) {
-    /* fast path on |x| <= LC_EXP_FAST_ABS; other lanes (and NaN) are redone by
-     * the careful path, so no clamp is needed here */
-    __m256 odd = lc_outside_ps(x, LC_EXP_FAST_ABS);
-    __m256 res = lc_exp_fast_ps(x);
-    if (_mm256_movemask_ps(odd)) res = _mm256_blendv_ps(res, lc_exp_slow_ps(x), odd);
-    return res;
-}
-
-/* lc_exp2f on 8 lanes: the fast body, and the careful one lane by lane where needed
- * (rare: the scan proves the range per unit and takes the fast body directly) */
-LC_TARGET_AVX2 static inline __m256 lc_exp2_fast_ps(__m256 x) {
-    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(x, n), f2 = _mm256_mul_ps(f, f);
-    __m256 e01 = _mm256_fmadd_ps(_mm256_set1_ps(LC_E2_C1), f, _mm256_set1_ps(LC_E2_C0));
-    __m256 e23 = _mm256_fmadd_ps(_mm256_set1_ps(LC_E2_C3), f, _mm256_set1_ps(LC_E2_C2));
-    __m256 e45 = _mm256_fmadd_ps(_mm256_set1_ps(LC_E2_C5), f, _mm256_set1_ps(LC_E2_C4));
-    __m256 t = _mm256_fmadd_ps(e45, f2, e23);
-    __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(t, f2, e01), f, _mm256_set1_ps(1.0f));
-    return _mm256_mul_ps(p, lc_pow2n_ps(n));
-}
-LC_TARGET_AVX2 static inline __m256 lc_exp2_ps(__m256 x) {
-    __m256 odd = lc_outside_ps(x, LC_EXP2_FAST_ABS);
-    __m256 res = lc_exp2_fast_ps(x);
-    int mask = _mm256_movemask_ps(odd);
-    if (mask) {
-        float xs[8], rs[8];
-        _mm256_storeu_ps(xs, x);
-        _mm256_storeu_ps(rs, res);
-        for (int i = 0; i < 8; i++)
-            if (mask & (1 << i)) rs[i] = lc_exp2f_slow(xs[i]);
-        res = _mm256_loadu_ps(rs);
-    }
-    return res;
-}
-
-/* lane-wise max(m, |a|) for m >= 0, NaN above everything and sticky: on
- * sign-cleared floats the integer order is the float order, NaN highest */
-LC_TARGET_AVX2 static inline __m256 lc_maxabs_ps(__m256 m, __m256 a) {
-    __m256i aa = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
-    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(m), aa));
-}
-
-LC_TARGET_AVX2 static inline __m256 lc_log_ps(__m256 x) {  /* x finite, > 0, normal */
-    __m256i u = _mm256_castps_si256(x);
-    __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(127)));
-    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32(0x007fffff)),
-                                                   _mm256_set1_epi32(0x3f800000)));
-    __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
-    m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
-    e = _mm256_blendv_ps(e, _mm256_add_ps(e, _mm256_set1_ps(1.0f)), big);
-    __m256 xm = _mm256_sub_ps(m, _mm256_set1_ps(1.0f)), z = _mm256_mul_ps(xm, xm);
-    __m256 z2 = _mm256_mul_ps(z, z);
-    __m256 q01 = _mm256_fmadd_ps(_mm256_set1_ps(7.0376836292e-2f), xm, _mm256_set1_ps(-1.1514610310e-1f));
-    __m256 q23 = _mm256_fmadd_ps(_mm256_set1_ps(1.1676998740e-1f), xm, _mm256_set1_ps(-1.2420140846e-1f));
-    __m256 q45 = _mm256_fmadd_ps(_mm256_set1_ps(1.4249322787e-1f), xm, _mm256_set1_ps(-1.6668057665e-1f));
-    __m256 q67 = _mm256_fmadd_ps(_mm256_set1_ps(2.0000714765e-1f), xm, _mm256_set1_ps(-2.4999993993e-1f));
-    __m256 q03 = _mm256_fmadd_ps(q01, z, q23), q47 = _mm256_fmadd_ps(q45, z, q67);
-    __m256 q = _mm256_fmadd_ps(_mm256_fmadd_ps(q03, z2, q47), xm, _mm256_set1_ps(3.3333331174e-1f));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(xm, z), q);
-    y = _mm256_fmadd_ps(e, _mm256_set1_ps(LC_LN2_LO), y);
-    y = _mm256_fmadd_ps(_mm256_set1_ps(-0.5f), z, y);
-    __m256 r = _mm256_add_ps(xm, y);
-    return _mm256_add_ps(r, _mm256_mul_ps(e, _mm256_set1_ps(LC_LN2_HI)));
-}
-
-LC_TARGET_AVX2 static inline __m256 lc_softplus_e_ps(__m256 x, __m256 *eo) {
-    __m256 e = lc_exp_ps(x);
-    *eo = e;
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 u = _mm256_add_ps(one, e);
-    __m256 u1 = _mm256_sub_ps(u, one);
-    __m256 tiny = _mm256_cmp_ps(u, one, _CMP_EQ_OQ);
-    __m256 safe_u = _mm256_blendv_ps(u, _mm256_set1_ps(2.0f), tiny);
-    __m256 safe_u1 = _mm256_blendv_ps(u1, one, tiny);
-    __m256 r = _mm256_mul_ps(lc_log_ps(safe_u), _mm256_div_ps(e, safe_u1));
-    r = _mm256_blendv_ps(r, e, tiny);
-    __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SOFTPLUS_T), _CMP_GT_OQ);
-    r = _mm256_blendv_ps(r, x, big);
-    /* NaN: exp gave NaN, u NaN -> r NaN; keep x's NaN */
-    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-LC_TARGET_AVX2 static inline __m256 lc_softplus_ps(__m256 x) {
-    __m256 e;
-    return lc_softplus_e_ps(x, &e);
-}
-
-LC_TARGET_AVX2 static inline __m256 lc_sigmoid_ps(__m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
-    __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SIG_LO), _CMP_LT_OQ);
-    if (_mm256_movemask_ps(lo)) r = _mm256_blendv_ps(r, lc_exp_ps(x), lo);
-    return r;
-}
-LC_TARGET_AVX2 static inline __m256 lc_silu_ps(__m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 r = _mm256_div_ps(x, _mm256_add_ps(one, lc_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
-    __m256 lo = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SIG_LO), _CMP_LT_OQ);
-    if (_mm256_movemask_ps(lo)) {
-        __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-200.0f));
-        __m256 nx = _mm256_sub_ps(_mm256_setzero_ps(), xc);
-        __m256 safe = _mm256_blendv_ps(_mm256_set1_ps(100.0f), nx, lo);   /* log needs x > 0 */
-        __m256 t = _mm256_xor_ps(_mm256_set1_ps(-0.0f), lc_exp_ps(_mm256_add_ps(xc, lc_log_ps(safe))));
-        r = _mm256_blendv_ps(r, t, lo);
-    }
-    return r;
-}
-LC_TARGET_AVX2 static inline __m256 lc_dsoftplus_e_ps(__m256 x, __m256 e) {
-    __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(LC_SOFTPLUS_T), _CMP_GT_OQ);
-    __m256 r = _mm256_div_ps(e, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    return _mm256_blendv_ps(r, _mm256_set1_ps(1.0f), big);
-}
-
-LC_TARGET_AVX2 static inline __m256 lc_phi1_ps(__m256 x, __m256 ex) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 absx = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    __m256 far = _mm256_cmp_ps(absx, _mm256_set1_ps(LC_PHI_T), _CMP_GT_OQ);
-    __m256 p = _mm256_set1_ps(1.0f / 362880.0f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 40320.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 5040.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(0.5f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), one);
-    if (_mm256_movemask_ps(far)) {
-        __m256 safe_x = _mm256_blendv_ps(one, x, far);
-        p = _mm256_blendv_ps(p, _mm256_div_ps(_mm256_sub_ps(ex, one), safe_x), far);
-    }
-    return p;
-}
-LC_TARGET_AVX2 static inline __m256 lc_dphi1_ps(__m256 x, __m256 ex, __m256 phi) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 absx = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    __m256 far = _mm256_cmp_ps(absx, _mm256_set1_ps(LC_PHI_T), _CMP_GT_OQ);
-    __m256 p = _mm256_set1_ps(9.0f / 3628800.0f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(8.0f / 362880.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(7.0f / 40320.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(6.0f / 5040.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(5.0f / 720.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(4.0f / 120.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(3.0f / 24.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(2.0f / 6.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, x), _mm256_set1_ps(0.5f));
-    if (_mm256_movemask_ps(far)) {
-        __m256 safe_x = _mm256_blendv_ps(one, x, far);
-        p = _mm256_blendv_ps(p, _mm256_div_ps(_mm256_sub_ps(ex, phi), safe_x), far);
-    }
-    return p;
-}
+#define LC_VEC_W 8
+#include "core/vec.h"
+#include "mathfn/vmath.h"
+#undef LC_VEC_W
 #endif
 
 /* ------------------------------------------------ whole-array entry points */
@@ -472,22 +272,40 @@ static inline double lc_apply_d(int fn, double x) {
     default: return lc_sigmoid_d(x);
     }
 }
-#if LC_X86
-LC_TARGET_AVX2 static void lc_mathfn_avx2(float *out, const float *x, int64_t n, int fn) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i), r;
-        switch (fn) {
-        case LC_FN_EXP: r = lc_exp_ps(v); break;
-        case LC_FN_SOFTPLUS: r = lc_softplus_ps(v); break;
-        case LC_FN_SILU: r = lc_silu_ps(v); break;
-        case LC_FN_EXP2: r = lc_exp2_ps(v); break;
-        default: r = lc_sigmoid_ps(v); break;
-        }
-        _mm256_storeu_ps(out + i, r);
-    }
-    for (; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
+/* ---------------------------------------------------------------- GELU (tanh form)
+ * z = c (u + ((a u) u) u), t = tanh(z) = 1 - 2 / (exp(2 z) + 1) (absolute error
+ * ~1 ulp of 1, all GELU needs: it uses 1 + t and 1 - t t), y = (0.5 u)(1 + t);
+ * backward: dx = dy (0.5 (1 + t) + (((0.5 u)(1 - t t)) c)(1 + ((3 a) u) u)).
+ * Scalar and AVX2 bodies do the same operations in the same order. */
+#define LC_GELU_C 0.7978845608028654f   /* sqrt(2 / pi) */
+#define LC_GELU_A 0.044715f
+static inline float lc_gelu_tf(float u) {
+    float z = LC_GELU_C * (u + ((LC_GELU_A * u) * u) * u);
+    return 1.0f - 2.0f / (lc_expf(z + z) + 1.0f);
 }
+static inline float lc_gelu_yf(float u, float t) { return (0.5f * u) * (1.0f + t); }
+static inline float lc_gelu_dxf(float dy, float u, float t) {
+    float w = ((3.0f * LC_GELU_A) * u) * u + 1.0f;
+    float v = (((0.5f * u) * (1.0f - t * t)) * LC_GELU_C) * w;
+    return dy * ((t + 1.0f) * 0.5f + v);
+}
+/* SiLU's backward: dx = (dy + dy2) * s (1 + x (1 - s)), s = sigmoid(x), dy2 optional
+ * (NULL); each step rounded as the numpy sequence 1 - s, * x, + 1, * s, * dy. */
+static inline float lc_silu_dxf(float dy, float x) {
+    float s = lc_sigmoidf(x), d = 1.0f - s;
+    d = d * x;
+    d = d + 1.0f;
+    d = d * s;
+    return d * dy;
+}
+/* the AVX2 row loops (lc_mathfn_row_avx2, lc_gelu_avx2, lc_gelu_bwd_avx2, lc_silu_bwd_avx2):
+ * csrc/mathfn/vrows.h at 8 lanes; csrc/mathfn/x86/avx512.c compiles it at 16 */
+#if LC_X86
+#define LC_VR_NAME(n) lc_##n##_avx2
+#define LC_VR_FN LC_TARGET_AVX2 static
+#include "mathfn/vrows.h"
+#undef LC_VR_NAME
+#undef LC_VR_FN
 #endif
 /* fn over n values on the calling thread (a row of a caller's own loop) */
 static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
@@ -495,7 +313,7 @@ static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, 
     if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(mathfn_row)(out, x, n, fn); return; }
 #endif
 #if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_mathfn_avx2(out, x, n, fn); return; }
+    if (isa >= LC_ISA_AVX2) { lc_mathfn_row_avx2(out, x, n, fn); return; }
 #endif
     (void)isa;
     for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
@@ -531,52 +349,6 @@ static void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int n
     for (int64_t i = 0; i < n; i++) out[i] = lc_apply_d(fn, x[i]);
 }
 
-/* ---------------------------------------------------------------- GELU (tanh form)
- * z = c (u + ((a u) u) u), t = tanh(z) = 1 - 2 / (exp(2 z) + 1) (absolute error
- * ~1 ulp of 1, all GELU needs: it uses 1 + t and 1 - t t), y = (0.5 u)(1 + t);
- * backward: dx = dy (0.5 (1 + t) + (((0.5 u)(1 - t t)) c)(1 + ((3 a) u) u)).
- * Scalar and AVX2 bodies do the same operations in the same order. */
-#define LC_GELU_C 0.7978845608028654f   /* sqrt(2 / pi) */
-#define LC_GELU_A 0.044715f
-static inline float lc_gelu_tf(float u) {
-    float z = LC_GELU_C * (u + ((LC_GELU_A * u) * u) * u);
-    return 1.0f - 2.0f / (lc_expf(z + z) + 1.0f);
-}
-static inline float lc_gelu_yf(float u, float t) { return (0.5f * u) * (1.0f + t); }
-static inline float lc_gelu_dxf(float dy, float u, float t) {
-    float w = ((3.0f * LC_GELU_A) * u) * u + 1.0f;
-    float v = (((0.5f * u) * (1.0f - t * t)) * LC_GELU_C) * w;
-    return dy * ((t + 1.0f) * 0.5f + v);
-}
-#if LC_X86
-LC_TARGET_AVX2 static void lc_gelu_avx2(float *y, float *t, const float *u, int64_t n) {
-    const __m256 c = _mm256_set1_ps(LC_GELU_C), a = _mm256_set1_ps(LC_GELU_A);
-    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 uu = _mm256_loadu_ps(u + i);
-        __m256 z = _mm256_mul_ps(c, _mm256_add_ps(uu, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(a, uu), uu), uu)));
-        __m256 tt = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(lc_exp_ps(_mm256_add_ps(z, z)), one)));
-        _mm256_storeu_ps(t + i, tt);
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(half, uu), _mm256_add_ps(one, tt)));
-    }
-    for (; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
-}
-LC_TARGET_AVX2 static void lc_gelu_bwd_avx2(float *dx, const float *dy, const float *u, const float *t, int64_t n) {
-    const __m256 c = _mm256_set1_ps(LC_GELU_C), a3 = _mm256_set1_ps(3.0f * LC_GELU_A);
-    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 uu = _mm256_loadu_ps(u + i), tt = _mm256_loadu_ps(t + i);
-        __m256 w = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(a3, uu), uu), one);
-        __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, uu),
-                                                             _mm256_sub_ps(one, _mm256_mul_ps(tt, tt))), c), w);
-        __m256 g = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(tt, one), half), v);
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), g));
-    }
-    for (; i < n; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
-}
-#endif
 /* one run of each elementwise kernel below, by isa */
 static inline void lc_gelu_run(float *y, float *t, const float *u, int64_t n, int isa) {
 #if LC_MATHFN_X86
@@ -607,29 +379,6 @@ static void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const fl
     LC_FOR_EW_CHUNKS(n, nthreads, lc_gelu_bwd_run(dx + i0, dy + i0, u + i0, t + i0, len, isa););
 }
 
-/* SiLU's backward: dx = (dy + dy2) * s (1 + x (1 - s)), s = sigmoid(x), dy2 optional
- * (NULL); each step rounded as the numpy sequence 1 - s, * x, + 1, * s, * dy. */
-static inline float lc_silu_dxf(float dy, float x) {
-    float s = lc_sigmoidf(x), d = 1.0f - s;
-    d = d * x;
-    d = d + 1.0f;
-    d = d * s;
-    return d * dy;
-}
-#if LC_X86
-LC_TARGET_AVX2 static void lc_silu_bwd_avx2(float *dx, const float *dy, const float *dy2, const float *x, int64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 xx = _mm256_loadu_ps(x + i), s = lc_sigmoid_ps(xx), g = _mm256_loadu_ps(dy + i);
-        if (dy2) g = _mm256_add_ps(g, _mm256_loadu_ps(dy2 + i));
-        __m256 d = _mm256_mul_ps(_mm256_sub_ps(one, s), xx);
-        d = _mm256_mul_ps(_mm256_add_ps(d, one), s);
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(d, g));
-    }
-    for (; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
-}
-#endif
 static inline void lc_silu_bwd_run(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa) {
 #if LC_MATHFN_X86
     if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(silu_bwd)(dx, dy, dy2, x, n); return; }

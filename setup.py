@@ -133,32 +133,31 @@ FAMILIES = [
         ("avx2", ["csrc/gradtables/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/gradtables/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_GT_SIMDE", twin="_simde_gt", calls=[]),
-    dict(name="mathfn", module="mamba", sources=[], bodies=[
+    dict(name="mathfn", module="mathfn", sources=[], bodies=[
         ("avx512", ["csrc/mathfn/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_MATHFN_SIMDE", twin="_simde_mamba", calls=[]),
+        simde="LC_MATHFN_SIMDE", twin="_simde_mathfn", calls=[]),
     # causal conv1d: conv.h's loops compiled with the AVX-512 flags
-    dict(name="conv", module="mamba", sources=[], bodies=[
+    dict(name="conv", module="conv", sources=[], bodies=[
         ("avx512", ["csrc/conv/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_CONV_SIMDE", twin="_simde_mamba", calls=[]),
+        simde="LC_CONV_SIMDE", twin="_simde_conv", calls=[]),
     # the selective scan: scan_impl.h at 16 lanes
-    dict(name="scan", module="mamba", sources=[], bodies=[
+    dict(name="scan", module="scan", sources=[], bodies=[
         ("avx512", ["csrc/scan/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_SCAN_SIMDE", twin="_simde_mamba", calls=[]),
+        simde="LC_SCAN_SIMDE", twin="_simde_scan", calls=[]),
     dict(name="optim", module="optim", sources=[], bodies=[
         ("avx512", ["csrc/optim/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_OPTIM_SIMDE", twin="_simde_optim", calls=[]),
     # the norms (one source x86/body.h): AVX2 (8 rows a vector) and AVX-512 (16)
-    dict(name="norm", module="decode", sources=[], bodies=[
+    dict(name="norm", module="norm", sources=[], bodies=[
         ("avx2", ["csrc/norm/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/norm/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_NORM_SIMDE", twin="_simde_decode", calls=[]),
+        simde="LC_NORM_SIMDE", twin="_simde_norm", calls=[]),
     # causal softmax rows (header-only; the math functions' bodies)
-    dict(name="softmax", module="decode", sources=[], bodies=[], simde=None, twin="_simde_decode",
-         calls=["mathfn"]),
-    # decode attention (its scores: the sgemm's chains; decode.pyx's softmax: the math functions)
-    dict(name="attn", module="decode", sources=[], bodies=[
+    dict(name="softmax", module="softmax", sources=[], bodies=[], simde=None, twin=None, calls=["mathfn"]),
+    # decode attention (its scores: the sgemm's chains)
+    dict(name="attn", module="attn", sources=[], bodies=[
         ("avx512", ["csrc/attn/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_ATTN_SIMDE", twin="_simde_decode", calls=["sgemm", "mathfn"]),
+        simde="LC_ATTN_SIMDE", twin="_simde_attn", calls=["sgemm"]),
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),

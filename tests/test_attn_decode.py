@@ -7,7 +7,7 @@ import pytest
 
 import lutcore
 from lutcore import _simd
-from lutcore._native import decode as _d
+from lutcore._native import attn as _d, softmax as _sm
 from lutcore._native import models as _m
 from lutcore.ops import matmul
 
@@ -67,10 +67,10 @@ def test_softmax_causal_rows(rng, simd, KV, g, T, pos, S, window):
     want = _softmax_ref(s, T, pos, window)
     for nt in (1, 2):
         got = s.copy()
-        _d.softmax_causal(got, T, pos, window, _simd.isa(), nt)
+        _sm.softmax_causal(got, T, pos, window, _simd.isa(), nt)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     with pytest.raises(ValueError, match="T"):
-        _d.softmax_causal(s.copy(), 0, pos, window, _simd.isa(), 1)
+        _sm.softmax_causal(s.copy(), 0, pos, window, _simd.isa(), 1)
 
 
 def test_rope_rows_equal_numpy_steps(rng):

@@ -278,7 +278,7 @@ def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
     ds = rng.standard_normal((2 * 3, L, L)).astype(np.float32)
     want = _softmax_bwd_reference(ds.astype(np.float64), att.reshape(-1, L, L).astype(np.float64), 0.25)
     got = ds.copy()
-    from lutcore._native import decode as rows
+    from lutcore._native import softmax as rows
     rows.softmax_causal_backward(got, np.ascontiguousarray(att.reshape(-1, L, L)), L, 0, 0.25, 2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="att"):

@@ -171,7 +171,7 @@ def test_gemv_prepacked_bits_equal_generic(runner, K, N):
 
 
 def test_gemv_body_named():
-    from lutcore._native import decode as _d
+    from lutcore._native import sgemm as _d
     key = "sgemv (decode, ops.matmul M = 1)"
     assert _d.body_names(0)[key] == "generic"
     if _simd._features & AVX512:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from lutcore import _simd
-from lutcore.kernels import decode as _rows
+from lutcore.kernels import norm as _rows
 from lutcore.kernels import elementwise as _ew
 from lutcore._threads import resolve_threads
 from lutcore.ops.matmul import matmul

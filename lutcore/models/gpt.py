@@ -40,7 +40,7 @@ import numpy as np
 from lutcore.models.unitmm import unit_backward_arg
 from lutcore import _check, _simd, _threads
 from lutcore._alloc import reusing
-from lutcore.kernels import decode as _rows
+from lutcore.kernels import softmax as _rows
 from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel

@@ -1,4 +1,5 @@
-# The C interface of csrc/sgemm/sgemm.h, shared by the modules that call it.
+# The C interface of csrc/sgemm/sgemm.h: declarations only (the paired sgemm.pyx sees them;
+# a SIMDe twin includes this file before sgemm.pyx).
 from libc.stdint cimport int64_t
 
 cdef extern from "sgemm/sgemm.h" nogil:
@@ -6,6 +7,7 @@ cdef extern from "sgemm/sgemm.h" nogil:
                       const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                       int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads)
     const char *lc_sgemm_body_name(int isa)
+    const char *lc_sgemv_body_name(int isa)
     size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K)
     void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc)
     int LC_SNR

@@ -21,10 +21,11 @@
  *   LC_VF_NAME(n)           a helper's name at this width: lc_<n>_ps (8), z_<n> (16)
  *   LOADU STOREU SET1 ZERO  memory and constants; LOADN / STOREN: the first n < W lanes only
  *                           (the others read as 0, memory past them untouched)
- *   ADD SUB MUL DIV FMA     arithmetic (FMA(a, b, c) = a b + c, one rounding)
+ *   ADD SUB MUL DIV FMA     arithmetic (FMA(a, b, c) = a b + c, one rounding); SQRT
  *   MAX MIN AND XOR ABS     lane-wise (MAX/MIN: the instruction's NaN rule, second operand)
  *   ROUND                   to nearest even, no exception
- *   CMP(a, b, pred)         a mask (pred: _CMP_*);  BLEND(a, b, m): b where m, else a
+ *   CMP(a, b, pred)         a mask (pred: _CMP_*);  BLEND(a, b, m): b where m, else a;
+ *                           MASKZ(m, a): a where m, else +0
  *   ANY(m), BITS(m)         m has a lane set; its lanes as the bits of an int
  *   CVT_I(v), CVT_F(i)      float -> int32 (current rounding: nearest even), int32 -> float
  *   CAST_I(v), CAST_F(i)    bit casts
@@ -60,6 +61,8 @@
 #undef LC_VF_AND
 #undef LC_VF_XOR
 #undef LC_VF_ABS
+#undef LC_VF_SQRT
+#undef LC_VF_MASKZ
 #undef LC_VF_ROUND
 #undef LC_VF_CMP
 #undef LC_VF_BLEND
@@ -107,6 +110,8 @@
 #define LC_VF_AND(a, b) _mm256_and_ps(a, b)
 #define LC_VF_XOR(a, b) _mm256_xor_ps(a, b)
 #define LC_VF_ABS(a) _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))
+#define LC_VF_SQRT(a) _mm256_sqrt_ps(a)
+#define LC_VF_MASKZ(m, a) _mm256_and_ps(a, m)
 #define LC_VF_ROUND(a) _mm256_round_ps(a, LC_VF_RNE_)
 #define LC_VF_CMP(a, b, pred) _mm256_cmp_ps(a, b, pred)
 #define LC_VF_BLEND(a, b, m) _mm256_blendv_ps(a, b, m)
@@ -166,6 +171,8 @@ LC_TARGET_AVX2 static inline float lc_vf8_hsum_(__m256 v) {
 #define LC_VF_AND(a, b) _mm512_and_ps(a, b)
 #define LC_VF_XOR(a, b) _mm512_xor_ps(a, b)
 #define LC_VF_ABS(a) _mm512_and_ps(a, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff)))
+#define LC_VF_SQRT(a) _mm512_sqrt_ps(a)
+#define LC_VF_MASKZ(m, a) _mm512_maskz_mov_ps(m, a)
 #define LC_VF_ROUND(a) _mm512_roundscale_ps(a, LC_VF_RNE_)
 #define LC_VF_CMP(a, b, pred) _mm512_cmp_ps_mask(a, b, pred)
 #define LC_VF_BLEND(a, b, m) _mm512_mask_blend_ps(m, a, b)

@@ -65,31 +65,16 @@ static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v
     }
 }
 
+/* the AVX2 body lc_adamw_avx2: csrc/optim/vadamw.h at 8 lanes (x86/avx512.c compiles it at 16) */
 #if LC_X86
-LC_TARGET_AVX2 static void lc_adamw_avx2(float *p, const float *g, float *m, float *v, int64_t n,
-                                         const lc_adamw_hp *h) {
-    const __m256 b1 = _mm256_set1_ps(h->b1), b2 = _mm256_set1_ps(h->b2), c1 = _mm256_set1_ps(h->c1),
-                 c2 = _mm256_set1_ps(h->c2), eps = _mm256_set1_ps(h->eps), ss = _mm256_set1_ps(h->step_size),
-                 decay = _mm256_set1_ps(h->decay), isb = _mm256_set1_ps(h->inv_sqrt_bc2),
-                 gs = _mm256_set1_ps(h->gscale), md = _mm256_set1_ps(h->max_delta),
-                 nmd = _mm256_set1_ps(-h->max_delta), fmax = _mm256_set1_ps(FLT_MAX_),
-                 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const int clampit = h->max_delta > 0.0f;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 gg = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gg));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(c2, _mm256_mul_ps(gg, gg)));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 s = _mm256_div_ps(_mm256_mul_ps(mi, ss), _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), isb), eps));
-        __m256 ok = _mm256_cmp_ps(_mm256_and_ps(s, absmask), fmax, _CMP_LE_OQ);
-        s = _mm256_and_ps(s, ok);
-        if (clampit) s = _mm256_min_ps(_mm256_max_ps(s, nmd), md);
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), decay), s));
-    }
-    lc_adamw_generic(p + i, g + i, m + i, v + i, n - i, h);
-}
+#define LC_VEC_W 8
+#include "core/vec.h"
+#undef LC_VEC_W
+#define LC_VR_NAME(n) lc_##n##_avx2
+#define LC_VR_FN LC_TARGET_AVX2 static
+#include "optim/vadamw.h"
+#undef LC_VR_NAME
+#undef LC_VR_FN
 #endif
 
 static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,

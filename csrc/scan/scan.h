@@ -153,33 +153,13 @@ LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
     __m256 lo = _mm256_permute2f128_ps(q0, q1, 0x20), hi = _mm256_permute2f128_ps(q0, q1, 0x31);
     _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
 }
-#define LC_ST float
-#define LC_VT __m256
-#define LC_VL 8
+/* the vocabulary: csrc/core/vec.h at 8 lanes through vfloat.h */
+#define LC_VEC_W 8
+#include "core/vec.h"
+#undef LC_VEC_W
 #define LC_V_TARGET LC_TARGET_AVX2
 #define LC_V_NAME(x) lc_##x##_avx2
-#define LC_VZERO _mm256_setzero_ps()
-#define LC_VLOAD _mm256_loadu_ps
-#define LC_VSTORE _mm256_storeu_ps
-#define LC_VSET1 _mm256_set1_ps
-#define LC_VADD _mm256_add_ps
-#define LC_VSUB _mm256_sub_ps
-#define LC_VMUL _mm256_mul_ps
-#define LC_VFMA _mm256_fmadd_ps
-#define LC_VEXP lc_exp_ps
-#define LC_VEXP_FAST lc_exp_fast_ps
-#define LC_VEXP2 lc_exp2_ps
-#define LC_VEXP2_FAST lc_exp2_fast_ps
-#define LC_LOG2E_ST LC_LOG2E
-#define LC_VMAXABS lc_maxabs_ps
-#define LC_SMAXABS lc_maxabs_float
-#define LC_VSOFTPLUS lc_softplus_ps
-#define LC_VSIGMOID lc_sigmoid_ps
-#define LC_VSILU lc_silu_ps
-#define LC_VSOFTPLUS_E lc_softplus_e_ps
-#define LC_VDSOFTPLUS_E lc_dsoftplus_e_ps
-#define LC_VPHI1 lc_phi1_ps
-#define LC_VDPHI1 lc_dphi1_ps
+#include "scan/vfloat.h"
 #define LC_VHSUM(p) lc_hsum_ps(_mm256_loadu_ps(p))
 #define LC_VHSUM8 lc_hsum8_ps
 #include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */

@@ -8,16 +8,8 @@
 #include "norm/x86/x86.h"
 
 #if LC_X86
-typedef __m256 V;
-#define NB_W 8
-#define VLD(p) _mm256_loadu_ps(p)
-#define VST(p, v) _mm256_storeu_ps(p, v)
-#define VSET1(f) _mm256_set1_ps(f)
-#define VZERO() _mm256_setzero_ps()
-#define VADD(a, b) _mm256_add_ps(a, b)
-#define VSUB(a, b) _mm256_sub_ps(a, b)
-#define VMUL(a, b) _mm256_mul_ps(a, b)
-#define VDIV(a, b) _mm256_div_ps(a, b)
+#define LC_VEC_W 8
+#include "core/vec.h"
 #define VTR(v) lc_tr8x8(v)
 #include "body.h"
 #endif

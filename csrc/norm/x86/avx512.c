@@ -8,17 +8,8 @@
 #include "core/transpose.h"   /* the 16 x 16 transpose */
 
 #if LC_X86
-typedef __m512 V;
-#define NB_W 16
-#define VLD(p) _mm512_loadu_ps(p)
-#define VST(p, v) _mm512_storeu_ps(p, v)
-#define VSET1(f) _mm512_set1_ps(f)
-#define VZERO() _mm512_setzero_ps()
-#define VADD(a, b) _mm512_add_ps(a, b)
-#define VSUB(a, b) _mm512_sub_ps(a, b)
-#define VMUL(a, b) _mm512_mul_ps(a, b)
-#define VDIV(a, b) _mm512_div_ps(a, b)
-
+#define LC_VEC_W 16
+#include "core/vec.h"
 #define VTR(v) lc_a_tr16(v)
 #include "body.h"
 #endif

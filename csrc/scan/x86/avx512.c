@@ -27,33 +27,13 @@ LC_AI void z_fold8(float *p, __m512 v) {
     _mm256_storeu_ps(p, _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-#define LC_ST float
-#define LC_VT __m512
-#define LC_VL 16
+/* the vocabulary: csrc/core/vec.h at 16 lanes through vfloat.h */
+#define LC_VEC_W 16
+#include "core/vec.h"
+#undef LC_VEC_W
 #define LC_V_TARGET
 #define LC_V_NAME(x) lc_##x##_z
-#define LC_VZERO _mm512_setzero_ps()
-#define LC_VLOAD _mm512_loadu_ps
-#define LC_VSTORE _mm512_storeu_ps
-#define LC_VSET1 _mm512_set1_ps
-#define LC_VADD _mm512_add_ps
-#define LC_VSUB _mm512_sub_ps
-#define LC_VMUL _mm512_mul_ps
-#define LC_VFMA _mm512_fmadd_ps
-#define LC_VEXP z_exp
-#define LC_VEXP_FAST z_exp_fast
-#define LC_VEXP2 z_exp2
-#define LC_VEXP2_FAST z_exp2_fast
-#define LC_LOG2E_ST LC_LOG2E
-#define LC_VMAXABS z_maxabs
-#define LC_SMAXABS lc_maxabs_float
-#define LC_VSOFTPLUS z_softplus
-#define LC_VSIGMOID z_sigmoid
-#define LC_VSILU z_silu
-#define LC_VSOFTPLUS_E z_softplus_e
-#define LC_VDSOFTPLUS_E z_dsoftplus_e
-#define LC_VPHI1 z_phi1
-#define LC_VDPHI1 z_dphi1
+#include "scan/vfloat.h"
 #define LC_VFOLD8 z_fold8
 #define LC_VHSUM(p) lc_hsum_ps(_mm256_loadu_ps(p))
 #define LC_VHSUM8 lc_hsum8_ps

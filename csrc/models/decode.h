@@ -27,12 +27,12 @@
 
 #include <math.h>
 #include "core/common.h"
-#include "lutcore/mathfn.h"
-#include "lutcore/softmax.h"
-#include "lutcore/norm.h"
-#include "lutcore/attn.h"
+#include "mathfn/mathfn.h"
+#include "softmax/softmax.h"
+#include "norm/norm.h"
+#include "attn/attn.h"
 #include "gemm/gemm.h"
-#include "lutcore/sgemm.h"
+#include "sgemm/sgemm.h"
 
 enum { LC_DLIN_FLOAT = 0, LC_DLIN_EXACT = 1, LC_DLIN_TABLE = 2 };
 
@@ -185,7 +185,7 @@ static void lc_dec_head(const lc_dlayer *L, lc_dctx *c, int64_t kv, int64_t pos,
     lc_dec_rope_head(c->rq + Q + kv * hd, c->qkvb + Q + kv * hd, cs, sn, half);
     memcpy(L->Kc + (kv * L->cap + pos) * hd, c->rq + Q + kv * hd, (size_t)hd * sizeof(float));
     memcpy(L->Vc + (kv * L->cap + pos) * hd, c->qkvb + Q + KVd + kv * hd, (size_t)hd * sizeof(float));
-    /* scores (g, S) = q (g, hd) @ K^T: the sgemm's chains (lutcore/attn.h) */
+    /* scores (g, S) = q (g, hd) @ K^T: the sgemm's chains (csrc/attn/attn.h) */
     lc_attn_scores(c->sc + kv * g * S, S, q + kv * g * hd, hd, g, L->Kc + kv * L->cap * hd, S, hd,
                    c->kt + kv * LC_ATTN_KT(hd), isa);
     for (int64_t r = kv * g; r < (kv + 1) * g; r++) lc_softmax_row(c->sc + r * S, S, pos, L->window, isa);

@@ -2,11 +2,11 @@
 # paired models.pyx sees them; a SIMDe twin includes this file before models.pyx).
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
 
-cdef extern from "lutcore/attn.h" nogil:
+cdef extern from "attn/attn.h" nogil:
     int64_t LC_ATTN_KT(int64_t hd)
     const char *lc_attn_body_name(int isa)
 
-cdef extern from "lutcore/sgemm.h" nogil:
+cdef extern from "sgemm/sgemm.h" nogil:
     const char *lc_sgemv_body_name(int isa)
 
 cdef extern from "models/decode.h" nogil:

@@ -19,7 +19,7 @@ cnp.import_array()
 
 
 def kt_floats(int64_t hd):
-    """Floats of the scores' transposed-key scratch per KV head (lutcore/attn.h LC_ATTN_KT)."""
+    """Floats of the scores' transposed-key scratch per KV head (csrc/attn/attn.h LC_ATTN_KT)."""
     return LC_ATTN_KT(hd)
 
 
@@ -71,7 +71,7 @@ cdef class DecodeLayer:
     def __init__(self, Linear qkv, Linear o, Linear up, Linear down, n1w, n2w, int64_t heads, int64_t kv_heads,
                  int64_t head_dim, int64_t inter, double eps, double scale, int64_t window, dict scratch):
         """scratch: h (C), qkv (Q + 2 KVd), rq (Q + KVd), att (Q), o (C), up (2 I), scores (H * smax),
-        kt (KV * kt_floats(hd): each KV head's transposed key block, lutcore/attn.h); smax: the
+        kt (KV * kt_floats(hd): each KV head's transposed key block, csrc/attn/attn.h); smax: the
         longest context.  Layers of a stage share one scratch."""
         self.keep = (qkv, o, up, down, n1w, n2w, dict(scratch))
         self.d.qkv, self.d.o, self.d.up, self.d.down = qkv.d, o.d, up.d, down.d

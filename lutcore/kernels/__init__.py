@@ -10,8 +10,10 @@ modules themselves (imported on first use), so ``lutcore._threads.record()`` see
 call made through them.
 
     _cpu         CPU features, OpenMP facts          alloc    page-aligned buffers
-    gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM
-    decode       norms, softmax, attention           mamba    scan, conv1d, math functions
+    gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM (and the decode GEMV)
+    mathfn       exp, silu, sigmoid, softplus, GELU  norm     RMSNorm, LayerNorm rows
+    softmax      causal softmax rows                 attn     decode attention products
+    scan         the selective scan                  conv     causal conv1d
     models       the llama decode layer (fused one-token decode), RoPE
     elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
     im2col       conv patches, direct grouped conv
@@ -19,8 +21,8 @@ call made through them.
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "gradtables", "im2col", "mamba", "models", "optim",
-           "sgemm")
+MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "gemm", "gradtables", "im2col", "mathfn", "models", "norm",
+           "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)
 

@@ -13,9 +13,10 @@
  *                    (8 dims per vector, value rows read in place)
  *
  * Layouts: q (R, ldq), sc/p (R, lds), K/V rows hd apart (S, hd), out (R, ldo).
- * The generic body is the scalar chain (fmaf), the reference, for both.  The
- * AVX-512 bodies (attn/x86.h, csrc/attn/x86/avx512.c) run the same chains 16 lanes wide
- * (16 keys a transposed block; 16 dims a vector).  kt, the scores' scratch: LC_ATTN_KT(hd)
+ * The generic body is the scalar chain (fmaf), the reference, for both.  The vector
+ * bodies are written once over csrc/core/vec.h (csrc/attn/vattn.h) and compiled at 8 lanes
+ * here (AVX2) and at 16 by csrc/attn/x86/avx512.c (W keys a transposed block; W dims a
+ * vector).  kt, the scores' scratch: LC_ATTN_KT(hd)
  * floats (enough for either body's transposed block).
  */
 #ifndef LUTCORE_ATTN_H
@@ -52,70 +53,19 @@ static void lc_attn_chain_generic(float *out, int64_t ldo, const float *a, int64
         }
 }
 
+/* the AVX2 bodies lc_attn_scores_avx2 / lc_attn_values_avx2: csrc/attn/vattn.h at 8 lanes
+ * (x86/avx512.c compiles it at 16) */
 #if LC_X86
-/* kt: scratch of hd * 8 floats (the block's keys, transposed) */
-LC_TARGET_AVX2 static void lc_attn_scores_avx2(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R,
-                                               const float *K, int64_t S, int64_t hd, float *kt) {
-    for (int64_t j0 = 0; j0 < S; j0 += 8) {
-        const int64_t nj = S - j0 < 8 ? S - j0 : 8;
-        int64_t i0 = 0;
-        for (; i0 + 8 <= hd; i0 += 8) {           /* kt[i][jj] = K[j0 + jj][i]: 8 x 8 at a time */
-            __m256 v[8];
-            for (int jj = 0; jj < 8; jj++)
-                v[jj] = jj < nj ? _mm256_loadu_ps(K + (j0 + jj) * hd + i0) : _mm256_setzero_ps();
-            lc_tr8x8(v);
-            for (int c = 0; c < 8; c++) _mm256_storeu_ps(kt + (i0 + c) * 8, v[c]);
-        }
-        for (; i0 < hd; i0++)
-            for (int jj = 0; jj < 8; jj++) kt[i0 * 8 + jj] = jj < nj ? K[(j0 + jj) * hd + i0] : 0.0f;
-        for (int64_t r0 = 0; r0 < R; r0 += 8) {     /* up to 8 query rows: independent chains overlap */
-            const int64_t nr = R - r0 < 8 ? R - r0 : 8;
-            __m256 a[8];
-            for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
-            for (int64_t i = 0; i < hd; i++) {
-                __m256 kv = _mm256_loadu_ps(kt + i * 8);
-                for (int k = 0; k < nr; k++) a[k] = _mm256_fmadd_ps(_mm256_set1_ps(q[(r0 + k) * ldq + i]), kv, a[k]);
-            }
-            for (int k = 0; k < nr; k++) {
-                float *dst = sc + (r0 + k) * lds + j0;
-                if (nj == 8) _mm256_storeu_ps(dst, a[k]);
-                else {
-                    float t[8];
-                    _mm256_storeu_ps(t, a[k]);
-                    for (int jj = 0; jj < nj; jj++) dst[jj] = t[jj];
-                }
-            }
-        }
-    }
-}
-
-LC_TARGET_AVX2 static void lc_attn_values_avx2(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R,
-                                               const float *V, int64_t S, int64_t hd) {
-    for (int64_t r = 0; r < R; r++) {
-        const float *pr = p + r * ldp;
-        int64_t d0 = 0;
-        for (; d0 + 64 <= hd; d0 += 64) {          /* 8 vectors of running chains */
-            __m256 a[8];
-            for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
-            for (int64_t j = 0; j < S; j++) {
-                __m256 pj = _mm256_set1_ps(pr[j]);
-                const float *vr = V + j * hd + d0;
-                for (int k = 0; k < 8; k++) a[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8 * k), a[k]);
-            }
-            for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + r * ldo + d0 + 8 * k, a[k]);
-        }
-        for (; d0 + 8 <= hd; d0 += 8) {
-            __m256 a = _mm256_setzero_ps();
-            for (int64_t j = 0; j < S; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(pr[j]), _mm256_loadu_ps(V + j * hd + d0), a);
-            _mm256_storeu_ps(out + r * ldo + d0, a);
-        }
-        for (; d0 < hd; d0++) {
-            float s = 0.0f;
-            for (int64_t j = 0; j < S; j++) s = fmaf(pr[j], V[j * hd + d0], s);
-            out[r * ldo + d0] = s;
-        }
-    }
-}
+#define LC_VEC_W 8
+#include "core/vec.h"
+#undef LC_VEC_W
+#define LC_VR_NAME(n) lc_##n##_avx2
+#define LC_VR_FN LC_TARGET_AVX2 static
+#define LC_VA_TR(v) lc_tr8x8(v)
+#include "attn/vattn.h"
+#undef LC_VR_NAME
+#undef LC_VR_FN
+#undef LC_VA_TR
 #endif
 
 /* the body lc_attn_scores/values run for `isa`, for show_config */

@@ -114,6 +114,8 @@ VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
 FAMILIES = [
     dict(name="core", module="_cpu", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="alloc", module="alloc", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    # the exact float32 summation of the data-parallel reduction: plain C, no ISA bodies
+    dict(name="exactsum", module="exactsum", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="gemm", module="gemm", sources=[], bodies=[
         ("avx512", ["csrc/gemm/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vnni", ["csrc/gemm/x86/avx512_vnni.c"], VNNI_FLAGS),

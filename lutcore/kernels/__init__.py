@@ -18,10 +18,11 @@ call made through them.
     elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
     im2col       conv patches, direct grouped conv
     gradtables   the gradient-table backward pass (lutcore.torch backward="table")
+    exactsum     the exact float32 summation (the data-parallel gradient reduction)
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "gemm", "gradtables", "im2col", "mathfn", "models", "norm",
+MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn", "models", "norm",
            "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)

@@ -21,11 +21,16 @@ per tensor [lo, lo + nl) that grows to cover what was added (the limb above the 
 one written stays as headroom for carries and the sign).  A term adds +-(m << (s % 32))
 (< 2**56) into limb s // 32; limbs are carry-normalised (low limbs in [0, 2**32), top
 limb signed) at least every ``_LAZY`` additions, so no int64 overflows.  Merging two
-accumulators is integer addition of aligned limbs.  Everything is vectorised numpy.
+accumulators is integer addition of aligned limbs.  The element passes — adding an array
+(decompose + scatter into its limb), carry normalisation and the final rounding — run
+natively (csrc/exactsum/exactsum.h, OpenMP over elements: any thread count, the same
+bits); ``native=False`` runs the vectorised numpy passes kept here as their reference.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from lutcore import _threads
 
 __all__ = ["ExactSum", "exact_sum", "GradSum"]
 
@@ -48,6 +53,12 @@ def _decompose(x: np.ndarray):
     return c, s >> 5, finite
 
 
+def _xsum():
+    """The native passes (csrc/exactsum): imported on first use."""
+    from lutcore.kernels import exactsum
+    return exactsum
+
+
 def _normalise(limbs: np.ndarray) -> None:
     """Carry-propagate (nl, n) in place: limbs 0..nl-2 in [0, 2**32), the top one signed."""
     carry = np.empty(limbs.shape[1], np.int64)
@@ -64,7 +75,9 @@ class ExactSum:
     rounds once to float32.  ``to_wire()`` / ``from_wire()``: a compact picklable form
     (normalised limbs as uint32 and the top limb as int64) for sending between processes."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, threads=None, native=True):
+        self.threads = _threads.resolve_threads(threads)             # the native passes' team size
+        self.native = bool(native)                                    # False: the numpy passes (the reference)
         self.shape = tuple(int(d) for d in shape)
         self.n = int(np.prod(self.shape, dtype=np.int64))
         self.lo = 0
@@ -98,6 +111,8 @@ class ExactSum:
         if x.shape != self.shape:
             raise ValueError(f"x: expected shape {self.shape}, got {x.shape}")
         x = np.ascontiguousarray(x).reshape(-1)                       # (n,)
+        if self.native:
+            return self._add_native(x)
         c, q, finite = _decompose(x)
         if not finite.all():
             bad = x[~finite]
@@ -113,6 +128,23 @@ class ExactSum:
         self._cover(qmin, qmax)
         for t in range(max(qmin, self.lo), qmax + 1):                 # each element into its one limb
             self.limbs[t - self.lo] += np.where(q == t, c, 0)
+        return self._added()
+
+    def _add_native(self, x: np.ndarray) -> "ExactSum":
+        """add() through csrc/exactsum (the same limbs, flags and window as the numpy passes)."""
+        xs = _xsum()
+        qmin, qmax, nonfinite = xs.limb_range(x, self.threads)
+        if nonfinite:
+            self._flag(slice(0, 0), 0)                                # allocate the flags
+        if qmax < 0:                                                  # nothing finite and nonzero
+            if nonfinite:
+                xs.add(np.zeros((0, self.n), np.int64), 0, x, self.flags, self.threads)
+            return self
+        self._cover(qmin, qmax)
+        xs.add(self.limbs, self.lo, x, self.flags if nonfinite else None, self.threads)
+        return self._added()
+
+    def _added(self) -> "ExactSum":
         self._pending += 1
         if self._pending >= _LAZY:
             self.normalise()
@@ -120,11 +152,12 @@ class ExactSum:
 
     def normalise(self) -> None:
         if self.limbs.shape[0] and self._pending:
-            _normalise(self.limbs)
+            norm = _xsum().normalise if self.native else (lambda L, t: _normalise(L))
+            norm(self.limbs, self.threads)
             top = self.limbs[-1]
             if np.abs(top).max(initial=0) >= (1 << 40):                # keep the top limb small
                 self._cover(self.lo, self.lo + self.limbs.shape[0] - 1)
-                _normalise(self.limbs)
+                norm(self.limbs, self.threads)
         self._pending = 0
 
     def merge(self, other: "ExactSum") -> "ExactSum":
@@ -160,6 +193,8 @@ class ExactSum:
 
     def _round(self) -> np.ndarray:
         nl = self.limbs.shape[0]
+        if self.native and nl <= _xsum().MAX_LIMBS:
+            return _xsum().round_f32(self.limbs, self.lo, self.threads)
         L = np.zeros((nl + 2, self.n), np.int64)                      # (nl+2, n): a zero below, one above
         L[1:-1] = self.limbs
         _normalise(L)
@@ -232,21 +267,22 @@ def exact_sum(arrays) -> np.ndarray:
 class GradSum:
     """{name: ExactSum}: a gradient dict's exact running sum (names in sorted order)."""
 
-    def __init__(self):
+    def __init__(self, threads=None, native=True):
+        self.threads, self.native = _threads.resolve_threads(threads), bool(native)
         self.sums: dict[str, ExactSum] = {}
 
     def add(self, grads: dict) -> "GradSum":
         for k in sorted(grads):
             g = grads[k]
             if k not in self.sums:
-                self.sums[k] = ExactSum(g.shape)
+                self.sums[k] = ExactSum(g.shape, self.threads, self.native)
             self.sums[k].add(np.ascontiguousarray(g, np.float32))
         return self
 
     def merge(self, other: "GradSum") -> "GradSum":
         for k in sorted(other.sums):
             if k not in self.sums:
-                self.sums[k] = ExactSum(other.sums[k].shape)
+                self.sums[k] = ExactSum(other.sums[k].shape, self.threads, self.native)
             self.sums[k].merge(other.sums[k])
         return self
 

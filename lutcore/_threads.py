@@ -88,7 +88,8 @@ def entry(method):
 
 
 # ---------------------------------------------------------------- the debug hook
-_NATIVE = ("attn", "conv", "elementwise", "exactsum", "gemm", "im2col", "mathfn", "norm", "optim", "scan", "sgemm", "softmax")
+_NATIVE = ("attn", "conv", "elementwise", "exactsum", "gemm", "im2col", "mathfn", "norm", "optim", "scan", "sgemm",
+           "softmax")
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ call made through them.
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn", "models", "norm",
-           "optim", "scan", "sgemm", "softmax")
+MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn",
+           "models", "norm", "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)
 

@@ -169,12 +169,11 @@ class ExactSum:
             self.flags |= other.flags
         onl = other.limbs.shape[0]
         if onl:
-            other.normalise()
-            self.normalise()
+            other.normalise()           # its limbs then < 2**40 in magnitude: one addition's worth
             self._cover(other.lo, other.lo + onl - 1)
             off = other.lo - self.lo
             self.limbs[off:off + onl] += other.limbs
-            self._pending = 1
+            return self._added()
         return self
 
     # ---------------------------------------------------------------- out

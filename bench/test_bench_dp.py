@@ -5,7 +5,7 @@ batch 8 x seq 256, micro-batches of 2 rows: 4 per step, 2 per worker at 2 worker
     group                          what is timed
     DP step 2 workers              Trainer.train one step over 2 Ray actors (micro_batch 2)
     DP reduction per step          on the critical path at 2 workers: one worker's 2 GradSum.add
-                                   + the driver's 2 from_wire + merge + result (rounding once)
+                                   + the driver's 2 merge_wire + result (rounding once)
     exact vs float sum             exact_sum of 4 gradient-sized float32 vectors vs numpy a+b+c+d
 
 ``bytes_per_worker``: the accumulator each worker sends plus the parameters it receives,
@@ -82,7 +82,7 @@ def test_dp_reduction_per_step(benchmark):
             parts.append(a.to_wire())
         acc = GradSum()
         for p in parts:
-            acc.merge(GradSum.from_wire(p))
+            acc.merge_wire(p)
         return acc.result()
     # what one step costs on its critical path: one worker's adds (workers run in parallel) + the
     # driver's merge/round; run() does both workers' adds, so the recorded median over-counts by

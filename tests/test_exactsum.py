@@ -146,3 +146,21 @@ def test_native_passes_bad_input():
     with pytest.raises(ValueError, match="limbs: expected at most"):
         xs.round_f32(np.zeros((xs.MAX_LIMBS + 1, 3), np.int64), 0, 1)
     assert xs.limb_range(np.zeros(3, np.float32), 1) == (-1, -1, False)
+
+
+def test_merge_wire_equals_merge_of_from_wire():
+    rng = np.random.default_rng(11)
+    parts = []
+    for _ in range(3):
+        g = GradSum()
+        g.add({"a": wide(rng, 33), "b": (rng.standard_normal((3, 7)) * 1e-3).astype(np.float32)})
+        parts.append(g.to_wire())
+    one, two = GradSum(), GradSum()
+    for w in parts:
+        one.merge(GradSum.from_wire(w))
+        two.merge_wire(w)
+        assert GradSum.wire_nbytes(w) == GradSum.from_wire(w).nbytes_wire()
+    r1, r2 = one.result(), two.result()
+    assert sorted(r1) == sorted(r2) and all(bits_equal(r1[k], r2[k]) for k in r1)
+    with pytest.raises(ValueError, match=r"w: expected an accumulator of shape \(33,\)"):
+        ExactSum((33,)).merge_wire(((34,), 0, None, None, None))

@@ -136,7 +136,7 @@ class TorchDataParallel:
                                  for w, a in enumerate(self.actors)])
             acc, ls = GradSum(), []
             for wire, part in answers:
-                acc.merge(GradSum.from_wire(wire))
+                acc.merge_wire(wire)
                 ls.extend(part)
         red = acc.result()
         inv = np.float32(1.0 / nm)

@@ -234,9 +234,8 @@ class RayWorkers:
         losses = {}
         sent = []
         for wire, ls in answers:
-            part = GradSum.from_wire(wire)
-            sent.append(part.nbytes_wire())
-            acc.merge(part)
+            sent.append(GradSum.wire_nbytes(wire))
+            acc.merge_wire(wire)
             losses.update(dict(ls))
         self.bytes_sent.append({"accumulator": sent,
                                 "params": int(sum(v.nbytes for v in params.values()))})

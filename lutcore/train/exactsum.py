@@ -176,6 +176,25 @@ class ExactSum:
             return self._added()
         return self
 
+    def merge_wire(self, w) -> "ExactSum":
+        """merge(from_wire(w)) without building the int64 copy: the wire's uint32 limbs and int64
+        top limb are added straight into this accumulator's limbs (the same integers)."""
+        shape, lo, low, top, flags = w
+        if tuple(shape) != self.shape:
+            raise ValueError(f"w: expected an accumulator of shape {self.shape}, got {tuple(shape)}")
+        if flags is not None:
+            self._flag(slice(None), 0)
+            self.flags |= np.asarray(flags, np.uint8)
+        if top is not None:
+            onl = low.shape[0] + 1      # a normalised accumulator: limbs < 2**40, one addition's worth
+            self._cover(int(lo), int(lo) + onl - 1)
+            off = int(lo) - self.lo
+            for j in range(onl - 1):
+                self.limbs[off + j] += low[j]
+            self.limbs[off + onl - 1] += top
+            return self._added()
+        return self
+
     # ---------------------------------------------------------------- out
     def result(self) -> np.ndarray:
         """The exact sum rounded once to float32 (nearest, ties to even), with the flags applied."""
@@ -284,6 +303,19 @@ class GradSum:
                 self.sums[k] = ExactSum(other.sums[k].shape, self.threads, self.native)
             self.sums[k].merge(other.sums[k])
         return self
+
+    def merge_wire(self, w: dict) -> "GradSum":
+        """merge(GradSum.from_wire(w)), adding the wire's limbs in place (ExactSum.merge_wire)."""
+        for k in sorted(w):
+            if k not in self.sums:
+                self.sums[k] = ExactSum(w[k][0], self.threads, self.native)
+            self.sums[k].merge_wire(w[k])
+        return self
+
+    @staticmethod
+    def wire_nbytes(w: dict) -> int:
+        """The bytes of a to_wire() form's arrays (what a worker sends)."""
+        return int(sum(sum(a.nbytes for a in e[2:] if a is not None) for e in w.values()))
 
     def result(self) -> dict:
         return {k: self.sums[k].result() for k in sorted(self.sums)}

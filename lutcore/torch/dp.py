@@ -20,7 +20,7 @@ import pickle
 import numpy as np
 import torch
 
-from lutcore import __version__, _check
+from lutcore import _check
 from lutcore.train.exactsum import GradSum
 
 __all__ = ["TorchDataParallel"]
@@ -80,38 +80,13 @@ class TorchDataParallel:
         self.micro_batch = _check.int_arg(micro_batch, "micro_batch", lo=1)
         self.threads = _check.int_arg(threads, "threads", lo=1)
         self.n = None if workers is None else _check.int_arg(workers, "workers", lo=1)
-        self.actors, self._ray, self._owns = [], None, False
-        self.step_timeout = step_timeout
+        self.group = None
         if self.n is not None:
-            import ray
-            from lutcore.train.dp import check_ray_address
-            self._ray = ray
-            if not ray.is_initialized():
-                if address is not None:
-                    check_ray_address(address)
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
-                self._owns = True
-            blob = ray.put(pickle.dumps((model, loss_fn)))
-            cls = ray.remote(_TorchGradWorker)
-            env = {"env_vars": {"OMP_NUM_THREADS": str(self.threads)}}
-            self.actors = [cls.options(num_cpus=0, max_restarts=0, runtime_env=env).remote(i, blob, self.threads)
-                           for i in range(self.n)]
-            self.infos = self._get([a.info.remote() for a in self.actors])
-            for i, inf in enumerate(self.infos):
-                if inf["version"] != __version__:
-                    self.close()
-                    raise ValueError(f"workers: expected lutcore {__version__} on every worker, got lutcore "
-                                     f"{inf['version']} on worker {i}")
-
-    def _get(self, refs):
-        from lutcore.train.dp import WorkerFailure
-        ray = self._ray
-        try:
-            return ray.get(refs, timeout=self.step_timeout)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
-            aid = getattr(e, "actor_id", None)
-            which = next((i for i, a in enumerate(self.actors) if aid and a._actor_id.hex() == aid), None)
-            raise WorkerFailure(f"step: worker {which} failed: {type(e).__name__}", worker=which) from None
+            from lutcore.train.dp import RayWorkers
+            self.group = RayWorkers(self.n, address=address, step_timeout=step_timeout, threads=self.threads,
+                                    worker_cls=_TorchGradWorker,
+                                    worker_args=(pickle.dumps((model, loss_fn)), self.threads))
+            self._ray = self.group._ray
 
     def step(self, optimizer, inputs, targets) -> float:
         """One optimizer step on the batch (rows of ``inputs`` / ``targets``); returns the mean
@@ -132,8 +107,8 @@ class TorchDataParallel:
             acc, ls = _micro_grads(self.model, self.loss_fn, micros, self.threads)
         else:
             state = self._ray.put({k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()})
-            answers = self._get([a.gradients.remote(state, [m for m in micros if m[0] % self.n == w])
-                                 for w, a in enumerate(self.actors)])
+            answers = self.group.get([a.gradients.remote(state, [m for m in micros if m[0] % self.n == w])
+                                      for w, a in enumerate(self.group.actors)], "step")
             acc, ls = GradSum(), []
             for wire, part in answers:
                 acc.merge_wire(wire)
@@ -148,15 +123,9 @@ class TorchDataParallel:
         return float(np.mean([losses[j] for j in range(nm)]))
 
     def close(self):
-        for a in self.actors:
-            try:
-                self._ray.kill(a)
-            except Exception:                        # noqa: BLE001 - already gone
-                pass
-        self.actors = []
-        if self._owns:
-            self._ray.shutdown()
-            self._owns = False
+        if self.group is not None:
+            self.group.close()
+            self.group = None
 
     def __enter__(self):
         return self

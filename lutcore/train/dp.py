@@ -108,10 +108,14 @@ class RayWorkers:
     checked to answer within ``connect_timeout`` seconds.  ``step_timeout``: the longest a
     step waits for its workers.  ``threads``: kernel threads per worker (same bits at any
     count).  ``actor_options``: passed to ``.options()`` of every actor.  A worker whose
-    lutcore version differs from the driver's is refused (ValueError naming both)."""
+    lutcore version differs from the driver's is refused (ValueError naming both).
+    ``worker_cls`` / ``worker_args``: the actor class, built as ``worker_cls(index, *worker_args)``
+    and answering ``info()`` (default: lutcore's own gradient worker, ``(threads,)``); the
+    PyTorch helper (``lutcore.torch.dp``) runs its workers through the same group."""
 
     def __init__(self, n: int, *, address=None, connect_timeout: float = 3.0, step_timeout: float = 120.0,
-                 threads=None, actor_options=None, startup_timeout: float = 120.0):
+                 threads=None, actor_options=None, startup_timeout: float = 120.0, worker_cls=None,
+                 worker_args=None):
         self.n = _check.int_arg(n, "workers", lo=1)
         self.step_timeout = _check.float_arg(step_timeout, "step_timeout", lo=0.0, lo_open=True)
         self.startup_timeout = _check.float_arg(startup_timeout, "startup_timeout", lo=0.0, lo_open=True)
@@ -129,6 +133,8 @@ class RayWorkers:
                 ray.init(include_dashboard=False, log_to_driver=False)
             self._owns_ray = True
         self.threads = threads
+        self.worker_cls = _GradWorker if worker_cls is None else worker_cls
+        self.worker_args = (threads,) if worker_args is None else tuple(worker_args)
         self.actor_options = dict(actor_options or {})
         self.actors, self.infos = [], []
         self._model_id = None
@@ -137,7 +143,7 @@ class RayWorkers:
 
     def _start(self):
         ray = self._ray
-        cls = ray.remote(_GradWorker)
+        cls = ray.remote(self.worker_cls)
         o = {"num_cpus": 0, "max_restarts": 0}
         o.update(self.actor_options)
         env = dict(o.get("runtime_env") or {})
@@ -145,14 +151,14 @@ class RayWorkers:
             env["env_vars"] = {"OMP_NUM_THREADS": str(self.threads), **dict(env.get("env_vars") or {})}
             o["runtime_env"] = env
         try:
-            self.actors = [cls.options(**o).remote(i, self.threads) for i in range(self.n)]
+            self.actors = [cls.options(**o).remote(i, *self.worker_args) for i in range(self.n)]
             refs = [a.info.remote() for a in self.actors]
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.startup_timeout)
             if len(ready) < len(refs):
                 late = [i for i, r in enumerate(refs) if r not in ready]
                 raise WorkerFailure(f"workers: worker {late[0]} did not start within startup_timeout="
                                     f"{self.startup_timeout} s", worker=late[0])
-            self.infos = self._get(refs, "start-up")
+            self.infos = self.get(refs, "start-up")
         except BaseException:
             self.close()
             raise
@@ -184,7 +190,9 @@ class RayWorkers:
                 return i
         return None
 
-    def _get(self, refs, what):
+    def get(self, refs, what):
+        """ray.get of one ref per worker, waiting at most step_timeout: a dead or silent worker
+        raises WorkerFailure naming it; a worker's ValueError/TypeError is re-raised naming it."""
         ray = self._ray
         deadline = time.monotonic() + self.step_timeout
         out = [None] * len(refs)
@@ -222,14 +230,14 @@ class RayWorkers:
         if self._model_id != id(trainer.model):
             import pickle
             blob = ray.put(pickle.dumps(trainer.model))
-            self._get([a.load.remote(blob) for a in self.actors], "load")
+            self.get([a.load.remote(blob) for a in self.actors], "load")
             self._model_id = id(trainer.model)
         params = {k: v for k, v in trainer.model.parameters().items()}
         pref = ray.put(params)
         refs = [a.gradients.remote(pref, [(j, m) for j, m in enumerate(micros) if j % self.n == w],
                                    list(trainable), mixed_precision, scale)
                 for w, a in enumerate(self.actors)]
-        answers = self._get(refs, "step")
+        answers = self.get(refs, "step")
         acc = GradSum()
         losses = {}
         sent = []

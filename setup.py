@@ -1,24 +1,24 @@
 """Build lutcore's native extensions.
 
-Design: every hot kernel lives in a C header under include/lutcore/ and is
-wrapped by a thin Cython module under lutcore/_native/.  AVX2 bodies are
-compiled with per-function ``target`` attributes inside those headers; bodies
-for wider ISAs live in their own translation units under src/<family>/, each
-compiled alone with its ISA's flags into a static library (``X86_BODIES``)
-that every extension links, and chosen at run time from the CPU's features —
-so one binary runs on any x86-64 (and the portable C bodies run everywhere
-else).  The same AVX-512 sources can be compiled once more against SIMDe (the
-headers of the ``simde-py`` package, in the test extra) with AVX2+FMA flags into
-the test-only extensions lutcore._native._simde (gemm), _simde_ew (element-wise),
-_simde_mamba (math functions, conv1d, selective scan), _simde_optim (AdamW), _simde_sgemm,
-_simde_decode (norms, decode attention, the decode layer) and _simde_gt (the
-gradient-table pass), which run them on
-any x86-64.  A normal build (``pip install .``, a wheel, an editable install) never
-builds them and needs no SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the
-body libraries they link), which is what the test suite does on first use
-(tests/simde_twins.py, into a cache outside the package).  The build is never tuned to the
-build machine's CPU and never relaxes IEEE semantics; -ffp-contract=off keeps
-float results identical across paths.
+Design: the C lives in csrc/ (one folder per kernel family, csrc/core/ for the shared pieces;
+families not yet moved still sit in include/lutcore/ and src/<family>/) and is wrapped by thin
+Cython modules under lutcore/_native/.  AVX2 bodies are compiled with per-function ``target``
+attributes inside the headers; bodies for wider ISAs live in their own translation units, each
+compiled alone with its ISA's flags into a static library that every extension links, and chosen
+at run time from the CPU's features -- so one binary runs on any x86-64 (and the portable C bodies
+run everywhere else).  ONE table, ``FAMILIES`` below, names every family's Cython module, generic
+sources, per-ISA bodies with their flags and SIMDe twin; every extension, body library and twin
+is built from it.
+
+The SIMDe twins: the same AVX-512 sources compiled once more against SIMDe (the headers of the
+``simde-py`` package, in the test extra) with AVX2+FMA flags, through .c files this script
+generates into build/simde-src/ (each defines LC_SIMDE and #includes the real body), linked into
+test-only extensions (lutcore._native._simde*, the ``twin`` column) that run them on any x86-64.
+A normal build (``pip install .``, a wheel, an editable install) never builds them and needs no
+SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the body libraries they link), which is
+what the test suite does on first use (tests/simde_twins.py, into a cache outside the package).
+The build is never tuned to the build machine's CPU and never relaxes IEEE semantics;
+-ffp-contract=off keeps float results identical across paths.
 
 OpenMP is used when the compiler supports it; LUTCORE_NO_OPENMP=1 forces a
 serial build; ``lutcore.show_config()`` reports which one you got.  The libraries and
@@ -90,56 +90,122 @@ if HAVE_OMP:
 
 macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("LUTCORE_HAVE_OPENMP", "1" if HAVE_OMP else "0")]
 
-# Per-ISA translation units: (library, sources, ISA flags).  Objects are rebuilt when
-# any header under include/ or src/ changes (setuptools' build_clib compares times).
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64", "x86-64") and sys.platform != "win32"
 AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
-X86_BODIES = [
-    ("lutcore_avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
-    ("lutcore_avx512vnni", ["src/gemm/avx512_vnni.c"], AVX512_FLAGS + ["-mavx512vnni"]),
-    ("lutcore_avx512vbmi", ["src/gemm/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]),
-    ("lutcore_sgemm_avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS),
+VNNI_FLAGS = AVX512_FLAGS + ["-mavx512vnni"]
+VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
+
+# The table of families: every extension, body library and SIMDe twin below is built from it.
+# Add a family (or an ISA body of one) here and nowhere else.  One dict per family:
+#   name     the family; its C lives in csrc/<name>/ (families not yet moved: include/lutcore/<name>.h
+#            and src/<name>/)
+#   module   the Cython module lutcore/_native/<module>.pyx wrapping it (several families may share one)
+#   sources  generic C sources compiled into that extension ([] while the family is header-only)
+#   bodies   [(isa, [sources], flags)]: the per-ISA body files, each compiled alone with its ISA's
+#            flags into the static library lutcore_<name>_<isa> that every extension links
+#   simde    the macro that makes the family bind its SIMDe-compiled bodies, or None (no twin).
+#            The build generates, per avx512* body source, build/simde-src/<name>/<file>.c that
+#            defines LC_SIMDE and #includes the body; they compile with AVX2 flags into
+#            lutcore_simde_<name> (only with LUTCORE_SIMDE_TWINS=1)
+#   twin     the test-only extension lutcore/_native/<twin>.pyx (it includes <module>.pyx) linked
+#            with those copies; families of one module share one twin
+#   calls    other families whose bodies this family's code calls (its twin binds their copies too)
+FAMILIES = [
+    dict(name="core", module="_cpu", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    dict(name="alloc", module="alloc", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    dict(name="gemm", module="gemm", sources=[], bodies=[
+        ("avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
+        ("avx512vnni", ["src/gemm/avx512_vnni.c"], VNNI_FLAGS),
+        ("avx512vbmi", ["src/gemm/avx512_vbmi.c"], VBMI_FLAGS)],
+        simde="LC_GEMM_SIMDE", twin="_simde", calls=[]),
+    dict(name="sgemm", module="sgemm", sources=[], bodies=[
+        ("avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS)],
+        simde="LC_SGEMM_SIMDE", twin="_simde_sgemm", calls=[]),
+    # AVX-512 F/BW, and + VBMI for relu8's byte permutes
+    dict(name="elementwise", module="elementwise", sources=[], bodies=[
+        ("avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
+        ("avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
+        simde="LC_EW_SIMDE", twin="_simde_ew", calls=[]),
+    dict(name="im2col", module="im2col", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16)
+    dict(name="gradtables", module="gradtables", sources=[], bodies=[
+        ("avx2", ["src/gradtables/avx2.c"], AVX2_FLAGS),
+        ("avx512", ["src/gradtables/avx512.c"], AVX512_FLAGS)],
+        simde="LC_GT_SIMDE", twin="_simde_gt", calls=[]),
+    dict(name="mathfn", module="mamba", sources=[], bodies=[
+        ("avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)],
+        simde="LC_MATHFN_SIMDE", twin="_simde_mamba", calls=[]),
+    # causal conv1d: conv.h's loops compiled with the AVX-512 flags
+    dict(name="conv", module="mamba", sources=[], bodies=[
+        ("avx512", ["src/conv/avx512.c"], AVX512_FLAGS)],
+        simde="LC_CONV_SIMDE", twin="_simde_mamba", calls=[]),
+    # the selective scan: scan_impl.h at 16 lanes
+    dict(name="scan", module="mamba", sources=[], bodies=[
+        ("avx512", ["src/scan/avx512.c"], AVX512_FLAGS)],
+        simde="LC_SCAN_SIMDE", twin="_simde_mamba", calls=[]),
+    dict(name="optim", module="optim", sources=[], bodies=[
+        ("avx512", ["src/optim/avx512.c"], AVX512_FLAGS)],
+        simde="LC_OPTIM_SIMDE", twin="_simde_optim", calls=[]),
+    # the norms (one source body.h): AVX2 (8 rows a vector) and AVX-512 (16)
+    dict(name="norm", module="decode", sources=[], bodies=[
+        ("avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
+        ("avx512", ["src/norm/avx512.c"], AVX512_FLAGS)],
+        simde="LC_NORM_SIMDE", twin="_simde_decode", calls=[]),
+    dict(name="attn", module="decode", sources=[], bodies=[
+        ("avx512", ["src/attn/avx512.c"], AVX512_FLAGS)],
+        simde="LC_ATTN_SIMDE", twin="_simde_decode", calls=[]),
+    # the llama decode layer (a model, not a kernel): its twin runs every AVX-512 body it calls
+    dict(name="decode", module="decode", sources=[], bodies=[], simde=None, twin="_simde_decode",
+         calls=["sgemm", "gemm", "mathfn"]),
 ]
-SIMDE_BODIES = ("lutcore_simde", ["src/gemm/simde_avx512.c", "src/gemm/simde_avx512_vnni.c",
-                                  "src/gemm/simde_avx512_vbmi.c", "src/sgemm/simde_sgemm_avx512.c"], AVX2_FLAGS)
-# the element-wise family (src/elementwise/): AVX-512 F/BW, and + VBMI for relu8's byte permutes
-X86_BODIES += [("lutcore_ew_avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
-               ("lutcore_ew_avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])]
-SIMDE_BODIES[1].extend(["src/elementwise/simde_avx512.c", "src/elementwise/simde_avx512_vbmi.c"])
-# the math functions (src/mathfn/): AVX-512 F/DQ
-X86_BODIES += [("lutcore_mathfn_avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/mathfn/simde_avx512.c")
-# AdamW (src/optim/): AVX-512 F/DQ
-X86_BODIES += [("lutcore_optim_avx512", ["src/optim/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/optim/simde_avx512.c")
-# causal conv1d (src/conv/): conv.h's loops compiled with the AVX-512 flags
-X86_BODIES += [("lutcore_conv_avx512", ["src/conv/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/conv/simde_avx512.c")
-# the selective scan (src/scan/): scan_impl.h at 16 lanes, AVX-512 F/DQ
-X86_BODIES += [("lutcore_scan_avx512", ["src/scan/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/scan/simde_avx512.c")
-# the norms (src/norm/, one source body.h): AVX2 (8 rows a vector) and AVX-512 (16)
-X86_BODIES += [("lutcore_norm_avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
-               ("lutcore_norm_avx512", ["src/norm/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/norm/simde_avx512.c")
-# decode attention (src/attn/): AVX-512 F
-X86_BODIES += [("lutcore_attn_avx512", ["src/attn/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/attn/simde_avx512.c")
-# the gradient-table pass (src/gradtables/): AVX2 (8-lane gathers) and AVX-512 (16)
-X86_BODIES += [("lutcore_gt_avx2", ["src/gradtables/avx2.c"], AVX2_FLAGS),
-               ("lutcore_gt_avx512", ["src/gradtables/avx512.c"], AVX512_FLAGS)]
-SIMDE_BODIES[1].append("src/gradtables/simde_avx512.c")
+_BY_NAME = {f["name"]: f for f in FAMILIES}
+
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
 deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
+              + glob.glob(os.path.join("csrc", "**", "*.[ch]"), recursive=True)
               + glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True))
+INCLUDE_DIRS = ["csrc", "include", "src"]
 # LUTCORE_SIMDE_TWINS=1: build only the SIMDe test twins (tests/simde_twins.py sets it).
 SIMDE_TWINS = os.environ.get("LUTCORE_SIMDE_TWINS", "0") not in ("", "0")
 if SIMDE_TWINS and not IS_X86:
     sys.exit("lutcore: LUTCORE_SIMDE_TWINS=1: the SIMDe twins are built on x86-64 (not Windows) only")
-simde_include = None
+SIMDE_SRC = os.path.join("build", "simde-src")
+
+
+def _write_if_changed(path, text):
+    """Write text to path unless it already holds it (an unchanged file keeps its time: no rebuild)."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _simde_twin_sources(fam):
+    """Generate the family's SIMDe twin sources (one per avx512* body source) and return them."""
+    out = []
+    for isa, sources, _flags in fam["bodies"]:
+        if not isa.startswith("avx512"):
+            continue          # the AVX2 bodies run natively on every machine that runs the twins
+        for src in sources:
+            gen = os.path.join(SIMDE_SRC, fam["name"], os.path.basename(src))
+            rel = os.path.relpath(os.path.join(HERE, src), os.path.join(HERE, os.path.dirname(gen)))
+            _write_if_changed(os.path.join(HERE, gen), (
+                f"/* generated by setup.py (its table of families): {src} compiled against SIMDe with\n"
+                f" * AVX2+FMA flags for the test-only twin lutcore._native.{fam['twin']}. */\n"
+                f"#define LC_SIMDE 1\n#include \"{rel.replace(os.sep, '/')}\"\n"))
+            out.append(gen)
+    return out
+
+
 if IS_X86:
+    simde_include = []
     if SIMDE_TWINS:
         try:
             import simde_py
@@ -149,33 +215,23 @@ if IS_X86:
         simde_include = [simde_py.get_include()]
     body_cflags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-std=c11", "-Wno-unused-function",
                    "-Wno-psabi"] + G_FLAGS
-    for name, sources, flags in X86_BODIES + ([SIMDE_BODIES] if simde_include else []):
-        libraries.append((name, {"sources": sources, "include_dirs": ["include", "src"] + (simde_include or []),
-                                 "cflags": body_cflags + flags, "obj_deps": {"": deps}}))
+    for fam in FAMILIES:
+        for isa, sources, flags in fam["bodies"]:
+            libraries.append((f"lutcore_{fam['name']}_{isa}", {
+                "sources": sources, "include_dirs": INCLUDE_DIRS, "cflags": body_cflags + flags,
+                "obj_deps": {"": deps}}))
+        if SIMDE_TWINS and fam["simde"]:
+            libraries.append((f"lutcore_simde_{fam['name']}", {
+                "sources": _simde_twin_sources(fam), "include_dirs": INCLUDE_DIRS + simde_include,
+                "cflags": body_cflags + AVX2_FLAGS, "obj_deps": {"": deps}}))
     macros.append(("LC_HAVE_X86_BODIES", "1"))
 
-MODULES = ["_cpu", "gemm", "elementwise", "mamba", "optim", "sgemm", "decode", "alloc", "im2col", "gradtables"]
-# Test-only extensions: a family's wrappers (_simde*.pyx include the family's .pyx) linked with
-# the SIMDe copies of its AVX-512 bodies, selected by the macros.
-SIMDE_MODULES = [
-    ("_simde", [("LC_GEMM_SIMDE", "1")]),                                  # gemm
-    ("_simde_ew", [("LC_EW_SIMDE", "1")]),                                 # element-wise
-    ("_simde_mamba", [("LC_MATHFN_SIMDE", "1"), ("LC_CONV_SIMDE", "1"),   # math functions, conv1d,
-                      ("LC_SCAN_SIMDE", "1")]),                              # selective scan
-    ("_simde_optim", [("LC_OPTIM_SIMDE", "1")]),                           # AdamW
-    ("_simde_sgemm", [("LC_SGEMM_SIMDE", "1")]),                           # sgemm (ops.matmul)
-    ("_simde_decode", [("LC_NORM_SIMDE", "1"), ("LC_ATTN_SIMDE", "1"),     # norms, attention, and the
-                       ("LC_SGEMM_SIMDE", "1"), ("LC_GEMM_SIMDE", "1"),    # decode layer with every
-                       ("LC_MATHFN_SIMDE", "1")]),                         # AVX-512 body it calls
-    ("_simde_gt", [("LC_GT_SIMDE", "1")]),                                 # gradient tables
-]
 
-
-def _extension(name, extra_macros=()):
+def _extension(name, sources=(), extra_macros=()):
     return Extension(
         f"lutcore._native.{name}",
-        [f"lutcore/_native/{name}.pyx"],
-        include_dirs=[os.path.join(HERE, "include"), np.get_include()],
+        [f"lutcore/_native/{name}.pyx"] + list(sources),
+        include_dirs=[os.path.join(HERE, d) for d in INCLUDE_DIRS if d != "src"] + [np.get_include()],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + list(extra_macros),
@@ -183,11 +239,35 @@ def _extension(name, extra_macros=()):
     )
 
 
-if SIMDE_TWINS:
-    exts = [_extension(name, extra) for name, extra in SIMDE_MODULES]
-else:
-    exts = [_extension(name) for name in MODULES]
+def _modules():
+    """(module, generic sources) per Cython module, in table order."""
+    mods = {}
+    for fam in FAMILIES:
+        mods.setdefault(fam["module"], []).extend(fam["sources"])
+    return list(mods.items())
 
+
+def _twins():
+    """(twin, its module, generic sources, SIMDe macros) per test-only twin, in table order:
+    the macros of its families and of the families they call."""
+    twins = {}
+    for fam in FAMILIES:
+        if fam["twin"] is None:
+            continue
+        mod, srcs, mac = twins.setdefault(fam["twin"], (fam["module"], [], []))
+        if mod != fam["module"]:
+            sys.exit(f"lutcore: setup.py FAMILIES: twin {fam['twin']} spans modules {mod} and {fam['module']}")
+        srcs.extend(fam["sources"])
+        for m in [fam["simde"]] + [_BY_NAME[c]["simde"] for c in fam["calls"]]:
+            if m and m not in mac:
+                mac.append(m)
+    return [(t, mod, srcs, mac) for t, (mod, srcs, mac) in twins.items()]
+
+
+if SIMDE_TWINS:
+    exts = [_extension(t, srcs, [(m, "1") for m in mac]) for t, _mod, srcs, mac in _twins()]
+else:
+    exts = [_extension(name, srcs) for name, srcs in _modules()]
 
 
 def _build_jobs():

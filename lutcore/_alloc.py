@@ -3,7 +3,7 @@
 Fresh memory costs a page fault per 4 KiB on first touch (docs/DESIGN.md,
 Performance), and a training step allocates the same activations every step.
 Inside ``reuse()`` (and functions decorated with ``reusing``) numpy allocates
-array data through lutcore's caching allocator (include/lutcore/alloc.h): a
+array data through lutcore's caching allocator (csrc/core/alloc.h): a
 freed block of 256 KiB or more is kept and handed out again, so from the
 second step on the same shapes reuse the same mapped memory.  The handler is
 a numpy context variable: code outside lutcore's calls is never affected.

@@ -8,7 +8,7 @@ and a wheel do not build or ship them; the test suite does, here:
 * ``install()`` (called by tests/conftest.py) puts a finder first on sys.meta_path
   that answers the imports ``lutcore._native._simde*`` -- and only those.
 * On the first such import the finder calls ``ensure_built()``: it hashes every
-  input of the build (setup.py, pyproject.toml, this file, include/, src/, the .pyx/.pxd
+  input of the build (setup.py, pyproject.toml, this file, csrc/, include/, src/, the .pyx/.pxd
   files, and the Python, numpy, Cython, setuptools, simde-py and compiler
   versions and CC/CFLAGS/LDFLAGS/CPPFLAGS/LUTCORE_NO_OPENMP/LUTCORE_DEBUG_INFO) into a key, and if
   ``<cache>/<key>`` does not exist yet, copies those sources into a fresh
@@ -52,7 +52,7 @@ def cache_root():
 def source_files(src_root=ROOT):
     """The build's inputs under src_root, relative paths, sorted."""
     out = ["setup.py", "pyproject.toml", os.path.join("tests", "simde_twins.py")]
-    for top, exts in (("include", None), ("src", None), (os.path.join("lutcore", "_native"), (".pyx", ".pxd"))):
+    for top, exts in (("csrc", None), ("include", None), ("src", None), (os.path.join("lutcore", "_native"), (".pyx", ".pxd"))):
         for d, dirs, files in os.walk(os.path.join(src_root, top)):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
             for f in files:
@@ -205,8 +205,8 @@ class TwinFinder(importlib.abc.MetaPathFinder):
             f = os.path.join(self.dir, "lutcore", "_native", name + suffix)
             if os.path.exists(f):
                 return importlib.util.spec_from_file_location(fullname, f)
-        raise ImportError(f"{fullname}: no such SIMDe twin in {self.dir} (setup.py's SIMDE_MODULES "
-                          f"builds {sorted(os.listdir(os.path.join(self.dir, 'lutcore', '_native')))})")
+        raise ImportError(f"{fullname}: no such SIMDe twin in {self.dir} (setup.py's FAMILIES table "
+                          f"names the twins; built: {sorted(os.listdir(os.path.join(self.dir, 'lutcore', '_native')))})")
 
 
 def install():

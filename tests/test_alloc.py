@@ -1,4 +1,4 @@
-"""lutcore's caching allocator for array data (lutcore._alloc, include/lutcore/alloc.h):
+"""lutcore's caching allocator for array data (lutcore._alloc, csrc/core/alloc.h):
 scoped to lutcore's calls, correct contents through malloc/calloc/realloc/free,
 blocks reused across steps, a byte limit, frees from other threads, the
 LUTCORE_REUSE_MEMORY=0 switch, and a model step's bits unchanged by it."""

@@ -22,7 +22,7 @@
 #define LUTCORE_ATTN_H
 
 #include <math.h>
-#include "common.h"
+#include "core/common.h"
 
 #define LC_ATTN_KT(hd) ((hd) * 16 + 16)
 

@@ -14,7 +14,7 @@
 #ifndef LUTCORE_CONV_H
 #define LUTCORE_CONV_H
 
-#include "common.h"
+#include "core/common.h"
 
 #define LC_CONV_ROWS 16
 #define LC_CONV_DCH 64

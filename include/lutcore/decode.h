@@ -25,7 +25,7 @@
 #define LUTCORE_DECODE_H
 
 #include <math.h>
-#include "common.h"
+#include "core/common.h"
 #include "mathfn.h"
 #include "softmax.h"
 #include "norm.h"

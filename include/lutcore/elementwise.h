@@ -21,7 +21,7 @@
 #ifndef LUTCORE_ELEMENTWISE_H
 #define LUTCORE_ELEMENTWISE_H
 
-#include "common.h"
+#include "core/common.h"
 
 #define LC_EW_CHUNK 65536
 

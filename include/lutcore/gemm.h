@@ -33,7 +33,7 @@
 #ifndef LUTCORE_GEMM_H
 #define LUTCORE_GEMM_H
 
-#include "common.h"
+#include "core/common.h"
 #include <math.h>
 #include <float.h>
 

@@ -16,7 +16,7 @@
 #ifndef LUTCORE_GRADTABLES_H
 #define LUTCORE_GRADTABLES_H
 
-#include "common.h"
+#include "core/common.h"
 
 #define LC_GT_PAR_MIN (1 << 15)
 

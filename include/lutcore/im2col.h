@@ -27,7 +27,7 @@
 #ifndef LUTCORE_IM2COL_H
 #define LUTCORE_IM2COL_H
 
-#include "common.h"
+#include "core/common.h"
 #include "gemm.h"          /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
 #include <float.h>
 #include <math.h>

@@ -21,7 +21,7 @@
 #ifndef LUTCORE_MATHFN_H
 #define LUTCORE_MATHFN_H
 
-#include "common.h"
+#include "core/common.h"
 #include <math.h>
 
 #define LC_EXP_HI 88.72283935546875f

@@ -26,7 +26,7 @@
 #define LUTCORE_NORM_H
 
 #include <math.h>
-#include "common.h"
+#include "core/common.h"
 #include "mathfn.h"   /* lc_rowsum_f */
 
 #define LC_NORM_ROWS 64

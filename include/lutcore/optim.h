@@ -20,7 +20,7 @@
 #ifndef LUTCORE_OPTIM_H
 #define LUTCORE_OPTIM_H
 
-#include "common.h"
+#include "core/common.h"
 #include <math.h>
 
 #define LC_OPT_CHUNK 32768

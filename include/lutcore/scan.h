@@ -19,7 +19,7 @@
 #ifndef LUTCORE_SCAN_H
 #define LUTCORE_SCAN_H
 
-#include "common.h"
+#include "core/common.h"
 #include "mathfn.h"
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */

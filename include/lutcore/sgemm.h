@@ -21,7 +21,7 @@
 #ifndef LUTCORE_SGEMM_H
 #define LUTCORE_SGEMM_H
 
-#include "common.h"
+#include "core/common.h"
 #include <math.h>
 
 /* The bodies in their own translation units (sgemm/x86.h): built where setup.py

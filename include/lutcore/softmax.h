@@ -15,7 +15,7 @@
 #define LUTCORE_SOFTMAX_H
 
 #include <math.h>
-#include "common.h"
+#include "core/common.h"
 #include "mathfn.h"
 
 static void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa) {

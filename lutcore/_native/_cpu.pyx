@@ -1,7 +1,7 @@
 # cython: language_level=3
 """CPU features and OpenMP facts, read by lutcore._threads (thread counts) and lutcore._simd (show_config)."""
 
-cdef extern from "lutcore/common.h" nogil:
+cdef extern from "core/common.h" nogil:
     int lc_cpu_features()
     int omp_get_max_threads()
     int LC_HAVE_OMP

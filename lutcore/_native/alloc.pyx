@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""numpy data-memory handler over include/lutcore/alloc.h (see lutcore._alloc)."""
+"""numpy data-memory handler over csrc/core/alloc.h (see lutcore._alloc)."""
 from cpython.pycapsule cimport PyCapsule_New
 
 cimport numpy as cnp
@@ -19,7 +19,7 @@ cdef extern from "numpy/arrayobject.h":
         PyDataMemAllocator allocator
     object PyDataMem_SetHandler(object handler)
 
-cdef extern from "lutcore/alloc.h" nogil:
+cdef extern from "core/alloc.h" nogil:
     ctypedef struct lc_alloc_cache:
         size_t limit
         size_t held

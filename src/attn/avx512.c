@@ -15,7 +15,7 @@
  */
 #define LC_BODY_ISA avx512
 #include <math.h>
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/attn/x86.h"
 #include "attn/tr16.h"
 

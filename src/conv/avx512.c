@@ -12,7 +12,7 @@
  */
 #define LC_BODY_ISA avx512
 #include "lutcore/conv.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/conv/x86.h"
 
 #if LC_X86

@@ -18,7 +18,7 @@
  */
 #define LC_BODY_ISA avx512
 #include "lutcore/elementwise.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/elementwise/x86.h"
 
 #if LC_X86

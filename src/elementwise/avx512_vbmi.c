@@ -13,7 +13,7 @@
  */
 #define LC_BODY_ISA avx512vbmi
 #include "lutcore/elementwise.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/elementwise/x86.h"
 
 #if LC_X86

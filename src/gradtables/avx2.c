@@ -3,7 +3,7 @@
  * (the same bits).  Compiled alone with the AVX2 flags (setup.py).  Roles of which as
  * src/gradtables/avx512.c.  One thread; gradtables.h threads over rows. */
 #define LC_BODY_ISA avx2
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/gradtables/x86.h"
 #include "tail.h"
 

@@ -6,7 +6,7 @@
  * which 1: rows r = o (fixed codes b = qw[o, .]), inner i = m (codes a), weights dy (M, O),
  * the table transposed (GbT).  One thread; gradtables.h threads over rows. */
 #define LC_BODY_ISA avx512
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/gradtables/x86.h"
 #include "tail.h"
 

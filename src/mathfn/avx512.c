@@ -12,7 +12,7 @@
  */
 #define LC_BODY_ISA avx512
 #include "lutcore/mathfn.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/mathfn/x86.h"
 #include "mathfn/zmm.h"
 

@@ -3,7 +3,7 @@
  * is attention's (lutcore/attn.h). */
 #define LC_BODY_ISA avx2
 #include <math.h>
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/attn.h"
 #include "lutcore/norm/x86.h"
 

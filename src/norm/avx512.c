@@ -3,7 +3,7 @@
  * more against SIMDe for the tests (simde_avx512.c). */
 #define LC_BODY_ISA avx512
 #include <math.h>
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/norm/x86.h"
 #include "attn/tr16.h"   /* the 16 x 16 transpose */
 

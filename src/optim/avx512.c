@@ -12,7 +12,7 @@
  */
 #define LC_BODY_ISA avx512
 #include "lutcore/optim.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 
 #if LC_X86
 

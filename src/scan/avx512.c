@@ -16,7 +16,7 @@
  */
 #define LC_BODY_ISA avx512
 #include "lutcore/scan.h"
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/scan/x86.h"
 #include "mathfn/zmm.h"
 

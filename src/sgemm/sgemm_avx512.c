@@ -16,7 +16,7 @@
  * and the one-row product against prepacked panels (sgemv_panels, decoding's GEMV).
  */
 #define LC_BODY_ISA avx512
-#include "gemm/x86_simd.h"
+#include "core/simd.h"
 #include "lutcore/sgemm/x86.h"
 
 #if LC_X86

@@ -1,4 +1,4 @@
-/* lutcore/alloc.h — a caching allocator for numpy array data.
+/* csrc/core/alloc.h — a caching allocator for numpy array data.
  *
  * Why: fresh memory costs a page fault per 4 KiB on first touch (docs/DESIGN.md,
  * Performance: ~2.5 GB/s against ~45 GB/s for mapped memory), and glibc hands

@@ -1,4 +1,7 @@
-/* lutcore/common.h — what every kernel family shares.
+/* csrc/core/common.h — what every kernel family shares: the ISA enum and the
+ * CPU feature probe, the OpenMP helpers, the inline/restrict macros, aligned
+ * allocation.  (csrc/core/simd.h adds the intrinsics/SIMDe switch for the
+ * per-ISA body files; csrc/core/alloc.h is the caching array allocator.)
  *
  * Design: kernels are `static` C functions in headers, one header per family,
  * included by exactly one Cython module each.  Per-ISA bodies carry a
@@ -26,6 +29,19 @@
 static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 static inline int omp_get_num_threads(void) { return 1; }
+#endif
+
+/* LC_AI: force inlining (small vector helpers of the per-ISA bodies);
+ * LC_RESTRICT: C99 restrict, spelled so a C++ or MSVC compiler accepts it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define LC_AI static inline __attribute__((always_inline))
+#else
+#define LC_AI static inline
+#endif
+#if defined(__cplusplus) || defined(_MSC_VER)
+#define LC_RESTRICT __restrict
+#else
+#define LC_RESTRICT restrict
 #endif
 
 #define LC_STR_(x) #x

@@ -1,7 +1,7 @@
 """Build lutcore's native extensions.
 
-Design: the C lives in csrc/ (one folder per kernel family, csrc/core/ for the shared pieces;
-families not yet moved still sit in include/lutcore/ and src/<family>/) and is wrapped by thin
+Design: the C lives in csrc/ (one folder per kernel family, csrc/core/ for the shared pieces)
+and is wrapped by thin
 Cython modules under lutcore/_native/.  AVX2 bodies are compiled with per-function ``target``
 attributes inside the headers; bodies for wider ISAs live in their own translation units, each
 compiled alone with its ISA's flags into a static library that every extension links, and chosen
@@ -98,8 +98,8 @@ VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
 
 # The table of families: every extension, body library and SIMDe twin below is built from it.
 # Add a family (or an ISA body of one) here and nowhere else.  One dict per family:
-#   name     the family; its C lives in csrc/<name>/ (families not yet moved: include/lutcore/<name>.h
-#            and src/<name>/)
+#   name     the family; its C lives in csrc/<name>/ (<name>.h: declarations, body table and the
+#            generic body; x86/<isa>.c: the per-ISA bodies)
 #   module   the Cython module lutcore/_native/<module>.pyx wrapping it (several families may share one)
 #   sources  generic C sources compiled into that extension ([] while the family is header-only)
 #   bodies   [(isa, [sources], flags)]: the per-ISA body files, each compiled alone with its ISA's
@@ -114,18 +114,20 @@ VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
 FAMILIES = [
     dict(name="core", module="_cpu", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="alloc", module="alloc", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    # the exact float32 summation of the data-parallel reduction: plain C, no ISA bodies
+    dict(name="exactsum", module="exactsum", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="gemm", module="gemm", sources=[], bodies=[
-        ("avx512", ["src/gemm/avx512.c"], AVX512_FLAGS),
-        ("avx512vnni", ["src/gemm/avx512_vnni.c"], VNNI_FLAGS),
-        ("avx512vbmi", ["src/gemm/avx512_vbmi.c"], VBMI_FLAGS)],
+        ("avx512", ["csrc/gemm/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vnni", ["csrc/gemm/x86/avx512_vnni.c"], VNNI_FLAGS),
+        ("avx512vbmi", ["csrc/gemm/x86/avx512_vbmi.c"], VBMI_FLAGS)],
         simde="LC_GEMM_SIMDE", twin="_simde", calls=[]),
     dict(name="sgemm", module="sgemm", sources=[], bodies=[
-        ("avx512", ["src/sgemm/sgemm_avx512.c"], AVX512_FLAGS)],
+        ("avx512", ["csrc/sgemm/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_SGEMM_SIMDE", twin="_simde_sgemm", calls=[]),
     # AVX-512 F/BW, and + VBMI for relu8's byte permutes
     dict(name="elementwise", module="elementwise", sources=[], bodies=[
-        ("avx512", ["src/elementwise/avx512.c"], AVX512_FLAGS),
-        ("avx512vbmi", ["src/elementwise/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
+        ("avx512", ["csrc/elementwise/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vbmi", ["csrc/elementwise/x86/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
         simde="LC_EW_SIMDE", twin="_simde_ew", calls=[]),
     dict(name="im2col", module="im2col", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     # the direct small-K convolution (a first conv): AVX-512 F/BW (madd), + VNNI (vpdpwssd)
@@ -135,43 +137,44 @@ FAMILIES = [
         simde="LC_C2D_SIMDE", twin="_simde_im2col", calls=[]),
     # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16)
     dict(name="gradtables", module="gradtables", sources=[], bodies=[
-        ("avx2", ["src/gradtables/avx2.c"], AVX2_FLAGS),
-        ("avx512", ["src/gradtables/avx512.c"], AVX512_FLAGS)],
+        ("avx2", ["csrc/gradtables/x86/avx2.c"], AVX2_FLAGS),
+        ("avx512", ["csrc/gradtables/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_GT_SIMDE", twin="_simde_gt", calls=[]),
-    dict(name="mathfn", module="mamba", sources=[], bodies=[
-        ("avx512", ["src/mathfn/avx512.c"], AVX512_FLAGS)],
-        simde="LC_MATHFN_SIMDE", twin="_simde_mamba", calls=[]),
+    dict(name="mathfn", module="mathfn", sources=[], bodies=[
+        ("avx512", ["csrc/mathfn/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_MATHFN_SIMDE", twin="_simde_mathfn", calls=[]),
     # causal conv1d: conv.h's loops compiled with the AVX-512 flags
-    dict(name="conv", module="mamba", sources=[], bodies=[
-        ("avx512", ["src/conv/avx512.c"], AVX512_FLAGS)],
-        simde="LC_CONV_SIMDE", twin="_simde_mamba", calls=[]),
+    dict(name="conv", module="conv", sources=[], bodies=[
+        ("avx512", ["csrc/conv/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_CONV_SIMDE", twin="_simde_conv", calls=[]),
     # the selective scan: scan_impl.h at 16 lanes
-    dict(name="scan", module="mamba", sources=[], bodies=[
-        ("avx512", ["src/scan/avx512.c"], AVX512_FLAGS)],
-        simde="LC_SCAN_SIMDE", twin="_simde_mamba", calls=[]),
+    dict(name="scan", module="scan", sources=[], bodies=[
+        ("avx512", ["csrc/scan/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_SCAN_SIMDE", twin="_simde_scan", calls=[]),
     dict(name="optim", module="optim", sources=[], bodies=[
-        ("avx512", ["src/optim/avx512.c"], AVX512_FLAGS)],
+        ("avx512", ["csrc/optim/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_OPTIM_SIMDE", twin="_simde_optim", calls=[]),
-    # the norms (one source body.h): AVX2 (8 rows a vector) and AVX-512 (16)
-    dict(name="norm", module="decode", sources=[], bodies=[
-        ("avx2", ["src/norm/avx2.c"], AVX2_FLAGS),
-        ("avx512", ["src/norm/avx512.c"], AVX512_FLAGS)],
-        simde="LC_NORM_SIMDE", twin="_simde_decode", calls=[]),
-    dict(name="attn", module="decode", sources=[], bodies=[
-        ("avx512", ["src/attn/avx512.c"], AVX512_FLAGS)],
-        simde="LC_ATTN_SIMDE", twin="_simde_decode", calls=[]),
-    # the llama decode layer (a model, not a kernel): its twin runs every AVX-512 body it calls
-    dict(name="decode", module="decode", sources=[], bodies=[], simde=None, twin="_simde_decode",
-         calls=["sgemm", "gemm", "mathfn"]),
+    # the norms (one source x86/body.h): AVX2 (8 rows a vector) and AVX-512 (16)
+    dict(name="norm", module="norm", sources=[], bodies=[
+        ("avx2", ["csrc/norm/x86/avx2.c"], AVX2_FLAGS),
+        ("avx512", ["csrc/norm/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_NORM_SIMDE", twin="_simde_norm", calls=[]),
+    # causal softmax rows (header-only; the math functions' bodies)
+    dict(name="softmax", module="softmax", sources=[], bodies=[], simde=None, twin=None, calls=["mathfn"]),
+    # decode attention (its scores: the sgemm's chains)
+    dict(name="attn", module="attn", sources=[], bodies=[
+        ("avx512", ["csrc/attn/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_ATTN_SIMDE", twin="_simde_attn", calls=["sgemm"]),
+    # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
+    dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
+         calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),
 ]
 _BY_NAME = {f["name"]: f for f in FAMILIES}
 
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
-deps = sorted(glob.glob(os.path.join("include", "lutcore", "**", "*.h"), recursive=True)
-              + glob.glob(os.path.join("csrc", "**", "*.[ch]"), recursive=True)
-              + glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True))
-INCLUDE_DIRS = ["csrc", "include", "src"]
+deps = sorted(glob.glob(os.path.join("csrc", "**", "*.[ch]"), recursive=True))
+INCLUDE_DIRS = ["csrc"]
 # LUTCORE_SIMDE_TWINS=1: build only the SIMDe test twins (tests/simde_twins.py sets it).
 SIMDE_TWINS = os.environ.get("LUTCORE_SIMDE_TWINS", "0") not in ("", "0")
 if SIMDE_TWINS and not IS_X86:
@@ -236,7 +239,7 @@ def _extension(name, sources=(), extra_macros=()):
     return Extension(
         f"lutcore._native.{name}",
         [f"lutcore/_native/{name}.pyx"] + list(sources),
-        include_dirs=[os.path.join(HERE, d) for d in INCLUDE_DIRS if d != "src"] + [np.get_include()],
+        include_dirs=[os.path.join(HERE, d) for d in INCLUDE_DIRS] + [np.get_include()],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros + list(extra_macros),

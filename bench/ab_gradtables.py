@@ -3,7 +3,7 @@ any-table LUT GEMM on the same shape, alternated round by round in ONE process.
 
     shape (M x K x O)   forward: acc (M, O) = sum_k mul8[a[m, k], b[k, o]] (lut_gemm, Mitchell)
                         table:   dX (M, K) and dW (O, K) through Ga, Gb (_gradtables.table_grads),
-                                 native (include/lutcore/gradtables.h) and the numpy fallback
+                                 native (csrc/gradtables/gradtables.h) and the numpy fallback
     2048x576x64 (a ResNet-18 CIFAR 3x3 conv, 64 channels, batch 2), 512x1152x128
 
 Prints a table (min ms over rounds of best-of-`calls`, products/s; the rate ratio counts the

@@ -28,7 +28,7 @@ import numpy as np
 
 import lutcore
 from lutcore import _simd
-from lutcore._native import decode as _d
+from lutcore._native import attn as _at, norm as _d
 from lutcore.ops.matmul import matmul, pack_matrix
 from lutbench import best_of
 
@@ -70,8 +70,8 @@ def attn_cases(rng, nt):
         box = {}
 
         def run():
-            box["s"] = _d.attn_scores(q, K, _simd.isa())
-            box["v"] = _d.attn_values(p, V, _simd.isa())
+            box["s"] = _at.attn_scores(q, K, _simd.isa())
+            box["v"] = _at.attn_values(p, V, _simd.isa())
         yield "attention scores+values", f"{g}x{S}x{hd}", run, lambda: np.concatenate([box["s"].ravel(),
                                                                                          box["v"].ravel()])
 

@@ -1,6 +1,6 @@
 """lutcore — neural networks on the CPU through declared 8-bit arithmetic units.
 
-Layering (dependencies point one way): C kernels (include/lutcore) <- Cython
+Layering (dependencies point one way): C kernels (csrc/) <- Cython
 wrappers (lutcore._native) <- numpy-facing core (units, quant, ops) <- models,
 trainer, pipeline <- CLI.  See docs/DESIGN.md for the numeric contracts.
 """

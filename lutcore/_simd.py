@@ -89,12 +89,14 @@ def cpu_flags() -> list[str]:
 def bodies(name: str | None = None) -> dict[str, str]:
     """The body each kernel family runs on path ``name`` (default: the current one).
     Families without a body for an ISA run their best lower one, named here."""
-    from lutcore.kernels import elementwise as _e, gemm as _g, mamba as _m, optim as _o, sgemm as _sg
-    from lutcore.kernels import decode as _d
+    from lutcore.kernels import elementwise as _e, gemm as _g, optim as _o, sgemm as _sg
+    from lutcore.kernels import attn as _at, conv as _cv, mathfn as _mf, norm as _nm, scan as _sc
     name = _current if name is None else name
     out = dict(_g.body_names(isa_of(name)))
     out.update(_e.body_names(isa_of(name)))
-    out.update(_m.body_names(isa_of(name)))
+    out.update(_mf.body_names(isa_of(name)))
+    out.update(_cv.body_names(isa_of(name)))
+    out.update(_sc.body_names(isa_of(name)))
     out.update(_o.body_names(isa_of(name)))
     out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
     lower = "avx2" if name != "generic" else "generic"
@@ -102,7 +104,11 @@ def bodies(name: str | None = None) -> dict[str, str]:
     mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)
     out["softmax"] = mf
     # norms, decode attention, the float GEMV, and the decode layer made of them (+ gemm, math functions)
-    out.update(_d.body_names(isa_of(name)))
+    out.update(_nm.body_names(isa_of(name)))
+    out.update(_at.body_names(isa_of(name)))
+    out.update(_sg.body_names(isa_of(name)))
+    from lutcore.kernels import models as _mo
+    out.update(_mo.body_names(isa_of(name)))
     from lutcore.kernels import gradtables as _gt
     out.update(_gt.body_names(isa_of(name)))
     return out

@@ -88,7 +88,8 @@ def entry(method):
 
 
 # ---------------------------------------------------------------- the debug hook
-_NATIVE = ("decode", "elementwise", "gemm", "im2col", "mamba", "optim", "sgemm")
+_NATIVE = ("attn", "conv", "elementwise", "exactsum", "gemm", "im2col", "mathfn", "norm", "optim", "scan", "sgemm",
+           "softmax")
 
 
 @contextlib.contextmanager

@@ -208,6 +208,25 @@ def cmd_train(args) -> int:
           f"{len(train_ids):,} training tokens from {source}\n  "
           + _runtime(getattr(model, "units", None), args.threads, args.mixed_precision)
           + ("; backward through the units" if getattr(model, "unit_backward", False) else ""))
+    workers = None
+    micro = args.micro_batch
+    if args.workers or args.ray_address:
+        from lutcore.train.dp import RayWorkers, check_ray_address
+        if args.ray_address:
+            check_ray_address(args.ray_address)
+        micro = micro or 1
+        n = args.workers or 1
+        if n > args.grad_accum * args.batch_size // micro:
+            raise ValueError(f"--workers: expected at most {args.grad_accum * args.batch_size // micro} (the "
+                             f"micro-batches of a step: --grad-accum {args.grad_accum} x --batch-size "
+                             f"{args.batch_size} / --micro-batch {micro}), got {n}")
+        if args.batch_size % micro:
+            raise ValueError(f"--micro-batch: expected a divisor of --batch-size {args.batch_size}, got {micro}")
+        workers = RayWorkers(n, address=args.ray_address, threads=args.threads)
+        print(f"  data-parallel: {workers.describe()}; micro-batches of {micro} row(s), exact reduction "
+              f"(same bits for any worker count)")
+    elif micro:
+        print(f"  micro-batches of {micro} row(s), exact reduction (the bits of any --workers count)")
     bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True, **_bar_opts())
     tok_s = []
 
@@ -227,15 +246,20 @@ def cmd_train(args) -> int:
     try:
         trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,
                       grad_accum=args.grad_accum, max_grad_norm=args.clip, mixed_precision=args.mixed_precision,
-                      on_step=on_step, max_steps=max_steps)
+                      on_step=on_step, max_steps=max_steps, micro_batch=micro, workers=workers)
     except KeyboardInterrupt:         # the trainer stands at its last whole step: save it, resumable
         bar.close()
+        if workers is not None:
+            workers.close()
         save()
         left = (f"--steps {max_steps - trainer.global_step}" if max_steps is not None
                 else f"--epochs {epochs}")
         print(f"lutcore train: interrupted at step {trainer.global_step} of {total}: checkpoint saved to "
               f"{ckpt} (continue with --resume {ckpt} {left} and the same data options)", file=sys.stderr)
         return 130
+    finally:
+        if workers is not None:
+            workers.close()
     bar.close()
     save()                            # before anything else can be interrupted
     try:
@@ -699,6 +723,11 @@ def main(argv=None) -> int:
     t.add_argument("--seq-len", type=POS_INT, default=128)
     t.add_argument("--batch-size", type=POS_INT, default=8)
     t.add_argument("--grad-accum", type=POS_INT, default=1)
+    t.add_argument("--micro-batch", type=POS_INT, help="rows per micro-batch: the step's gradient is the exact "
+                                                       "sum of the micro-batches' (same bits for any --workers; "
+                                                       "default with --workers: 1)")
+    t.add_argument("--workers", type=POS_INT, help="data-parallel Ray workers (a local Ray unless --ray-address)")
+    t.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (host:port, or auto)")
     t.add_argument("--lr", type=NONNEG_FLOAT, default=3e-3)
     t.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.01)
     t.add_argument("--clip", type=POS_FLOAT, default=1.0, help="max global grad norm")

@@ -1,5 +1,5 @@
-"""The SIMDe test twins (lutcore._native._simde, _simde_ew, _simde_mamba, _simde_optim,
-_simde_sgemm, _simde_decode, _simde_gt), built on first use for the tests, never by pip.
+"""The SIMDe test twins (lutcore._native._simde, _simde_ew, _simde_mathfn, _simde_scan, _simde_conv,
+_simde_optim, _simde_sgemm, _simde_norm, _simde_attn, _simde_gt, _simde_models), built on first use for the tests, never by pip.
 
 The twins are the AVX-512 bodies compiled against SIMDe (AVX2+FMA flags), so the
 tests check every zmm body's bits on any x86-64 CPU.  A user's ``pip install .``
@@ -8,7 +8,7 @@ and a wheel do not build or ship them; the test suite does, here:
 * ``install()`` (called by tests/conftest.py) puts a finder first on sys.meta_path
   that answers the imports ``lutcore._native._simde*`` -- and only those.
 * On the first such import the finder calls ``ensure_built()``: it hashes every
-  input of the build (setup.py, pyproject.toml, this file, csrc/, include/, src/, the .pyx/.pxd
+  input of the build (setup.py, pyproject.toml, this file, csrc/, the .pyx/.pxd
   files, and the Python, numpy, Cython, setuptools, simde-py and compiler
   versions and CC/CFLAGS/LDFLAGS/CPPFLAGS/LUTCORE_NO_OPENMP/LUTCORE_DEBUG_INFO) into a key, and if
   ``<cache>/<key>`` does not exist yet, copies those sources into a fresh
@@ -52,7 +52,7 @@ def cache_root():
 def source_files(src_root=ROOT):
     """The build's inputs under src_root, relative paths, sorted."""
     out = ["setup.py", "pyproject.toml", os.path.join("tests", "simde_twins.py")]
-    for top, exts in (("csrc", None), ("include", None), ("src", None), (os.path.join("lutcore", "_native"), (".pyx", ".pxd"))):
+    for top, exts in (("csrc", None), (os.path.join("lutcore", "_native"), (".pyx", ".pxd"))):
         for d, dirs, files in os.walk(os.path.join(src_root, top)):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
             for f in files:

@@ -1,4 +1,4 @@
-"""The decode attention kernels (include/lutcore/attn.h) give the bits of lutcore's
+"""The decode attention kernels (csrc/attn/attn.h) give the bits of lutcore's
 sgemm on the same products — what keeps cached decoding equal to a full recompute —
 on odd shapes (keys not a multiple of 8, past the sgemm's 256-deep k block, head
 dims not a multiple of 8, more query rows than one register group), every SIMD path."""
@@ -7,7 +7,8 @@ import pytest
 
 import lutcore
 from lutcore import _simd
-from lutcore._native import decode as _d
+from lutcore._native import attn as _d, softmax as _sm
+from lutcore._native import models as _m
 from lutcore.ops import matmul
 
 SHAPES = [(1, 1, 8), (4, 7, 64), (3, 33, 12), (9, 300, 72), (4, 513, 64), (2, 17, 130)]   # (R, S, hd)
@@ -66,10 +67,10 @@ def test_softmax_causal_rows(rng, simd, KV, g, T, pos, S, window):
     want = _softmax_ref(s, T, pos, window)
     for nt in (1, 2):
         got = s.copy()
-        _d.softmax_causal(got, T, pos, window, _simd.isa(), nt)
+        _sm.softmax_causal(got, T, pos, window, _simd.isa(), nt)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     with pytest.raises(ValueError, match="T"):
-        _d.softmax_causal(s.copy(), 0, pos, window, _simd.isa(), 1)
+        _sm.softmax_causal(s.copy(), 0, pos, window, _simd.isa(), 1)
 
 
 def test_rope_rows_equal_numpy_steps(rng):
@@ -78,10 +79,10 @@ def test_rope_rows_equal_numpy_steps(rng):
     ang = rng.standard_normal((pos + T, hd // 2)).astype(np.float32)
     cos, sin = np.cos(ang), np.sin(ang)
     out = np.empty_like(x)
-    _d.rope_rows(out, x, cos, sin, pos)
+    _m.rope_rows(out, x, cos, sin, pos)
     c, s_ = cos[pos:pos + T, None, :], sin[pos:pos + T, None, :]
     x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
     want = np.concatenate([x1 * c - x2 * s_, x2 * c + x1 * s_], axis=-1)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
     with pytest.raises(ValueError, match="cos"):
-        _d.rope_rows(out, x, cos[:3], sin[:3], pos)
+        _m.rope_rows(out, x, cos[:3], sin[:3], pos)

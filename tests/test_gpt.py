@@ -240,7 +240,7 @@ def _softmax_bwd_reference(ds, att, scale):
 
 @pytest.mark.parametrize("L", [1, 7, 33])
 def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
-    """float32 attention runs its softmax rows natively (lutcore/softmax.h): close to the
+    """float32 attention runs its softmax rows natively (csrc/softmax/softmax.h): close to the
     float64 numpy path, causal, and the same bits at 1 and 2 threads and on every SIMD path."""
     rng = np.random.default_rng(L)
     q, k, v, dy = (rng.standard_normal((2, 3, L, 8)) for _ in range(4))
@@ -278,7 +278,7 @@ def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
     ds = rng.standard_normal((2 * 3, L, L)).astype(np.float32)
     want = _softmax_bwd_reference(ds.astype(np.float64), att.reshape(-1, L, L).astype(np.float64), 0.25)
     got = ds.copy()
-    from lutcore._native import decode as rows
+    from lutcore._native import softmax as rows
     rows.softmax_causal_backward(got, np.ascontiguousarray(att.reshape(-1, L, L)), L, 0, 0.25, 2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="att"):
@@ -287,7 +287,7 @@ def test_float32_attention_rows_match_float64_and_keep_their_bits(L):
 
 @pytest.mark.parametrize("R, C", [(1, 1), (7, 33), (130, 64)])
 def test_float32_layernorm_rows_match_float64_and_keep_their_bits(R, C):
-    """LayerNorm in float32 runs natively (lutcore/norm.h): y, dx, dw, db close to the float64
+    """LayerNorm in float32 runs natively (csrc/norm/norm.h): y, dx, dw, db close to the float64
     numpy path, and the same bits at 1 and 2 threads."""
     from lutcore.models import _layers as nn
     rng = np.random.default_rng(R * 100 + C)

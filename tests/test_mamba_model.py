@@ -265,7 +265,7 @@ def test_embedding_gradient_is_np_add_at_bit_for_bit(threads):
 
 @pytest.mark.parametrize("R, C", [(1, 1), (7, 33), (130, 64)])
 def test_float32_rmsnorm_rows_match_float64_and_keep_their_bits(R, C):
-    """RMSNorm in float32 runs natively (lutcore/norm.h): forward, dx and the accumulated dw
+    """RMSNorm in float32 runs natively (csrc/norm/norm.h): forward, dx and the accumulated dw
     close to the float64 formula, and the same bits at 1 and 2 threads."""
     from lutcore.models import _layers as nn
     rng = np.random.default_rng(R * 100 + C)

@@ -279,7 +279,7 @@ def test_global_grad_norm_is_float64(rng):
 
 
 def _sumsq_in_documented_order(x):
-    """include/lutcore/optim.h's order, written out: chunks of 16384 elements, each
+    """csrc/optim/optim.h's order, written out: chunks of 16384 elements, each
     summed in 4 interleaved float64 lanes then ((l0 + l1) + (l2 + l3)), the chunk
     sums added in order."""
     x = np.asarray(x, F64).ravel()

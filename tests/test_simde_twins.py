@@ -23,11 +23,14 @@ def test_twins_come_from_the_keyed_cache_of_these_sources():
         with pytest.raises(ImportError, match="x86-64"):
             from lutcore._native import _simde  # noqa: F401
         return
-    from lutcore._native import _simde, _simde_decode, _simde_ew, _simde_mamba, _simde_optim, _simde_sgemm
-    from lutcore._native import _simde_gt
+    from lutcore._native import _simde, _simde_attn, _simde_conv, _simde_ew, _simde_mathfn, _simde_norm, _simde_optim
+    from lutcore._native import _simde_scan, _simde_sgemm
+    from lutcore._native import _simde_gt, _simde_models
     d = simde_twins.ensure_built()
     assert os.path.basename(d) == simde_twins.build_key()
-    for m in (_simde, _simde_decode, _simde_ew, _simde_mamba, _simde_optim, _simde_sgemm, _simde_gt):
+    for m in (_simde, _simde_attn, _simde_conv, _simde_ew, _simde_mathfn, _simde_norm, _simde_optim, _simde_scan,
+              _simde_sgemm, _simde_gt,
+              _simde_models):
         assert os.path.dirname(m.__file__) == os.path.join(d, "lutcore", "_native"), m.__file__
 
 
@@ -35,7 +38,7 @@ def test_key_follows_every_source(tmp_path):
     _copy_sources(tmp_path)
     k0 = simde_twins.build_key(str(tmp_path))
     assert k0 == simde_twins.build_key()
-    for rel in ("src/gemm/avx512.c", "include/lutcore/sgemm.h", "lutcore/_native/gemm.pyx", "setup.py"):
+    for rel in ("csrc/gemm/x86/avx512.c", "csrc/core/simd.h", "csrc/sgemm/sgemm.h", "lutcore/_native/gemm.pyx", "setup.py"):
         p = tmp_path / rel
         old = p.read_bytes()
         p.write_bytes(old + b"\n")

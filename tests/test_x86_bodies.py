@@ -1,4 +1,4 @@
-"""The gemm family's per-ISA bodies (src/gemm/*.c), each against the numpy oracle
+"""The gemm family's per-ISA bodies (csrc/gemm/x86/*.c), each against the numpy oracle
 and bit for bit against the generic body, on odd shapes, at 1 and 2 threads.
 
 Every AVX-512 body runs twice where it can: through lutcore._native._simde (the

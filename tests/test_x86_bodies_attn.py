@@ -1,4 +1,4 @@
-"""Decode attention's AVX-512 bodies (src/attn/avx512.c: lc_attn_scores, 16 keys a
+"""Decode attention's AVX-512 bodies (csrc/attn/x86/avx512.c: lc_attn_scores, 16 keys a
 transposed block; lc_attn_values, 16 dims a vector) bit for bit against the generic
 body (the scalar fmaf chain) and the AVX2 body, and so the sgemm's bits (what keeps
 cached decoding equal to a full recompute), close to a float64 numpy product: odd
@@ -6,7 +6,7 @@ shapes (keys 1, 7, 15, 17, 33, past 16-key blocks and the sgemm's 256-deep k blo
 head dims not multiples of 16 or 8; query rows past one 8-row register group).
 
     runner          module          isa
-    avx512-simde    _simde_decode   2 (the source against SIMDe: any x86-64 CPU)
+    avx512-simde    _simde_attn   2 (the source against SIMDe: any x86-64 CPU)
     avx512-native   decode          2, when the CPU has AVX-512
     avx2-native     decode          1 (the body these replace)
 """
@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from lutcore import _simd
-from lutcore._native import decode as _d
+from lutcore._native import attn as _d
 from lutcore.ops import matmul
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
-    from lutcore._native import _simde_decode  # built on every x86-64: a missing one is an error, not a skip
+    from lutcore._native import _simde_attn  # built on every x86-64: a missing one is an error, not a skip
 else:
-    _simde_decode = None
+    _simde_attn = None
 
-RUNNERS = ([("avx512-simde", _simde_decode, 2)] if _simde_decode is not None else []) + \
+RUNNERS = ([("avx512-simde", _simde_attn, 2)] if _simde_attn is not None else []) + \
           ([("avx512-native", _d, 2)] if _simd._features & 2 else []) + \
           ([("avx2-native", _d, 1)] if _simd._features & 1 else [])
 IDS = [r[0] for r in RUNNERS]
@@ -78,7 +78,7 @@ def test_special_values(runner):
 def test_bodies_named():
     assert _d.body_names(0)["attention (decode)"] == "generic"
     if IS_X86:
-        assert _simde_decode.body_names(2)["attention (decode)"] == "avx512"
+        assert _simde_attn.body_names(2)["attention (decode)"] == "avx512"
         assert _d.body_names(1)["attention (decode)"] == "avx2"
     if _simd._features & 2:
         assert _simd.bodies("avx512")["attention (decode)"] == "avx512"

@@ -1,10 +1,10 @@
-"""Causal conv1d's AVX-512 body (src/conv/avx512.c: conv.h's row and chunk loops
+"""Causal conv1d's AVX-512 body (csrc/conv/x86/avx512.c: conv.h's row and chunk loops
 compiled with the AVX-512 flags) bit for bit against the generic body, and close
 to the float64 numpy oracle, forward and backward, on odd shapes (channels 1, 7,
 33, 100: below, across and between 16-lane vectors; lengths past a 16-row work
 unit; K 1..5), with and without bias, at 1 and 2 threads.
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_mamba
+As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_conv
 (the same source built with the AVX2 flags) and natively where this CPU has
 AVX-512.
 """
@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 
 from lutcore import _simd
-from lutcore._native import mamba as _m
+from lutcore._native import conv as _m
 from reference.scan_ref import causal_conv1d_backward_ref, causal_conv1d_ref
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
-    from lutcore._native import _simde_mamba  # built on every x86-64: a missing one is an error, not a skip
+    from lutcore._native import _simde_conv  # built on every x86-64: a missing one is an error, not a skip
 else:
-    _simde_mamba = None
+    _simde_conv = None
 
 AVX512 = 2
-RUNNERS = ([("avx512-simde", _simde_mamba)] if _simde_mamba is not None else []) + \
+RUNNERS = ([("avx512-simde", _simde_conv)] if _simde_conv is not None else []) + \
           ([("avx512-native", _m)] if _simd._features & 2 else [])
 IDS = [r[0] for r in RUNNERS]
 SHAPES = [(1, 1, 1, 1), (2, 7, 7, 4), (1, 33, 33, 3), (3, 17, 100, 5), (2, 40, 16, 2), (1, 5, 130, 4)]   # B, L, D, K
@@ -35,7 +35,7 @@ def test_body_names():
     assert _m.body_names(AVX512)["conv1d"] == ("avx512" if IS_X86 else "generic")
     assert _m.body_names(0)["conv1d"] == "generic"
     if IS_X86:
-        assert _simde_mamba.body_names(AVX512)["conv1d"] == "avx512"
+        assert _simde_conv.body_names(AVX512)["conv1d"] == "avx512"
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)

@@ -1,4 +1,4 @@
-"""The element-wise family's AVX-512 bodies (src/elementwise/*.c), each against the
+"""The element-wise family's AVX-512 bodies (csrc/elementwise/x86/*.c), each against the
 numpy oracle and bit for bit against the generic body, on odd lengths (tails of
 every size below a vector, several OpenMP chunks), at 1 and 2 threads.
 

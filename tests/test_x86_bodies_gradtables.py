@@ -1,6 +1,6 @@
-"""The gradient-table pass's x86 bodies (src/gradtables/avx2.c, avx512.c) bit for bit
+"""The gradient-table pass's x86 bodies (csrc/gradtables/x86/avx2.c, avx512.c) bit for bit
 against the generic body and a float32 numpy reference of the contract
-(include/lutcore/gradtables.h: each sum in index order from 0, the product rounded
+(csrc/gradtables/gradtables.h: each sum in index order from 0, the product rounded
 before its add), on odd shapes (1, 7, 33, non-multiples of 8/16/32: every tail of the
 32-, 16- and 8-lane blocks), both passes (dx and s), at 1 and 2 threads.
 

@@ -1,9 +1,9 @@
-"""The math functions' AVX-512 body (src/mathfn/avx512.c: exp, exp2, softplus, silu,
+"""The math functions' AVX-512 body (csrc/mathfn/x86/avx512.c: exp, exp2, softplus, silu,
 sigmoid, GELU and its backward, SiLU's backward) against the generic body, bit for
 bit, on a dense grid with the range edges and special values, odd lengths (every
 tail below a vector, several OpenMP chunks), at 1 and 2 threads.
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_mamba
+As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_mathfn
 (the same source compiled against SIMDe's exact emulation, AVX2+FMA flags — any
 x86-64 CPU) and natively where this CPU has AVX-512.  The body is the AVX2 one at
 16 lanes, so it also equals the AVX2 body bit for bit, NaN payloads included;
@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 
 from lutcore import _simd
-from lutcore._native import mamba as _m
+from lutcore._native import mathfn as _m
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
-    from lutcore._native import _simde_mamba  # built on every x86-64: a missing one is an error, not a skip
+    from lutcore._native import _simde_mathfn  # built on every x86-64: a missing one is an error, not a skip
 else:
-    _simde_mamba = None
+    _simde_mathfn = None
 
 AVX512 = 2
 FNS = {"exp": 0, "softplus": 1, "silu": 2, "sigmoid": 3, "exp2": 4}
-RUNNERS = ([("avx512-simde", _simde_mamba)] if _simde_mamba is not None else []) + \
+RUNNERS = ([("avx512-simde", _simde_mathfn)] if _simde_mathfn is not None else []) + \
           ([("avx512-native", _m)] if _simd._features & 2 else [])
 IDS = [r[0] for r in RUNNERS]
 LENGTHS = [1, 7, 15, 16, 17, 33, 100, 3 * 16384 + 5]
@@ -56,7 +56,7 @@ def same_bits(a, b, nan_any=False):
 def test_simde_extension_present_on_x86():
     if not IS_X86:
         pytest.skip("SIMDe copies are built for x86-64 only (no AVX-512 elsewhere)")
-    assert _simde_mamba.body_names(AVX512)["math functions (exp, silu, gelu, ...)"] == "avx512"
+    assert _simde_mathfn.body_names(AVX512)["math functions (exp, silu, gelu, ...)"] == "avx512"
     assert _m.body_names(1)["math functions (exp, silu, gelu, ...)"] == "avx2"
     assert _m.body_names(0)["math functions (exp, silu, gelu, ...)"] == "generic"
 

@@ -1,5 +1,5 @@
-"""The norms' SIMD bodies (src/norm/: AVX2 8 rows a vector, AVX-512 16; one source,
-src/norm/body.h) against a numpy oracle written from the contract
+"""The norms' SIMD bodies (csrc/norm/x86/: AVX2 8 rows a vector, AVX-512 16; one source,
+csrc/norm/x86/body.h) against a numpy oracle written from the contract
 (tests/reference/norm_ref.py: in-order float32 chains), bit for bit, and so against
 the generic body: RMSNorm and LayerNorm, forward and backward (dx, and dw/db
 accumulated over 64-row chunks), odd shapes (rows and columns 1, 7, 15, 17, 33, not
@@ -9,7 +9,7 @@ backward is checked by float64 finite differences.
     runner          module          isa
     generic         decode          0
     avx2-native     decode          1, when the CPU has AVX2
-    avx512-simde    _simde_decode   2 (the AVX-512 source against SIMDe: any x86-64 CPU)
+    avx512-simde    _simde_norm   2 (the AVX-512 source against SIMDe: any x86-64 CPU)
     avx512-native   decode          2, when the CPU has AVX-512
 """
 import platform
@@ -18,20 +18,20 @@ import numpy as np
 import pytest
 
 from lutcore import _simd
-from lutcore._native import decode as _d
+from lutcore._native import norm as _d
 from tests.reference import gradcheck, norm_ref
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
-    from lutcore._native import _simde_decode  # built on every x86-64: a missing one is an error, not a skip
+    from lutcore._native import _simde_norm  # built on every x86-64: a missing one is an error, not a skip
 else:
-    _simde_decode = None
+    _simde_norm = None
 
 RUNNERS = [("generic", _d, 0)]
 if _simd._features & 1:
     RUNNERS.append(("avx2-native", _d, 1))
-if _simde_decode is not None:
-    RUNNERS.append(("avx512-simde", _simde_decode, 2))
+if _simde_norm is not None:
+    RUNNERS.append(("avx512-simde", _simde_norm, 2))
 if _simd._features & 2:
     RUNNERS.append(("avx512-native", _d, 2))
 IDS = [r[0] for r in RUNNERS]
@@ -144,6 +144,6 @@ def test_oracle_backward_matches_finite_differences(R, C):
 def test_bodies_named():
     assert _d.body_names(0)["norms (RMSNorm, LayerNorm)"] == "generic"
     if IS_X86:
-        assert _simde_decode.body_names(2)["norms (RMSNorm, LayerNorm)"].startswith("avx512")
+        assert _simde_norm.body_names(2)["norms (RMSNorm, LayerNorm)"].startswith("avx512")
         assert _d.body_names(1)["norms (RMSNorm, LayerNorm)"].startswith("avx2")
     assert _simd.bodies("generic")["norms (RMSNorm, LayerNorm)"] == "generic"

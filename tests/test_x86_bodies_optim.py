@@ -1,4 +1,4 @@
-"""AdamW's AVX-512 body (src/optim/avx512.c) against a float32 numpy oracle of the
+"""AdamW's AVX-512 body (csrc/optim/x86/avx512.c) against a float32 numpy oracle of the
 contract (optim.h: the same operations in the same order, no FMA) and bit for bit
 against the generic body, on odd lengths (every tail below a vector, several
 chunks), with non-finite steps, the trust-region clamp and gradient scaling, at 1

@@ -1,4 +1,4 @@
-"""The selective scan's AVX-512 body (src/scan/avx512.c: scan_impl.h at 16 lanes,
+"""The selective scan's AVX-512 body (csrc/scan/x86/avx512.c: scan_impl.h at 16 lanes,
 one zmm per 16-channel unit) bit for bit against the generic and AVX2 bodies, and
 close to the float64 numpy oracle, forward and backward, both discretizations,
 every option (D, z, delta_bias, delta_softplus, initial_state, last state, the
@@ -7,7 +7,7 @@ at, across 16-lane units — and 137: several spans and backward groups; L 1, 7,
 and 130: across chunks; N 1, 5, 16; batch 1 and 2), at 1 and 2 threads; and the
 exp range check per unit (a unit whose dt A leaves the fast range, a NaN).
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_mamba
+As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_scan
 (the same source compiled against SIMDe's exact emulation with the AVX2 flags —
 any x86-64 CPU) and natively where this CPU has AVX-512.  The kernels are driven
 through lutcore.ops.scan (its validation and buffers) with the module and the isa
@@ -21,19 +21,19 @@ import pytest
 
 import lutcore.ops.scan as scan_ops
 from lutcore import _simd
-from lutcore._native import mamba as _m
+from lutcore._native import scan as _m
 from reference.asserts import assert_bits_equal
 from reference.scan_ref import selective_scan_backward_ref, selective_scan_ref
 from test_scan import make_inputs as _scan_inputs
 
 IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
 if IS_X86:
-    from lutcore._native import _simde_mamba  # built on every x86-64: a missing one is an error, not a skip
+    from lutcore._native import _simde_scan  # built on every x86-64: a missing one is an error, not a skip
 else:
-    _simde_mamba = None
+    _simde_scan = None
 
 GENERIC, AVX2, AVX512 = 0, 1, 2
-RUNNERS = ([("avx512-simde", _simde_mamba)] if _simde_mamba is not None else []) + \
+RUNNERS = ([("avx512-simde", _simde_scan)] if _simde_scan is not None else []) + \
           ([("avx512-native", _m)] if _simd._features & 2 else [])
 IDS = [r[0] for r in RUNNERS]
 HAVE_AVX2 = bool(_simd._features & 1)
@@ -57,15 +57,15 @@ def make_inputs(rng, batch, L, Dm, N, opts):
 def run(mod, isa, kw, disc, dy, threads, chunk=None):
     """Forward (y, last state; with and without the saved context) and every gradient,
     through lutcore.ops.scan with kernel module `mod` and isa argument `isa`."""
-    saved = scan_ops._m, scan_ops._simd
-    scan_ops._m, scan_ops._simd = mod, SimpleNamespace(isa=lambda: isa)
+    saved = scan_ops._scan, scan_ops._simd
+    scan_ops._scan, scan_ops._simd = mod, SimpleNamespace(isa=lambda: isa)
     try:
         y, last = scan_ops.selective_scan(**kw, discretization=disc, return_last_state=True, threads=threads)
         extra = {} if chunk is None else {"chunk": chunk}
         y2, _, ctx = scan_ops.selective_scan_forward(**kw, discretization=disc, threads=threads, **extra)
         g = scan_ops.selective_scan_backward(dy, ctx=ctx, threads=threads)
     finally:
-        scan_ops._m, scan_ops._simd = saved
+        scan_ops._scan, scan_ops._simd = saved
     out = {"y": y, "last_state": last, "y (saved)": y2}
     out.update({"d" + k: v for k, v in g.items()})
     return out
@@ -83,7 +83,7 @@ def test_body_names():
     assert _m.body_names(AVX2)["selective scan"] == ("avx2" if IS_X86 else "generic")
     assert _m.body_names(GENERIC)["selective scan"] == "generic"
     if IS_X86:
-        assert _simde_mamba.body_names(AVX512)["selective scan"] == "avx512"
+        assert _simde_scan.body_names(AVX512)["selective scan"] == "avx512"
     if _simd._features & 2:
         assert _simd.bodies("avx512")["selective scan"] == "avx512"
         assert _simd.bodies("avx512bw")["selective scan"] == "avx512"

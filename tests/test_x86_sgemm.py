@@ -1,4 +1,4 @@
-"""sgemm's AVX-512 body (src/sgemm/sgemm_avx512.c, the 6-row x 2-panel zmm tile)
+"""sgemm's AVX-512 body (csrc/sgemm/x86/avx512.c, the 6-row x 2-panel zmm tile)
 bit for bit against the generic body (isa 0) and close to a float64 numpy oracle:
 odd shapes, batched, transposed and strided operands, prepacked B, accumulate, the
 tri= structures, at 1 and 2 threads.
@@ -171,7 +171,7 @@ def test_gemv_prepacked_bits_equal_generic(runner, K, N):
 
 
 def test_gemv_body_named():
-    from lutcore._native import decode as _d
+    from lutcore._native import sgemm as _d
     key = "sgemv (decode, ops.matmul M = 1)"
     assert _d.body_names(0)[key] == "generic"
     if _simd._features & AVX512:

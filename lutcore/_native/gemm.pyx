@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/gemm.h.
+"""Thin wrappers over csrc/gemm/gemm.h (and csrc/q8/q8.h).
 
 Design: these functions trust their arguments — lutcore.ops / lutcore.quant
 validate dtype, shape and contiguity and allocate outputs; here we only take
@@ -8,41 +8,6 @@ outputs of the public products may be row-strided (``ldc`` elements between rows
 checked against the view here, so the kernel never writes outside it).
 """
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
-
-cdef extern from "lutcore/gemm.h" nogil:
-    void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,
-                     int64_t bk, int64_t bkp, int64_t Kp, int nthreads)
-    void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int64_t bk,
-                   int64_t bkp, int64_t Kp, int nthreads)
-    void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
-                              int64_t M, int64_t N, int64_t Kp, int isa, int nthreads)
-    int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
-                         int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads)
-    void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
-                                 const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
-                                 int64_t nblk, int64_t bkp, int isa, int nthreads)
-    void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
-                       int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
-                       int32_t *work, int isa, int nthreads)
-    void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
-                          const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t nblk,
-                          int64_t bk, int32_t *work, int isa, int nthreads)
-    void lc_gemm_table_auto(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
-                            int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t K,
-                            int32_t *work, int isa, int nthreads)
-    void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
-                               const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N,
-                               int64_t nblk, int64_t bk, int32_t *work, int isa, int nthreads)
-    int lc_table_transposed(int64_t M, int64_t N)
-    size_t lc_table_kernel_work(int64_t M, int64_t N, int nthreads, int with_float)
-    size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t nblk, int nthreads, int with_float)
-    int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
-                             int64_t bk, int64_t nblk, int isa, int nthreads)
-    int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
-                             int64_t bk, int64_t nblk, int isa, int nthreads)
-    int LC_MR, LC_NR, LC_TABLE_NB, LC_TABLE_DIRECT_M
-    const char *lc_gemm_body_name(int isa, int which)
-
 
 MR = LC_MR
 NR = LC_NR
@@ -94,6 +59,28 @@ def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     with nogil:
         lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
+
+
+def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp,
+               int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1):
+    """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), through
+    the one exact dispatcher (gemm.h lc_gemm_exact: the body table decides whether A is
+    widened into the scratch Ap, round_up(M, MR) * Kp int16 values, contents undefined)."""
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("A: expected K >= 1 columns, got 0")
+    if Ap.shape[0] < ((M + LC_MR - 1) // LC_MR) * LC_MR * Kp:
+        raise ValueError(f"Ap: expected at least {((M + LC_MR - 1) // LC_MR) * LC_MR * Kp} int16 values, "
+                         f"got {Ap.shape[0]}")
+    if Bp.shape[0] < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
+        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, "
+                         f"got {Bp.shape[0]}")
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    with nogil:
+        lc_gemm_exact(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], M, N, K, Kp, &Ap[0], isa, nthreads)
 
 
 def gemm_exact_a8(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp, int isa,

@@ -1,16 +1,11 @@
 # cython: language_level=3
-"""Thin wrapper over include/lutcore/gradtables.h (backward="table"'s gradient pass).
+"""Thin wrapper over csrc/gradtables/gradtables.h (backward="table"'s gradient pass).
 
 Design: lutcore.torch._gradtables validates shapes and allocates; here we check the
 buffers' sizes (the native layer never reads or writes out of bounds), release the
 GIL and call C.
 """
 from libc.stdint cimport int8_t, uint8_t, int64_t
-
-cdef extern from "lutcore/gradtables.h" nogil:
-    void lc_gt(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
-               const float *table, int64_t M, int64_t K, int64_t O, int isa, int nthreads)
-
 
 def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint8_t[:, ::1] qw,
                const float[:, ::1] w, const float[::1] table, int isa, int nthreads):
@@ -25,10 +20,6 @@ def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint
         return
     with nogil:
         lc_gt(which, &out[0, 0], &qx[0, 0], &qw[0, 0], &w[0, 0], &table[0], M, K, O, isa, nthreads)
-
-
-cdef extern from "lutcore/gradtables.h" nogil:
-    const char *lc_gt_body_name(int isa)
 
 
 def body_names(int isa):

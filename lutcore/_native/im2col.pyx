@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/im2col.h (the approximate PyTorch layers' operands) and
+"""Thin wrappers over csrc/im2col/im2col.h (the approximate PyTorch layers' operands) and
 csrc/conv2d/conv2d.h (their direct small-K convolution).
 
 Design: lutcore.torch validates tensors, geometry and thread counts and allocates
@@ -8,29 +8,6 @@ of ``quantize_nhwc`` is read through its element strides (any layout of a dense
 tensor); every other buffer is C-contiguous.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t
-
-cdef extern from "lutcore/im2col.h" nogil:
-    float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads)
-    int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
-                             int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa, int nthreads)
-    void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
-                        int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
-                        int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads)
-    void lc_grouped_direct(int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C,
-                           int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw,
-                           int64_t ph, int64_t pw, int64_t dh, int64_t dw, const int8_t *Wt,
-                           const int32_t *mul, int exact, int64_t O, int64_t N, int isa, int nthreads)
-    void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
-                    int64_t N, int64_t P, int64_t O, int nthreads)
-
-cdef extern from "conv2d/conv2d.h" nogil:
-    ctypedef struct lc_c2d_geo:
-        int64_t N, H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, O, K
-    int LC_C2D_KMAX
-    int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
-                         int exact, const float *scale, const float *bias, int isa, int nthreads)
-    const char *lc_c2d_body_name(int isa, int exact)
-
 
 KMAX = LC_C2D_KMAX
 

@@ -1,20 +1,10 @@
 # cython: language_level=3
-"""Thin wrappers over include/lutcore/optim.h (validated by lutcore.train.optim)."""
+"""Thin wrappers over csrc/optim/optim.h (validated by lutcore.train.optim)."""
 from libc.stdint cimport int64_t
 from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
 cnp.import_array()
-
-cdef extern from "lutcore/optim.h" nogil:
-    ctypedef struct lc_adamw_hp:
-        float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale
-    void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
-                  int isa, int nthreads)
-    void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
-                        const lc_adamw_hp *h, int isa, int nthreads)
-    int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
-    const char *lc_adamw_body_name(int isa)
 
 
 
@@ -77,7 +67,7 @@ def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double
 
 
 def sumsq_multi(list xs, int isa, int nthreads):
-    """[float64 sum of squares of each C-contiguous float32 array] (include/lutcore/optim.h's order)."""
+    """[float64 sum of squares of each C-contiguous float32 array] (csrc/optim/optim.h's order)."""
     cdef Py_ssize_t nt = len(xs), i
     cdef const float **X = <const float **>malloc((nt + 1) * sizeof(float *))
     cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))

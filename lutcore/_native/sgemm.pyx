@@ -1,16 +1,19 @@
 # cython: language_level=3
-"""Thin wrapper over include/lutcore/sgemm.h (validated by lutcore.ops.matmul)."""
+"""Thin wrapper over csrc/sgemm/sgemm.h (validated by lutcore.ops.matmul)."""
 from libc.stdint cimport int64_t
 cimport numpy as cnp
 cnp.import_array()
 
-from lutcore._native.csgemm cimport (lc_sgemm_tri, lc_sgemm_body_name, lc_sgemm_work, lc_sgemm_pack_b, LC_SNR, LC_TRI_NONE,
-                                     LC_TRI_A_LOWER, LC_TRI_A_UPPER, LC_TRI_C_LOWER)
 
 
 def body_name(int isa):
     """The register tile ``isa`` runs (show_config)."""
     return lc_sgemm_body_name(isa).decode()
+
+
+def body_names(int isa):
+    """The bodies ``isa`` runs: {"sgemv (decode, ops.matmul M = 1)"} -> name (the tile: body_name)."""
+    return {"sgemv (decode, ops.matmul M = 1)": lc_sgemv_body_name(isa).decode()}
 
 
 def work_size(int64_t M, int64_t N, int64_t K):

@@ -10,15 +10,20 @@ modules themselves (imported on first use), so ``lutcore._threads.record()`` see
 call made through them.
 
     _cpu         CPU features, OpenMP facts          alloc    page-aligned buffers
-    gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM
-    decode       norms, softmax, RoPE, fused decode  mamba    scan, conv1d, math functions
+    gemm         LUT / exact GEMM, Q8 quantizer      sgemm    float32 GEMM (and the decode GEMV)
+    mathfn       exp, silu, sigmoid, softplus, GELU  norm     RMSNorm, LayerNorm rows
+    softmax      causal softmax rows                 attn     decode attention products
+    scan         the selective scan                  conv     causal conv1d
+    models       the llama decode layer (fused one-token decode), RoPE
     elementwise  requant, relu8, fp16, scatter-add   optim    AdamW, sum of squares
     im2col       conv patches, direct grouped conv
     gradtables   the gradient-table backward pass (lutcore.torch backward="table")
+    exactsum     the exact float32 summation (the data-parallel gradient reduction)
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "decode", "elementwise", "gemm", "gradtables", "im2col", "mamba", "optim", "sgemm")
+MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn",
+           "models", "norm", "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)
 

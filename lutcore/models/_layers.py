@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from lutcore import _simd
-from lutcore.kernels import decode as _rows
+from lutcore.kernels import norm as _rows
 from lutcore.kernels import elementwise as _ew
 from lutcore._threads import resolve_threads
 from lutcore.ops.matmul import matmul
@@ -62,7 +62,7 @@ def _f32_rows(*arrays):
 
 def rmsnorm_fwd(x, w, eps):
     """y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); returns (y, rstd).  float32: native
-    rows (lutcore/norm.h: in-order sums, parallel over rows); float64: numpy."""
+    rows (csrc/norm/norm.h: in-order sums, parallel over rows); float64: numpy."""
     if _f32_rows(x, w):
         C = x.shape[-1]
         x2 = np.ascontiguousarray(x).reshape(-1, C)
@@ -92,7 +92,7 @@ def rmsnorm_bwd(dy, x, w, rstd, dw):
 
 def layernorm_fwd(x, w, b, eps):
     """LayerNorm over the last axis; returns (y, (xhat, rstd)).  float32: native rows
-    (lutcore/norm.h); float64: numpy."""
+    (csrc/norm/norm.h); float64: numpy."""
     if _f32_rows(x, w, b):
         C = x.shape[-1]
         x2 = np.ascontiguousarray(x).reshape(-1, C)

@@ -40,7 +40,7 @@ import numpy as np
 from lutcore.models.unitmm import unit_backward_arg
 from lutcore import _check, _simd, _threads
 from lutcore._alloc import reusing
-from lutcore.kernels import decode as _rows
+from lutcore.kernels import softmax as _rows
 from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
@@ -113,7 +113,7 @@ def attention_fwd(q, k, v):
     s *= scale
     if _native_rows(s):
         # mask, minus the row max, lutcore's exp, over the in-order row sum: one parallel
-        # pass (lutcore/softmax.h; the same bits on every SIMD path and thread count)
+        # pass (csrc/softmax/softmax.h; the same bits on every SIMD path and thread count)
         _rows.softmax_causal(s.reshape(-1, L, L), L, 0, 0, _simd.isa(), resolve_threads(None))
         return nn.bmm(s, v, tri="a_lower"), s
     future = np.triu(np.ones((L, L), dtype=bool), 1)

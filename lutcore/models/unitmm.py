@@ -14,7 +14,7 @@ unit's attached tables), the rounding passed straight through (docs/DESIGN.md,
 "Gradient tables", the block-scaled form):
     dX[m, k] = sum_n dY[m, n] sb[b(k), n] Ga[qa[m, k], qb[k, n]]
     dW[n, k] = sum_m dY[m, n] sa[m, b(k)] Gb[qa[m, k], qb[k, n]]
-per block of K, through the native pass (include/lutcore/gradtables.h: each sum
+per block of K, through the native pass (csrc/gradtables/gradtables.h: each sum
 in index order, the same bits at any thread count).
 """
 from __future__ import annotations

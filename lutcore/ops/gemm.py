@@ -2,7 +2,7 @@
 
 Design: validation and allocation happen here; ``lutcore._native.gemm`` only
 computes.  Exact tables take the packed integer SIMD path, any other table
-the row-table path (see include/lutcore/gemm.h); both equal
+the row-table path (see csrc/gemm/); both equal
 ``sum_k mul[a[m,k], b[k,n]]`` bit for bit, and ``lutcore.audit`` can re-check
 a sample of every call against that definition.
 
@@ -121,9 +121,8 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
         else:
             Np = -(-N // _g.NR) * _g.NR
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
-        if not _g.gemm_exact_a8(c, a, bp, Kp, isa, nt, ldc):    # VNNI converts A's int8 rows itself
-            ap = pack_a16(a, bk, bkp, nt)
-            _g.gemm_exact_packed(c, ap, bp, Kp, isa, nt, ldc)
+        Mp = -(-M // _g.MR) * _g.MR            # the dispatcher widens A here unless its body reads int8 rows
+        _g.gemm_exact(c, a, bp, Kp, _workspace.scratch("a16", Mp * Kp, np.int16), isa, nt, ldc)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
         _g.gemm_table_auto(c, a, b, units.kernel_table, work, isa, nt, ldc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lutcore import _check, _simd
-from lutcore._native import mamba as _m
+from lutcore._native import mathfn as _m
 from lutcore._threads import resolve_threads
 
 __all__ = ["exp", "exp2", "softplus", "silu", "silu_backward", "sigmoid", "gelu_tanh", "gelu_tanh_backward"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from lutcore import _check, _simd, _workspace
 from lutcore._alloc import reusing
-from lutcore._native import mamba as _m
+from lutcore._native import conv as _conv, scan as _scan
 from lutcore._threads import resolve_threads
 
 __all__ = ["selective_scan", "selective_scan_forward", "selective_scan_backward", "ScanContext",
@@ -156,7 +156,7 @@ def selective_scan_forward(u, delta, A, B, C, D=None, z=None, delta_bias=None, d
     if return_last_state and L == 0 and h0 is not None:
         last[...] = h0
     zoh = discretization == "zoh"
-    _m.scan_fwd(y, ypre, hs, last, u, delta, A, B, C, D, z, delta_bias, h0, chunk,
+    _scan.scan_fwd(y, ypre, hs, last, u, delta, A, B, C, D, z, delta_bias, h0, chunk,
                 bool(delta_softplus), zoh, _simd.isa(), resolve_threads(threads))
     ctx = None
     if save_for_backward:
@@ -200,7 +200,7 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
     N = ctx.A.shape[1]
     dy = _need(dy, "dy", dt, (bsz, L, Dm))
     nt = resolve_threads(threads)
-    ng = -(-Dm // _m.GROUP_CHANNELS) if Dm else 0
+    ng = -(-Dm // _scan.GROUP_CHANNELS) if Dm else 0
     g = {
         "u": np.empty((bsz, L, Dm), dt), "delta": np.empty((bsz, L, Dm), dt),
         "A": np.zeros((Dm, N), dt), "B": np.zeros((bsz, L, N), dt), "C": np.zeros((bsz, L, N), dt),
@@ -220,7 +220,7 @@ def selective_scan_backward(dy, u=None, delta=None, A=None, B=None, C=None, D=No
     dDp = _workspace.scratch("scan_dD", bsz * Dm, dt).reshape(bsz, Dm) if ctx.D is not None else None
     ddbp = (_workspace.scratch("scan_ddb", bsz * Dm, dt).reshape(bsz, Dm)
             if ctx.delta_bias is not None else None)
-    _m.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),
+    _scan.scan_bwd(g["u"], g["delta"], g["A"], g["B"], g["C"], g.get("D"), g.get("z"), g.get("delta_bias"),
                 g.get("initial_state"), dAp, dBp, dCp, dDp, ddbp,
                 dy, ctx.u, ctx.delta, ctx.A, ctx.B, ctx.C, ctx.D, ctx.z, ctx.delta_bias, ctx.chunk_states,
                 ctx.ypre, min(ctx.chunk, max(L, 1)), ctx.delta_softplus, ctx.zoh, _simd.isa(), nt)
@@ -248,7 +248,7 @@ def causal_conv1d(x, weight, bias=None, threads=None):
     """Causal depthwise conv1d, PyTorch tap order: ``w[:, K-1]`` multiplies the current step."""
     dt, x, wt, bias = _conv_args(x, weight, bias)
     y = np.empty_like(x)
-    _m.conv_fwd(y, x, wt, bias, _simd.isa(), resolve_threads(threads))
+    _conv.conv_fwd(y, x, wt, bias, _simd.isa(), resolve_threads(threads))
     return y
 
 
@@ -264,7 +264,7 @@ def causal_conv1d_backward(dy, x, weight, bias=None, threads=None):
         dwt[...] = 0
         db[...] = 0
     else:
-        _m.conv_bwd(dx, dwt, db, dy, x, wt, _simd.isa(), resolve_threads(threads))
+        _conv.conv_bwd(dx, dwt, db, dy, x, wt, _simd.isa(), resolve_threads(threads))
     return dx, np.ascontiguousarray(dwt.T), db
 
 
@@ -295,5 +295,5 @@ def causal_conv1d_step(x_t, conv_state, weight, bias=None):
     if bias is not None and np.shares_memory(bias, conv_state):
         bias = bias.copy()
     y = np.empty((bsz, Dm), dt)
-    _m.conv_step(y, conv_state, x_t, wt, bias)
+    _conv.conv_step(y, conv_state, x_t, wt, bias)
     return y

@@ -28,7 +28,7 @@ function below depends only on (its layer's weights, x, the cache, the
 position).  Hence any split gives the bits of the unsplit model.  No BLAS:
 every float product (weights, q.k, p.v, the head) is ``lutcore.ops.matmul``
 and every reduction (norm means, softmax sums) an in-order sum per row
-(lutcore/norm.h, lutcore/softmax.h), and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
+(csrc/norm/norm.h, csrc/softmax/softmax.h), and exp/silu/sigmoid are lutcore's kernels — the same bits at any thread
 count and on every SIMD path, so in every process and on every machine.  The
 chains also make each row independent of the others (a masked score adds an
 exact 0), so for the attention families a token decoded with the KV cache has
@@ -50,7 +50,7 @@ import numpy as np
 
 from lutcore import _check, _simd, _threads, audit
 from lutcore._threads import resolve_threads
-from lutcore.kernels import decode as _dec
+from lutcore.kernels import models as _model, norm as _norm, softmax as _softmax
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
@@ -316,13 +316,13 @@ class Stage:
 
     def _norm(self, x, w, b, out):
         """RMSNorm (b None) or LayerNorm (with bias) over the last axis of x (T, C), eps from
-        the spec: one native pass over the rows (lutcore/norm.h, the decode layer's steps)."""
+        the spec: one native pass over the rows (csrc/norm/norm.h, the decode layer's steps)."""
         eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
         if b is None:
-            _dec.rmsnorm_rows(out, x, w, eps, None, _simd.isa(), nt)
+            _norm.rmsnorm_rows(out, x, w, eps, None, _simd.isa(), nt)
         else:
             T, C = x.shape
-            _dec.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, _simd.isa(),
+            _norm.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, _simd.isa(),
                                 nt)
         return out
 
@@ -378,17 +378,17 @@ class Stage:
         """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face), one native pass."""
         cos, sin = self._rope_tables(pos + x.shape[0])
         out = np.empty(x.shape, np.float32)
-        _dec.rope_rows(out, x, cos, sin, pos)
+        _model.rope_rows(out, x, cos, sin, pos)
         return out
 
     # ------------------------------------------------------------------ one-token decode, fused
     def _linear(self, w, b, nt):
         if isinstance(w, PackedMatrix):
             K, N = w.shape
-            return _dec.Linear(0, K, N, {"panels": w.panels, "bias": b})
+            return _model.Linear(0, K, N, {"panels": w.panels, "bias": b})
         K, N = w.shape
         path, bufs, block, bkp = w.decode_operands(nt)
-        return _dec.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
+        return _model.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
@@ -413,8 +413,8 @@ class Stage:
                    "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
                    "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
                    "scores": np.empty(H * cap, np.float32),
-                   "kt": np.empty(KV * _dec.kt_floats(hd), np.float32)}
-        layers = [_dec.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
+                   "kt": np.empty(KV * _model.kt_floats(hd), np.float32)}
+        layers = [_model.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
                                    float(L.scale), int(L.window or 0), scratch)
                   for L, lin in zip(self.layers, lins)]
         self._fused = (lins, cap, layers)
@@ -428,7 +428,7 @@ class Stage:
         kvs = [cache.layers[L.index] for L in self.layers]
         for kv in kvs:
             kv.reserve(pos + 1, pos)
-        if _dec.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
+        if _model.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
                            _simd.isa(), nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
         return x
@@ -456,7 +456,7 @@ class Stage:
             Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
         s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
         # causal / window mask, minus the row max, exp, over the in-order row sum: one native pass
-        _dec.softmax_causal(s, T, pos, int(L.window or 0), _simd.isa(), self._ew(s.size))
+        _softmax.softmax_causal(s, T, pos, int(L.window or 0), _simd.isa(), self._ew(s.size))
         o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
         o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
         x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))

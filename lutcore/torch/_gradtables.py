@@ -14,7 +14,7 @@ rounding passed straight through:
 in float32.  A conv runs the same over its im2col patches (per group) and folds dX
 back (``F.fold``, as backward="units").  "Clamped" is |round(x / s_x)| > 127, which
 only a static input scale produces.  The gradient is float, not a product through
-the 8-bit table, so this is its own pass: natively (include/lutcore/gradtables.h,
+the 8-bit table, so this is its own pass: natively (csrc/gradtables/gradtables.h,
 threaded over rows of dX and of dW, each sum in index order: o = 0, 1, ... for dX,
 m = 0, 1, ... for dW), or without the native module in numpy: rows of M in fixed
 blocks of ``BLOCK_ELEMS // K`` rows, dX summed over o in order (the native bits), each
@@ -36,7 +36,7 @@ from lutcore.units import Units
 __all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "table_grads", "LutLinearTableFunction",
            "LutConvTableFunction"]
 
-try:                                    # the native pass (include/lutcore/gradtables.h); numpy without it
+try:                                    # the native pass (csrc/gradtables/gradtables.h); numpy without it
     from lutcore.kernels import gradtables as _native_gt
 except ImportError:                     # pragma: no cover - an older build
     _native_gt = None

@@ -3,7 +3,7 @@ clipping.  Moments are keyed by parameter NAME, created on first use, and
 survive changes of the trainable set (a step updates exactly the parameters
 named in its gradient dict).  One global step counter.
 
-Design: the per-element update is one native pass (include/lutcore/optim.h);
+Design: the per-element update is one native pass (csrc/optim/optim.h);
 the global norm is a float64 sum over names in sorted order, each tensor
 summed in fixed chunks — the same bits at any thread count.
 """
@@ -173,7 +173,7 @@ class AdamW:
 
     def _would_overflow(self, grads, grad_scale, norm, max_grad_norm) -> bool:
         """A large (but finite) gradient norm: would the update overflow float32 in
-        m or v?  Evaluated as the kernel does (include/lutcore/optim.h)."""
+        m or v?  Evaluated as the kernel does (csrc/optim/optim.h)."""
         clip = max_grad_norm / (norm + 1e-6) if (max_grad_norm is not None and norm > max_grad_norm) else 1.0
         gs = np.float32(grad_scale * clip)
         b1, b2 = np.float32(self.betas[0]), np.float32(self.betas[1])

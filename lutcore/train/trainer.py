@@ -137,7 +137,8 @@ class Trainer:
     @_threads.entry
     def train(self, data, epochs: int = 1, seq_len: int = 128, batch_size: int = 8, grad_accum: int = 1,
               max_grad_norm: float | None = 1.0, wsla: bool = False, max_delta: float | None = None,
-              mixed_precision: bool = False, on_step=None, on_epoch_end=None, max_steps: int | None = None):
+              mixed_precision: bool = False, on_step=None, on_epoch_end=None, max_steps: int | None = None,
+              micro_batch: int | None = None, workers=None):
         """Train; returns the mean loss of each epoch run (or partly run) in this call.
 
         ``max_steps`` caps the total optimizer steps (``global_step``), so a run can
@@ -148,7 +149,15 @@ class Trainer:
         an optimizer step and its bookkeeping run whole (a SIGINT inside is held until
         it ends), and the micro-batches of an unfinished step are given back (their
         gradients dropped, ``position`` where the step began), so ``save_checkpoint``
-        then writes a checkpoint that resumes as if the run had stopped there."""
+        then writes a checkpoint that resumes as if the run had stopped there.
+
+        ``micro_batch`` (rows): each batch is cut into micro-batches of that many rows (a
+        batch's tail, shorter); a step's gradient is the exact, order-independent sum of
+        its micro-batches' gradients (``lutcore.train.exactsum``) rounded once, divided by
+        their count in the optimizer's pass.  ``workers`` (a ``lutcore.train.dp.RayWorkers``)
+        computes the micro-batches on Ray actors: the parameters after any step are the
+        same bits for any number of workers and equal to ``workers=None`` (docs/DESIGN.md,
+        "Data-parallel training")."""
         epochs, seq_len, batch_size, grad_accum = (
             _check.int_arg(v, name, lo=1) for name, v in (("epochs", epochs), ("seq_len", seq_len),
                                                           ("batch_size", batch_size), ("grad_accum", grad_accum)))
@@ -160,6 +169,18 @@ class Trainer:
             max_delta = _check.float_arg(max_delta, "max_delta", lo=0.0)
         if max_steps is not None:
             max_steps = _check.int_arg(max_steps, "max_steps", lo=0)
+        if workers is not None and micro_batch is None:
+            raise ValueError("micro_batch: expected a micro-batch size (rows) with workers=, got None (the "
+                             "reduction that gives the same bits for any worker count works per micro-batch)")
+        if micro_batch is not None:
+            micro_batch = _check.int_arg(micro_batch, "micro_batch", lo=1)
+            if batch_size % micro_batch:
+                raise ValueError(f"micro_batch: expected a divisor of batch_size={batch_size} (the global batch "
+                                 f"is cut into micro-batches of one size), got {micro_batch}")
+            if workers is not None and workers.n > grad_accum * batch_size // micro_batch:
+                raise ValueError(f"workers: expected at most {grad_accum * batch_size // micro_batch} (the "
+                                 f"micro-batches of a step: grad_accum {grad_accum} x batch_size {batch_size} / "
+                                 f"micro_batch {micro_batch}), got {workers.n} workers")
         for name, cb in (("on_step", on_step), ("on_epoch_end", on_epoch_end)):
             if cb is not None and not callable(cb):
                 raise TypeError(f"{name}: expected a callable or None, got {type(cb).__name__}")
@@ -187,6 +208,19 @@ class Trainer:
                     acc, losses, ntok = None, [], 0
                     scale = self.scaler.scale if mixed_precision else 1.0
                     k, b0 = 0, self.position["batch"]
+                    if micro_batch is not None:
+                        k = min(grad_accum, len(batches) - b0)
+                        micros = [b[s:s + micro_batch] for b in batches[b0:b0 + k]
+                                  for s in range(0, b.shape[0], micro_batch)]
+                        acc, losses = self._reduced(micros, trainable, mixed_precision, scale, workers)
+                        ntok = sum(m.shape[0] * (m.shape[1] - 1) for m in micros)
+                        with _sigint_deferred():
+                            rec = self._apply(acc, losses, k, ntok, ep, scale, mixed_precision, max_grad_norm,
+                                              t0, n_terms=len(micros))
+                        ep_losses.append(rec["loss"])
+                        if on_step is not None:
+                            on_step(rec)
+                        continue
                     # the micro-batches: an interruption here keeps nothing of the step (position
                     # moves only in _apply)
                     while k < grad_accum and b0 + k < len(batches):
@@ -214,14 +248,29 @@ class Trainer:
             self.optimizer.max_delta = self.base_max_delta
         return epoch_means
 
-    def _apply(self, acc, losses, k, ntok, ep, scale, mixed_precision, max_grad_norm, t0) -> dict:
-        """A step's update and bookkeeping (run whole: see ``train``); its history record."""
+    def _reduced(self, micros, trainable, mixed_precision, scale, workers):
+        """({name: exact sum of the micro-batches' gradients, rounded once}, [loss of each
+        micro-batch, by global index]) — computed here or on the Ray workers."""
+        if workers is not None:
+            return workers.gradients(self, micros, trainable, mixed_precision, scale)
+        from lutcore.train.exactsum import GradSum
+        acc, losses = GradSum(), []
+        for m in micros:
+            loss, g = self._micro(m, trainable, mixed_precision, scale)
+            acc.add(g)
+            losses.append(loss)
+        return acc.result(), losses
+
+    def _apply(self, acc, losses, k, ntok, ep, scale, mixed_precision, max_grad_norm, t0, n_terms=None) -> dict:
+        """A step's update and bookkeeping (run whole: see ``train``); its history record.
+        ``k`` batches consumed; the gradient is the sum of ``n_terms`` (default ``k``) means."""
+        n_terms = k if n_terms is None else n_terms
         proceed = True
         if mixed_precision:
             overflow = self.scaler.check(acc)
             proceed = self.scaler.update(overflow)
         if proceed and all(math.isfinite(l) for l in losses):
-            info = self.optimizer.step(acc, max_grad_norm=max_grad_norm, grad_scale=1.0 / (scale * k))
+            info = self.optimizer.step(acc, max_grad_norm=max_grad_norm, grad_scale=1.0 / (scale * n_terms))
         else:
             self.optimizer.skipped += 0 if mixed_precision else 1
             info = {"step": self.optimizer.t, "skipped": True, "grad_norm": float("nan"), "clip_factor": 1.0}

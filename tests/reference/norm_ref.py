@@ -1,4 +1,4 @@
-"""numpy oracles of lutcore's norms (DESIGN.md, include/lutcore/norm.h's contract),
+"""numpy oracles of lutcore's norms (DESIGN.md, csrc/norm/norm.h's contract),
 written from the contract, never calling the kernels.
 
 float32, step by step: every row sum is one chain s = s + t over the columns in order

@@ -1,0 +1,141 @@
+/* csrc/gemm/drivers.h — the threaded exact drivers (plain and block-scaled) over the body table.
+ * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+#ifndef LUTCORE_GEMM_DRIVERS_H
+#define LUTCORE_GEMM_DRIVERS_H
+
+/* ------------------------------------------------------ exact drivers */
+
+#define LC_MC 48   /* rows per work unit (8 register tiles) */
+#define LC_NC 128  /* columns per work unit (8 panels) */
+/* Work units go to threads dynamically: every output tile is computed whole by
+ * one thread, so the bits do not depend on who takes which (and ragged unit
+ * counts, e.g. 3 row blocks x 4 column blocks on 2 threads, stay balanced). */
+
+/* A body's whole call (gemm/x86/x86.h): its conversions, then its units, on the team;
+ * 0 = done, -1 = not taken (the caller runs the per-unit loop). */
+#if LC_GEMM_X86
+static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthreads) {
+    x->nthreads = nthreads;
+    if (!xb || !xb->x_begin || xb->x_begin(x) != 0) return -1;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t i = 0; i < x->nconv; i++) xb->x_conv(x, i);
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u);
+    }
+    xb->x_end(x);
+    return 0;
+}
+#endif
+
+/* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
+static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
+                                 int64_t M, int64_t N, int64_t Kp, int isa, int nthreads) {
+    int64_t P = Kp / 2;
+    int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
+    int64_t units = nmu * nnu;
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .nblk = 1, .bkp = Kp, .M = M, .N = N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
+    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
+    for (int64_t u = 0; u < units; u++) {
+        int64_t mu = u / nnu, nu = u % nnu;
+        int32_t tile[LC_MR * LC_NR];
+        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        if (xb && xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
+                                      Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC,
+                                      n_end - nu * LC_NC) == 0)
+            continue;
+        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+                lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
+                for (int r = 0; r < R; r++)
+                    memcpy(C + (m0 + r) * ldc + n0, tile + r * LC_NR, (size_t)nc * sizeof(int32_t));
+            }
+        }
+    }
+}
+
+/* C (M,N) int32 = A's int8 rows (M, K, lda apart) x packed Bp (Kp = K rounded up to even),
+ * when the body takes whole calls from int8 rows (no int16 copy of A): 0 = done, -1 = not
+ * taken (the caller packs A and runs lc_gemm_exact_packed: same bits). */
+static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+                            int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp, .nblk = 1, .bkp = Kp,
+                        .M = M, .N = N};
+    return lc_gemm_x_whole(lc_gemm_exact_body(isa), &x, nthreads);
+#else
+    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)M, (void)N, (void)K, (void)Kp, (void)isa, (void)nthreads;
+    return -1;
+#endif
+}
+
+/* One register tile of the block-scaled product: R <= LC_MR packed rows (sa's
+ * rows lds apart) against one packed panel, y (R x LC_NR) from zero, blocks in order. */
+static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan, const float *sa,
+                                  int64_t nblk, const float *sbpan, int64_t pb, int R, int isa) {
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+    if (xb && xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0) return;
+    memset(y, 0, (size_t)R * LC_NR * sizeof(float));           /* the rows in use */
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) {
+        lc_qmk_exact_avx2(y, Ap, Kp, Bpan, sa, nblk, sbpan, nblk, pb, R);
+        return;
+    }
+#endif
+    int32_t tile[LC_MR * LC_NR];
+    for (int64_t b = 0; b < nblk; b++) {
+        lc_mk_exact(isa, tile, Ap, Kp, Bpan, b * pb, (b + 1) * pb, R);
+        lc_fold_generic(y, tile, sa + b, nblk, sbpan + b * LC_NR, R);
+    }
+}
+
+/* Y (M,N) float32 = block-scaled matmul on packed operands (exact table).
+ * sa (M, nblk) row-major; sbp (Np/16, nblk, 16) packed column scales. */
+static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
+                                    const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
+                                    int64_t nblk, int64_t bkp, int isa, int nthreads) {
+    int64_t Kp = nblk * bkp, P = Kp / 2, pb = bkp / 2;
+    int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
+    int64_t units = nmu * nnu;
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+#if LC_GEMM_X86
+    lc_gemm_x_call x = {.Y = Y, .ldc = ldy, .Ap = Ap, .Kp = Kp, .Bp = Bp, .sa = sa, .sbp = sbp, .nblk = nblk,
+                        .bkp = bkp, .M = M, .N = N};
+    if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#endif
+    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
+    for (int64_t u = 0; u < units; u++) {
+        int64_t mu = u / nnu, nu = u % nnu;
+        float ytile[LC_MR * LC_NR];
+        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+        if (xb && xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
+                                         sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
+                                         sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp,
+                                         m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+            continue;
+        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+            const float *sbpan = sbp + (n0 / LC_NR) * nblk * LC_NR;
+            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+                lc_qexact_tile(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, pb, R, isa);
+                for (int r = 0; r < R; r++)
+                    memcpy(Y + (m0 + r) * ldy + n0, ytile + r * LC_NR, (size_t)nc * sizeof(float));
+            }
+        }
+    }
+}
+
+
+#endif /* LUTCORE_GEMM_DRIVERS_H */

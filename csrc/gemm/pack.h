@@ -1,0 +1,58 @@
+/* csrc/gemm/pack.h — packing: A as int16 rows, B as int8 panels of 16 columns x k-pairs.
+ * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+#ifndef LUTCORE_GEMM_PACK_H
+#define LUTCORE_GEMM_PACK_H
+
+/* ------------------------------------------------------------------ packing */
+
+/* packed k index -> source k, or -1 for padding */
+static inline int64_t lc_src_k(int64_t kp, int64_t bk, int64_t bkp, int64_t K) {
+    int64_t blk = kp / bkp, j = kp % bkp;
+    if (j >= bk) return -1;
+    int64_t k = blk * bk + j;
+    return k < K ? k : -1;
+}
+
+/* One packed row: dst[kp] = src[src_k(kp)] widened to int16, padding zero. */
+static inline void lc_pack_a16_row(int16_t *dst, const int8_t *src, int64_t K, int64_t bk, int64_t bkp,
+                                   int64_t Kp) {
+    if (bk == bkp && bk * (Kp / bkp) == K) {
+        for (int64_t k = 0; k < K; k++) dst[k] = src[k];
+    } else {
+        for (int64_t kp = 0; kp < Kp; kp++) {
+            int64_t k = lc_src_k(kp, bk, bkp, K);
+            dst[kp] = k < 0 ? 0 : src[k];
+        }
+    }
+}
+/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
+static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
+                        int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t m = 0; m < Mp; m++) {
+        if (m >= M) memset(Ap + m * Kp, 0, (size_t)Kp * sizeof(int16_t));
+        else lc_pack_a16_row(Ap + m * Kp, A + m * lda, K, bk, bkp, Kp);
+    }
+}
+
+/* Bp[panel][p][c][2] = (B[src(2p), n], B[src(2p+1), n]) with n = panel*16 + c. */
+static void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb,
+                      int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    int64_t npan = (N + LC_NR - 1) / LC_NR, P = Kp / 2;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t pan = 0; pan < npan; pan++) {
+        int8_t *dst = Bp + pan * P * 2 * LC_NR;
+        int64_t n0 = pan * LC_NR;
+        for (int64_t p = 0; p < P; p++) {
+            int64_t k0 = lc_src_k(2 * p, bk, bkp, K), k1 = lc_src_k(2 * p + 1, bk, bkp, K);
+            int8_t *d = dst + p * 2 * LC_NR;
+            for (int64_t c = 0; c < LC_NR; c++) {
+                int64_t n = n0 + c;
+                d[2 * c] = (n < N && k0 >= 0) ? B[k0 * ldb + n] : 0;
+                d[2 * c + 1] = (n < N && k1 >= 0) ? B[k1 * ldb + n] : 0;
+            }
+        }
+    }
+}
+
+#endif /* LUTCORE_GEMM_PACK_H */

@@ -1,0 +1,94 @@
+/* csrc/gemm/table_auto.h — the any-table drivers' orientation: the transposes and the _auto entry points.
+ * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+#ifndef LUTCORE_GEMM_TABLE_AUTO_H
+#define LUTCORE_GEMM_TABLE_AUTO_H
+
+/* ------------------------------------------------------ any-table drivers: orientation */
+
+/* Whether an (M, N) product runs as its transpose, B^T A^T through the swapped table
+ * (the same integer products and sums, and the same scale products, so the same
+ * bits): the kernels build a row table per k and column block of the right operand
+ * and reuse it for every left row, so the longer side belongs in the rows, unless
+ * it is short enough for direct lookups. */
+static inline int lc_table_transposed(int64_t M, int64_t N) {
+    return N > M && M >= LC_TABLE_DIRECT_M;
+}
+
+/* int32 words the kernels (lc_gemm_table / lc_qmatmul_table) need for an (M, N) product. */
+static inline size_t lc_table_kernel_work(int64_t M, int64_t N, int nthreads, int with_float) {
+    int64_t nrc, rows_per;
+    return lc_table_layout(M, N, nthreads, with_float, &nrc, &rows_per) * (size_t)nthreads;
+}
+
+/* int32 words lc_gemm_table_auto (nblk 0) / lc_qmatmul_table_auto need: the kernel's,
+ * and when transposed the transposed operands (int8), scales and result. */
+static inline size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t nblk, int nthreads,
+                                        int with_float) {
+    if (!lc_table_transposed(M, N))
+        return lc_table_kernel_work(M, N, nthreads, with_float);
+    size_t bytes = (size_t)N * K + (size_t)K * M;
+    return lc_table_kernel_work(N, M, nthreads, with_float) + (size_t)N * M + (size_t)nblk * (N + M) +
+           (bytes + 3) / 4;
+}
+
+/* dst (cols, rows; row stride ldd) = src (rows, cols; row stride lds), for 1- and
+ * 4-byte elements, in 32 x 32 tiles shared out over the threads (a copy: no bits to lose). */
+#define LC_TRANSPOSE_DEF(NAME, T)                                                            \
+    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
+                     int nthreads) {                                                         \
+        int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                   \
+        for (int64_t t = 0; t < rt * ct; t++) {                                              \
+            int64_t r0 = (t / ct) * 32, c0 = (t % ct) * 32;                                  \
+            int64_t r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols; \
+            for (int64_t c = c0; c < c1; c++)                                                \
+                for (int64_t r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];       \
+        }                                                                                    \
+    }
+LC_TRANSPOSE_DEF(lc_transpose_i8, int8_t)
+LC_TRANSPOSE_DEF(lc_transpose_u32, uint32_t)
+#undef LC_TRANSPOSE_DEF
+
+/* C (M,N) int32 = A (M,K) B (K,N) through the table (T[a*256+b] = mul(a,b), Tt its
+ * transpose), run as C^T = B^T A^T with the tables swapped where lc_table_transposed
+ * says so.  work: lc_table_auto_work(M, N, K, 0, nthreads, 0) words. */
+static void lc_gemm_table_auto(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
+                               int64_t ldb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N,
+                               int64_t K, int32_t *work, int isa, int nthreads) {
+    if (!lc_table_transposed(M, N)) {
+        lc_gemm_table(C, ldc, A, lda, B, ldb, T, Tt, M, N, K, work, isa, nthreads);
+        return;
+    }
+    int32_t *ct = work + lc_table_kernel_work(N, M, nthreads, 0);      /* (N, M) */
+    int8_t *bt = (int8_t *)(ct + N * M), *at = bt + N * K;             /* (N, K), (K, M) */
+    lc_transpose_i8(bt, K, B, K, N, ldb, nthreads);
+    lc_transpose_i8(at, M, A, M, K, lda, nthreads);
+    lc_gemm_table(ct, M, bt, K, at, M, Tt, T, N, M, K, work, isa, nthreads);
+    lc_transpose_u32((uint32_t *)C, ldc, (const uint32_t *)ct, N, M, M, nthreads);
+}
+
+/* Y (M,N) float32 = the block-scaled product through the table (as lc_qmatmul_table),
+ * run transposed where lc_table_transposed says so: Y^T from (qb^T, sb^T) and
+ * (qa^T, sa^T) with the tables swapped (sa sb = sb sa: the same bits).
+ * work: lc_table_auto_work(M, N, nblk*bk, nblk, nthreads, 1) words. */
+static void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
+                                  const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N,
+                                  int64_t nblk, int64_t bk, int32_t *work, int isa, int nthreads) {
+    if (!lc_table_transposed(M, N)) {
+        lc_qmatmul_table(Y, ldy, qa, sa, qb, sb, T, Tt, M, N, nblk, bk, work, isa, nthreads);
+        return;
+    }
+    int64_t Kq = nblk * bk;
+    float *yt = (float *)(work + lc_table_kernel_work(N, M, nthreads, 1));      /* (N, M) */
+    float *sbt = yt + N * M, *sat = sbt + N * nblk;                             /* (N, nblk), (nblk, M) */
+    int8_t *bt = (int8_t *)(sat + nblk * M), *at = bt + N * Kq;                /* (N, Kq), (Kq, M) */
+    lc_transpose_i8(bt, Kq, qb, Kq, N, N, nthreads);
+    lc_transpose_i8(at, M, qa, M, Kq, Kq, nthreads);
+    lc_transpose_u32((uint32_t *)sbt, nblk, (const uint32_t *)sb, nblk, N, N, nthreads);
+    lc_transpose_u32((uint32_t *)sat, M, (const uint32_t *)sa, M, nblk, nblk, nthreads);
+    lc_qmatmul_table(yt, M, bt, sbt, at, sat, Tt, T, N, M, nblk, bk, work, isa, nthreads);
+    lc_transpose_u32((uint32_t *)Y, ldy, (const uint32_t *)yt, N, M, M, nthreads);
+}
+
+
+#endif /* LUTCORE_GEMM_TABLE_AUTO_H */

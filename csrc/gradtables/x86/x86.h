@@ -1,0 +1,21 @@
+/* csrc/gradtables/x86/x86.h — the gradient-table pass's per-ISA bodies, each in its own
+ * translation unit (csrc/gradtables/x86/<isa>.c, compiled alone with that ISA's flags;
+ * simde_avx512.c, built against SIMDe with AVX2+FMA flags, backs the test-only
+ * extension lutcore._native._simde_gt).  Included by gradtables.h.
+ *   gt_rows  out rows r0..r1-1 of lc_gt's pass `which` (0: dx, rows m; 1: s, rows o):
+ *            the contract, and the bits, of the generic body on those rows (one thread)
+ */
+#ifndef LUTCORE_GRADTABLES_X86_H
+#define LUTCORE_GRADTABLES_X86_H
+
+#include <stdint.h>
+
+#define LC_GT_X86_DECLARE(P)                                                                        \
+    void P##gt_rows(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,     \
+                    const float *t, int64_t M, int64_t K, int64_t O, int64_t r0, int64_t r1);
+
+LC_GT_X86_DECLARE(lc_avx2_)
+LC_GT_X86_DECLARE(lc_avx512_)
+LC_GT_X86_DECLARE(lc_simde_avx512_)
+
+#endif /* LUTCORE_GRADTABLES_X86_H */

@@ -1,0 +1,309 @@
+/* csrc/im2col/im2col.h — the approximate PyTorch layers' int8 operands and their float result.
+ *
+ * Contract (docs/DESIGN.md, "Approximate PyTorch layers"): one scale s for the whole
+ * activation tensor, q = clamp(round_half_even(x / s), -127, 127) with a true
+ * float32 division (0 when s = 0: lc_q8_code, shared with the Q8 blocks); a
+ * convolution is the LUT GEMM over im2col patches, padding being the code 0; the
+ * result is y = float32(acc) * scale[o] + bias[o] with scale[o] = s_x * s_w[o].
+ *
+ * Four passes, each threaded over independent outputs (so any thread count gives
+ * the same bits; the only reduction, the max, is exact in any order):
+ *   lc_absmax        x float32 (n,)                      IN   -> max|x|, count of non-finite
+ *   lc_quantize_nhwc x float32 (N, H, W, C) any strides   IN   (an NCHW tensor is the view
+ *                    q int8    (N, H, W, C) contiguous    OUT   with strides (CHW, W, 1, HW))
+ *   lc_im2col_nhwc   q int8    (N, H, W, C)               IN
+ *                    A int8    (G, M, Kg)                 OUT  M = N*OH*OW, Kg = KH*KW*Cg,
+ *                                                              k = (i*KW + j)*Cg + c
+ *   lc_grouped_direct q int8 (N, H, W, C), Wt int8 (Kg, O) IN  -> acc int32 (M, O): narrow groups
+ *                                                              (depthwise) without im2col or a GEMM per group
+ *   lc_dequant       acc int32 (N*P, O) rows ldacc apart   IN
+ *                    y float32 (N, O, P)                  OUT  P = OH*OW (1 for a linear layer)
+ * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
+ * Cg bytes; the weight's reduction axis is permuted to the same (i, j, c) order by
+ * the caller.  The integer sum over k does not depend on its order, so this is the
+ * same product as PyTorch's (c, i, j) order.  A holds each group's rows apart, so
+ * every group is one contiguous (M, Kg) GEMM operand for lutcore's LUT GEMM.
+ */
+#ifndef LUTCORE_IM2COL_H
+#define LUTCORE_IM2COL_H
+
+#include "core/common.h"
+#include "q8/q8.h"        /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
+#include <float.h>
+#include <math.h>
+
+/* ------------------------------------------------------------------ max|x| */
+
+/* lc_absmax_generic: gemm.h (the Q8 block quantizer uses it too) */
+
+#if LC_X86
+LC_TARGET_AVX2 static float lc_absmax_avx2(const float *x, int64_t n, int64_t *bad) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), fmax = _mm256_set1_ps(FLT_MAX);
+    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+    int64_t nf = 0, i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+        __m256 b = _mm256_and_ps(_mm256_loadu_ps(x + i + 8), absmask);
+        nf += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, fmax, _CMP_NLE_UQ)));
+        nf += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(b, fmax, _CMP_NLE_UQ)));
+        m0 = _mm256_max_ps(a, m0);
+        m1 = _mm256_max_ps(b, m1);
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_max_ps(m0, m1));
+    float m = lc_absmax_generic(x + i, n - i, &nf);
+    for (int c = 0; c < 8; c++) m = t[c] > m ? t[c] : m;
+    *bad += nf;
+    return m;
+}
+#endif
+
+#define LC_ABSMAX_CHUNK 65536
+/* Below this many bytes of output a pass runs on one thread: a team's start and barrier
+ * cost more than the work (batch-1 inference), and on a busy machine a descheduled
+ * thread stalls the whole team.  Partitions never change the bits. */
+#define LC_IM2COL_PAR_MIN 32768
+
+/* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless). */
+static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
+    int64_t nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK, nf = 0;
+    float m = 0.0f;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf) \
+              if(n > 4 * LC_IM2COL_PAR_MIN))
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * LC_ABSMAX_CHUNK, len = n - i0 < LC_ABSMAX_CHUNK ? n - i0 : LC_ABSMAX_CHUNK;
+        float v;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) v = lc_absmax_avx2(x + i0, len, &nf);
+        else
+#endif
+            v = lc_absmax_generic(x + i0, len, &nf);
+        m = v > m ? v : m;
+    }
+    (void)isa;
+    *bad = nf;
+    return m;
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+/* q[i] = lc_q8_code(x[i * sx], s) for i < n; returns the count of NaN/Inf seen. */
+static inline int64_t lc_q8_run_generic(int8_t *q, const float *x, int64_t sx, int64_t n, float s) {
+    int64_t nf = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i * sx];
+        nf += !(fabsf(v) <= FLT_MAX);
+        q[i] = lc_q8_code(v, s);
+    }
+    return nf;
+}
+
+#if LC_X86
+/* Contiguous x: the same bits as lc_q8_code (IEEE division, round half to even, clamp). */
+LC_TARGET_AVX2 static int64_t lc_q8_run_avx2(int8_t *q, const float *x, int64_t n, float s) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), fmax = _mm256_set1_ps(FLT_MAX);
+    const __m256 vs = _mm256_set1_ps(s), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    int64_t nf = 0, i = 0;
+    if (s == 0.0f) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+            nf += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, fmax, _CMP_NLE_UQ)));
+            memset(q + i, 0, 8);
+        }
+        return nf + lc_q8_run_generic(q + i, x + i, 1, n - i, s);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        nf += __builtin_popcount((unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_and_ps(xv, absmask), fmax, _CMP_NLE_UQ)));
+        __m256 v = _mm256_round_ps(_mm256_div_ps(xv, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+        __m256i i32 = _mm256_cvtps_epi32(v);
+        __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(i16, i16));
+    }
+    return nf + lc_q8_run_generic(q + i, x + i, 1, n - i, s);
+}
+#endif
+
+static inline int64_t lc_q8_run(int8_t *q, const float *x, int64_t sx, int64_t n, float s, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2 && sx == 1) return lc_q8_run_avx2(q, x, n, s);
+#endif
+    (void)isa;
+    return lc_q8_run_generic(q, x, sx, n, s);
+}
+
+#define LC_Q8_WTILE 256     /* w values per NCHW tile: a tile's codes (W x C bytes) stay in L1 */
+
+/* q (N, H, W, C) contiguous = the codes of x at scale s, x given by its element
+ * strides (sn, sh, sw, sc).  Threads over (n, h) rows.  Returns the count of NaN/Inf. */
+static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
+                                int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
+                                int nthreads) {
+    int64_t bad = 0;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad) \
+              if(N * H * W * C > LC_IM2COL_PAR_MIN))
+    for (int64_t r = 0; r < N * H; r++) {
+        int64_t n = r / H, h = r % H;
+        const float *xr = x + n * sn + h * sh;
+        int8_t *qr = q + r * W * C;
+        if (C > 1 && sc == 1) {                      /* channels contiguous (NHWC, a linear layer) */
+            for (int64_t w = 0; w < W; w++) bad += lc_q8_run(qr + w * C, xr + w * sw, sc, C, s, isa);
+        } else {                                     /* NCHW: quantize each channel's run, then scatter */
+            int8_t tmp[LC_Q8_WTILE];
+            for (int64_t w0 = 0; w0 < W; w0 += LC_Q8_WTILE) {
+                int64_t nw = W - w0 < LC_Q8_WTILE ? W - w0 : LC_Q8_WTILE;
+                for (int64_t c = 0; c < C; c++) {
+                    bad += lc_q8_run(tmp, xr + c * sc + w0 * sw, sw, nw, s, isa);
+                    for (int64_t w = 0; w < nw; w++) qr[(w0 + w) * C + c] = tmp[w];
+                }
+            }
+        }
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------------------ im2col */
+
+/* A (G, M, Kg) from the NHWC codes q: row m = (n*OH + oh)*OW + ow of group g holds,
+ * tap by tap (i, j), the Cg channels g*Cg.. of pixel (oh*sh - ph + i*dh, ow*sw - pw + j*dw),
+ * or Cg zero codes where that pixel lies in the padding.  Threads over rows. */
+static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
+                           int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
+                           int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads) {
+    int64_t Cg = C / G, M = N * OH * OW, Kg = KH * KW * Cg;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(G * M * Kg > LC_IM2COL_PAR_MIN))
+    for (int64_t u = 0; u < G * M; u++) {
+        int64_t g = u / M, m = u % M;
+        int64_t n = m / (OH * OW), p = m % (OH * OW), oh = p / OW, ow = p % OW;
+        int8_t *dst = A + u * Kg;
+        for (int64_t i = 0; i < KH; i++) {
+            int64_t ih = oh * sh - ph + i * dh;
+            if (ih < 0 || ih >= H) {
+                memset(dst + i * KW * Cg, 0, (size_t)(KW * Cg));
+                continue;
+            }
+            const int8_t *src = q + ((n * H + ih) * W) * C + g * Cg;
+            for (int64_t j = 0; j < KW; j++) {
+                int64_t iw = ow * sw - pw + j * dw;
+                int8_t *d = dst + (i * KW + j) * Cg;
+                if (iw < 0 || iw >= W) memset(d, 0, (size_t)Cg);
+                else if (Cg == 1) *d = src[iw * C];
+                else memcpy(d, src + iw * C, (size_t)Cg);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------- narrow groups */
+
+/* acc[m, o] = sum over taps (i, j) and c < Cg of mul[q[pixel(m, i, j), g*Cg + c], w]
+ * with g = o / Og, w = Wt[(i*KW + j)*Cg + c, o], a padding pixel giving the code 0
+ * (through the table like any other input): the product of the patches with the
+ * weight, for all G groups in one pass straight from the NHWC codes.  For grouped
+ * convolutions with narrow groups (depthwise: Cg = Og = 1), where im2col copies one
+ * byte per tap and one GEMM per group costs a call, a packing and a thread team for a
+ * few products.  Depthwise runs over contiguous channels (q's pixel, Wt's tap row).
+ * Integer sums: the bits of lut_gemm over the patches at any thread count and ISA.
+ * Threads over rows m = (n*OH + oh)*OW + ow.
+ *   q   int8  (N, H, W, C)      IN     Wt  int8 (Kg, O), Kg = KH*KW*Cg   IN
+ *   mul int32 (65536,)          IN     entry a*256 + b (exact: products computed)
+ *   acc int32 (M, O)            OUT    rows ldacc apart */
+static inline __attribute__((always_inline)) void lc_gd_rows(
+        int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C, int64_t G,
+        int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+        int64_t dh, int64_t dw, const int8_t *Wt, const int32_t *mul, int exact, int64_t O, int64_t m0,
+        int64_t m1) {
+    int64_t Cg = C / G, Og = O / G;
+    for (int64_t m = m0; m < m1; m++) {
+        int64_t n = m / (OH * OW), p = m % (OH * OW), oh = p / OW, ow = p % OW;
+        int32_t *c = acc + m * ldacc;
+        for (int64_t o = 0; o < O; o++) c[o] = 0;
+        for (int64_t i = 0; i < KH; i++) {
+            int64_t ih = oh * sh - ph + i * dh;
+            for (int64_t j = 0; j < KW; j++) {
+                int64_t iw = ow * sw - pw + j * dw;
+                const int8_t *px = (ih < 0 || ih >= H || iw < 0 || iw >= W) ? NULL : q + ((n * H + ih) * W + iw) * C;
+                for (int64_t cc = 0; cc < Cg; cc++) {
+                    const int8_t *wt = Wt + ((i * KW + j) * Cg + cc) * O;
+                    if (!px) {                                       /* padding: the code 0 */
+                        if (!exact) for (int64_t o = 0; o < O; o++) c[o] += mul[(uint8_t)wt[o]];
+                    } else if (Cg == 1 && Og == 1) {                 /* depthwise: channel o = group o */
+                        if (exact) for (int64_t o = 0; o < O; o++) c[o] += (int32_t)px[o] * (int32_t)wt[o];
+                        else for (int64_t o = 0; o < O; o++)
+                            c[o] += mul[((int32_t)(uint8_t)px[o] << 8) | (uint8_t)wt[o]];
+                    } else {
+                        for (int64_t o = 0; o < O; o++) {
+                            int8_t x = px[(o / Og) * Cg + cc];
+                            c[o] += exact ? (int32_t)x * (int32_t)wt[o]
+                                          : mul[((int32_t)(uint8_t)x << 8) | (uint8_t)wt[o]];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#define LC_GD_ARGS acc, ldacc, q, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, Wt, mul, exact, O
+#define LC_GD_PARAMS int32_t *acc, int64_t ldacc, const int8_t *q, int64_t H, int64_t W, int64_t C, \
+        int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, \
+        int64_t pw, int64_t dh, int64_t dw, const int8_t *Wt, const int32_t *mul, int exact, int64_t O
+
+static void lc_gd_rows_generic(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_rows(LC_GD_ARGS, m0, m1); }
+#if LC_X86
+LC_TARGET_AVX2 static void lc_gd_rows_avx2(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_rows(LC_GD_ARGS, m0, m1); }
+#endif
+
+#define LC_GD_MB 16      /* rows per work unit */
+
+static void lc_grouped_direct(LC_GD_PARAMS, int64_t N, int isa, int nthreads) {
+    int64_t M = N * OH * OW, nmb = (M + LC_GD_MB - 1) / LC_GD_MB;
+    int64_t work = M * KH * KW * (C / G) * O;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(work > LC_IM2COL_PAR_MIN))
+    for (int64_t mb = 0; mb < nmb; mb++) {
+        int64_t m0 = mb * LC_GD_MB, m1 = m0 + LC_GD_MB < M ? m0 + LC_GD_MB : M;
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) lc_gd_rows_avx2(LC_GD_ARGS, m0, m1);
+        else
+#endif
+            lc_gd_rows_generic(LC_GD_ARGS, m0, m1);
+    }
+    (void)isa;
+}
+
+/* --------------------------------------------------------------- dequantize */
+
+#define LC_DQ_PB 32     /* output positions per work unit: 128-byte runs of y per channel */
+
+/* y[n, o, p] = (float)acc[n*P + p, o] * scale[o] + bias[o] (bias NULL: no addition), in
+ * that order, float32.  Threads over (n, block of positions). */
+static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
+                       int64_t N, int64_t P, int64_t O, int nthreads) {
+    int64_t npb = (P + LC_DQ_PB - 1) / LC_DQ_PB;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(N * P * O > LC_IM2COL_PAR_MIN / 4))
+    for (int64_t u = 0; u < N * npb; u++) {
+        int64_t n = u / npb, p0 = (u % npb) * LC_DQ_PB, p1 = p0 + LC_DQ_PB < P ? p0 + LC_DQ_PB : P;
+        if (P == 1) {                        /* a linear layer: one contiguous row */
+            const int32_t *a = acc + n * ldacc;
+            float *yr = y + n * O;
+            if (bias) for (int64_t o = 0; o < O; o++) yr[o] = (float)a[o] * scale[o] + bias[o];
+            else for (int64_t o = 0; o < O; o++) yr[o] = (float)a[o] * scale[o];
+            continue;
+        }
+        for (int64_t o = 0; o < O; o++) {
+            float *yr = y + (n * O + o) * P;
+            const int32_t *a = acc + (n * P) * ldacc + o;
+            float s = scale[o];
+            if (bias) {
+                float b = bias[o];
+                for (int64_t p = p0; p < p1; p++) yr[p] = (float)a[p * ldacc] * s + b;
+            } else {
+                for (int64_t p = p0; p < p1; p++) yr[p] = (float)a[p * ldacc] * s;
+            }
+        }
+    }
+}
+
+#endif /* LUTCORE_IM2COL_H */

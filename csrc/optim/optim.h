@@ -1,0 +1,225 @@
+/* csrc/optim/optim.h — fused AdamW step and the float64 sum of squares.
+ *
+ * AdamW (docs/DESIGN.md), per element, one pass over (p, g, m, v):
+ *   g' = g * gscale                      (gradient clipping / unscaling, fused)
+ *   m  = b1 m + (1 - b1) g'
+ *   v  = b2 v + (1 - b2) g' g'
+ *   s  = (m * (lr / bc1)) / (sqrt(v) * (1 / sqrt(bc2)) + eps);  non-finite s -> 0
+ *        (torch's arrangement: one division and one square root per element;
+ *        lr/bc1 and 1/sqrt(bc2) are formed once per step in double)
+ *   s  = clamp(s, -max_delta, max_delta)   when max_delta > 0 (trust region)
+ *   p  = p (1 - lr wd) - s                 (decoupled decay, outside the region)
+ * float32 arithmetic in exactly this order, no FMA: the portable, AVX2 and
+ * AVX-512 bodies give the same bits, and any thread count too (elementwise).
+ *
+ * Sum of squares: float64 over fixed chunks of LC_SS_CHUNK elements, each
+ * chunk summed in 4 interleaved lanes then ((l0+l1)+(l2+l3)); chunk partials
+ * are added serially in order — independent of the thread count.  Threads take
+ * groups of four chunks, whose add chains run side by side.
+ */
+#ifndef LUTCORE_OPTIM_H
+#define LUTCORE_OPTIM_H
+
+#include "core/common.h"
+#include <math.h>
+
+#define LC_OPT_CHUNK 32768
+#define FLT_MAX_ 3.40282347e+38f
+#define LC_SS_CHUNK 16384
+
+typedef struct {
+    float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale;
+} lc_adamw_hp;
+
+/* AdamW's AVX-512 body lives in its own translation unit (optim/x86.h,
+ * csrc/optim/x86/avx512.c), built where setup.py defines LC_HAVE_X86_BODIES;
+ * LC_OPTIM_SIMDE binds its SIMDe copy (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "optim/x86/x86.h"
+#define LC_OPTIM_X86 1
+#if defined(LC_OPTIM_SIMDE)
+#define LC_ADAMW_AVX512 lc_simde_avx512_adamw
+#else
+#define LC_ADAMW_AVX512 lc_avx512_adamw
+#endif
+#else
+#define LC_OPTIM_X86 0
+#endif
+static const char *lc_adamw_body_name(int isa) {
+    if (LC_OPTIM_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
+                                    const lc_adamw_hp *h) {
+    for (int64_t i = 0; i < n; i++) {
+        float gg = g[i] * h->gscale;
+        float mi = h->b1 * m[i] + h->c1 * gg;
+        float vi = h->b2 * v[i] + h->c2 * (gg * gg);
+        m[i] = mi;
+        v[i] = vi;
+        float s = (mi * h->step_size) / (sqrtf(vi) * h->inv_sqrt_bc2 + h->eps);
+        if (!(fabsf(s) <= FLT_MAX_)) s = 0.0f;
+        if (h->max_delta > 0.0f) s = s > h->max_delta ? h->max_delta : (s < -h->max_delta ? -h->max_delta : s);
+        p[i] = p[i] * h->decay - s;
+    }
+}
+
+/* the AVX2 body lc_adamw_avx2: csrc/optim/vadamw.h at 8 lanes (x86/avx512.c compiles it at 16) */
+#if LC_X86
+#define LC_VEC_W 8
+#include "core/vec.h"
+#undef LC_VEC_W
+#define LC_VR_NAME(n) lc_##n##_avx2
+#define LC_VR_FN LC_TARGET_AVX2 static
+#include "optim/vadamw.h"
+#undef LC_VR_NAME
+#undef LC_VR_FN
+#endif
+
+static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
+                     int isa, int nthreads) {
+    int64_t nch = (n + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * LC_OPT_CHUNK, len = n - i0 < LC_OPT_CHUNK ? n - i0 : LC_OPT_CHUNK;
+#if LC_OPTIM_X86
+        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
+#endif
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
+#endif
+        lc_adamw_generic(p + i0, g + i0, m + i0, v + i0, len, h);
+    }
+}
+
+static inline double lc_sumsq_chunk_generic(const float *x, int64_t n) {
+    double l[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) { double d = (double)x[i + j]; l[j] = l[j] + d * d; }
+    for (int j = 0; i < n; i++, j++) { double d = (double)x[i]; l[j] = l[j] + d * d; }
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+#if LC_X86
+LC_TARGET_AVX2 static double lc_sumsq_chunk_avx2(const float *x, int64_t n) {
+    __m256d acc = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        acc = _mm256_add_pd(acc, _mm256_mul_pd(d, d));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, acc);
+    for (int j = 0; i < n; i++, j++) { double d = (double)x[i]; l[j] = l[j] + d * d; }
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+/* Four whole chunks at once: each keeps its own accumulator (so its own bits), and
+ * the four add chains overlap (one chain waits on the adder's latency: half the
+ * memory bandwidth). */
+LC_TARGET_AVX2 static void lc_sumsq_chunk4_avx2(double *out, const float *const *x) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+    for (int64_t i = 0; i < LC_SS_CHUNK; i += 4) {
+        __m256d d0 = _mm256_cvtps_pd(_mm_loadu_ps(x[0] + i)), d1 = _mm256_cvtps_pd(_mm_loadu_ps(x[1] + i));
+        __m256d d2 = _mm256_cvtps_pd(_mm_loadu_ps(x[2] + i)), d3 = _mm256_cvtps_pd(_mm_loadu_ps(x[3] + i));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(d0, d0));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(d1, d1));
+        a2 = _mm256_add_pd(a2, _mm256_mul_pd(d2, d2));
+        a3 = _mm256_add_pd(a3, _mm256_mul_pd(d3, d3));
+    }
+    __m256d acc[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < 4; q++) {
+        double l[4];
+        _mm256_storeu_pd(l, acc[q]);
+        out[q] = (l[0] + l[1]) + (l[2] + l[3]);
+    }
+}
+#endif
+
+/* cnt <= 4 chunks (xs[q], ls[q]) into part[0 .. cnt): four whole ones together,
+ * else one by one; the same sums either way. */
+static inline void lc_sumsq_group(double *part, const float *const *xs, const int64_t *ls, int cnt, int isa) {
+#if LC_X86
+    if (isa >= LC_ISA_AVX2 && cnt == 4 && ls[0] == LC_SS_CHUNK && ls[1] == LC_SS_CHUNK && ls[2] == LC_SS_CHUNK &&
+        ls[3] == LC_SS_CHUNK) {
+        lc_sumsq_chunk4_avx2(part, xs);
+        return;
+    }
+#endif
+    for (int q = 0; q < cnt; q++) {
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { part[q] = lc_sumsq_chunk_avx2(xs[q], ls[q]); continue; }
+#endif
+        part[q] = lc_sumsq_chunk_generic(xs[q], ls[q]);
+    }
+    (void)isa;
+}
+
+/* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element
+ * off[k] = tix[*total + k].  Returns tix (the caller frees it), NULL when out of memory. */
+static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk, int64_t *total) {
+    int64_t tot = 0, c = 0;
+    for (int64_t t = 0; t < ntensors; t++) tot += (n[t] + chunk - 1) / chunk;
+    int64_t *tix = (int64_t *)malloc((size_t)(tot > 0 ? tot : 1) * 2 * sizeof(int64_t));
+    if (!tix) return NULL;
+    for (int64_t t = 0; t < ntensors; t++)
+        for (int64_t i = 0; i < n[t]; i += chunk) { tix[c] = t; tix[tot + c] = i; c++; }
+    *total = tot;
+    return tix;
+}
+
+/* Many tensors in one parallel region over their chunk list.  Elementwise, so the
+ * bits equal one call per tensor. */
+static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
+                           const lc_adamw_hp *h, int isa, int nthreads) {
+    int64_t total = 0;
+    int64_t *tix = lc_chunk_list(n, ntensors, LC_OPT_CHUNK, &total);
+    if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
+    const int64_t *off = tix + total;
+    (void)isa;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t k = 0; k < total; k++) {
+        int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_OPT_CHUNK ? n[t] - i0 : LC_OPT_CHUNK;
+#if LC_OPTIM_X86
+        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
+#endif
+#if LC_X86
+        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
+#endif
+        lc_adamw_generic(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h);
+    }
+    free(tix);
+}
+
+/* Sum of squares of many tensors (the order above): out[t] for tensor t. */
+static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
+    int64_t total = 0;
+    int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
+    double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    if (!tix || !part) { free(tix); free(part); return 1; }
+    const int64_t *off = tix + total, ngr = (total + 3) / 4;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t w = 0; w < ngr; w++) {
+        const float *xs[4];
+        int64_t ls[4];
+        int cnt = 0;
+        for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
+            int64_t t = tix[k], i0 = off[k];
+            xs[cnt] = x[t] + i0;
+            ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+        }
+        lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
+    }
+    int64_t c = 0;
+    for (int64_t t = 0; t < ntensors; t++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) s = s + part[c++];
+        out[t] = s;
+    }
+    free(tix);
+    free(part);
+    return 0;
+}
+
+#endif /* LUTCORE_OPTIM_H */

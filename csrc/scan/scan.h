@@ -1,0 +1,316 @@
+/* csrc/scan/scan.h — selective scan (S6), forward and backward.
+ *
+ * Contract (docs/DESIGN.md): dt = softplus(delta + delta_bias) (optional),
+ * Abar = exp(dt A), Bbar = dt B ("simplified") or dt phi1(dt A) B ("zoh",
+ * phi1(x) = expm1(x)/x), h_t = Abar h_{t-1} + Bbar u_t, y_t = C_t . h_t + D u_t,
+ * then y * silu(z).
+ *
+ * The algorithm lives in scan_impl.h and is instantiated here for generic
+ * float, generic double and AVX2 float (8-lane vectors, two per 16-channel
+ * unit), and in csrc/scan/x86/avx512.c for AVX-512 float (one zmm per unit; its own
+ * translation unit, scan/x86.h), all with the same bits.  Memory: the backward never holds the
+ * (B, L, D, N) states — the forward saves the state at the start of every
+ * chunk of T steps (hs, O(B D N L / T)) and the backward recomputes a chunk at
+ * a time.  Threads split (batch, channel-block) units; the channel-reduced
+ * gradients dB, dC go through per-(batch, channel-group) partials of fixed
+ * size (LC_SCAN_GROUP_UNITS units of 16 channels) and dA, dD, ddelta_bias through per-batch
+ * partials, all summed in a fixed order — the same bits at any thread count.
+ */
+#ifndef LUTCORE_SCAN_H
+#define LUTCORE_SCAN_H
+
+#include "core/common.h"
+#include "mathfn/mathfn.h"
+
+#define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
+#define LC_SCAN_TB 64            /* forward time block: its dt, u, y rows stay in L1 */
+#define LC_SCAN_PAD 16           /* elements between the backward's (T, 16) row blocks: breaks 4 KiB set aliasing */
+#define LC_SCAN_PF 4             /* rows are prefetched this many steps ahead (forward and backward) */
+#define LC_SCAN_SPAN 8           /* forward work item: 8 units of 16 channels, time blocks outer */
+
+/* ---------------- generic vocabulary: an 8-lane struct, scalar loops ---- */
+/* max(m, |a|) for m >= 0 with NaN above everything and sticky (as lc_maxabs_ps) */
+#define LC_DEF_MAXABS(T)                                                                             \
+    static inline T lc_maxabs_##T(T m, T a) {                                                        \
+        T aa = a < 0 ? -a : a;                                                                       \
+        return m != m ? m : ((aa != aa || aa > m) ? aa : m);                                         \
+    }
+LC_DEF_MAXABS(float)
+LC_DEF_MAXABS(double)
+#define LC_DEF_V8(T, NAME, EXPF, EXP2F, SPF, SIGF, SILUF, PHIF, DPHIF, SPEF, DSPEF, FMAF)                               \
+    typedef struct { T v[8]; } NAME;                                                                 \
+    static inline NAME NAME##_load(const T *p) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = p[i]; return r; } \
+    static inline void NAME##_store(T *p, NAME a) { for (int i = 0; i < 8; i++) p[i] = a.v[i]; }     \
+    static inline NAME NAME##_set1(T s) { NAME r; for (int i = 0; i < 8; i++) r.v[i] = s; return r; } \
+    static inline NAME NAME##_add(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] + b.v[i]; return a; } \
+    static inline NAME NAME##_sub(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] - b.v[i]; return a; } \
+    static inline NAME NAME##_mul(NAME a, NAME b) { for (int i = 0; i < 8; i++) a.v[i] = a.v[i] * b.v[i]; return a; } \
+    static inline NAME NAME##_fma(NAME a, NAME b, NAME c) { for (int i = 0; i < 8; i++) a.v[i] = FMAF(a.v[i], b.v[i], c.v[i]); return a; } \
+    static inline NAME NAME##_exp(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXPF(a.v[i]); return a; } \
+    static inline NAME NAME##_exp2(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = EXP2F(a.v[i]); return a; } \
+    static inline NAME NAME##_maxabs(NAME m, NAME a) {   /* max(m, |a|), NaN sticky */                 \
+        for (int i = 0; i < 8; i++) m.v[i] = lc_maxabs_##T(m.v[i], a.v[i]);                           \
+        return m;                                                                                    \
+    }                                                                                                \
+    static inline NAME NAME##_softplus(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SPF(a.v[i]); return a; } \
+    static inline NAME NAME##_sigmoid(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SIGF(a.v[i]); return a; } \
+    static inline NAME NAME##_silu(NAME a) { for (int i = 0; i < 8; i++) a.v[i] = SILUF(a.v[i]); return a; } \
+    static inline NAME NAME##_softplus_e(NAME a, NAME *e) { for (int i = 0; i < 8; i++) a.v[i] = SPEF(a.v[i], &e->v[i]); return a; } \
+    static inline NAME NAME##_dsoftplus_e(NAME a, NAME e) { for (int i = 0; i < 8; i++) a.v[i] = DSPEF(a.v[i], e.v[i]); return a; } \
+    static inline NAME NAME##_phi1(NAME x, NAME e) { for (int i = 0; i < 8; i++) x.v[i] = PHIF(x.v[i], e.v[i]); return x; } \
+    static inline NAME NAME##_dphi1(NAME x, NAME e, NAME p) { for (int i = 0; i < 8; i++) x.v[i] = DPHIF(x.v[i], e.v[i], p.v[i]); return x; } \
+    static inline T NAME##_hsum(NAME a) {   /* pairwise, as the AVX2 hadd tree */                  \
+        return ((a.v[0] + a.v[1]) + (a.v[2] + a.v[3])) + ((a.v[4] + a.v[5]) + (a.v[6] + a.v[7]));     \
+    }                                                                                                \
+    static inline void NAME##_hsum8(T *out, const T *rows) {   /* 8 contiguous 8-lane rows */        \
+        for (int j = 0; j < 8; j++) out[j] = NAME##_hsum(NAME##_load(rows + 8 * j));                  \
+    }
+
+LC_DEF_V8(float, lc_v8f, lc_expf, lc_exp2f, lc_softplusf, lc_sigmoidf, lc_siluf, lc_phi1f, lc_dphi1f, lc_softplus_ef,
+          lc_dsoftplus_ef, fmaf)
+LC_DEF_V8(double, lc_v8d, exp, exp2, lc_softplus_d, lc_sigmoid_d, lc_silu_d, lc_phi1_d, lc_dphi1_d, lc_softplus_e_d,
+          lc_dsoftplus_e_d, fma)
+
+/* instantiate: generic float */
+#define LC_ST float
+#define LC_VT lc_v8f
+#define LC_VL 8
+#define LC_V_TARGET
+#define LC_V_NAME(x) lc_##x##_gf
+#define LC_VZERO lc_v8f_set1(0.0f)
+#define LC_VLOAD lc_v8f_load
+#define LC_VSTORE lc_v8f_store
+#define LC_VSET1 lc_v8f_set1
+#define LC_VADD lc_v8f_add
+#define LC_VSUB lc_v8f_sub
+#define LC_VMUL lc_v8f_mul
+#define LC_VFMA lc_v8f_fma
+#define LC_VEXP lc_v8f_exp
+#define LC_VEXP_FAST lc_v8f_exp
+#define LC_VEXP2 lc_v8f_exp2
+#define LC_VEXP2_FAST lc_v8f_exp2
+#define LC_LOG2E_ST LC_LOG2E
+#define LC_VMAXABS lc_v8f_maxabs
+#define LC_SMAXABS lc_maxabs_float
+#define LC_VSOFTPLUS lc_v8f_softplus
+#define LC_VSIGMOID lc_v8f_sigmoid
+#define LC_VSILU lc_v8f_silu
+#define LC_VSOFTPLUS_E lc_v8f_softplus_e
+#define LC_VDSOFTPLUS_E lc_v8f_dsoftplus_e
+#define LC_VPHI1 lc_v8f_phi1
+#define LC_VDPHI1 lc_v8f_dphi1
+#define LC_VHSUM(p) lc_v8f_hsum(lc_v8f_load(p))
+#define LC_VHSUM8 lc_v8f_hsum8
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
+
+/* instantiate: generic double */
+#define LC_ST double
+#define LC_V_TARGET
+#define LC_VT lc_v8d
+#define LC_VL 8
+#define LC_V_NAME(x) lc_##x##_gd
+#define LC_VZERO lc_v8d_set1(0.0)
+#define LC_VLOAD lc_v8d_load
+#define LC_VSTORE lc_v8d_store
+#define LC_VSET1 lc_v8d_set1
+#define LC_VADD lc_v8d_add
+#define LC_VSUB lc_v8d_sub
+#define LC_VMUL lc_v8d_mul
+#define LC_VFMA lc_v8d_fma
+#define LC_VEXP lc_v8d_exp
+#define LC_VEXP_FAST lc_v8d_exp
+#define LC_VEXP2 lc_v8d_exp2
+#define LC_VEXP2_FAST lc_v8d_exp2
+#define LC_LOG2E_ST 1.4426950408889634
+#define LC_VMAXABS lc_v8d_maxabs
+#define LC_SMAXABS lc_maxabs_double
+#define LC_VSOFTPLUS lc_v8d_softplus
+#define LC_VSIGMOID lc_v8d_sigmoid
+#define LC_VSILU lc_v8d_silu
+#define LC_VSOFTPLUS_E lc_v8d_softplus_e
+#define LC_VDSOFTPLUS_E lc_v8d_dsoftplus_e
+#define LC_VPHI1 lc_v8d_phi1
+#define LC_VDPHI1 lc_v8d_dphi1
+#define LC_VHSUM(p) lc_v8d_hsum(lc_v8d_load(p))
+#define LC_VHSUM8 lc_v8d_hsum8
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
+
+#if LC_X86
+/* ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), the generic order */
+LC_TARGET_AVX2 static inline float lc_hsum_ps(__m256 v) {
+    __m256 h = _mm256_hadd_ps(v, v);
+    h = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+/* the lane sums of 8 contiguous 8-lane rows at once (a transposing hadd tree),
+ * each in the order of lc_hsum_ps */
+LC_TARGET_AVX2 static inline void lc_hsum8_ps(float *out, const float *rows) {
+    __m256 s01 = _mm256_hadd_ps(_mm256_loadu_ps(rows), _mm256_loadu_ps(rows + 8));
+    __m256 s23 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 16), _mm256_loadu_ps(rows + 24));
+    __m256 s45 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 32), _mm256_loadu_ps(rows + 40));
+    __m256 s67 = _mm256_hadd_ps(_mm256_loadu_ps(rows + 48), _mm256_loadu_ps(rows + 56));
+    __m256 q0 = _mm256_hadd_ps(s01, s23), q1 = _mm256_hadd_ps(s45, s67);
+    __m256 lo = _mm256_permute2f128_ps(q0, q1, 0x20), hi = _mm256_permute2f128_ps(q0, q1, 0x31);
+    _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
+}
+/* the vocabulary: csrc/core/vec.h at 8 lanes through vfloat.h */
+#define LC_VEC_W 8
+#include "core/vec.h"
+#undef LC_VEC_W
+#define LC_V_TARGET LC_TARGET_AVX2
+#define LC_V_NAME(x) lc_##x##_avx2
+#include "scan/vfloat.h"
+#define LC_VHSUM(p) lc_hsum_ps(_mm256_loadu_ps(p))
+#define LC_VHSUM8 lc_hsum8_ps
+#include "scan_impl.h"   /* undefines the LC_V* vocabulary at its end */
+#endif
+
+/* ------------------------------------------------------------- drivers */
+
+/* per-thread forward scratch, in elements: (span, TB, 16) dt, w, y; (span, N, 16) h, A;
+ * (span, 16) bias and D lanes; (span, N) max |A|; (span,) max |dt| */
+static inline size_t lc_scan_fwd_work(int64_t N) {
+    return (size_t)LC_SCAN_SPAN * (3 * LC_SCAN_TB * 16 + 2 * N * 16 + 2 * 16 + N + 1);
+}
+/* per-thread backward scratch, in elements: per unit of a group 10 (T, 16) row
+ * buffers, 4 (N, 16), 4 x 16 lanes, (2 N + 1) maxima; shared 3 (T, 16) + 2 (T, 8);
+ * LC_SCAN_PAD after each unit's row block and each buffer (scan_impl.h) */
+static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) {
+    return (size_t)LC_SCAN_GROUP_UNITS * (10 * T * 16 + 4 * N * 16 + 4 * 16 + 2 * N + 1) + (size_t)3 * T * 16 +
+           (size_t)2 * T * 8 + (size_t)(10 * (LC_SCAN_GROUP_UNITS + 1) + 5) * LC_SCAN_PAD;
+}
+
+#define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
+static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \
+        const ST *A, const ST *Bm, const ST *Cm, const ST *Dv, const ST *z, const ST *dbias,          \
+        const ST *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh, \
+        int isa, int nthreads) {                                                                     \
+    int64_t nblk = (D + 15) / 16, nsp = (nblk + LC_SCAN_SPAN - 1) / LC_SCAN_SPAN, units = Bsz * nsp; \
+    int fail = 0;                                                                                    \
+    (void)isa;                                                                                       \
+    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
+    {                                                                                                \
+        ST *work = (ST *)malloc(lc_scan_fwd_work(N) * sizeof(ST));                                    \
+        if (!work) fail = 1;                                                                         \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t w = 0; w < units; w++) {                                                        \
+            if (!work) continue;                                                                     \
+            int64_t b = w / nsp, k0 = (w % nsp) * LC_SCAN_SPAN;                                       \
+            int64_t k1 = k0 + LC_SCAN_SPAN < nblk ? k0 + LC_SCAN_SPAN : nblk;                        \
+            DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, k0, k1, L, D, \
+                         N, T, softplus, zoh, work);                                                 \
+        }                                                                                            \
+        free(work);                                                                                  \
+    }                                                                                                \
+    return fail;                                                                                     \
+}                                                                                                    \
+/* dBp, dCp: (B, ngroups, N, L) scratch; dAp: (B, D, N); dDp, ddbp: (B, D) scratch. */                \
+static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD, ST *dz, ST *ddb,     \
+        ST *dh0, ST *dAp, ST *dBp, ST *dCp, ST *dDp, ST *ddbp,                                       \
+        const ST *dout, const ST *u, const ST *delta, const ST *A, const ST *Bm, const ST *Cm,        \
+        const ST *Dv, const ST *z, const ST *dbias, const ST *hs, const ST *ypre,                     \
+        int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh,              \
+        int isa, int nthreads) {                                                                     \
+    int64_t nun = (D + 15) / 16;                                                                     \
+    int64_t ng = (nun + LC_SCAN_GROUP_UNITS - 1) / LC_SCAN_GROUP_UNITS, units = Bsz * ng;            \
+    int fail = 0;                                                                                    \
+    (void)isa;                                                                                       \
+    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
+    {                                                                                                \
+        ST *work = (ST *)malloc(lc_scan_bwd_work(T, N) * sizeof(ST));                                \
+        if (!work) fail = 1;                                                                         \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t w = 0; w < units; w++) {                                                        \
+            if (!work) continue;                                                                     \
+            int64_t b = w / ng, g = w % ng;                                                          \
+            ST *dBg = dBp + (b * ng + g) * L * N, *dCg = dCp + (b * ng + g) * L * N;                  \
+            memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                            \
+            memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                            \
+            int64_t k0 = g * LC_SCAN_GROUP_UNITS;                                                     \
+            int64_t k1 = k0 + LC_SCAN_GROUP_UNITS < nun ? k0 + LC_SCAN_GROUP_UNITS : nun;             \
+            DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0,     \
+                         dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, k0, k1, L, D, N, T,     \
+                         softplus, zoh, work);                                                       \
+        }                                                                                            \
+        free(work);                                                                                  \
+        /* fixed-order reductions */                                                                 \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t r = 0; r < Bsz * L; r++) {                                                       \
+            int64_t b = r / L, t = r % L;                                                            \
+            for (int64_t n = 0; n < N; n++) {                                                        \
+                ST sb = 0, sc = 0;                                                                   \
+                for (int64_t g = 0; g < ng; g++) {                                                   \
+                    sb = sb + dBp[((b * ng + g) * N + n) * L + t];                                   \
+                    sc = sc + dCp[((b * ng + g) * N + n) * L + t];                                   \
+                }                                                                                    \
+                dB[r * N + n] = sb;                                                                  \
+                dC[r * N + n] = sc;                                                                  \
+            }                                                                                        \
+        }                                                                                            \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t i = 0; i < D * N; i++) {                                                        \
+            ST s = 0;                                                                                \
+            for (int64_t b = 0; b < Bsz; b++) s = s + dAp[b * D * N + i];                            \
+            dA[i] = s;                                                                               \
+        }                                                                                            \
+        LC_PRAGMA(omp for schedule(static))                                                          \
+        for (int64_t d = 0; d < D; d++) {                                                            \
+            ST s1 = 0, s2 = 0;                                                                       \
+            for (int64_t b = 0; b < Bsz; b++) {                                                      \
+                if (Dv) s1 = s1 + dDp[b * D + d];                                                    \
+                if (dbias) s2 = s2 + ddbp[b * D + d];                                                \
+            }                                                                                        \
+            if (Dv) dD[d] = s1;                                                                      \
+            if (dbias) ddb[d] = s2;                                                                  \
+        }                                                                                            \
+    }                                                                                                \
+    return fail;                                                                                     \
+}
+
+/* The AVX-512 body lives in its own translation unit (scan/x86.h, csrc/scan/x86/avx512.c),
+ * built where setup.py defines LC_HAVE_X86_BODIES; LC_SCAN_SIMDE binds its copy
+ * built against SIMDe with the AVX2 flags (the test-only extension). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "scan/x86/x86.h"
+#define LC_SCAN_X86 1
+#if defined(LC_SCAN_SIMDE)
+#define LC_SCAN_X512(fn) lc_simde_avx512_##fn
+#else
+#define LC_SCAN_X512(fn) lc_avx512_##fn
+#endif
+#else
+#define LC_SCAN_X86 0
+#endif
+/* the body the float32 scan runs for `isa`, for show_config */
+static const char *lc_scan_body_name(int isa) {
+    if (LC_SCAN_X86 && isa >= LC_ISA_AVX512) return "avx512";
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+#if LC_SCAN_X86
+#define LC_SCAN_FWD_F32(...)                                                                         \
+    do {                                                                                             \
+        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_fwd_span)(__VA_ARGS__);                          \
+        else if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__);                            \
+        else lc_scan_fwd_span_gf(__VA_ARGS__);                                                       \
+    } while (0)
+#define LC_SCAN_BWD_F32(...)                                                                         \
+    do {                                                                                             \
+        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_bwd_group)(__VA_ARGS__);                         \
+        else if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__);                           \
+        else lc_scan_bwd_group_gf(__VA_ARGS__);                                                      \
+    } while (0)
+#elif LC_X86
+#define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__); else lc_scan_fwd_span_gf(__VA_ARGS__); } while (0)
+#define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__); else lc_scan_bwd_group_gf(__VA_ARGS__); } while (0)
+#else
+#define LC_SCAN_FWD_F32(...) lc_scan_fwd_span_gf(__VA_ARGS__)
+#define LC_SCAN_BWD_F32(...) lc_scan_bwd_group_gf(__VA_ARGS__)
+#endif
+#define LC_SCAN_FWD_F64(...) lc_scan_fwd_span_gd(__VA_ARGS__)
+#define LC_SCAN_BWD_F64(...) lc_scan_bwd_group_gd(__VA_ARGS__)
+
+LC_SCAN_DRIVERS(float, f32, LC_SCAN_FWD_F32, LC_SCAN_BWD_F32)
+LC_SCAN_DRIVERS(double, f64, LC_SCAN_FWD_F64, LC_SCAN_BWD_F64)
+
+#endif /* LUTCORE_SCAN_H */

@@ -1,0 +1,465 @@
+/* csrc/sgemm/sgemm.h — float32 matrix multiply with a fixed summation order.
+ *
+ *   C[b] (M, N) = A[b] (M, K) @ B[b] (K, N)        (or C += ... with accumulate)
+ *
+ * Any strides: element (i, k) of A[b] is A[b*sab + i*sar + k*sac], element
+ * (k, j) of B[b] is B[b*sbb + k*sbr + j*sbc] — so transposed operands cost
+ * nothing extra.  Why not BLAS: OpenBLAS's blocking (and so its rounding)
+ * changes with its thread count; here every C element is one fused
+ * multiply-add chain over k = 0..K-1, owned by one thread, so the bits are the
+ * same at any thread count and on every SIMD path (the portable body uses
+ * fmaf, the AVX2 body vfmadd — both round once per step).
+ *
+ * Layout: A is packed into row panels of 6 (Ap[panel][k][6]) and B into
+ * column panels of 16 (Bp[panel][k][16]), zero-padded; a 6x16 register tile
+ * (12 ymm accumulators) streams both.  Work units are (batch, 48-row block,
+ * 128-column block).  A constant right operand (weights) can be packed once
+ * (lc_sgemm_pack_b over every panel) and passed as Bpre (batch 1).
+ * On AVX-512 (sgemm/x86.h, src/sgemm/) the tile is 6 rows x 2 panels of zmm
+ * (12 accumulators): the driver hands it two adjacent column panels at a time.
+ */
+#ifndef LUTCORE_SGEMM_H
+#define LUTCORE_SGEMM_H
+
+#include "core/common.h"
+#include <math.h>
+
+/* The bodies in their own translation units (sgemm/x86.h): built where setup.py
+ * defines LC_HAVE_X86_BODIES; LC_SGEMM_SIMDE binds their SIMDe copies instead
+ * (the test-only extension _simde_sgemm). */
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "sgemm/x86/x86.h"
+#if defined(LC_SGEMM_SIMDE)
+#define LC_SGEMM_TILE512 lc_simde_avx512_sgemm_tile
+#define LC_SGEMV512 lc_simde_avx512_sgemv_panels
+#else
+#define LC_SGEMM_TILE512 lc_avx512_sgemm_tile
+#define LC_SGEMV512 lc_avx512_sgemv_panels
+#endif
+#define LC_SGEMM_X86 1
+#else
+#define LC_SGEMM_X86 0
+#endif
+
+#define LC_SMR 6
+#define LC_SNR 16
+#define LC_SMC 48
+#define LC_SNC 128
+#define LC_SKC 256   /* k block: a 6x256 A panel and a 256x16 B panel stay in L1 */
+#define LC_SKC_WIDE 128   /* the zmm tile's: a 6x128 A panel and two 128x16 B panels (19 KB) */
+
+/* Known zeros (attention's causal structure, square M = K or M = N), `tri`:
+ *   LC_TRI_A_LOWER  A[i][k] = 0 for k > i: row tile i0..i0+R-1 adds k < i0 + R only
+ *   LC_TRI_A_UPPER  A[i][k] = 0 for k < i: row tile from i0 adds k >= i0 only
+ *   LC_TRI_C_LOWER  only C[i][j], j <= i, is wanted: tiles wholly above the
+ *                   diagonal are not computed and read as zeros (left as they are
+ *                   when accumulating)
+ * Skipped terms are exact zeros, so the sums are the full product's (up to the
+ * sign of an exact zero); each element is still one in-order fma chain. */
+#define LC_TRI_NONE 0
+#define LC_TRI_A_LOWER 1
+#define LC_TRI_A_UPPER 2
+#define LC_TRI_C_LOWER 3
+/* the k range [*klo, *khi) of row tile i0 .. i0+R-1 under `tri` */
+static inline void lc_stri_krange(int tri, int64_t i0, int64_t R, int64_t K, int64_t *klo, int64_t *khi) {
+    *klo = 0;
+    *khi = K;
+    if (tri == LC_TRI_A_LOWER) *khi = i0 + R < K ? i0 + R : K;
+    else if (tri == LC_TRI_A_UPPER) *klo = i0 < K ? i0 : K;
+}
+
+/* one panel (M <= 6 rows), its k range [klo, khi) */
+static void lc_sgemm_pack_a(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac,
+                            int64_t klo, int64_t khi) {
+    (void)K;
+    for (int64_t k = klo; k < khi; k++)
+        for (int r = 0; r < LC_SMR; r++) Ap[k * LC_SMR + r] = r < M ? A[r * sar + k * sac] : 0.0f;
+}
+static void lc_sgemm_pack_b(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc) {
+    int64_t np = (N + LC_SNR - 1) / LC_SNR;
+    for (int64_t p = 0; p < np; p++) {
+        float *d = Bp + p * K * LC_SNR;
+        int64_t j0 = p * LC_SNR, nc = N - j0 < LC_SNR ? N - j0 : LC_SNR;
+        for (int64_t k = 0; k < K; k++) {
+            float *dk = d + k * LC_SNR;
+            const float *s = B + k * sbr + j0 * sbc;
+            if (sbc == 1) {
+                for (int64_t c = 0; c < nc; c++) dk[c] = s[c];
+            } else {
+                for (int64_t c = 0; c < nc; c++) dk[c] = s[c * sbc];
+            }
+            for (int64_t c = nc; c < LC_SNR; c++) dk[c] = 0.0f;
+        }
+    }
+}
+
+/* Source rows k0 .. k1-1 of every panel, for an operand whose panels run along its
+ * contiguous direction (A^T, whose rows are A's columns, and row-major B): panel by
+ * panel, the k1-k0 rows are walked side by side, each in order, and each panel's
+ * slots are written whole.  The panel-outer packs above would instead walk one
+ * piece per row a row stride apart — a new page per row, which the hardware
+ * prefetchers do not follow (~2.5x a copy's time).  Same packed layout. */
+#define LC_SPACK_KB 8    /* source rows per pack work item */
+static void lc_sgemm_pack_a_rows(float *Ap, const float *A, int64_t M, int64_t K, int64_t sar, int64_t sac,
+                                 int64_t k0, int64_t k1, int tri) {
+    const int64_t np = (M + LC_SMR - 1) / LC_SMR;
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t i0 = p * LC_SMR, nr = M - i0 < LC_SMR ? M - i0 : LC_SMR;
+        int64_t klo, khi;
+        lc_stri_krange(tri, i0, nr, K, &klo, &khi);       /* only what the tiles read */
+        const int64_t ka = k0 > klo ? k0 : klo, kb = k1 < khi ? k1 : khi;
+        float *d = Ap + p * K * LC_SMR;
+        for (int64_t k = ka; k < kb; k++) {
+            const float *row = A + k * sac + i0 * sar;
+            if (nr == LC_SMR && sar == 1) memcpy(d + k * LC_SMR, row, LC_SMR * sizeof(float));
+            else for (int64_t r = 0; r < LC_SMR; r++) d[k * LC_SMR + r] = r < nr ? row[r * sar] : 0.0f;
+        }
+    }
+}
+static void lc_sgemm_pack_b_rows(float *Bp, const float *B, int64_t K, int64_t N, int64_t sbr, int64_t sbc,
+                                 int64_t k0, int64_t k1) {
+    const int64_t np = (N + LC_SNR - 1) / LC_SNR;
+    for (int64_t q = 0; q < np; q++) {
+        const int64_t j0 = q * LC_SNR, nc = N - j0 < LC_SNR ? N - j0 : LC_SNR;
+        float *d = Bp + q * K * LC_SNR;
+        for (int64_t k = k0; k < k1; k++) {
+            const float *row = B + k * sbr + j0 * sbc;
+            if (nc == LC_SNR && sbc == 1) memcpy(d + k * LC_SNR, row, LC_SNR * sizeof(float));
+            else for (int64_t c = 0; c < LC_SNR; c++) d[k * LC_SNR + c] = c < nc ? row[c * sbc] : 0.0f;
+        }
+    }
+}
+
+/* R rows (<= 6) of the tile: a direct (unpacked) A has only those rows, so the
+ * kernel must not read further (rows past R are left as they are) */
+static void lc_smk_generic(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init,
+                           int R) {
+    float acc[LC_SMR * LC_SNR];
+    for (int i = 0; i < LC_SMR * LC_SNR; i++) acc[i] = init ? tile[i] : 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        for (int r = 0; r < R; r++) {
+            float a = ap[k * aks + r * ars];
+            for (int c = 0; c < LC_SNR; c++) acc[r * LC_SNR + c] = fmaf(a, bp[k * LC_SNR + c], acc[r * LC_SNR + c]);
+        }
+    memcpy(tile, acc, sizeof(acc));
+}
+
+/* one row of the generic kernel: t[c] = chain over k of a[k] b[k][c] */
+static void lc_smk_generic_1row(float *t, const float *a, const float *bp, int64_t K) {
+    for (int c = 0; c < LC_SNR; c++) t[c] = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        for (int c = 0; c < LC_SNR; c++) t[c] = fmaf(a[k], bp[k * LC_SNR + c], t[c]);
+}
+
+#if LC_X86
+LC_TARGET_AVX2 static void lc_smk_avx2(float *tile, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t K, int init) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    if (init) {   /* continue the chains of an earlier k block */
+        c00 = _mm256_loadu_ps(tile + 0); c01 = _mm256_loadu_ps(tile + 8);
+        c10 = _mm256_loadu_ps(tile + 16); c11 = _mm256_loadu_ps(tile + 24);
+        c20 = _mm256_loadu_ps(tile + 32); c21 = _mm256_loadu_ps(tile + 40);
+        c30 = _mm256_loadu_ps(tile + 48); c31 = _mm256_loadu_ps(tile + 56);
+        c40 = _mm256_loadu_ps(tile + 64); c41 = _mm256_loadu_ps(tile + 72);
+        c50 = _mm256_loadu_ps(tile + 80); c51 = _mm256_loadu_ps(tile + 88);
+    }
+#pragma GCC unroll 4   /* four k steps per loop trip: ~10% here (the chains are unchanged) */
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
+        const float *a = ap + k * aks;
+        __m256 av;
+        av = _mm256_broadcast_ss(a + 0 * ars); c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + 1 * ars); c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2 * ars); c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3 * ars); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4 * ars); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5 * ars); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
+    }
+    _mm256_storeu_ps(tile + 0, c00); _mm256_storeu_ps(tile + 8, c01);
+    _mm256_storeu_ps(tile + 16, c10); _mm256_storeu_ps(tile + 24, c11);
+    _mm256_storeu_ps(tile + 32, c20); _mm256_storeu_ps(tile + 40, c21);
+    _mm256_storeu_ps(tile + 48, c30); _mm256_storeu_ps(tile + 56, c31);
+    _mm256_storeu_ps(tile + 64, c40); _mm256_storeu_ps(tile + 72, c41);
+    _mm256_storeu_ps(tile + 80, c50); _mm256_storeu_ps(tile + 88, c51);
+}
+#endif
+
+#if LC_X86
+/* R < 6 rows (the last row tile, and decode's single row): the same per-element
+ * FMA chain as the 6-row kernel, so results do not depend on which one ran. */
+LC_TARGET_AVX2 static inline __attribute__((always_inline)) void lc_smk_avx2_r(float *tile, const float *ap, int64_t aks,
+                                                                int64_t ars, const float *bp,
+                                                                int64_t K, const int R, int init) {
+    __m256 c0[5], c1[5];
+    for (int r = 0; r < R; r++) {
+        c0[r] = init ? _mm256_loadu_ps(tile + r * LC_SNR) : _mm256_setzero_ps();
+        c1[r] = init ? _mm256_loadu_ps(tile + r * LC_SNR + 8) : _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(bp + k * LC_SNR), b1 = _mm256_loadu_ps(bp + k * LC_SNR + 8);
+        for (int r = 0; r < R; r++) {
+            __m256 av = _mm256_broadcast_ss(ap + k * aks + r * ars);
+            c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(tile + r * LC_SNR, c0[r]);
+        _mm256_storeu_ps(tile + r * LC_SNR + 8, c1[r]);
+    }
+}
+LC_TARGET_AVX2 static void lc_smk_avx2_1(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 1, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_2(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 2, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_3(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 3, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_4(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 4, init); }
+LC_TARGET_AVX2 static void lc_smk_avx2_5(float *t, const float *a, int64_t ks, int64_t rs, const float *b, int64_t K, int init) { lc_smk_avx2_r(t, a, ks, rs, b, K, 5, init); }
+#endif
+
+/* columns c0 .. c0+15 (those below N) of a one-row result t into y, or added to y */
+static inline void lc_panel_out(float *y, const float *t, int64_t c0, int64_t N, int accumulate) {
+    int64_t nc = N - c0 < LC_SNR ? N - c0 : LC_SNR;
+    for (int64_t c = 0; c < nc; c++) y[c0 + c] = accumulate ? y[c0 + c] + t[c] : t[c];
+}
+
+/* One row against prepacked panels (decoding's GEMV): four panels at a time,
+ * eight independent chains, so a thread keeps four weight streams in flight.
+ * Each output element is still one fma chain over k in order from zero: the
+ * bits of the tiled kernels. */
+static void lc_sgemv_panels_generic(float *y, const float *x, const float *Bp, int64_t K, int64_t N,
+                                    int64_t q0, int64_t q1, int accumulate) {
+    for (int64_t q = q0; q < q1; q++) {
+        float t[LC_SNR];
+        lc_smk_generic_1row(t, x, Bp + q * K * LC_SNR, K);
+        lc_panel_out(y, t, q * LC_SNR, N, accumulate);
+    }
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const float *Bp, int64_t K, int64_t N,
+                                                int64_t q0, int64_t q1, int accumulate) {
+    for (int64_t q = q0; q < q1; q += 4) {
+        const int np = (int)(q1 - q < 4 ? q1 - q : 4);
+        __m256 a[4][2];
+        const float *b[4];
+        for (int p = 0; p < 4; p++) {
+            a[p][0] = a[p][1] = _mm256_setzero_ps();
+            b[p] = Bp + (q + (p < np ? p : 0)) * K * LC_SNR;
+        }
+        if (np == 4) {              /* a literal trip count keeps the eight chains in registers */
+            for (int64_t k = 0; k < K; k++) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                for (int p = 0; p < 4; p++) {
+                    a[p][0] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR), a[p][0]);
+                    a[p][1] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR + 8), a[p][1]);
+                }
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                __m256 xv = _mm256_broadcast_ss(x + k);
+                for (int p = 0; p < np; p++) {
+                    a[p][0] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR), a[p][0]);
+                    a[p][1] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b[p] + k * LC_SNR + 8), a[p][1]);
+                }
+            }
+        }
+        for (int p = 0; p < np; p++) {
+            float t[LC_SNR];
+            _mm256_storeu_ps(t, a[p][0]);
+            _mm256_storeu_ps(t + 8, a[p][1]);
+            lc_panel_out(y, t, (q + p) * LC_SNR, N, accumulate);
+        }
+    }
+}
+#endif
+
+/* panels [q0, q1) of the one-row product, by isa */
+static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0,
+                                   int64_t q1, int accumulate, int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) { LC_SGEMV512(y, x, Bp, K, N, q0, q1, accumulate); return; }
+#endif
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_sgemv_panels_avx2(y, x, Bp, K, N, q0, q1, accumulate); return; }
+#endif
+    (void)isa;
+    lc_sgemv_panels_generic(y, x, Bp, K, N, q0, q1, accumulate);
+}
+
+/* The tile body `isa` runs, for show_config. */
+static const char *lc_sgemm_body_name(int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) return "avx512 (6x32 zmm tile)";
+#endif
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+/* The GEMV body (lc_sgemv_panels) `isa` runs, for show_config. */
+static const char *lc_sgemv_body_name(int isa) {
+#if LC_SGEMM_X86
+    if (isa >= LC_ISA_AVX512) return "avx512 (a zmm per panel)";
+#endif
+    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+}
+
+/* a finished tile (R rows, nc columns, rows of LC_SNR in t) into C at (i0, j0), or added */
+static inline void lc_stile_out(float *Cb, int64_t ldc, const float *t, int64_t i0, int64_t j0, int R, int nc,
+                                int accumulate) {
+    for (int r = 0; r < R; r++) {
+        float *cr = Cb + (i0 + r) * ldc + j0;
+        if (accumulate) for (int c = 0; c < nc; c++) cr[c] = cr[c] + t[r * LC_SNR + c];
+        else memcpy(cr, t + r * LC_SNR, (size_t)nc * sizeof(float));
+    }
+}
+
+/* work: per batch, packed A (ceil(M/6)*6*K) + packed B (ceil(N/16)*16*K) floats, for
+ * `nb_work` batches at a time (the caller sizes it with lc_sgemm_work). */
+static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
+    return (size_t)(((M + LC_SMR - 1) / LC_SMR) * LC_SMR + ((N + LC_SNR - 1) / LC_SNR) * LC_SNR) * (size_t)K;
+}
+
+static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                         const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                         int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads) {
+    if (M <= 0 || N <= 0 || nbatch <= 0) return;
+    if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
+        /* groups of panels: the zmm body streams eight at a time, the ymm one four */
+        const int64_t gp = isa >= LC_ISA_AVX512 ? 8 : 4, np = (N + LC_SNR - 1) / LC_SNR, ng = (np + gp - 1) / gp;
+        LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
+        for (int64_t gi = 0; gi < ng; gi++) {
+            const int64_t q0 = gi * gp, q1 = q0 + gp < np ? q0 + gp : np;
+            lc_sgemv_panels(C, A, Bpre, K, N, q0, q1, accumulate, isa);
+        }
+        return;
+    }
+    int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
+    size_t per = lc_sgemm_work(M, N, K);
+    int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;
+#if LC_SGEMM_X86
+    const int wide = isa >= LC_ISA_AVX512;      /* the 6x32 zmm tile (two panels a call) */
+#else
+    const int wide = 0;
+#endif
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        /* pack every batch's operands (independent of the thread count): A is read in
+           place when its rows are contiguous; an operand whose panel pieces (6 or 16
+           elements at one k) lie contiguous (A^T, row-major B) is packed in items of
+           LC_SPACK_KB source rows across every panel, the others panel by panel, each
+           walking k along its contiguous direction */
+        const int direct_a = (sac == 1);
+        const int a_rows = !direct_a && sar == 1, b_rows = !Bpre && sbc == 1;
+        const int64_t nka = (K + LC_SPACK_KB - 1) / LC_SPACK_KB;
+        const int64_t nia = direct_a ? 0 : (a_rows ? nka : npa), nib = Bpre ? 0 : (b_rows ? nka : npb);
+        const int64_t npack = nia + nib;
+        /* round robin: each operand's items are alike, and split evenly between threads */
+        LC_PRAGMA(omp for schedule(static, 1))
+        for (int64_t w = 0; w < nbatch * npack; w++) {
+            int64_t b = w / npack, p = w % npack;
+            float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
+            if (p < nia) {
+                if (a_rows) {
+                    int64_t k0 = p * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
+                    lc_sgemm_pack_a_rows(Ap, A + b * sab, M, K, sar, sac, k0, k1, tri);
+                } else {
+                    int64_t r0 = p * LC_SMR, nr = M - r0 < LC_SMR ? M - r0 : LC_SMR, klo, khi;
+                    lc_stri_krange(tri, r0, nr, K, &klo, &khi);
+                    lc_sgemm_pack_a(Ap + p * K * LC_SMR, A + b * sab + r0 * sar, nr, K, sar, sac, klo, khi);
+                }
+            } else {
+                int64_t q = p - nia;
+                if (b_rows) {
+                    int64_t k0 = q * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
+                    lc_sgemm_pack_b_rows(Bp, B + b * sbb, K, N, sbr, sbc, k0, k1);
+                } else {
+                    int64_t c0 = q * LC_SNR;
+                    lc_sgemm_pack_b(Bp + q * K * LC_SNR, B + b * sbb + c0 * sbc, K, (N - c0 < LC_SNR ? N - c0 : LC_SNR), sbr, sbc);
+                }
+            }
+        }
+        /* per-unit partial tiles: the k loop runs in blocks of LC_SKC (operands
+           L1-resident); a tile's chains continue exactly across blocks */
+        float *part = (float *)malloc((size_t)LC_SMC * LC_SNC * sizeof(float));
+        /* units go to threads dynamically (ragged edges make them unequal); each output
+           tile is computed whole by one thread, so the bits do not depend on who takes it */
+        LC_PRAGMA(omp for schedule(dynamic, 1))
+        for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
+            int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
+            const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;
+            float tile[2 * LC_SMR * LC_SNR];    /* no buffer: the tile(s) of one column step */
+            int np2 = 1;
+            float *Cb = C + b * scb;
+            int64_t m0 = mu * LC_SMC, n0 = nu * LC_SNC;
+            int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
+            int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
+            int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
+            const int64_t kstep = part ? (wide ? LC_SKC_WIDE : LC_SKC) : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+            for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
+                for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
+                    /* panels this column step: two side by side for the zmm tile */
+                    np2 = wide && j0 + LC_SNR < n_end ? 2 : 1;
+                    int ncp[2];
+                    for (int p = 0; p < np2; p++) {
+                        const int64_t jp = j0 + p * LC_SNR;
+                        ncp[p] = (int)(n_end - jp < LC_SNR ? n_end - jp : LC_SNR);
+                    }
+                    for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
+                        const int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+                        /* the tile's k range: zero terms of a triangular A are not added (a chain
+                           then differs from the full one only in the sign of an exact zero) */
+                        int64_t klo, khi;
+                        lc_stri_krange(tri, i0, R, K, &klo, &khi);
+                        /* panels from npc on lie wholly above the diagonal (or have no k): zeros */
+                        int npc = 0;
+                        while (npc < np2 && !((tri == LC_TRI_C_LOWER && j0 + npc * LC_SNR > i0 + R - 1) || klo >= khi))
+                            npc++;
+                        if (k0 == 0 && !accumulate)     /* nothing to add: those tiles are zero */
+                            for (int p = npc; p < np2; p++)
+                                for (int r = 0; r < R; r++)
+                                    memset(Cb + (i0 + r) * ldc + j0 + p * LC_SNR, 0, (size_t)ncp[p] * sizeof(float));
+                        if (npc == 0) continue;
+                        const int64_t lo = k0 > klo ? k0 : klo, hi = k0 + kstep < khi ? k0 + kstep : khi;
+                        if (lo >= hi) continue;         /* this k block is outside the tile's range */
+                        float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
+                                        : tile;
+                        const float *ap = direct_a ? A + b * sab + i0 * sar + lo
+                                                   : Ap + (i0 / LC_SMR) * K * LC_SMR + lo * LC_SMR;
+                        const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
+                        const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1, kn = hi - lo;
+                        const int init = lo > klo;
+#if LC_SGEMM_X86
+                        if (wide) LC_SGEMM_TILE512(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
+                        else
+#endif
+#if LC_X86
+                        if (isa >= LC_ISA_AVX2) {
+                            switch (R) {
+                            case 1: lc_smk_avx2_1(t, ap, aks, ars, bp, kn, init); break;
+                            case 2: lc_smk_avx2_2(t, ap, aks, ars, bp, kn, init); break;
+                            case 3: lc_smk_avx2_3(t, ap, aks, ars, bp, kn, init); break;
+                            case 4: lc_smk_avx2_4(t, ap, aks, ars, bp, kn, init); break;
+                            case 5: lc_smk_avx2_5(t, ap, aks, ars, bp, kn, init); break;
+                            default: lc_smk_avx2(t, ap, aks, ars, bp, kn, init);
+                            }
+                        } else
+#endif
+                        lc_smk_generic(t, ap, aks, ars, bp, kn, init, R);
+                        if (hi == khi)                  /* the tiles' chains are complete */
+                            for (int p = 0; p < npc; p++)
+                                lc_stile_out(Cb, ldc, t + p * (LC_SMR * LC_SNR), i0, j0 + p * LC_SNR, R, ncp[p],
+                                             accumulate);
+                    }
+                }
+            }
+        }
+        free(part);
+    }
+}
+static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
+                     const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, int accumulate, float *work, const float *Bpre, int isa, int nthreads) {
+    lc_sgemm_tri(C, scb, ldc, A, sab, sar, sac, B, sbb, sbr, sbc, nbatch, M, N, K, accumulate, LC_TRI_NONE, work,
+                 Bpre, isa, nthreads);
+}
+
+#endif /* LUTCORE_SGEMM_H */

@@ -1,7 +1,0 @@
-# cython: language_level=3
-"""Test-only: lutcore._native.decode's wrappers, linked with the SIMDe copies of the
-AVX-512 bodies it calls (src/norm/simde_avx512.c, src/attn/simde_avx512.c, and the
-sgemm, gemm and math-function ones: the whole decode layer), built with AVX2+FMA
-flags, so the tests run the zmm bodies on any x86-64 CPU and compare their bits with
-the generic bodies.  Pass LC_ISA_AVX512 (2) as ``isa``."""
-include "decode.pyx"

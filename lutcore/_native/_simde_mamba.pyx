@@ -1,8 +1,0 @@
-# cython: language_level=3
-"""Test-only: lutcore._native.mamba's wrappers, linked with the SIMDe copies of the
-math functions', conv1d's and the selective scan's AVX-512 bodies
-(src/mathfn/simde_avx512.c, src/conv/simde_avx512.c, src/scan/simde_avx512.c, built
-with AVX2+FMA flags), so the tests run them on any
-x86-64 CPU and compare their bits with the generic body.  Pass LC_ISA_AVX512 (2)
-as ``isa``."""
-include "mamba.pyx"

@@ -1,0 +1,7 @@
+# The C interface of csrc/softmax/softmax.h: declarations only (the paired softmax.pyx sees them;
+# other modules cimport them; a SIMDe twin includes this file before softmax.pyx).
+from libc.stdint cimport int64_t
+
+cdef extern from "softmax/softmax.h" nogil:
+    void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
+    void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale)

@@ -1,0 +1,185 @@
+"""Data-parallel training on Ray (lutcore.train.dp): parameters after a few steps are the
+same bits for 1, 2, 3 and 4 workers and equal the single-process Trainer with the same
+micro-batch size (MambaLM and GPT); a killed worker is named; a restart resumes
+bit-identically; a 3-worker checkpoint resumes with 2; bad input.  One module-scoped Ray
+(``cluster``), tiny models, few steps."""
+import os
+import signal
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray")
+import ray  # noqa: E402
+
+from lutcore.models.gpt import GPT, GPTConfig  # noqa: E402
+from lutcore.models.mamba import MambaConfig, MambaLM  # noqa: E402
+from lutcore.train import Trainer  # noqa: E402
+from lutcore.train.dp import RayWorkers, WorkerFailure, check_ray_address, fit  # noqa: E402
+
+TEXT = ("the quick brown fox jumps over the lazy dog; " * 12)
+RUN = dict(seq_len=12, batch_size=4, grad_accum=2, micro_batch=1, max_steps=3)
+
+
+def mamba():
+    return MambaLM(MambaConfig(d_model=16, n_layer=2, vocab_size=256, d_state=4, seed=3))
+
+
+def gpt():
+    return GPT(GPTConfig(vocab=256, dim=16, context=16, layers=1, heads=2, seed=3))
+
+
+def raw(tr):
+    return {k: v.copy().view(np.uint32) for k, v in tr.model.parameters().items()}
+
+
+def same(a, b):
+    return sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def local_run(make, **kw):
+    tr = Trainer(make(), lr=3e-3, threads=1)
+    tr.train(TEXT, **{**RUN, **kw})
+    return tr
+
+
+@pytest.mark.parametrize("make", [mamba, gpt], ids=["mamba", "gpt"])
+def test_same_bits_for_1_to_4_workers_and_single_process(cluster, make):
+    want = raw(local_run(make))
+    for n in (1, 2, 3, 4):
+        with RayWorkers(n, threads=1) as w:
+            tr = Trainer(make(), lr=3e-3, threads=1)
+            tr.train(TEXT, workers=w, **RUN)
+            assert same(raw(tr), want), n
+            assert w.bytes_sent and len(w.bytes_sent[0]["accumulator"]) == n
+
+
+def test_mixed_precision_scaler_decided_from_the_reduced_gradient(cluster):
+    want = local_run(mamba, mixed_precision=True)
+    with RayWorkers(3, threads=1) as w:
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        tr.train(TEXT, workers=w, mixed_precision=True, **RUN)
+    assert same(raw(tr), raw(want))
+    assert tr.scaler.state_dict() == want.scaler.state_dict()
+    assert [r["grad_norm"] for r in tr.history] == [r["grad_norm"] for r in want.history]
+
+
+def test_killed_worker_is_named_then_restart_resumes_bit_identically(cluster, tmp_path):
+    run = {**RUN, "max_steps": 4}
+    want = raw(local_run(mamba, max_steps=4))
+    with RayWorkers(2, threads=1, step_timeout=60) as w:
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        pid = w.infos[1]["pid"]
+
+        def kill_at_step(rec):
+            if rec["step"] == 2:
+                os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerFailure, match=r"worker 1 \(pid %d\) died" % pid) as ei:
+            fit(tr, TEXT, workers=w, checkpoint=tmp_path / "a", on_step=kill_at_step, **run)
+        assert ei.value.worker == 1 and time.monotonic() - t0 < 60       # stated: within step_timeout
+        restarts = []
+        w.restart()
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        pid = w.infos[0]["pid"]
+        done = fit(tr, TEXT, workers=w, checkpoint=tmp_path / "b", max_restarts=1,
+                   on_step=lambda rec: rec["step"] == 3 and not restarts and os.kill(pid, signal.SIGKILL),
+                   on_restart=lambda e, k: restarts.append(e.worker), **run)
+    assert restarts == [0] and done.global_step == 4
+    assert same(raw(done), want)
+
+
+def test_checkpoint_saved_with_3_workers_resumes_with_2(cluster, tmp_path):
+    want = raw(local_run(mamba, max_steps=4))
+    with RayWorkers(3, threads=1) as w:
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        tr.train(TEXT, workers=w, **{**RUN, "max_steps": 2})
+        tr.save_checkpoint(tmp_path / "ck")
+    with RayWorkers(2, threads=1) as w:
+        tr2 = Trainer.resume(tmp_path / "ck", threads=1)
+        tr2.train(TEXT, workers=w, **{**RUN, "max_steps": 4})
+    assert same(raw(tr2), want)
+
+
+def test_bad_input(cluster):
+    tr = Trainer(mamba(), lr=3e-3, threads=1)
+    with pytest.raises(ValueError, match="micro_batch: expected a divisor of batch_size=4.*got 3"):
+        tr.train(TEXT, **{**RUN, "micro_batch": 3})
+    with RayWorkers(3, threads=1) as w:
+        with pytest.raises(ValueError, match=r"workers: expected at most 2 .*got 3 workers"):
+            tr.train(TEXT, workers=w, **{**RUN, "grad_accum": 1, "micro_batch": 2})
+        with pytest.raises(ValueError, match="micro_batch: expected a micro-batch size"):
+            tr.train(TEXT, workers=w, seq_len=12, batch_size=4)
+    import lutcore
+    from ray._private import ray_constants
+    # the hook of tests/ray_fake_version.py, named in the variable Ray's worker runs at start and
+    # found through PYTHONPATH (as tests/test_ray_stall.py does)
+    path = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))
+                           if p)
+    env = {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_fake_version.fake",
+                        "PYTHONPATH": path, "LUTCORE_TEST_FAKE_VERSION": "0.0.0-fake",
+                        "LUTCORE_TEST_ROOT": os.path.dirname(os.path.dirname(os.path.abspath(lutcore.__file__)))}}
+    want = rf"expected lutcore {lutcore.__version__} .*got lutcore 0.0.0-fake on worker 0"
+    with pytest.raises(ValueError, match=want):
+        RayWorkers(1, actor_options={"runtime_env": env})
+
+
+def test_ray_address_that_does_not_answer_is_refused_within_seconds():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                                        # a closed local port
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=rf"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'"):
+        check_ray_address(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(ValueError, match="ray_address: expected 'host:port'"):
+        check_ray_address("nowhere")
+
+
+def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path, capsys):
+    from lutcore._io import load_tensors
+    from lutcore.cli import main
+    f = tmp_path / "t.txt"
+    f.write_text(TEXT * 3)
+    common = ["--data", str(f), "--steps", "2", "--d-model", "8", "--layers", "1", "--d-state", "2", "--seq-len",
+              "16", "--batch-size", "4", "--micro-batch", "2", "--sample-tokens", "0", "--threads", "1",
+              "--eval-units", "none"]
+    assert main(["train", *common, "--out", str(tmp_path / "one")]) == 0
+    assert main(["train", *common, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    out = capsys.readouterr().out
+    assert "data-parallel: 2 Ray workers on local Ray: w0 pid" in out and "w1 pid" in out
+    a, b = (load_tensors(str(tmp_path / d / "checkpoint" / "model.safetensors")) for d in ("one", "two"))
+    assert same({k: v.view(np.uint32) for k, v in a.items()}, {k: v.view(np.uint32) for k, v in b.items()})
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    assert main(["train", *common, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "x")]) == 2
+    assert f"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'" in capsys.readouterr().err
+
+
+def _torch_run(workers, steps=3):
+    import torch
+    from lutcore.torch import approximate
+    from lutcore.torch.dp import TorchDataParallel
+    torch.manual_seed(0)
+    net = approximate(torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)), "exact")
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(2)
+    with TorchDataParallel(net, torch.nn.functional.cross_entropy, micro_batch=1, workers=workers) as dp:
+        for _ in range(steps):
+            x = rng.standard_normal((6, 5)).astype(np.float32)
+            y = rng.integers(0, 3, 6)
+            dp.step(opt, x, y)
+    return {k: v.detach().numpy().copy().view(np.uint32) for k, v in net.state_dict().items()
+            if v.dtype == torch.float32}
+
+
+def test_torch_helper_same_bits_for_any_worker_count(cluster):
+    want = _torch_run(None)
+    for n in (2, 3):
+        assert same(_torch_run(n), want), n

@@ -15,6 +15,7 @@ for the run and stops it after.  The CPU is read from /proc/cpuinfo at run time.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -67,6 +68,14 @@ def table_cases():
     return [("Mitchell lut_gemm 256x1024x256", lambda: lutcore.lut_gemm(a, b, units=u, out=out))], 2 * 256 * 1024 * 256
 
 
+def _im2col(layer, x):
+    os.environ["LUTCORE_CONV_IM2COL"] = "1"      # lutcore.torch's test-only switch to the im2col + GEMM path
+    try:
+        return layer(x)
+    finally:
+        del os.environ["LUTCORE_CONV_IM2COL"]
+
+
 def conv1_cases():
     import lutcore.torch as lt
     import torch.nn.functional as F
@@ -78,6 +87,8 @@ def conv1_cases():
         layer = lt.approximate(flt, "exact").requires_grad_(False)
         out.append((f"first conv exact table b{B}", lambda layer=layer, x=x: layer(x)))
         out.append((f"first conv torch float b{B}", lambda flt=flt, x=x: F.conv2d(x, flt.weight, flt.bias, padding=1)))
+        out.append((f"first conv exact table b{B} (direct)", lambda layer=layer, x=x: layer(x)))
+        out.append((f"first conv exact table b{B} (im2col forced)", lambda layer=layer, x=x: _im2col(layer, x)))
     return out, None
 
 

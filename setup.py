@@ -130,6 +130,11 @@ FAMILIES = [
         ("avx512vbmi", ["csrc/elementwise/x86/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
         simde="LC_EW_SIMDE", twin="_simde_ew", calls=[]),
     dict(name="im2col", module="im2col", sources=[], bodies=[], simde=None, twin=None, calls=[]),
+    # the direct small-K convolution (a first conv): AVX-512 F/BW (madd), + VNNI (vpdpwssd)
+    dict(name="conv2d", module="im2col", sources=[], bodies=[
+        ("avx512", ["csrc/conv2d/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vnni", ["csrc/conv2d/x86/avx512_vnni.c"], VNNI_FLAGS)],
+        simde="LC_C2D_SIMDE", twin="_simde_im2col", calls=[]),
     # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16)
     dict(name="gradtables", module="gradtables", sources=[], bodies=[
         ("avx2", ["csrc/gradtables/x86/avx2.c"], AVX2_FLAGS),

@@ -14,6 +14,8 @@ by name once tests/ and bench/ share one pytest session (both are "conftest").
                             mambapy's parallel scan (a bench-only peer, see README.md)
     need_module(name)       import a heavy optional peer (transformers) inside a test,
                             or skip that test when the import fails
+    cpu_name()              the CPU as /proc/cpuinfo reads at run time (model name, AMD core
+                            generation from the family/model, the AVX-512 subsets present)
     SLOW                    benchmark.pedantic(fn, **SLOW) for calls slower than ~0.5 s
     rel_err(got, want)      norm-wise relative error (float64), for float validation
     peak_rss(builder, *args, simd=None, imports=())
@@ -33,6 +35,44 @@ import numpy as np
 import pytest
 
 THREADS = 2
+
+
+def cpu_name() -> str:
+    """'AMD EPYC (Zen 4, family 25 model 17), AVX-512 F/BW/VL/DQ + VNNI + VBMI + BF16' from
+    /proc/cpuinfo of the machine running the benchmark (never a constant: runs move between
+    CPU types); 'unknown CPU' where /proc/cpuinfo is absent."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if not key and info:
+                    break                                   # the first processor's block only
+                info.setdefault(key, val.strip())
+    except OSError:
+        return "unknown CPU"
+    flags = set(info.get("flags", "").split())
+    name = info.get("model name") or info.get("Model") or "unknown CPU"
+    fam, mod = info.get("cpu family"), info.get("model")
+    gen = ""
+    if info.get("vendor_id") == "AuthenticAMD" and fam and mod:
+        f, m = int(fam), int(mod)
+        # family 0x19: Zen 3 (models 0x00-0x0f, 0x20-0x5f), Zen 4 (0x10-0x1f, 0x60-0xaf); 0x1a: Zen 5
+        gen = {23: "Zen/Zen 2", 26: "Zen 5"}.get(f, "")
+        if f == 25:
+            gen = "Zen 4" if (0x10 <= m <= 0x1f or 0x60 <= m <= 0xaf) else "Zen 3"
+        gen = f"{gen + ', ' if gen else ''}family {f} model {m}"
+    elif fam and mod:
+        gen = f"family {fam} model {mod}"
+    isa = []
+    if "avx512f" in flags:
+        isa.append("AVX-512 " + "/".join(x.upper() for x in ("f", "bw", "vl", "dq") if "avx512" + x in flags))
+        isa += [n for fl, n in (("avx512_vnni", "VNNI"), ("avx512vbmi", "VBMI"), ("avx512_bf16", "BF16"),
+                                ("avx512_fp16", "FP16")) if fl in flags]
+    elif "avx2" in flags:
+        isa.append("AVX2")
+    return f"{name} ({gen})" + (", " + " + ".join(isa) if isa else "")
 SEED = 20240611
 SMALL = os.environ.get("LUTCORE_BENCH_SMALL", "").strip() not in ("", "0")
 

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import lutcore  # noqa: E402
 import torchbench as tb  # noqa: E402
-from lutbench import THREADS, torch  # noqa: E402
+from lutbench import THREADS, cpu_name, torch  # noqa: E402
 
 
 def _best(fns, rounds, budget=0.05):
@@ -134,7 +134,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--resnet-batch", type=int, default=32)
     p.add_argument("--no-resnet", action="store_true")
-    p.add_argument("--cpu", default="AMD EPYC Zen 4, AVX-512 F/BW/VL/DQ + VNNI + VBMI")
+    p.add_argument("--cpu", default=None, help="the CPU named in the header (default: read from /proc/cpuinfo)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     lutcore.set_num_threads(THREADS)
@@ -142,7 +142,7 @@ def main(argv=None):
     rows = layer_rows(a.rounds)
     peer_rate = float(np.median([r["macs"] / r["pm"] for r in rows]))
     rn = None if a.no_resnet else resnet_rows(a.resnet_batch, max(1, a.rounds - 1), peer_rate)
-    md = markdown(rows, rn, a.cpu)
+    md = markdown(rows, rn, a.cpu or cpu_name())
     print(md)
     if a.out:
         Path(a.out).write_text(md + "\n")

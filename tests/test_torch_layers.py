@@ -97,6 +97,27 @@ def test_conv_bits(rng, name, build, shape, units, threads):
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
+# A first conv (groups 1, C*KH*KW <= the direct kernel's KMAX) runs the direct pass (csrc/conv2d):
+# the same bits as the im2col + GEMM path (forced by LUTCORE_CONV_IM2COL, test-only) and the reference.
+DIRECT_CASES = [(3, 16, s, p, n) for s in (1, 2) for p in (0, 1) for n in (1, 3)] + [(2, 5, 1, 1, 2)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("units", list(UNITS))
+@pytest.mark.parametrize("C,O,stride,pad,n", DIRECT_CASES)
+def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units, threads):
+    torch.manual_seed(0)
+    m = nn.Conv2d(C, O, 3, stride=stride, padding=pad)
+    x = _x(rng, n, C, 13, 11)
+    a = lt.approximate(m, UNITS[units], threads=threads)
+    got = a(x).detach().numpy()
+    monkeypatch.setenv("LUTCORE_CONV_IM2COL", "1")
+    via = a(x).detach().numpy()
+    want = _conv_ref(m, x, UNITS[units].mul)
+    assert np.array_equal(got.view(np.uint32), via.view(np.uint32))
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("groups", [1, 5, 36], ids=["dense", "narrow_groups", "depthwise"])
 @pytest.mark.parametrize("units", list(UNITS))
 def test_conv_bits_every_simd_and_layout(rng, simd, units, groups):

@@ -15,3 +15,11 @@ cdef extern from "im2col/im2col.h" nogil:
                            const int32_t *mul, int exact, int64_t O, int64_t N, int isa, int nthreads)
     void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
                     int64_t N, int64_t P, int64_t O, int nthreads)
+
+cdef extern from "conv2d/conv2d.h" nogil:
+    ctypedef struct lc_c2d_geo:
+        int64_t N, H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, O, K
+    int LC_C2D_KMAX
+    int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
+                         int exact, const float *scale, const float *bias, int isa, int nthreads)
+    const char *lc_c2d_body_name(int isa, int exact)

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Thin wrappers over csrc/im2col/im2col.h (the approximate PyTorch layers' operands).
+"""Thin wrappers over csrc/im2col/im2col.h (the approximate PyTorch layers' operands) and
+csrc/conv2d/conv2d.h (their direct small-K convolution).
 
 Design: lutcore.torch validates tensors, geometry and thread counts and allocates
 every buffer; here we take pointers, release the GIL and call C.  The float input
@@ -7,6 +8,49 @@ of ``quantize_nhwc`` is read through its element strides (any layout of a dense
 tensor); every other buffer is C-contiguous.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t
+
+KMAX = LC_C2D_KMAX
+
+
+def body_names(int isa):
+    """{family: body} of the direct convolution at ``isa``."""
+    return {"direct conv (exact table)": lc_c2d_body_name(isa, 1).decode(),
+            "direct conv (any table)": lc_c2d_body_name(isa, 0).decode()}
+
+
+def conv2d_direct(float[::1] y, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                  int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                  const int8_t[:, ::1] Wt, const int32_t[::1] mul, bint exact, const float[::1] scale, bias,
+                  int isa, int nthreads):
+    """y (N, O, OH, OW) flat = float32(sum_k mul[x, w]) * scale[o] (+ bias[o]) over the patches of
+    the NHWC codes q of ``shape`` (N, H, W, C) (one group) and Wt (KH*KW*C, O), K <= KMAX, with no
+    patch matrix (csrc/conv2d/conv2d.h)."""
+    cdef lc_c2d_geo g
+    cdef const float[::1] b
+    cdef const float *bp = NULL
+    cdef int rc = 0
+    g.N, g.H, g.W, g.C = shape[0], shape[1], shape[2], shape[3]
+    g.KH, g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw = KH, KW, OH, OW, sh, sw, ph, pw, dh, dw
+    g.O, g.K = Wt.shape[1], Wt.shape[0]
+    if g.K != KH * KW * g.C or g.K > LC_C2D_KMAX or g.K < 1:
+        raise ValueError(f"Wt: expected {KH * KW * g.C} rows (KH*KW*C, at most {LC_C2D_KMAX}), got {g.K}")
+    if min(g.N, g.H, g.W, g.C, OH, OW, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise ValueError("shape, OH, OW, stride, dilation: expected >= 1, padding >= 0")
+    if y.shape[0] != g.N * g.O * OH * OW or q.shape[0] < g.N * g.H * g.W * g.C or mul.shape[0] != 65536 \
+            or scale.shape[0] != g.O:
+        raise ValueError("y, q, mul, scale: sizes do not match the geometry")
+    if bias is not None:
+        b = bias
+        if b.shape[0] != g.O:
+            raise ValueError(f"bias: expected {g.O} values, got {b.shape[0]}")
+        bp = &b[0]
+    if g.O == 0:
+        return
+    with nogil:
+        rc = lc_conv2d_direct(&y[0], &q[0], &g, &Wt[0, 0], &mul[0], exact, &scale[0], bp, isa, nthreads)
+    if rc:
+        raise MemoryError("conv2d_direct: no memory for the weight pairs")
+
 
 def absmax(const float[::1] x, int isa, int nthreads):
     """(max|x|, count of NaN/Inf) of a flat float32 buffer."""

@@ -39,6 +39,7 @@ the custom ops ``lutcore::linear``, ``lutcore::conv`` and their ``*_units_backwa
 from __future__ import annotations
 
 import itertools
+import os
 import weakref
 from typing import List, Optional
 
@@ -361,6 +362,17 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     """(y, s_x): the contract's convolution of a dense float32 x."""
     _check_k(geo.Kg, units, layer)
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
+    if geo.groups == 1 and geo.Kg <= _im.KMAX and not os.environ.get("LUTCORE_CONV_IM2COL"):
+        # a first conv (C*KH*KW <= KMAX): the direct pass (csrc/conv2d), no patch matrix, no int32
+        # accumulator in memory; the same integer sums and the same float32 scale as below: the same bits
+        scale = (s_x * qw.scale).astype(np.float32)
+        y = torch.empty(geo.out_shape(), dtype=torch.float32)
+        b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
+        _im.conv2d_direct(y.view(-1).numpy(), q.reshape(-1), (geo.N, geo.H, geo.W, geo.C), geo.KH, geo.KW,
+                          geo.OH, geo.OW, geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1],
+                          geo.dilation[0], geo.dilation[1], qw.qt, units.kernel_table[0],
+                          units.kernel_path == "exact", scale, b, _simd.isa(), nt)
+        return y, s_x
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
         _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,

@@ -1,0 +1,135 @@
+/* csrc/conv2d/conv2d.h — the direct small-K convolution of the approximate PyTorch layers
+ * (lutcore.torch: a first conv, K = Cin*KH*KW <= LC_C2D_KMAX, e.g. 3x3 over RGB: K = 27).
+ *
+ * Design: the im2col path (csrc im2col: lc_im2col_nhwc, then lut_gemm, then lc_dequant)
+ * writes a patch matrix K bytes per output pixel, an int32 accumulator per output, and
+ * reads both again; for a small K the product is the cheap part and those passes dominate.
+ * Here one pass reads the NHWC codes of a block of 16 output pixels of one row into a
+ * small L1 buffer (the block's patch columns), multiplies them by every output channel's
+ * weights and writes the dequantized float32 y (N, O, OH, OW) straight from registers:
+ * no patch matrix, no accumulator matrix.  The integer sums are the contract's
+ * (docs/DESIGN.md, "Approximate PyTorch layers"): acc[m, o] = sum_k mul8[x[m, k], w[o, k]],
+ * a padding pixel the code 0 through the table like any other code, exact tables as
+ * products; then y = float32(acc) * scale[o] + bias[o], a rounded product and then the add.
+ * Integer sums do not depend on their order, so every body gives today's im2col + GEMM bits.
+ *
+ *   q     int8  (N, H, W, C)  NHWC codes of the input            IN
+ *   Wt    int8  (K, O)        weight, k = (i*KW + j)*C + c        IN
+ *   mul   int32 (65536,)      entry a*256 + b (a = activation)    IN   (exact: products computed)
+ *   scale float (O,), bias float (O,) or NULL                     IN
+ *   y     float (N, O, OH, OW)                                    OUT
+ *
+ * Bodies: the generic one here (a pixel at a time); csrc/conv2d/x86/avx512.c (16 pixels a
+ * vector: exact as int16 pair dot products, madd+add, or VNNI vpdpwssd in avx512_vnni.c;
+ * any table as 16-lane gathers), each over a range of output rows on one thread; the
+ * AVX-512 ones are also built against SIMDe for the tests (lutcore._native._simde_im2col,
+ * LC_C2D_SIMDE).  lc_conv2d_direct hands rows out to the threads dynamically (a
+ * descheduled thread does not hold up the others; a row is one thread's, so the bits do
+ * not depend on the schedule or the thread count).
+ */
+#ifndef LUTCORE_CONV2D_H
+#define LUTCORE_CONV2D_H
+
+#include "core/common.h"
+#include <stdlib.h>
+#include <string.h>
+#include "conv2d/geo.h"
+
+
+/* the NHWC pixel of tap (i, j) of output (n, oh, ow), or NULL in the padding */
+static inline const int8_t *lc_c2d_pixel(const int8_t *q, const lc_c2d_geo *g, int64_t n, int64_t oh,
+                                         int64_t ow, int64_t i, int64_t j) {
+    int64_t ih = oh * g->sh - g->ph + i * g->dh, iw = ow * g->sw - g->pw + j * g->dw;
+    if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W) return NULL;
+    return q + ((n * g->H + ih) * g->W + iw) * g->C;
+}
+
+/* output rows r = n*OH + oh in [r0, r1), a pixel at a time (wp unused) */
+static void lc_c2d_rows_generic(float *y, const int8_t *q, const lc_c2d_geo *g, const int32_t *wp,
+                                const int8_t *Wt, const int32_t *mul, int exact, const float *scale,
+                                const float *bias, int64_t r0, int64_t r1) {
+    const int64_t O = g->O, K = g->K, C = g->C, P = g->OH * g->OW;
+    int8_t x[LC_C2D_KMAX];
+    (void)wp;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / g->OH, oh = r % g->OH;
+        for (int64_t ow = 0; ow < g->OW; ow++) {
+            for (int64_t i = 0; i < g->KH; i++)
+                for (int64_t j = 0; j < g->KW; j++) {
+                    const int8_t *px = lc_c2d_pixel(q, g, n, oh, ow, i, j);
+                    for (int64_t c = 0; c < C; c++) x[(i * g->KW + j) * C + c] = px ? px[c] : 0;
+                }
+            float *yp = y + n * O * P + oh * g->OW + ow;
+            for (int64_t o = 0; o < O; o++) {
+                int32_t s = 0;
+                if (exact) for (int64_t k = 0; k < K; k++) s += (int32_t)x[k] * (int32_t)Wt[k * O + o];
+                else for (int64_t k = 0; k < K; k++)
+                    s += mul[((int32_t)(uint8_t)x[k] << 8) | (uint8_t)Wt[k * O + o]];
+                float v = (float)s * scale[o];
+                if (bias) v = v + bias[o];
+                yp[o * P] = v;
+            }
+        }
+    }
+}
+
+#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+#include "conv2d/x86.h"
+#define LC_C2D_X86 1
+#if defined(LC_C2D_SIMDE)
+#define LC_C2D_AVX512 lc_simde_avx512_c2d_rows
+#define LC_C2D_VNNI lc_simde_avx512vnni_c2d_rows
+#else
+#define LC_C2D_AVX512 lc_avx512_c2d_rows
+#define LC_C2D_VNNI lc_avx512vnni_c2d_rows
+#endif
+#else
+#define LC_C2D_X86 0
+#endif
+
+typedef void (*lc_c2d_body)(float *, const int8_t *, const lc_c2d_geo *, const int32_t *, const int8_t *,
+                            const int32_t *, int, const float *, const float *, int64_t, int64_t);
+
+/* the body lc_conv2d_direct runs at isa (exact: the exact-table body) */
+static const char *lc_c2d_body_name(int isa, int exact) {
+    const int lvl = isa & 3;
+    if (LC_C2D_X86 && lvl >= LC_ISA_AVX512) return exact && (isa & LC_ISA_VNNI) ? "avx512vnni" : "avx512";
+    return "generic";
+}
+
+/* Below this many multiply-accumulates the pass runs on one thread (a team's start and
+ * barrier cost more than the work); bits never depend on it. */
+#define LC_C2D_PAR_MIN (1 << 20)
+
+/* y = the direct convolution (the header comment); returns 0, or -1 when out of memory. */
+static int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
+                            int exact, const float *scale, const float *bias, int isa, int nthreads) {
+    const int64_t R = g->N * g->OH, O = g->O, K = g->K, KP = (K + 1) / 2;
+    lc_c2d_body body = lc_c2d_rows_generic;
+    int32_t *wp = NULL;
+#if LC_C2D_X86
+    const int lvl = isa & 3;
+    if (lvl >= LC_ISA_AVX512) {
+        body = exact && (isa & LC_ISA_VNNI) ? LC_C2D_VNNI : LC_C2D_AVX512;
+        if (exact) {                 /* weight pairs (w[2p, o], w[2p+1, o]) as int16 halves of an int32 */
+            wp = (int32_t *)malloc((size_t)(KP * O) * sizeof(int32_t));
+            if (!wp) return -1;
+            for (int64_t p = 0; p < KP; p++)
+                for (int64_t o = 0; o < O; o++) {
+                    uint32_t lo = (uint16_t)(int16_t)Wt[2 * p * O + o];
+                    uint32_t hi = 2 * p + 1 < K ? (uint16_t)(int16_t)Wt[(2 * p + 1) * O + o] : 0;
+                    wp[p * O + o] = (int32_t)(lo | (hi << 16));
+                }
+        }
+    }
+#else
+    (void)isa; (void)KP;
+#endif
+    const int64_t work = R * g->OW * K * O;
+    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads) if(work > LC_C2D_PAR_MIN))
+    for (int64_t r = 0; r < R; r++) body(y, q, g, wp, Wt, mul, exact, scale, bias, r, r + 1);
+    free(wp);
+    return 0;
+}
+
+#endif /* LUTCORE_CONV2D_H */

@@ -38,7 +38,7 @@ LC_AI void lc_c2d_block(float *yb, int64_t P, const int16_t *xs, const int32_t *
                         const float *bias, int64_t O, int64_t K, int64_t o0, const int oc, __mmask16 mask) {
     __m512i acc[16];
 #pragma GCC unroll 16
-    for (int oo = 0; oo < oc; oo++) acc[oo] = _mm512_setzero_si512();
+    for (int oo = 0; oo < 16; oo++) acc[oo] = _mm512_setzero_si512();   /* all 16: no maybe-uninitialized */
     if (exact) {
         for (int64_t p = 0; p < (K + 1) / 2; p++) {
             const __m512i xv = _mm512_load_si512((const void *)(xs + p * 32));

@@ -12,13 +12,12 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("ray")
-import ray  # noqa: E402
+import ray  # the test extra installs it: a missing ray is an error, not a skip
 
-from lutcore.models.gpt import GPT, GPTConfig  # noqa: E402
-from lutcore.models.mamba import MambaConfig, MambaLM  # noqa: E402
-from lutcore.train import Trainer  # noqa: E402
-from lutcore.train.dp import RayWorkers, WorkerFailure, check_ray_address, fit  # noqa: E402
+from lutcore.models.gpt import GPT, GPTConfig
+from lutcore.models.mamba import MambaConfig, MambaLM
+from lutcore.train import Trainer
+from lutcore.train.dp import RayWorkers, WorkerFailure, check_ray_address, fit
 
 TEXT = ("the quick brown fox jumps over the lazy dog; " * 12)
 RUN = dict(seq_len=12, batch_size=4, grad_accum=2, micro_batch=1, max_steps=3)

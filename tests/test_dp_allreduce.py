@@ -6,14 +6,13 @@ import os
 import socket
 
 import numpy as np
-import pytest
 
-torch = pytest.importorskip("torch")
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch  # the test extra installs it: a missing torch is an error, not a skip
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from lutcore.models.mamba import MambaConfig, MambaLM  # noqa: E402
-from lutcore.train.exactsum import exact_sum  # noqa: E402
+from lutcore.models.mamba import MambaConfig, MambaLM
+from lutcore.train.exactsum import exact_sum
 
 N_MICRO = 12
 

@@ -164,17 +164,10 @@ class ExactSum:
         if not isinstance(other, ExactSum) or other.shape != self.shape:
             raise ValueError(f"other: expected an ExactSum of shape {self.shape}, got "
                              f"{getattr(other, 'shape', type(other).__name__)}")
-        if other.flags is not None:
-            self._flag(slice(None), 0)
-            self.flags |= other.flags
         onl = other.limbs.shape[0]
         if onl:
             other.normalise()           # its limbs then < 2**40 in magnitude: one addition's worth
-            self._cover(other.lo, other.lo + onl - 1)
-            off = other.lo - self.lo
-            self.limbs[off:off + onl] += other.limbs
-            return self._added()
-        return self
+        return self._add_normalised(other.flags, other.lo, onl, other.limbs)
 
     def merge_wire(self, w) -> "ExactSum":
         """merge(from_wire(w)) without building the int64 copy: the wire's uint32 limbs and int64
@@ -182,18 +175,23 @@ class ExactSum:
         shape, lo, low, top, flags = w
         if tuple(shape) != self.shape:
             raise ValueError(f"w: expected an accumulator of shape {self.shape}, got {tuple(shape)}")
+        # a normalised accumulator: limbs < 2**40, one addition's worth
+        onl = 0 if top is None else low.shape[0] + 1
+        return self._add_normalised(flags, int(lo), onl, [*low, top] if onl else ())
+
+    def _add_normalised(self, flags, lo: int, onl: int, limbs) -> "ExactSum":
+        """OR in another accumulator's flags and add its ``onl`` normalised limb rows
+        (``limbs[j]`` is the row of weight 2**(32*(lo + j)))."""
         if flags is not None:
             self._flag(slice(None), 0)
             self.flags |= np.asarray(flags, np.uint8)
-        if top is not None:
-            onl = low.shape[0] + 1      # a normalised accumulator: limbs < 2**40, one addition's worth
-            self._cover(int(lo), int(lo) + onl - 1)
-            off = int(lo) - self.lo
-            for j in range(onl - 1):
-                self.limbs[off + j] += low[j]
-            self.limbs[off + onl - 1] += top
-            return self._added()
-        return self
+        if not onl:
+            return self
+        self._cover(lo, lo + onl - 1)
+        off = lo - self.lo
+        for j in range(onl):
+            self.limbs[off + j] += limbs[j]
+        return self._added()
 
     # ---------------------------------------------------------------- out
     def result(self) -> np.ndarray:

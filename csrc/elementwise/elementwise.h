@@ -171,42 +171,30 @@ static inline uint16_t lc_f16_special(uint32_t sign, uint32_t sig) {
     return (uint16_t)(sign | h);
 }
 
-/* float32 bits -> binary16 bits, round to nearest even. */
-static inline uint16_t lc_f32_to_f16_rne(uint32_t f) {
+/* float32 bits -> binary16 bits: round to nearest even (rne = 1), or toward zero with a
+ * finite overflow saturating to 65504 (rne = 0). */
+static inline __attribute__((always_inline)) uint16_t lc_f32_to_f16(uint32_t f, int rne) {
     uint32_t sign = (f >> 16) & 0x8000u;
     uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
     if (exp == 0xffu) return lc_f16_special(sign, sig);
     int32_t e = (int32_t)exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e >= 31) return (uint16_t)(sign | (rne ? 0x7c00u : 0x7bffu));
+    uint32_t q, rem, half;
     if (e <= 0) {
         /* subnormal (or zero) result */
         if (e < -10) return (uint16_t)sign;
         uint32_t m = sig | 0x800000u;          /* 24-bit significand */
         int shift = 14 - e;                     /* 14..24 */
-        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1u))) q++;
-        return (uint16_t)(sign | q);
+        q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    } else {
+        q = ((uint32_t)e << 10) | (sig >> 13), rem = sig & 0x1fffu, half = 0x1000u;
     }
-    uint32_t q = ((uint32_t)e << 10) | (sig >> 13);
-    uint32_t rem = sig & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;   /* may carry into inf: correct */
+    if (rne && (rem > half || (rem == half && (q & 1u)))) q++;   /* may carry into inf: correct */
     return (uint16_t)(sign | q);
 }
 
-/* round toward zero; finite overflow saturates to 65504 */
-static inline uint16_t lc_f32_to_f16_rtz(uint32_t f) {
-    uint32_t sign = (f >> 16) & 0x8000u;
-    uint32_t exp = (f >> 23) & 0xffu, sig = f & 0x7fffffu;
-    if (exp == 0xffu) return lc_f16_special(sign, sig);
-    int32_t e = (int32_t)exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7bffu);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        uint32_t m = sig | 0x800000u;
-        return (uint16_t)(sign | (m >> (14 - e)));
-    }
-    return (uint16_t)(sign | ((uint32_t)e << 10) | (sig >> 13));
-}
+static inline uint16_t lc_f32_to_f16_rne(uint32_t f) { return lc_f32_to_f16(f, 1); }
+static inline uint16_t lc_f32_to_f16_rtz(uint32_t f) { return lc_f32_to_f16(f, 0); }
 
 static inline uint32_t lc_f16_to_f32_bits(uint16_t h) {
     uint32_t sign = ((uint32_t)h & 0x8000u) << 16;

@@ -6,6 +6,8 @@
                 the plain weight (the drivers stage B's indices per work unit; the C driver
                 transposes both operands where N > M >= 48)
     B  after    lut_gemm on the QWeight's PackedB: the staged weight read as it is, A x W
+    peer        the TorchApprox algorithm's GEMM alone on the same operands (bench/torchapprox_peer.cpp,
+                validated equal to lut_gemm first; torch threads = the same count)
     pieces      of B's forward: quantize (absmax + codes), im2col, product, dequantize; the
                 rest of the layer's call (weight check, Python) is the whole minus the pieces
 
@@ -24,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lutcore  # noqa: E402
+import torchbench as tb  # noqa: E402
 import lutcore.torch as lt  # noqa: E402
 from lutcore.ops.gemm import lut_gemm  # noqa: E402
 from lutcore.torch import functional as fn  # noqa: E402
@@ -65,7 +68,7 @@ def main():
     new_product = fn.product
     print(f"Mitchell, {nt} thread(s), {'CPU' if args.cpu else 'wall'} ms, min / median; SIMD {lutcore.get_simd()}")
     print(f"{'conv (M x K x N)':22} {'A layer before':>15} {'B layer after':>15} {'A/B':>10} | after: quant im2col "
-          f"product dequant rest")
+          f"product dequant rest | peer ms, peer/B")
     with torch.no_grad():
         for B, C, O, HW in SPECS:
             flt = torch.nn.Conv2d(C, O, 3, padding=1)
@@ -90,19 +93,25 @@ def main():
                 im2col=lambda: geo.patches(q, nt),
                 product=lambda: new_product(A, qw, 0, u, nt, acc),
                 dequant=lambda: fn._dequant(acc, qw, s, flt.bias, geo.out_shape(), geo.N, geo.OH * geo.OW, nt))
-            ta, tb, tp = [], [], {k: [] for k in pieces}
+            peer = tb.peer()
+            pa, pw = torch.from_numpy(A), torch.from_numpy(np.ascontiguousarray(qw.q))
+            lut = torch.from_numpy(u.mul.astype(np.int32))
+            assert np.array_equal(peer.ta_gemm(pa, pw, lut).numpy(), lut_gemm(A, qw.b[0].b, u))
+            ta, tl, tpeer, tp = [], [], [], {k: [] for k in pieces}
             for _ in range(args.rounds):
                 ta += calls(run_a, clock)
-                tb += calls(lambda: layer(x), clock)
+                tl += calls(lambda: layer(x), clock)
+                tpeer += calls(lambda: peer.ta_gemm(pa, pw, lut), clock)
                 for k, f in pieces.items():
                     tp[k] += calls(f, clock, 0.02)
             mins = {k: min(v) for k, v in tp.items()}
-            rest = min(tb) - sum(mins.values())
+            rest = min(tl) - sum(mins.values())
             label = f"{geo.M}x{geo.Kg}x{O}"
-            print(f"{label:22} {min(ta)*1e3:7.2f} {np.median(ta)*1e3:7.2f} {min(tb)*1e3:7.2f} {np.median(tb)*1e3:7.2f} "
-                  f"{min(ta)/min(tb):4.2f}x {np.median(ta)/np.median(tb):4.2f}x | "
+            print(f"{label:22} {min(ta)*1e3:7.2f} {np.median(ta)*1e3:7.2f} {min(tl)*1e3:7.2f} {np.median(tl)*1e3:7.2f} "
+                  f"{min(ta)/min(tl):4.2f}x {np.median(ta)/np.median(tl):4.2f}x | "
                   + " ".join(f"{v*1e3:.2f}" for v in mins.values()) + f" {rest*1e3:.2f}"
-                  + f"  ({geo.M*geo.Kg*O/mins['product']/1e9:.1f} G products/s)", flush=True)
+                  + f"  ({geo.M*geo.Kg*O/mins['product']/1e9:.1f} G products/s) | {min(tpeer)*1e3:.1f}, "
+                  f"{min(tpeer)/min(tl):.1f}x (before {min(tpeer)/min(ta):.1f}x)", flush=True)
 
 
 if __name__ == "__main__":

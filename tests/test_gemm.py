@@ -188,6 +188,39 @@ def test_audit_off_does_not_check(rng):
     assert np.array_equal(got.astype(np.int64), lut_gemm_ref(a, b, u.mul).astype(np.int64) + 16)
 
 
+PACKED_SHAPES = [(1, 1, 1), (7, 33, 5), (33, 100, 65), (3, 37, 11), (1, 512, 70), (50, 37, 129),
+                 (16, 300, 257), (9, 129, 512), (2, 65, 513)]      # N across the 256-column units
+
+
+@pytest.mark.parametrize("table", ["mitchell", "random", "truncated-2"])
+@pytest.mark.parametrize("shape", PACKED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_lut_gemm_packed_b_table(simd, shape, table, rng):
+    """lut_gemm(a, pack_b(b)) through an any-table unit: the packed B (its staged form for the SIMD
+    path's table body, csrc/gemm/table_packed.h; the plain B on AVX2 / generic) gives the bits of
+    the unpacked call and of the reference, at 1 and 2 threads, on every SIMD path."""
+    M, K, N = shape
+    a, b = _inputs(rng, M, K, N)
+    u = make_units(table)
+    want = lut_gemm_ref(a, b, u.mul)
+    pb = lutcore.ops.gemm.pack_b(b)
+    for threads in (1, 2):
+        got = lutcore.lut_gemm(a, pb, units=u, threads=threads)
+        _check(got, want)
+        assert np.array_equal(got, lutcore.lut_gemm(a, b, units=u, threads=threads))
+        out = np.full((M, N + 3), -7, np.int32)
+        lutcore.lut_gemm(a, pb, units=u, threads=threads, out=out[:, 1:1 + N])
+        assert np.array_equal(out[:, 1:1 + N], want) and np.all(out[:, 0] == -7) and np.all(out[:, 1 + N:] == -7)
+
+
+def test_lut_gemm_packed_b_wrong_k_names_b(rng):
+    a, b = _inputs(rng, 4, 30, 300)
+    pb = lutcore.ops.gemm.pack_b(b[:29])
+    with pytest.raises(ValueError, match=r"^a, b: inner dimensions differ"):
+        lutcore.lut_gemm(a, pb, units=make_units("mitchell"))
+    with pytest.raises(TypeError, match=r"\bb\b"):
+        lutcore.ops.gemm.pack_b(b.astype(np.int16))
+
+
 def test_table_products_run_transposed_where_rows_are_fewer():
     """The table kernels build row tables from the right operand's columns and reuse
     them for every left row, so an (M, N) product with N > M >= TABLE_DIRECT_M runs as

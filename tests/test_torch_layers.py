@@ -133,6 +133,26 @@ def test_conv_bits_every_simd_and_layout(rng, simd, units, groups):
             assert np.array_equal(a(xin).detach().numpy(), want)
 
 
+@pytest.mark.parametrize("M,O", [(1, 257), (9, 300), (63, 256), (100, 40), (5, 7)])
+def test_table_product_packed_weight_every_simd(rng, simd, M, O):
+    """functional.product on a QWeight: the packed weight (the table body's staged form, or the
+    plain one and TRANSPOSE_ROWS on AVX2 / generic) gives the reference's bits and those of
+    lut_gemm on the unpacked weight, at 1 and 2 threads, for Mitchell and a random table."""
+    from lutcore.torch import functional as fn
+    from reference.gemm_ref import lut_gemm_ref
+    K = 77
+    w = rng.standard_normal((O, K)).astype(np.float32)
+    qw = fn.QWeight(w, 1, "t")
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    for name in ("mitchell", "random"):
+        u = UNITS[name]
+        want = lut_gemm_ref(a, np.ascontiguousarray(qw.q.T), u.mul)
+        for t in (1, 2):
+            got = fn.product(a, qw, 0, u, t, np.full((M, O), -7, np.int32))
+            assert np.array_equal(got, want), (name, t)
+            assert np.array_equal(got, lutcore.lut_gemm(a, np.ascontiguousarray(qw.q.T), u, threads=t))
+
+
 LINEAR_CASES = [((1, 7), 33), ((7, 33), 5), ((3, 5, 7), 1), ((33,), 7), ((4, 64), 48),
                 ((2, 9, 19), 257), ((63, 5), 256)]       # few rows, many columns: the transposed product
 

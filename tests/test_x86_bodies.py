@@ -277,6 +277,99 @@ def test_table_gemm_body(rng, runner, shape, table):
         assert np.array_equal(got, ref)
 
 
+def packed_table(mod, b, isa, threads):
+    """B (K, N) staged once for isa's any-table body (csrc/gemm/table_packed.h), 64-byte aligned."""
+    n = mod.table_pack_size(*b.shape, isa)
+    assert n > 0
+    buf = np.empty(n + 64, np.uint8)
+    off = (-buf.ctypes.data) % 64
+    bq = buf[off:off + n]
+    mod.table_pack_b(bq, b, isa, threads)
+    return bq
+
+
+def table_form(mod, T32, isa):
+    buf = np.empty(2 * 65536 + 64, np.uint8)
+    off = (-buf.ctypes.data) % 64
+    t16 = buf[off:off + 2 * 65536].view(np.int16)
+    mod.table_form(t16, T32, isa)
+    return t16
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", TABLE_SHAPES + [(16, 600, 512), (9, 1, 513)])
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_table_gemm_packed_body(rng, runner, shape, table):
+    """A x B with B staged once (lc_table_pack_b, lc_gemm_table_packed): the numpy reference's
+    and the unpacked drivers' bits, at 1 and 2 threads, packed at either thread count."""
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = TABLES[table]()
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, 0], b[0, 0] = -128, 127
+    ref = lut_gemm_ref(a, b, mul)
+    t16 = table_form(mod, T32, isa)
+    for pack_threads in (1, 2):
+        bq = packed_table(mod, b, isa, pack_threads)
+        for threads in (1, 2):
+            got = np.full((M, N), -7, np.int32)
+            mod.gemm_table_packed(got, a, bq, t16, isa, threads)
+            print(runner[0], pack_threads, threads, "entries differing:", np.sum(got != ref))
+            assert np.array_equal(got, ref)
+            plain = np.full((M, N), -7, np.int32)
+            work = np.empty(_g.table_work_size(M, N, threads, False), np.int32)
+            mod.gemm_table(plain, a, b, T32, work, isa, threads)
+            assert np.array_equal(got, plain)
+    big = np.full((M, N + 9), -7, np.int32)                     # rows ldc apart: a view's columns only
+    mod.gemm_table_packed(big[:, 4:4 + N], a, bq, t16, isa, 2, N + 9)
+    assert np.array_equal(big[:, 4:4 + N], ref) and np.all(big[:, :4] == -7) and np.all(big[:, 4 + N:] == -7)
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+def test_table_gemm_packed_refuses_bad_packing(rng, runner):
+    """A packed B for another K or N, another body, the wrong size or alignment: ValueError naming it."""
+    _, mod, isa = runner
+    _, T32 = mitchell_table()
+    a = rng.integers(-128, 128, (5, 40), dtype=np.int8)
+    b = rng.integers(-128, 128, (40, 70), dtype=np.int8)
+    t16 = table_form(mod, T32, isa)
+    c = np.empty((5, 70), np.int32)
+    other_k = packed_table(mod, rng.integers(-128, 128, (41, 70), dtype=np.int8), isa, 1)
+    with pytest.raises(ValueError, match=r"^b: packed for"):
+        mod.gemm_table_packed(c, a, other_k, t16, isa, 1)            # its size is another K's
+    with pytest.raises(ValueError, match=r"^b: packed for"):         # cut to this K's size: the header says 41
+        mod.gemm_table_packed(c, a, other_k[:mod.table_pack_size(40, 70, isa)], t16, isa, 1)
+    other_n = packed_table(mod, rng.integers(-128, 128, (40, 69), dtype=np.int8), isa, 1)
+    with pytest.raises(ValueError, match=r"^b: packed for"):
+        mod.gemm_table_packed(c, a, other_n, t16, isa, 1)            # N = 69 is one unit too: the same size
+    good = packed_table(mod, b, isa, 1)
+    bogus = good.copy()
+    bogus[:64] = 0                                                  # no header: not a packed B
+    aligned = np.empty(good.size + 64, np.uint8)
+    off = (-aligned.ctypes.data) % 64
+    aligned = aligned[off:off + good.size]
+    aligned[...] = bogus
+    with pytest.raises(ValueError, match=r"^b: packed for"):
+        mod.gemm_table_packed(c, a, aligned, t16, isa, 1)
+    other = AVX512 if isa & VBMI else AVX512 | VNNI | VBMI          # the other body's staged form
+    with pytest.raises(ValueError, match=r"^b: packed for"):
+        mod.gemm_table_packed(c, a, packed_table(mod, b, other, 1), t16, isa, 1)
+    mis = np.empty(good.size + 65, np.uint8)
+    off = (-mis.ctypes.data) % 64 + 1
+    mis = mis[off:off + good.size]
+    mis[...] = good
+    with pytest.raises(ValueError, match=r"^b: expected its packed bytes 64-byte aligned"):
+        mod.gemm_table_packed(c, a, mis, t16, isa, 1)
+    with pytest.raises(ValueError, match=r"^T16: expected 65536"):
+        mod.gemm_table_packed(c, a, good, t16[:100], isa, 1)
+    with pytest.raises(ValueError, match=r"^Bq: expected \d+ bytes"):
+        mod.table_pack_b(good[:-64], b, isa, 1)
+    with pytest.raises(ValueError, match=r"^b: no packed any-table form"):
+        mod.table_pack_b(good, b, 1, 1)                             # AVX2: reads the plain B
+    assert mod.table_pack_size(40, 70, 1) == 0 and mod.table_pack_size(40, 70, 0) == 0
+
+
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7),
                                          ((1, 24, 300), 8), ((130, 33, 257), 11), ((3, 260, 70), 130)])

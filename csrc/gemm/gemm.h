@@ -61,6 +61,11 @@ typedef struct {
                               const float *, int64_t, int64_t, int64_t, int64_t);
     int (*table_unit)(int32_t *, int64_t, const int8_t *, int64_t, const int8_t *, int64_t, const int16_t *,
                       int64_t, int64_t, int, int64_t, int64_t);
+    /* the table unit's staged B (gemm/x86/x86.h; a packed B, table_packed.h, holds it per weight) */
+    size_t (*table_stage_bytes)(int64_t, int);
+    void (*table_stage)(uint8_t *, const int8_t *, int64_t, int64_t, int, int64_t, int64_t);
+    int (*table_unit_staged)(int32_t *, int64_t, const int8_t *, int64_t, const uint8_t *, const int16_t *, int64_t,
+                             int, int64_t);
     /* exact and block-scaled whole calls (gemm/x86/x86.h; NULL: per unit) */
     int (*x_begin)(struct lc_gemm_x_call *);
     void (*x_conv)(const struct lc_gemm_x_call *, int64_t);
@@ -73,19 +78,22 @@ typedef struct {
 #else
 #define LC_GEMM_X(isa, fn) lc_##isa##_##fn
 #endif
+#define LC_GEMM_X_STAGED(isa) .table_stage_bytes = LC_GEMM_X(isa, table_stage_bytes), \
+    .table_stage = LC_GEMM_X(isa, table_stage), .table_unit_staged = LC_GEMM_X(isa, table_unit_staged)
 static const lc_gemm_body lc_gemm_bodies[2] = {
     {.name = "avx512bw", .exact_name = "avx512bw (vpmaddwd)", .table_name = "avx512bw (vpermi2w)",
      .gemm_exact_unit = LC_GEMM_X(avx512, gemm_exact_unit), .qmatmul_exact_unit = LC_GEMM_X(avx512, qmatmul_exact_unit),
-     .table_unit = LC_GEMM_X(avx512, table_unit)},
+     .table_unit = LC_GEMM_X(avx512, table_unit), LC_GEMM_X_STAGED(avx512)},
     {.name = "avx512vnni", .exact_name = "avx512vnni (vpdpbusd)", .table_name = "avx512bw (vpermi2w)",
      .gemm_exact_unit = LC_GEMM_X(avx512vnni, gemm_exact_unit), .qmatmul_exact_unit = LC_GEMM_X(avx512vnni, qmatmul_exact_unit),
-     .table_unit = LC_GEMM_X(avx512, table_unit),    /* the table path needs no VNNI: the BW body */
+     .table_unit = LC_GEMM_X(avx512, table_unit), LC_GEMM_X_STAGED(avx512),   /* the table path needs no VNNI: the BW body */
      .x_begin = LC_GEMM_X(avx512vnni, x_begin), .x_conv = LC_GEMM_X(avx512vnni, x_conv),
      .x_unit = LC_GEMM_X(avx512vnni, x_unit), .x_end = LC_GEMM_X(avx512vnni, x_end)},
 };
 /* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16's planes = 1) */
 static const lc_gemm_body lc_gemm_body_vbmi = {.name = "avx512vbmi", .table_name = "avx512vbmi (vpermi2b)",
-                                                .table_unit = LC_GEMM_X(avx512vbmi, table_unit)};
+                                                .table_unit = LC_GEMM_X(avx512vbmi, table_unit),
+                                                LC_GEMM_X_STAGED(avx512vbmi)};
 #endif
 /* The exact path's body for `isa` (NULL: the AVX2 or generic body in this header). */
 static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
@@ -127,6 +135,7 @@ static const char *lc_gemm_body_name(int isa, int which) {
 #include "gemm/drivers.h"
 #include "gemm/table.h"
 #include "gemm/table_auto.h"
+#include "gemm/table_packed.h"
 
 /* ------------------------------------------------------ the one exact-GEMM dispatcher
  * C (M,N) int32 = A's int8 rows (M, K, lda apart) x packed Bp (Kp = K rounded up to even).

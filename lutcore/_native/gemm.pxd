@@ -1,6 +1,6 @@
 # The C interface of csrc/gemm/gemm.h and csrc/q8/q8.h: declarations only (the paired gemm.pyx sees them;
 # other modules cimport them; a SIMDe twin includes this file before gemm.pyx).
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 cdef extern from "gemm/gemm.h" nogil:
     void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K, int64_t lda,
@@ -28,6 +28,12 @@ cdef extern from "gemm/gemm.h" nogil:
     void lc_qmatmul_table_auto(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
                                const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N,
                                int64_t nblk, int64_t bk, int32_t *work, int isa, int nthreads)
+    size_t lc_table_pack_size(int64_t K, int64_t N, int isa)
+    int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int isa, int nthreads)
+    void lc_table_form(int16_t *T16, const int32_t *T, int isa)
+    int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *Bq,
+                             const int16_t *T16, int64_t M, int64_t N, int64_t K, int isa, int nthreads)
+    int LC_TABLE_PACK_HDR
     int lc_table_transposed(int64_t M, int64_t N)
     size_t lc_table_kernel_work(int64_t M, int64_t N, int nthreads, int with_float)
     size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t nblk, int nthreads, int with_float)

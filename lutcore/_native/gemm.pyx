@@ -7,7 +7,7 @@ pointers, release the GIL and call C.  Every input buffer is C-contiguous; the
 outputs of the public products may be row-strided (``ldc`` elements between rows,
 checked against the view here, so the kernel never writes outside it).
 """
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 MR = LC_MR
 NR = LC_NR
@@ -177,6 +177,81 @@ def qmatmul_table_auto(float[:, :] Y, const int8_t[:, ::1] qa, const float[:, ::
     with nogil:
         lc_qmatmul_table_auto(&Y[0, 0], ldy, &qa[0, 0], &sa[0, 0], &qb[0, 0], &sb[0, 0], &T32[0, 0], &T32[1, 0],
                               M, N, nblk, bk, &work[0], isa, nthreads)
+
+
+TABLE_PACK_HDR = LC_TABLE_PACK_HDR
+
+
+def table_pack_size(int64_t K, int64_t N, int isa):
+    """Bytes of an int8 (K, N) right operand packed for isa's any-table body (table_packed.h);
+    0 when isa has no such body (AVX2, generic: the plain B is what they read)."""
+    return lc_table_pack_size(K, N, isa)
+
+
+def table_pack_b(uint8_t[::1] Bq, const int8_t[:, ::1] B, int isa, int nthreads):
+    """Bq <- B (K, N) staged for isa's any-table body, once per weight."""
+    cdef int64_t K = B.shape[0], N = B.shape[1]
+    cdef size_t want = lc_table_pack_size(K, N, isa)
+    cdef int r
+    if want == 0:
+        raise ValueError(f"b: no packed any-table form for isa {isa} and shape ({K}, {N})")
+    if <size_t>Bq.shape[0] != want:
+        raise ValueError(f"Bq: expected {want} bytes for b ({K}, {N}), got {Bq.shape[0]}")
+    if (<size_t>&Bq[0]) % 64:
+        raise ValueError("Bq: expected a 64-byte aligned buffer")
+    with nogil:
+        r = lc_table_pack_b(&Bq[0], &B[0, 0], K, N, N, isa, nthreads)
+    if r:
+        raise ValueError(f"b: no packed any-table form for isa {isa}")
+
+
+def table_form(int16_t[::1] T16, const int32_t[:, ::1] T32, int isa):
+    """T16 (65536,) <- the table (T32 row 0, units._kernel_mul) in isa's any-table body form."""
+    if T16.shape[0] != 65536 or T32.shape[0] < 1 or T32.shape[1] != 65536:
+        raise ValueError(f"T16, T32: expected (65536,) and (2, 65536), got ({T16.shape[0]},) and "
+                         f"({T32.shape[0]}, {T32.shape[1]})")
+    with nogil:
+        lc_table_form(&T16[0], &T32[0, 0], isa)
+
+
+def table_pack_header(const uint8_t[::1] Bq):
+    """(body id, K, N) a packed B was made for, or None when Bq is no packed B."""
+    import numpy as np
+    if Bq.shape[0] < LC_TABLE_PACK_HDR:
+        return None
+    h = np.frombuffer(bytes(Bq[:40]), np.int64)
+    if int(h[0]) != 0x31304b5042544c43:
+        return None
+    return int(h[1]), int(h[2]), int(h[3])
+
+
+def gemm_table_packed(int32_t[:, :] C, const int8_t[:, ::1] A, const uint8_t[::1] Bq, const int16_t[::1] T16,
+                      int isa, int nthreads, int64_t ldc=-1):
+    """C (M, N) (rows ldc apart) = A (M, K) times the B packed in Bq (table_pack_b) through the
+    table T16 in isa's body form (table_form).  ValueError naming b when Bq was packed for
+    another body, K or N."""
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    cdef int r
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("a: expected K >= 1 columns, got 0")
+    if T16.shape[0] != 65536:
+        raise ValueError(f"T16: expected 65536 int16 entries, got {T16.shape[0]}")
+    cdef size_t want = lc_table_pack_size(K, N, isa)
+    if want == 0 or <size_t>Bq.shape[0] != want:
+        got = table_pack_header(Bq)
+        raise ValueError(f"b: packed for (body, K, N) = {got}, expected a packed ({K}, {N}) of {want} bytes "
+                         f"for isa {isa}, got {Bq.shape[0]} bytes")
+    if (<size_t>&Bq[0]) % 64:
+        raise ValueError("b: expected its packed bytes 64-byte aligned")
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    with nogil:
+        r = lc_gemm_table_packed(&C[0, 0], ldc, &A[0, 0], K, &Bq[0], &T16[0], M, N, K, isa, nthreads)
+    if r:
+        raise ValueError(f"b: packed for (body, K, N) = {table_pack_header(Bq)}, not for isa {isa} and "
+                         f"({K}, {N})")
 
 
 def quantize_rows(int8_t[:, ::1] q, float[:, ::1] s, const float[:, ::1] x, int64_t bk, int isa, int nthreads):

@@ -7,7 +7,9 @@ the row-table path (see csrc/gemm/); both equal
 a sample of every call against that definition.
 
 Weights used many times should be packed once with ``pack_b`` — the packed
-panel layout is what the exact kernel streams, which matters most for GEMV.
+panel layout is what the exact kernel streams, which matters most for GEMV; the
+any-table bodies (VBMI planes, vpermi2w) read a packed B as their staged indices
+(csrc/gemm/table_packed.h), so a call does only the A side.
 """
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ INT32_MAX = 2**31 - 1
 class PackedB:
     """An int8 (K, N) right-hand operand prepared once for repeated products.
 
-    Keeps the plain array (the any-table path reads it as is) and, on first
-    use by an exact table, its panel packing.  Immutable: the data is copied.
+    Keeps the plain array and, on first use, the form the kernel reads: an exact
+    table's panel packing; for any other table, the staged indices of the any-table
+    body the SIMD path runs (one form per body, built once; none for the AVX2 and
+    generic bodies, which read the plain array).  Immutable: the data is copied.
     """
 
     def __init__(self, b):
@@ -45,8 +49,44 @@ class PackedB:
             self._panels[key] = got
         return got
 
+    def table_form(self, isa: int, threads: int):
+        """uint8 bytes (64-byte aligned): B staged for isa's any-table body, or None when that
+        body reads the plain B (AVX2, generic)."""
+        key = ("table", _g.body_names(isa)["lut_gemm any table"])
+        if key not in self._panels:
+            K, N = self.shape
+            n = _g.table_pack_size(K, N, isa)
+            got = None
+            if n:
+                buf = np.empty(n + 64, np.uint8)
+                off = (-buf.ctypes.data) % 64
+                got = buf[off:off + n]
+                _g.table_pack_b(got, self.b, isa, threads)
+                got.setflags(write=False)
+            self._panels[key] = got
+        return self._panels[key]
+
     def __repr__(self):
         return f"PackedB(shape={self.shape})"
+
+
+_TABLE16: dict = {}
+
+
+def table16(units: Units, isa: int) -> np.ndarray:
+    """units' table in the form isa's any-table body reads (int16 (65536,)), the last 8 cached."""
+    key = (units.digest, _g.body_names(isa)["lut_gemm any table"])
+    t = _TABLE16.get(key)
+    if t is None:
+        if len(_TABLE16) >= 8:
+            _TABLE16.pop(next(iter(_TABLE16)))
+        buf = np.empty(65536 * 2 + 64, np.uint8)           # 64-byte aligned: each table row is whole lines
+        off = (-buf.ctypes.data) % 64
+        t = buf[off:off + 65536 * 2].view(np.int16)
+        _g.table_form(t, units.kernel_table, isa)
+        t.setflags(write=False)
+        _TABLE16[key] = t
+    return t
 
 
 def pack_b(b) -> PackedB:
@@ -123,6 +163,9 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
         Mp = -(-M // _g.MR) * _g.MR            # the dispatcher widens A here unless its body reads int8 rows
         _g.gemm_exact(c, a, bp, Kp, _workspace.scratch("a16", Mp * Kp, np.int16), isa, nt, ldc)
+    elif packed is not None and packed.table_form(isa, nt) is not None:
+        # B staged once (table_packed.h): the product as it is, rows = a's rows
+        _g.gemm_table_packed(c, a, packed.table_form(isa, nt), table16(units, isa), isa, nt, ldc)
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
         _g.gemm_table_auto(c, a, b, units.kernel_table, work, isa, nt, ldc)

@@ -241,11 +241,14 @@ def gemm_threads(M: int, K: int, N: int, units: Units, nt: int) -> int:
     return 1 if M * K * N < (SERIAL_MACS_EXACT if units.kernel_path == "exact" else SERIAL_MACS_TABLE) else nt
 
 
-# A table product with few rows and many columns (batch-1 and small-batch inference: M of
-# 8..63 against hundreds of output channels) runs as its transpose, acc^T = W (O, K) times
+# A table product runs A (M, K) x the weight's packed B (K, O) as it is where the SIMD path's
+# any-table body reads a staged B (VBMI, AVX-512BW: QWeight's PackedB holds the staged form,
+# built once per weight, csrc/gemm/table_packed.h): each loaded table row serves up to 256
+# output channels, and a call only quantizes and gathers A.  Without one (AVX2, generic) a
+# product with few rows and many columns (batch-1 and small-batch inference: M of 8..63
+# against hundreds of output channels) runs as its transpose, acc^T = W (O, K) times
 # x^T (K, M) through the transposed table (mul^T[b, a] = mul[a, b]: the same products, the
-# same integer sums, the same bits): lut_gemm's table path is several times faster with
-# the long side as rows (measured 16x4608x512 Mitchell, 1 thread: 69 -> 16 ms).
+# same integer sums, the same bits): the row-table path wants the long side as rows.
 TRANSPOSE_ROWS = (8, 64)
 TRANSPOSE_MIN_COLS = 256
 _TRANSPOSED: dict = {}
@@ -264,11 +267,12 @@ def _transposed(units: Units) -> Units:
 
 def product(a: np.ndarray, qw: "QWeight", g: int, units: Units, nt: int, out: np.ndarray) -> np.ndarray:
     """out (M, Og) int32 = sum_k mul8[a[m, k], q_w[g*Og + o, k]] for group g of qw, a (M, K)
-    int8: lut_gemm in the faster orientation (TRANSPOSE_ROWS)."""
+    int8: lut_gemm on the packed weight, or in the faster orientation (TRANSPOSE_ROWS)."""
     M, K = a.shape
     Og = out.shape[1]
     t = gemm_threads(M, K, Og, units, nt)
-    if units.kernel_path == "table" and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS:
+    if units.kernel_path == "table" and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS \
+            and qw.b[g].table_form(_simd.isa(), t) is None:
         out[...] = lut_gemm(qw.q[g * Og:(g + 1) * Og], np.ascontiguousarray(a.T), _transposed(units), threads=t).T
         return out
     return lut_gemm(a, qw.b[g], units, threads=t, out=out)

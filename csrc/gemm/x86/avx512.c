@@ -154,16 +154,17 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
 
 /* ------------------------------------------------------------------ any table */
 #define LC_TW 128            /* columns per pass: 4 groups of 32 */
-static int lc_table_pass(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
-                         const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+/* bytes of one pass's staged B (idx then msk), a multiple of 64 */
+static inline size_t lc_table_pass_bytes(int64_t kn) {
+    return ((size_t)(kn > 0 ? kn : 0) * (LC_TW * sizeof(uint16_t) + 8 * sizeof(uint32_t)) + 63) & ~(size_t)63;
+}
+
+/* one pass's staged B: idx (kn, 4, 32) uint16, then msk (kn, 8) uint32, of columns n0 .. n0 + nc (<= 128) */
+static void lc_table_pass_stage(uint8_t *S, const int8_t *B, int64_t ldb, int64_t n0, int nc, int64_t k0,
+                                int64_t k1) {
     int64_t kn = k1 - k0;
-    uint16_t *idx = (uint16_t *)lc_aligned_alloc((size_t)(kn > 0 ? kn : 1) * LC_TW * sizeof(uint16_t));
-    uint32_t *msk = (uint32_t *)malloc((size_t)(kn > 0 ? kn : 1) * 8 * sizeof(uint32_t));
-    if (!idx || !msk) {
-        lc_aligned_free(idx);
-        free(msk);
-        return -1;
-    }
+    uint16_t *idx = (uint16_t *)S;
+    uint32_t *msk = (uint32_t *)(S + (size_t)(kn > 0 ? kn : 0) * LC_TW * sizeof(uint16_t));
     for (int64_t k = 0; k < kn; k++) {
         const uint8_t *bk = (const uint8_t *)(B + (k0 + k) * ldb + n0);
         for (int g = 0; g < 4; g++) {
@@ -179,10 +180,17 @@ static int lc_table_pass(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, 
             msk[k * 8 + 2 * g + 1] = m7;
         }
     }
+}
+
+/* C (rows, nc <= 128) from one pass's staged B of kn k; A's rows start at their k0 */
+static void lc_table_pass_rows(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *S,
+                               const int16_t *T16, int64_t rows, int nc, int64_t kn) {
+    const uint16_t *idx = (const uint16_t *)S;
+    const uint32_t *msk = (const uint32_t *)(S + (size_t)(kn > 0 ? kn : 0) * LC_TW * sizeof(uint16_t));
     const __m512i w_even = _mm512_set1_epi32(1), w_odd = _mm512_set1_epi32(0x10000);
     int ng = (nc + 31) / 32;
     for (int64_t m = 0; m < rows; m++) {
-        const uint8_t *ar = (const uint8_t *)(A + m * lda + k0);
+        const uint8_t *ar = (const uint8_t *)(A + m * lda);
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
         for (int64_t k = 0; k < kn; k++) {
             const int16_t *row = T16 + (int64_t)ar[k] * 256;
@@ -215,17 +223,44 @@ static int lc_table_pass(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, 
         for (int q = 0; q < 8 && q * 16 < nc; q++)
             lc_x_mask_storeu_epi32(c + q * 16, lc_x_mask(nc - q * 16), out[q]);
     }
-    lc_aligned_free(idx);
-    free(msk);
+}
+
+/* The staged form of a unit's columns n0 .. n0 + nc (<= LC_TABLE_WNB = 256) for k0 <= k < k1:
+ * its passes of LC_TW columns one after the other (lc_table_pass_bytes(kn) apart), as the row
+ * loop reads them.  table_unit stages per call; a packed B (gemm.h lc_table_pack_b) holds it
+ * once per weight. */
+size_t LC_BODY(table_stage_bytes)(int64_t kn, int nc) {
+    return (size_t)((nc + LC_TW - 1) / LC_TW) * lc_table_pass_bytes(kn);
+}
+
+void LC_BODY(table_stage)(uint8_t *S, const int8_t *B, int64_t ldb, int64_t n0, int nc, int64_t k0, int64_t k1) {
+    for (int c = 0; c < nc; c += LC_TW)
+        lc_table_pass_stage(S + (size_t)(c / LC_TW) * lc_table_pass_bytes(k1 - k0), B, ldb, n0 + c,
+                            nc - c < LC_TW ? nc - c : LC_TW, k0, k1);
+}
+
+int LC_BODY(table_unit_staged)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *S,
+                               const int16_t *T16, int64_t rows, int nc, int64_t kn) {
+    if (nc > 2 * LC_TW) return -1;
+    for (int c = 0; c < nc; c += LC_TW)
+        lc_table_pass_rows(C + c, ldc, A, lda, S + (size_t)(c / LC_TW) * lc_table_pass_bytes(kn), T16, rows,
+                           nc - c < LC_TW ? nc - c : LC_TW, kn);
     return 0;
 }
 
-/* the drivers' unit (nc <= LC_TABLE_WNB = 256) as passes of LC_TW columns */
+/* the drivers' unit (nc <= LC_TABLE_WNB = 256) as passes of LC_TW columns, each staged here */
 int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
                         const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
-    for (int c = 0; c < nc; c += LC_TW)
-        if (lc_table_pass(C + c, ldc, A, lda, B, ldb, T16, rows, n0 + c, nc - c < LC_TW ? nc - c : LC_TW, k0, k1))
-            return -1;
+    int64_t kn = k1 - k0;
+    size_t bytes = lc_table_pass_bytes(kn > 0 ? kn : 1);
+    uint8_t *S = (uint8_t *)lc_aligned_alloc(bytes);
+    if (!S) return -1;
+    for (int c = 0; c < nc; c += LC_TW) {
+        int w = nc - c < LC_TW ? nc - c : LC_TW;
+        lc_table_pass_stage(S, B, ldb, n0 + c, w, k0, k1);
+        lc_table_pass_rows(C + c, ldc, A + k0, lda, S, T16, rows, w, kn);
+    }
+    lc_aligned_free(S);
     return 0;
 }
 

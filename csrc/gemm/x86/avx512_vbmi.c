@@ -203,18 +203,20 @@ LC_AI void lc_vb_rows(int32_t *C, int64_t ldc, const uint8_t *A, int64_t lda, co
     }
 }
 
-int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
-                        const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+/* The staged form of B's columns n0 .. n0 + nc (<= 256) for k0 <= k < k1: idx (kn, ng, 64)
+ * then msk (kn, ng, 2), ng = ceil(nc / 64), as the row loop reads them (lc_table_stage_bytes
+ * bytes at S, 64-byte aligned).  table_unit stages per call; a packed B (gemm.h
+ * lc_table_pack_b) holds it once per weight. */
+size_t LC_BODY(table_stage_bytes)(int64_t kn, int nc) {
+    int ng = (nc + 63) / 64;
+    return (size_t)(kn > 0 ? kn : 0) * (size_t)ng * (64 + 2 * sizeof(uint64_t));
+}
+
+void LC_BODY(table_stage)(uint8_t *S, const int8_t *B, int64_t ldb, int64_t n0, int nc, int64_t k0, int64_t k1) {
     int64_t kn = k1 - k0;
     int ng = (nc + 63) / 64;
-    size_t kk = (size_t)(kn > 0 ? kn : 1);
-    uint8_t *idx = (uint8_t *)lc_aligned_alloc(kk * (size_t)ng * 64);
-    uint64_t *msk = (uint64_t *)malloc(kk * (size_t)ng * 2 * sizeof(uint64_t));
-    if (!idx || !msk || nc > LC_VB_NB) {
-        lc_aligned_free(idx);
-        free(msk);
-        return -1;
-    }
+    uint8_t *idx = S;
+    uint64_t *msk = (uint64_t *)(S + (size_t)(kn > 0 ? kn : 0) * (size_t)ng * 64);
     uint8_t src[64];
     for (int p = 0; p < 64; p++) src[p] = (uint8_t)lc_vb_col(p);
     const __m512i perm = _mm512_loadu_si512((const void *)src);
@@ -237,16 +239,35 @@ int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, c
             msk[(k * ng + g) * 2 + 1] = b7;
         }
     }
-    const uint8_t *TP = (const uint8_t *)T16, *Au = (const uint8_t *)(A + k0);
+}
+
+/* C (rows, nc) from a staged B of kn k (table_stage's S); A's rows start at their k0 */
+int LC_BODY(table_unit_staged)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *S,
+                               const int16_t *T16, int64_t rows, int nc, int64_t kn) {
+    int ng = (nc + 63) / 64;
+    if (nc > LC_VB_NB || nc < 1) return -1;
+    const uint8_t *idx = S, *TP = (const uint8_t *)T16, *Au = (const uint8_t *)A;
+    const uint64_t *msk = (const uint64_t *)(S + (size_t)(kn > 0 ? kn : 0) * (size_t)ng * 64);
     switch (ng) {
     case 1: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 1); break;
     case 2: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 2); break;
     case 3: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 3); break;
     default: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 4); break;
     }
-    lc_aligned_free(idx);
-    free(msk);
     return 0;
+}
+
+int LC_BODY(table_unit)(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
+                        const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1) {
+    int64_t kn = k1 - k0;
+    if (nc > LC_VB_NB) return -1;
+    size_t bytes = LC_BODY(table_stage_bytes)(kn > 0 ? kn : 1, nc);
+    uint8_t *S = (uint8_t *)lc_aligned_alloc(bytes);
+    if (!S) return -1;
+    LC_BODY(table_stage)(S, B, ldb, n0, nc, k0, k1);
+    int r = LC_BODY(table_unit_staged)(C, ldc, A + k0, lda, S, T16, rows, nc, kn);
+    lc_aligned_free(S);
+    return r;
 }
 
 #endif /* LC_X86 */

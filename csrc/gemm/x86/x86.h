@@ -37,6 +37,7 @@
 #ifndef LUTCORE_GEMM_X86_H
 #define LUTCORE_GEMM_X86_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct lc_gemm_x_call {
@@ -76,7 +77,19 @@ LC_GEMM_X86_DECLARE_WHOLE(lc_simde_avx512vnni_)
                               const int8_t *Bp, const float *sbp, int64_t nblk, int64_t bkp,      \
                               int64_t rows, int64_t ncols);                                       \
     int P##table_unit(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb, \
-                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);
+                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);      \
+    LC_GEMM_X86_DECLARE_STAGED(P)
+
+/* The any-table bodies' staged B (a packed B holds it once per weight, gemm.h lc_table_pack_b):
+ *   table_stage_bytes(kn, nc)   bytes of one unit's staged columns (nc <= 256) over kn k, a multiple of 64
+ *   table_stage(S, B, ldb, n0, nc, k0, k1)   S (64-byte aligned) <- B's columns n0 .. n0+nc, k0 <= k < k1  OUT
+ *   table_unit_staged(C, ldc, A, lda, S, T16, rows, nc, kn)   as table_unit, B read from S (A at its k0)
+ * table_unit = table_stage into scratch + table_unit_staged: the same code, the same bits. */
+#define LC_GEMM_X86_DECLARE_STAGED(P)                                                              \
+    size_t P##table_stage_bytes(int64_t kn, int nc);                                              \
+    void P##table_stage(uint8_t *S, const int8_t *B, int64_t ldb, int64_t n0, int nc, int64_t k0, int64_t k1); \
+    int P##table_unit_staged(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *S, \
+                             const int16_t *T16, int64_t rows, int nc, int64_t kn);
 
 /* AVX-512 F/BW/VL/DQ (vpmaddwd; vpermi2w over the table) and + VNNI (vpdpbusd) */
 LC_GEMM_X86_DECLARE(lc_avx512_)
@@ -86,7 +99,8 @@ LC_GEMM_X86_DECLARE(lc_simde_avx512vnni_)
 /* AVX-512 VBMI + VNNI: the any-table body only (vpermi2b over the table's byte planes) */
 #define LC_GEMM_X86_DECLARE_VBMI(P)                                                               \
     int P##table_unit(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb, \
-                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);
+                      const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);      \
+    LC_GEMM_X86_DECLARE_STAGED(P)
 LC_GEMM_X86_DECLARE_VBMI(lc_avx512vbmi_)
 LC_GEMM_X86_DECLARE_VBMI(lc_simde_avx512vbmi_)
 

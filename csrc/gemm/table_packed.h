@@ -1,0 +1,111 @@
+/* csrc/gemm/table_packed.h — the any-table path with the right operand packed once (a weight).
+ * Part of the gemm family: included by gemm.h only (after table_auto.h), not on its own.
+ *
+ * Design: the wide table bodies (gemm/x86/: vpermi2b planes, vpermi2w) read B as staged
+ * indices of one unit's 256 columns (and their permutes' masks), which table_unit builds per
+ * unit on every call.  A weight multiplied many times is staged once instead: Bq holds, per
+ * column block of LC_TABLE_WNB, the body's staged form over all of K (table_stage), so a call
+ * does only the A side — no transposes, no staging, no per-unit scratch — and runs
+ * A (M, K) x B (K, N) as it is (rows = activations, columns = output channels): each loaded
+ * table row serves up to 256 columns.  The table itself is passed in the body's form (lc_table16,
+ * built once per units by the caller).  The staged form differs per body, so Bq starts with a
+ * header naming the body, K and N; a mismatch is refused (-2), never read.  The same per-unit
+ * row loops as lc_gemm_table_wide: the same integer sums, the same bits.
+ *
+ *   Bq   uint8 (lc_table_pack_size(K, N, isa),)  header (LC_TABLE_PACK_HDR bytes) then
+ *        ceil(N / 256) units of unit_bytes: the staged columns 256 u .. 256 u + nc     IN (built once)
+ *   T16  int16 (65536,)   the table in the body's form (lc_table_form)                  IN
+ *   A    int8 (M, K) rows lda apart                                                     IN
+ *   C    int32 (M, N) rows ldc apart                                                    OUT
+ * No staged body for isa (AVX2, generic): lc_table_pack_size is 0 and the caller runs
+ * lc_gemm_table_auto on the plain B. */
+#ifndef LUTCORE_GEMM_TABLE_PACKED_H
+#define LUTCORE_GEMM_TABLE_PACKED_H
+
+#define LC_TABLE_PACK_HDR 64
+#define LC_TABLE_PACK_MAGIC 0x31304b5042544c43ULL   /* "CLTBPK01" little-endian */
+
+typedef struct {
+    uint64_t magic;
+    int64_t body, K, N, unit_bytes;
+} lc_table_pack_header;
+_Static_assert(sizeof(lc_table_pack_header) <= LC_TABLE_PACK_HDR, "the header fits its bytes");
+
+/* The body the packed path runs for isa (NULL: none, the caller keeps the plain B), and its id. */
+static inline const lc_gemm_body *lc_table_packed_body(int isa, int64_t *id) {
+    const lc_gemm_body *xb = lc_gemm_table_body(isa);
+    if (!xb || !xb->table_unit_staged) return NULL;
+    *id = xb->gemm_exact_unit == NULL ? 2 : 1;     /* 2: VBMI byte planes, 1: vpermi2w int16 rows */
+    return xb;
+}
+
+/* Bytes of B (K, N) packed for isa's table body; 0 when isa has none. */
+static inline size_t lc_table_pack_size(int64_t K, int64_t N, int isa) {
+    int64_t id;
+    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    if (!xb || K < 1 || N < 1) return 0;
+    return LC_TABLE_PACK_HDR + (size_t)((N + LC_TABLE_WNB - 1) / LC_TABLE_WNB) * xb->table_stage_bytes(K, LC_TABLE_WNB);
+}
+
+/* The table in isa's body form (65536 int16; lc_table16), for lc_gemm_table_packed. */
+static inline void lc_table_form(int16_t *T16, const int32_t *T, int isa) {
+    int64_t id = 0;
+    lc_table_packed_body(isa, &id);
+    lc_table16((int32_t *)T16, T, id == 2);
+}
+
+/* Bq (lc_table_pack_size(K, N, isa) bytes, 64-byte aligned) <- B (K, N) rows ldb apart;
+ * returns -1 (nothing written) when isa has no staged body. */
+static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int isa, int nthreads) {
+    int64_t id;
+    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    if (!xb || K < 1 || N < 1) return -1;
+    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
+    size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
+    lc_table_pack_header h = {LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)ub};
+    memset(Bq, 0, LC_TABLE_PACK_HDR);
+    memcpy(Bq, &h, sizeof(h));
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t u = 0; u < ncb; u++) {
+        int64_t n0 = u * LC_TABLE_WNB;
+        int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
+        xb->table_stage(Bq + LC_TABLE_PACK_HDR + (size_t)u * ub, B, ldb, n0, nc, 0, K);
+    }
+    return 0;
+}
+
+/* Whether Bq was packed for isa's body and this (K, N): 0 yes, -2 no. */
+static inline int lc_table_pack_check(const uint8_t *Bq, int64_t K, int64_t N, int isa) {
+    int64_t id;
+    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    lc_table_pack_header h;
+    memcpy(&h, Bq, sizeof(h));
+    if (!xb || h.magic != LC_TABLE_PACK_MAGIC || h.body != id || h.K != K || h.N != N ||
+        h.unit_bytes != (int64_t)xb->table_stage_bytes(K, LC_TABLE_WNB))
+        return -2;
+    return 0;
+}
+
+/* C (M, N) int32 = A (M, K) B (K, N) through the table, B packed (Bq) and the table in the
+ * body's form (T16).  Returns 0, or -2 (nothing written) when Bq was not packed for isa's body
+ * and this (K, N). */
+static int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const uint8_t *Bq,
+                                const int16_t *T16, int64_t M, int64_t N, int64_t K, int isa, int nthreads) {
+    if (lc_table_pack_check(Bq, K, N, isa)) return -2;
+    int64_t id;
+    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
+    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
+    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t u = 0; u < units; u++) {
+        int64_t m0, m1, n0;
+        int nc;
+        if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
+        xb->table_unit_staged(C + m0 * ldc + n0, ldc, A + m0 * lda, lda,
+                              Bq + LC_TABLE_PACK_HDR + (size_t)(n0 / LC_TABLE_WNB) * ub, T16, m1 - m0, nc, K);
+    }
+    return 0;
+}
+
+#endif /* LUTCORE_GEMM_TABLE_PACKED_H */

@@ -224,10 +224,16 @@ static void vnni_pack_a8_fast(int8_t *tile, int32_t *part, const int8_t *a8, int
             LC_A8_LANE(0) LC_A8_LANE(1) LC_A8_LANE(2) LC_A8_LANE(3)
 #undef LC_A8_LANE
         }
-        part[g] = _mm512_reduce_add_epi32(u0);
-        part[g + 1] = _mm512_reduce_add_epi32(u1);
-        part[g + 2] = _mm512_reduce_add_epi32(u2);
-        part[g + 3] = _mm512_reduce_add_epi32(u3);
+        int32_t lanes[4][16];
+        _mm512_storeu_si512((void *)lanes[0], u0);
+        _mm512_storeu_si512((void *)lanes[1], u1);
+        _mm512_storeu_si512((void *)lanes[2], u2);
+        _mm512_storeu_si512((void *)lanes[3], u3);
+        for (int r = 0; r < 4; r++) {
+            int32_t t = 0;
+            for (int i = 0; i < 16; i++) t += lanes[r][i];
+            part[g + r] = t;
+        }
     }
 }
 

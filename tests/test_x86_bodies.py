@@ -144,7 +144,7 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
         assert np.array_equal(got.view(np.int32), ref.view(np.int32))
 
 
-# The VNNI body's whole calls (M > 4): A and B converted once per call in items of 48 rows /
+# The VNNI body's whole calls (M > 4; below the strip limit): A and B converted once per call in items of 48 rows /
 # 32 columns, then units of up to 192 x 256 halved until each thread has 4 — ragged tiles,
 # pairs with one panel, several conversion items and unit shapes; out a slice of a wider array.
 WHOLE_SHAPES = [(5, 7, 33), (197, 33, 71), (61, 130, 263), (100, 1, 40), (250, 64, 17), (37, 260, 600)]
@@ -192,6 +192,59 @@ def test_exact_gemm_body_from_int8_rows(rng, runner, shape):
             assert np.all(big[:, :1] == -7) and np.all(big[:, 1 + N:] == -7)
         else:
             assert np.all(big == -7)
+
+
+# Whole calls in strips (rows >= 48 a strip for max(ceil(M / 64), 4 * threads) strips, rounded up to a
+# multiple of the threads): each unit converts its own rows and splits them into balanced tiles of <= 12.
+# 384 / 383: the 2-thread limit (8 strips of 48) and just under it (units); 1024 = 16 strips of 64
+# (tiles 11, 11, 11, 11, 10, 10), 1028 = 18 of 57 (at 2 threads); 577: 12 strips at 3 threads.  K: < 64
+# (no 64-byte piece for the 4-row transposes), 64 + a tail, odd.  M = 1..13: every tile height outside strips.
+STRIP_SHAPES = [(384, 65, 40), (383, 9, 33), (1024, 33, 36), (1028, 130, 17), (577, 7, 65), (200, 64, 1)]
+SMALL_M = [(m, k, 33) for m, k in zip(range(1, 14), (1, 7, 33, 64, 65, 130, 3, 17, 200, 4, 5, 63, 129))]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", STRIP_SHAPES + SMALL_M)
+def test_exact_gemm_body_strips_and_tile_heights(rng, runner, shape):
+    """Both whole-call entries (int8 rows, int16 packed rows) against the oracle at 1, 2, 3 threads."""
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[M // 2, :] = -128
+    b[:, N // 2] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    for threads in (1, 2, 3):
+        big = np.full((M, N + 3), -7, np.int32)
+        got = big[:, 2:2 + N]
+        mod.gemm_exact_packed(got, ap, bp, Kp, isa, threads, N + 3)
+        assert np.array_equal(got, ref), (runner[0], "packed", threads, np.sum(got != ref))
+        assert np.all(big[:, :2] == -7) and np.all(big[:, 2 + N:] == -7)
+        got8 = np.full((M, N), -7, np.int32)
+        if mod.gemm_exact_a8(got8, a, bp, Kp, isa, threads):
+            assert np.array_equal(got8, ref), (runner[0], "a8", threads, np.sum(got8 != ref))
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((384, 70, 33), 32), ((1028, 21, 17), 7), ((577, 64, 40), 64)])
+def test_qmatmul_exact_body_strips(rng, runner, shape, block):
+    """The block-scaled whole call in strips (per-strip rs over several blocks), bits at 1, 2, 3 threads."""
+    _, mod, isa = runner
+    M, K, N = shape
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    qa, sa = quantize_ref(x, block)
+    qbt, sbt = quantize_ref(w.T, block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
+    ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
+    from lutcore.quant import _pack_scales
+    sbp = _pack_scales(sb)
+    for threads in (1, 2, 3):
+        got = np.full((M, N), np.nan, np.float32)
+        mod.qmatmul_exact_packed(got, ap, sa, bp, sbp, nblk, bkp, isa, threads)
+        assert np.array_equal(got.view(np.int32), ref.view(np.int32)), (runner[0], threads)
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)

@@ -22,7 +22,7 @@ static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthrea
         LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t i = 0; i < x->nconv; i++) xb->x_conv(x, i);
         LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u);
+        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u, omp_get_thread_num());
     }
     xb->x_end(x);
     return 0;

@@ -69,7 +69,7 @@ typedef struct {
     /* exact and block-scaled whole calls (gemm/x86/x86.h; NULL: per unit) */
     int (*x_begin)(struct lc_gemm_x_call *);
     void (*x_conv)(const struct lc_gemm_x_call *, int64_t);
-    void (*x_unit)(const struct lc_gemm_x_call *, int64_t);
+    void (*x_unit)(const struct lc_gemm_x_call *, int64_t, int);
     void (*x_end)(struct lc_gemm_x_call *);
 } lc_gemm_body;
 #if LC_GEMM_X86

@@ -192,6 +192,51 @@ static const vnni_q_fn dq_tiles[2][LC_DIRECT_ROWS + 1] = {{0 LC_X_ROWS4(LC_NAME_
  * and holds quad g (k = 4g..4g+3 of the padded blocks laid end to end) of its row r at
  * 4 * (g * R + r): the tile's k-quad is one contiguous run of 4R bytes.
  * rs (rows, nblk) = -128 * each block's sum of codes */
+/* The int8 rows' fast part: rows [0, R4) of a tile of R rows (R4 a multiple of 4), k in
+ * [0, nk) (nk a multiple of 64), into the tile's interleaved layout; part[r] = the rows' sums
+ * over that range.  Four rows at a time: their 64-byte pieces are 4 x 16 quads, a 4 x 4 dword
+ * transpose per 128-bit lane puts quad q of the 4 rows side by side (16 bytes, stored at
+ * 4 * (q * R + r0)); the sums are vpdpbusd against bytes of 1 (exact: |sum| <= 128 K). */
+static void vnni_pack_a8_fast(int8_t *tile, int32_t *part, const int8_t *a8, int64_t lds, int64_t R, int64_t R4,
+                              int64_t nk) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t g = 0; g < R4; g += 4) {
+        const int8_t *s0 = a8 + g * lds, *s1 = s0 + lds, *s2 = s1 + lds, *s3 = s2 + lds;
+        __m512i u0 = _mm512_setzero_si512(), u1 = u0, u2 = u0, u3 = u0;
+        for (int64_t j = 0; j < nk; j += 64) {
+            __m512i x0 = _mm512_loadu_si512((const void *)(s0 + j)), x1 = _mm512_loadu_si512((const void *)(s1 + j));
+            __m512i x2 = _mm512_loadu_si512((const void *)(s2 + j)), x3 = _mm512_loadu_si512((const void *)(s3 + j));
+            u0 = _mm512_dpbusd_epi32(u0, ones, x0);
+            u1 = _mm512_dpbusd_epi32(u1, ones, x1);
+            u2 = _mm512_dpbusd_epi32(u2, ones, x2);
+            u3 = _mm512_dpbusd_epi32(u3, ones, x3);
+            __m512i t0 = _mm512_unpacklo_epi32(x0, x1), t1 = _mm512_unpackhi_epi32(x0, x1);
+            __m512i t2 = _mm512_unpacklo_epi32(x2, x3), t3 = _mm512_unpackhi_epi32(x2, x3);
+            __m512i y0 = _mm512_unpacklo_epi64(t0, t2), y1 = _mm512_unpackhi_epi64(t0, t2);   /* quads 4L, 4L+1 */
+            __m512i y2 = _mm512_unpacklo_epi64(t1, t3), y3 = _mm512_unpackhi_epi64(t1, t3);   /* 4L+2, 4L+3 */
+            int8_t *d = tile + 4 * ((j / 4) * R + g);     /* quad j/4 of rows g..g+3 */
+            const int64_t qs = 4 * R;                     /* bytes from one quad to the next */
+#define LC_A8_LANE(L)                                                                                  \
+    _mm_storeu_si128((__m128i *)(d + (4 * L + 0) * qs), _mm512_extracti32x4_epi32(y0, L));            \
+    _mm_storeu_si128((__m128i *)(d + (4 * L + 1) * qs), _mm512_extracti32x4_epi32(y1, L));            \
+    _mm_storeu_si128((__m128i *)(d + (4 * L + 2) * qs), _mm512_extracti32x4_epi32(y2, L));            \
+    _mm_storeu_si128((__m128i *)(d + (4 * L + 3) * qs), _mm512_extracti32x4_epi32(y3, L));
+            LC_A8_LANE(0) LC_A8_LANE(1) LC_A8_LANE(2) LC_A8_LANE(3)
+#undef LC_A8_LANE
+        }
+        int32_t lanes[4][16];
+        _mm512_storeu_si512((void *)lanes[0], u0);
+        _mm512_storeu_si512((void *)lanes[1], u1);
+        _mm512_storeu_si512((void *)lanes[2], u2);
+        _mm512_storeu_si512((void *)lanes[3], u3);
+        for (int r = 0; r < 4; r++) {
+            int32_t t = 0;
+            for (int i = 0; i < 16; i++) t += lanes[r][i];
+            part[g + r] = t;
+        }
+    }
+}
+
 /* Ap (int16, rows Kp apart), or with a8 != NULL a8's int8 rows (lds apart, nblk = 1,
  * codes k >= kv read as 0). */
 static void vnni_pack_a_from(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t Kp, const int8_t *a8,
@@ -200,6 +245,11 @@ static void vnni_pack_a_from(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t
     for (int64_t r0 = 0; r0 < rows; r0 += LC_XTR) {
         int64_t R = rows - r0 < LC_XTR ? rows - r0 : LC_XTR;
         int8_t *tile = au + r0 * lda;
+        /* int8 rows, R >= 4: groups of 4 rows over the whole 64-byte pieces first (vnni_pack_a8_fast),
+         * the rest of each row (and rows past the last group) below */
+        int64_t R4 = a8 && R > 1 ? R / 4 * 4 : 0, nk = R4 ? kvalid / 64 * 64 : 0;
+        int32_t part[LC_XTR] = {0};
+        if (nk) vnni_pack_a8_fast(tile, part, a8 + r0 * lds, lds, R, R4, nk);
         for (int64_t r = 0; r < R; r++)
             for (int64_t blk = 0; blk < nblk; blk++) {
                 const int16_t *s = a8 ? NULL : Ap + (r0 + r) * Kp + blk * bkp;
@@ -207,7 +257,7 @@ static void vnni_pack_a_from(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t
                 int8_t *d = tile + 4 * (blk * nqb * R + r);   /* quad q of this block at d + 4 * q * R */
                 __m512i sum = _mm512_setzero_si512();
                 int32_t quads[8];
-                int64_t j = 0;
+                int64_t j = r < R4 ? nk : 0;
                 for (; j + 32 <= kvalid; j += 32) {
                     __m512i w = s8 ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(s8 + j)))
                                    : _mm512_loadu_si512((const void *)(s + j));
@@ -219,7 +269,7 @@ static void vnni_pack_a_from(int8_t *au, int32_t *rs, const int16_t *Ap, int64_t
                     _mm256_storeu_si256((__m256i *)quads, _mm512_cvtepi16_epi8(w));
                     for (int i = 0; i < 8; i++) memcpy(d + 4 * (j / 4 + i) * R, &quads[i], 4);
                 }
-                int32_t lanes[16], t = 0;
+                int32_t lanes[16], t = r < R4 ? part[r] : 0;
                 _mm512_storeu_si512((void *)lanes, sum);
                 for (int i = 0; i < 16; i++) t += lanes[i];
                 for (; j < bq4; j++) {
@@ -331,19 +381,26 @@ int LC_BODY(qmatmul_exact_unit)(float *Y, int64_t ldy, const int16_t *Ap, int64_
 }
 
 /* ------------------------------------------------------------ whole calls
- * (gemm/x86/x86.h; taken for M > LC_DIRECT_ROWS).  A is converted once per call
- * (LC_XCA row tiles a conversion item), B's panel pairs once per call (one pair
- * an item), into one scratch:
- *   au  int8   (M, lda) tile-interleaved as vnni_pack_a, lda = nblk * 4 * nqb
- *   rs  int32  (M, nblk)
+ * (gemm/x86/x86.h; taken for M > LC_DIRECT_ROWS).  B's panel pairs are converted
+ * once per call (one pair a conversion item, before the barrier) into
  *   bq  uint8  (pairs, 2, nblk, nqb, 64) as vnni_pack_b, a pair 32 * lda bytes
- * (from the int16 packed rows, or — lc_gemm_exact_a8 — the caller's int8 rows),
- * then a unit = (mc rows) x (nc columns): per panel pair, its row tiles
- * (the unit's au rows stay in L2; the pair streams).  The shape is the largest
- * of 192 x 256 halved (columns first) until the threads have >= 4 units each.
- * Converting per unit (48 x 128, before) read A's int16 rows 8 times and B's
+ * and A's rows (from the int16 packed rows, or — lc_gemm_exact_a8 — the caller's int8
+ * rows) one of two ways:
+ *  - strips (M >= LC_XS_MIN * the strip count): a unit is a full-width strip of ~64 rows
+ *    (the count a multiple of the threads, >= 4 a thread; rows split evenly, so 1024 rows
+ *    are 16 strips of 64); the unit converts its own rows into its thread's strip buffer
+ *    (au (rows, lda), rs (rows, nblk), L2-resident), then runs every panel pair over them.
+ *    Its tiles are balanced (64 rows: 11, 11, 11, 11, 10, 10; not 5 x 12 + 4).  No
+ *    conversion of A before the barrier, no call-sized A scratch going through L3.
+ *  - otherwise (few rows): A is converted once per call too (LC_XCA row tiles an item),
+ *    into au (M, lda), rs (M, nblk); a unit = (mc rows) x (nc columns): per panel pair,
+ *    its 12-row tiles.  The shape is the largest of 192 x 256 halved (columns first)
+ *    until the threads have >= 4 units each.
+ * Converting per 48 x 128 unit (before whole calls) read A's int16 rows 8 times and B's
  * panels 22 times at 1024^3: ~12% of the time. */
 #define LC_XCA 4                     /* row tiles per A conversion item */
+#define LC_XS_ROWS 64                /* strip height aimed at */
+#define LC_XS_MIN 48                 /* strips need at least this many rows each */
 #define LC_X_KEEP ((size_t)64 << 20) /* scratch up to this size is kept by the calling thread */
 static _Thread_local char *vnni_call_tls;
 static _Thread_local size_t vnni_call_tls_size;
@@ -352,7 +409,24 @@ int LC_BODY(x_begin)(lc_gemm_x_call *x) {
     if (x->M <= LC_DIRECT_ROWS) return -1;
     int64_t pb = x->bkp / 2, nqb = (pb + 1) / 2, lda = x->nblk * 4 * nqb;
     int64_t npair = (x->N + 2 * LC_XNR - 1) / (2 * LC_XNR), ntile = (x->M + LC_XTR - 1) / LC_XTR;
-    size_t abytes = lc_round_up((size_t)(x->M * lda), 64), rbytes = lc_round_up((size_t)(x->M * x->nblk) * 4, 64);
+    int64_t T = x->nthreads > 0 ? x->nthreads : 1, want = 4 * T;
+    int64_t S = (x->M + LC_XS_ROWS - 1) / LC_XS_ROWS;
+    S = S > want ? S : want;
+    S = (S + T - 1) / T * T;
+    x->strips = x->M >= LC_XS_MIN * S ? S : 0;
+    size_t abytes, rbytes;
+    if (x->strips) {   /* per thread: the tallest strip's rows */
+        int64_t h = (x->M + S - 1) / S;
+        abytes = lc_round_up((size_t)(h * lda), 64);
+        rbytes = lc_round_up((size_t)(h * x->nblk) * 4, 64);
+        x->soff = (int64_t)abytes;
+        x->sbytes = (int64_t)(abytes + rbytes);
+        abytes = (size_t)T * (size_t)x->sbytes;
+        rbytes = 0;
+    } else {
+        abytes = lc_round_up((size_t)(x->M * lda), 64);
+        rbytes = lc_round_up((size_t)(x->M * x->nblk) * 4, 64);
+    }
     size_t need = abytes + rbytes + (size_t)(npair * 32 * lda) + 64;
     if (need <= vnni_call_tls_size) {
         x->ws = vnni_call_tls;
@@ -373,9 +447,17 @@ int LC_BODY(x_begin)(lc_gemm_x_call *x) {
     x->bq = (uint8_t *)(x->ws + abytes + rbytes);
     x->nqb = nqb;
     x->lda = lda;
+    if (x->strips) {
+        x->na = 0;
+        x->nconv = npair;
+        x->mc = 0;
+        x->nc = x->N;
+        x->nunits = x->strips;
+        return 0;
+    }
     x->na = (ntile + LC_XCA - 1) / LC_XCA;
     x->nconv = x->na + npair;
-    int64_t mc = 16 * LC_XTR, nc = 16 * LC_XNR, want = 4 * (int64_t)(x->nthreads > 0 ? x->nthreads : 1);
+    int64_t mc = 16 * LC_XTR, nc = 16 * LC_XNR;
     while (((x->M + mc - 1) / mc) * ((x->N + nc - 1) / nc) < want && (nc > 2 * LC_XNR || mc > 4 * LC_XTR)) {
         if (nc > 2 * LC_XNR) nc /= 2;
         else mc /= 2;
@@ -386,16 +468,20 @@ int LC_BODY(x_begin)(lc_gemm_x_call *x) {
     return 0;
 }
 
+/* rows [r0, r0 + rows) of A (int16 packed rows or int8 rows), as 12-row tiles, into au / rs
+ * (au: (rows, lda) tile-interleaved; rs: (rows, nblk)); rows <= 12 is one tile of that height */
+static void vnni_x_pack_rows(const lc_gemm_x_call *x, int8_t *au, int32_t *rs, int64_t r0, int64_t rows) {
+    if (x->A8)
+        vnni_pack_a_from(au, rs, NULL, 0, x->A8 + r0 * x->lda8, x->lda8, x->K, rows, 1, x->bkp, 4 * x->nqb);
+    else
+        vnni_pack_a(au, rs, x->Ap + r0 * x->Kp, x->Kp, rows, x->nblk, x->bkp, 4 * x->nqb);
+}
+
 void LC_BODY(x_conv)(const lc_gemm_x_call *x, int64_t i) {
     int64_t pb = x->bkp / 2;
     if (i < x->na) {
         int64_t r0 = i * LC_XCA * LC_XTR, rows = x->M - r0 < LC_XCA * LC_XTR ? x->M - r0 : LC_XCA * LC_XTR;
-        if (x->A8)
-            vnni_pack_a_from(x->au + r0 * x->lda, x->rs + r0, NULL, 0, x->A8 + r0 * x->lda8, x->lda8, x->K, rows, 1,
-                             x->bkp, 4 * x->nqb);
-        else
-            vnni_pack_a(x->au + r0 * x->lda, x->rs + r0 * x->nblk, x->Ap + r0 * x->Kp, x->Kp, rows, x->nblk,
-                        x->bkp, 4 * x->nqb);
+        vnni_x_pack_rows(x, x->au + r0 * x->lda, x->rs + r0 * x->nblk, r0, rows);
         return;
     }
     int64_t j = i - x->na, pstride = x->Kp / 2 * 32;
@@ -403,22 +489,46 @@ void LC_BODY(x_conv)(const lc_gemm_x_call *x, int64_t i) {
     vnni_pack_b(x->bq + j * 32 * x->lda, x->Bp + 2 * j * pstride, pstride, npan, x->nblk, pb);
 }
 
-void LC_BODY(x_unit)(const lc_gemm_x_call *x, int64_t u) {
+/* one tile: rows [r, r + R) of the output (au, rs: the tile's converted rows), columns [n, n + nc) */
+static inline void vnni_x_tile(const lc_gemm_x_call *x, const int8_t *au, const int32_t *rs, int64_t r, int R,
+                               int64_t n, int nc) {
+    int64_t lda = x->lda, nblk = x->nblk;
+    const uint8_t *bq = x->bq + (n / (2 * LC_XNR)) * 32 * lda;
+    if (x->Y)
+        q_tiles[nc > LC_XNR][R](x->Y + r * x->ldc + n, x->ldc, au, rs, x->sa + r * nblk, bq, 16 * lda,
+                                x->sbp + (n / LC_XNR) * nblk * LC_XNR, nblk, x->nqb, x->bkp / 2, nc);
+    else
+        exact_tiles[nc > LC_XNR][R](x->C + r * x->ldc + n, x->ldc, au, rs, bq, 16 * lda, x->nqb, nc);
+}
+
+void LC_BODY(x_unit)(const lc_gemm_x_call *x, int64_t u, int t) {
+    int64_t lda = x->lda, nblk = x->nblk;
+    if (x->strips) {
+        /* strip u: rows [m0, m1), ntl balanced tiles; converted into thread t's strip buffer */
+        int64_t m0 = u * x->M / x->strips, m1 = (u + 1) * x->M / x->strips, rows = m1 - m0;
+        int64_t ntl = (rows + LC_XTR - 1) / LC_XTR;
+        int8_t *au = x->au + (size_t)t * (size_t)x->sbytes;
+        int32_t *rs = (int32_t *)(au + x->soff);
+        for (int64_t i = 0; i < ntl; i++) {
+            int64_t a = i * rows / ntl, b = (i + 1) * rows / ntl;
+            vnni_x_pack_rows(x, au + a * lda, rs + a * nblk, m0 + a, b - a);
+        }
+        for (int64_t n = 0; n < x->N; n += 2 * LC_XNR) {
+            int nc = (int)(x->N - n < 2 * LC_XNR ? x->N - n : 2 * LC_XNR);
+            for (int64_t i = 0; i < ntl; i++) {
+                int64_t a = i * rows / ntl, b = (i + 1) * rows / ntl;
+                vnni_x_tile(x, au + a * lda, rs + a * nblk, m0 + a, (int)(b - a), n, nc);
+            }
+        }
+        return;
+    }
     int64_t nnu = (x->N + x->nc - 1) / x->nc, m0 = (u / nnu) * x->mc, n0 = (u % nnu) * x->nc;
     int64_t m1 = m0 + x->mc < x->M ? m0 + x->mc : x->M, n1 = n0 + x->nc < x->N ? n0 + x->nc : x->N;
-    int64_t lda = x->lda, nblk = x->nblk, nqb = x->nqb, pb = x->bkp / 2;
     for (int64_t n = n0; n < n1; n += 2 * LC_XNR) {
         int nc = (int)(n1 - n < 2 * LC_XNR ? n1 - n : 2 * LC_XNR);
-        const uint8_t *bq = x->bq + (n / (2 * LC_XNR)) * 32 * lda;
         for (int64_t r = m0; r < m1; r += LC_XTR) {
             int R = (int)(m1 - r < LC_XTR ? m1 - r : LC_XTR);
-            if (x->Y)
-                q_tiles[nc > LC_XNR][R](x->Y + r * x->ldc + n, x->ldc, x->au + r * lda, x->rs + r * nblk,
-                                        x->sa + r * nblk, bq, 16 * lda, x->sbp + (n / LC_XNR) * nblk * LC_XNR, nblk,
-                                        nqb, pb, nc);
-            else
-                exact_tiles[nc > LC_XNR][R](x->C + r * x->ldc + n, x->ldc, x->au + r * lda, x->rs + r, bq, 16 * lda,
-                                            nqb, nc);
+            vnni_x_tile(x, x->au + r * lda, x->rs + r * nblk, r, R, n, nc);
         }
     }
 }

@@ -27,8 +27,9 @@
  * Whole calls (VNNI): a body that converts the operands into its own layouts
  * does so once per call, not once per work unit.  The driver fills an
  * lc_gemm_x_call, calls x_begin on its own thread (-1: not taken, run the
- * units), then x_conv(i) for i < nconv and, after a barrier, x_unit(u) for
- * u < nunits on its threads (any order, any thread), then x_end.  Y == NULL:
+ * units), then x_conv(i) for i < nconv and, after a barrier, x_unit(u, t) for
+ * u < nunits on its threads (any order, any thread; t = the calling thread's
+ * number, < nthreads: a unit may use thread t's part of the scratch), then x_end.  Y == NULL:
  * C = the exact product over all of Kp (nblk = 1, bkp = Kp); else Y = the
  * block-scaled product.  A8 != NULL (exact only): the conversions read A's
  * int8 rows directly (k >= K reads as 0) and Ap is unused.  The body's plan (unit shape, scratch) lives in the
@@ -57,6 +58,7 @@ typedef struct lc_gemm_x_call {
     char *ws;
     int ws_owned;
     int64_t mc, nc, nqb, lda, na;
+    int64_t strips, sbytes, soff;  /* strips: their count (0: none), a thread's strip scratch, its rs */
     int8_t *au;
     int32_t *rs;
     uint8_t *bq;
@@ -65,7 +67,7 @@ typedef struct lc_gemm_x_call {
 #define LC_GEMM_X86_DECLARE_WHOLE(P)                                                              \
     int P##x_begin(lc_gemm_x_call *x);                                                            \
     void P##x_conv(const lc_gemm_x_call *x, int64_t i);                                           \
-    void P##x_unit(const lc_gemm_x_call *x, int64_t u);                                           \
+    void P##x_unit(const lc_gemm_x_call *x, int64_t u, int t);                                     \
     void P##x_end(lc_gemm_x_call *x);
 LC_GEMM_X86_DECLARE_WHOLE(lc_avx512vnni_)
 LC_GEMM_X86_DECLARE_WHOLE(lc_simde_avx512vnni_)

@@ -251,14 +251,6 @@ static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int64_t *rows_p
     return (M + rp - 1) / rp;
 }
 
-/* The table as lc_table16_rows' planes (VBMI body) or int16 rows, built once into Pbuf by the
- * team (row blocks dynamically: a copy, no bits to lose); read-only after the omp for's
- * barrier. */
-static inline void lc_table16_team(int32_t *Pbuf, const int32_t *T, int planes) {
-    LC_PRAGMA(omp for schedule(dynamic, 1))
-    for (int a0 = 0; a0 < 256; a0 += 32) lc_table16_rows(Pbuf, T, planes, a0, a0 + 32);
-}
-
 /* Work unit u of the wide drivers: rows [m0, m1) of column block n0 .. n0 + nc; 0 when the
  * unit's row chunk is empty (M not a multiple of the chunk). */
 static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_t M, int64_t N,
@@ -270,8 +262,11 @@ static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, i
     return *m1 > *m0;
 }
 
-/* C (M,N) int32 through a body's table_unit, the table (lc_table16_team) once in work,
- * shared read-only by the team; units as lc_table_wide_chunks. */
+/* C (M,N) int32 through a body's table_unit; units as lc_table_wide_chunks.  The table
+ * (lc_table16_rows) is built once into work by the calling thread before the team starts,
+ * read-only to all: a team barrier after a shared build would stall the call until every
+ * thread has been scheduled, where now only the final join waits (a per-thread copy cost
+ * each thread its own build before its first unit). */
 static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
                                const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
                                int64_t K, int32_t *work, int nthreads) {
@@ -279,10 +274,10 @@ static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, 
     int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
     if (units < nthreads) nthreads = (int)units;
     int32_t *Pbuf = work;
+    lc_table16_rows(Pbuf, T, xb->gemm_exact_unit == NULL, 0, 256);   /* the VBMI body: byte planes */
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
-        lc_table16_team(Pbuf, T, xb->gemm_exact_unit == NULL);   /* the VBMI body: byte planes */
-        LC_PRAGMA(omp for schedule(dynamic, 1))
+        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;
@@ -304,11 +299,11 @@ static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, 
     int32_t *accs = (int32_t *)lc_aligned_alloc((size_t)nthreads * rows_per * LC_TABLE_WNB * sizeof(int32_t));
     if (!accs) return -1;
     int32_t *Pbuf = work;
+    lc_table16_rows(Pbuf, T, xb->gemm_exact_unit == NULL, 0, 256);   /* as lc_gemm_table_wide */
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *acc = accs + (size_t)omp_get_thread_num() * rows_per * LC_TABLE_WNB;
-        lc_table16_team(Pbuf, T, xb->gemm_exact_unit == NULL);
-        LC_PRAGMA(omp for schedule(dynamic, 1))
+        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;

@@ -422,6 +422,38 @@ def test_table_gemm_packed_refuses_bad_packing(rng, runner):
         mod.table_pack_b(good, b, 1, 1)                             # AVX2: reads the plain B
     assert mod.table_pack_size(40, 70, 1) == 0 and mod.table_pack_size(40, 70, 0) == 0
 
+# The wide drivers' dynamic units (gemm/table.h lc_table_wide_chunks: <= 32 rows x 256 columns,
+# >= 8 units where the rows allow): M, N not multiples of the unit, one row / one column,
+# a last row chunk of one row, and more threads than units.
+WIDE_UNIT_SHAPES = [(1, 40, 1), (1, 33, 600), (257, 20, 9), (70, 45, 300), (9, 30, 513), (33, 64, 257), (2, 7, 3)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", WIDE_UNIT_SHAPES)
+def test_table_bodies_dynamic_units_any_thread_count(rng, runner, shape):
+    _, mod, isa = runner
+    M, K, N = shape
+    mul, T32 = mitchell_table()
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    ref = lut_gemm_ref(a, b, mul)
+    block = 5
+    Kq = (K // block) * block
+    qa, sa = quantize_ref(rng.standard_normal((M, Kq)).astype(np.float32), block)
+    qbt, sbt = quantize_ref(rng.standard_normal((N, Kq)).astype(np.float32), block)
+    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
+    nblk = sa.shape[1]
+    qref = qmatmul_ref(qa, sa, qb, sb, mul, block)
+    for threads in (1, 2, 3, 5):
+        got = np.full((M, N), -7, np.int32)
+        mod.gemm_table(got, a, b, T32, np.empty(_g.table_work_size(M, N, threads, False), np.int32), isa, threads)
+        print(runner[0], shape, threads, "entries differing:", np.sum(got != ref))
+        assert np.array_equal(got, ref)
+        y = np.full((M, N), np.nan, np.float32)
+        mod.qmatmul_table(y, qa, sa, qb, sb, T32, nblk, block,
+                          np.empty(_g.table_work_size(M, N, threads, True), np.int32), isa, threads)
+        assert np.array_equal(y.view(np.int32), qref.view(np.int32)), (runner[0], threads)
+
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("shape,block", [((7, 33, 5), 32), ((50, 96, 129), 32), ((64, 30, 40), 5), ((9, 21, 70), 7),

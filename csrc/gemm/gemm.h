@@ -90,7 +90,7 @@ static const lc_gemm_body lc_gemm_bodies[2] = {
      .x_begin = LC_GEMM_X(avx512vnni, x_begin), .x_conv = LC_GEMM_X(avx512vnni, x_conv),
      .x_unit = LC_GEMM_X(avx512vnni, x_unit), .x_end = LC_GEMM_X(avx512vnni, x_end)},
 };
-/* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16's planes = 1) */
+/* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16_rows' planes = 1) */
 static const lc_gemm_body lc_gemm_body_vbmi = {.name = "avx512vbmi", .table_name = "avx512vbmi (vpermi2b)",
                                                 .table_unit = LC_GEMM_X(avx512vbmi, table_unit),
                                                 LC_GEMM_X_STAGED(avx512vbmi)};
@@ -104,7 +104,7 @@ static inline const lc_gemm_body *lc_gemm_exact_body(int isa) {
     return NULL;
 }
 /* The any-table path's body (NULL: the AVX2 or generic one).  Its table_unit reads the
- * table as int16 (lc_table16) and writes C for one (row range, <= LC_TABLE_WNB columns). */
+ * table as int16 (lc_table16_rows) and writes C for one (row range, <= LC_TABLE_WNB columns). */
 static inline const lc_gemm_body *lc_gemm_table_body(int isa) {
 #if LC_GEMM_X86
     if (isa >= LC_ISA_AVX512 && (isa & LC_ISA_VBMI) && (isa & LC_ISA_VNNI)) return &lc_gemm_body_vbmi;

@@ -189,15 +189,15 @@ static inline size_t lc_table_layout(int64_t M, int64_t N, int nthreads, int wit
     return (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB + (size_t)(with_float ? 2 : 1) * *rows_per * LC_TABLE_NB;
 }
 
-/* The thread's Pbuf (65536 int16: exactly the row tables' LC_TABLE_KB * 256 * LC_TABLE_NB
+/* Rows [a0, a1) of the table in Pbuf (65536 int16: exactly the row tables' LC_TABLE_KB * 256 * LC_TABLE_NB
  * int32 words) = T, each entry an int16 product (docs/DESIGN.md's mul8 contract): as int16
  * rows (planes 0), or each row as its 256 low bytes then its 256 high bytes XOR 0x80
  * (the high byte + 128 as unsigned: planes 1, the VBMI body's form). */
 _Static_assert(LC_TABLE_KB * 256 * LC_TABLE_NB * 2 >= 65536, "Pbuf holds the int16 table");
-static inline void lc_table16(int32_t *Pbuf, const int32_t *T, int planes) {
+static inline void lc_table16_rows(int32_t *Pbuf, const int32_t *T, int planes, int a0, int a1) {
     int16_t *d = (int16_t *)Pbuf;
     uint8_t *p = (uint8_t *)Pbuf;
-    for (int a = 0; a < 256; a++) {
+    for (int a = a0; a < a1; a++) {
         const int32_t *t = T + a * 256;
         if (planes) {
             uint8_t *lo = p + a * 512, *hi = lo + 256;
@@ -227,14 +227,28 @@ static void lc_table_unit_run(const lc_gemm_body *xb, int32_t *C, int64_t ldc, c
         }
 }
 
-/* The wide drivers' units: (LC_TABLE_WNB columns, row chunk), at least 2 per thread. */
-static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int nthreads, int64_t *rows_per) {
+/* The wide drivers' units: (LC_TABLE_WNB columns, row chunk of at most LC_TABLE_WMR rows),
+ * handed out dynamically (an atomic counter: schedule(dynamic, 1)), so a thread that is
+ * preempted holds back at most one unit and the others take the rest.  Each unit is
+ * computed whole by one table_unit call, and a table_unit's sums per output element do
+ * not depend on the rows or columns beside it (exact integer sums, the float fold per
+ * element in block order), so the bits do not depend on who takes which.  The chunking
+ * depends on (M, N) only: at least LC_TABLE_WUNITS units where the rows allow (chunks of
+ * at least LC_TABLE_WMR_MIN rows, each restaging B's indices for its K: K x 4 x 64 bytes
+ * against rows x K x 256 products), at most LC_TABLE_WMR rows. */
+#define LC_TABLE_WMR 32
+#define LC_TABLE_WMR_MIN 8
+#define LC_TABLE_WUNITS 8
+static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int64_t *rows_per) {
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
-    int64_t nrc = ncb >= 2 * nthreads ? 1 : (2 * nthreads + ncb - 1) / ncb;
-    if (nrc > M) nrc = M;
-    if (nrc < 1) nrc = 1;
-    *rows_per = (M + nrc - 1) / nrc;
-    return nrc;
+    int64_t nrc = ncb >= LC_TABLE_WUNITS ? 1 : (LC_TABLE_WUNITS + ncb - 1) / ncb;
+    int64_t rp = (M + nrc - 1) / nrc;
+    if (rp < LC_TABLE_WMR_MIN) rp = LC_TABLE_WMR_MIN;
+    if (rp > LC_TABLE_WMR) rp = LC_TABLE_WMR;
+    if (rp > M) rp = M;
+    if (rp < 1) rp = 1;
+    *rows_per = rp;
+    return (M + rp - 1) / rp;
 }
 
 /* Work unit u of the wide drivers: rows [m0, m1) of column block n0 .. n0 + nc; 0 when the
@@ -248,17 +262,22 @@ static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, i
     return *m1 > *m0;
 }
 
-/* C (M,N) int32 through a body's table_unit, each thread's table (lc_table16) in its Pbuf. */
+/* C (M,N) int32 through a body's table_unit; units as lc_table_wide_chunks.  The table
+ * (lc_table16_rows) is built once into work by the calling thread before the team starts,
+ * read-only to all: a team barrier after a shared build would stall the call until every
+ * thread has been scheduled, where now only the final join waits (a per-thread copy cost
+ * each thread its own build before its first unit). */
 static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
                                const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
-                               int64_t K, int32_t *work, size_t per, int nthreads) {
+                               int64_t K, int32_t *work, int nthreads) {
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
-    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
+    if (units < nthreads) nthreads = (int)units;
+    int32_t *Pbuf = work;
+    lc_table16_rows(Pbuf, T, xb->gemm_exact_unit == NULL, 0, 256);   /* the VBMI body: byte planes */
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
-        int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
-        lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);   /* the VBMI body: byte planes */
-        LC_PRAGMA(omp for schedule(static))
+        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;
@@ -273,17 +292,18 @@ static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, 
  * (nothing written) when a scratch allocation fails: the caller runs the AVX2 body. */
 static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, const int8_t *qa, const float *sa,
                                  const int8_t *qb, const float *sb, const int32_t *T, int64_t M, int64_t N,
-                                 int64_t nblk, int64_t bk, int32_t *work, size_t per, int nthreads) {
+                                 int64_t nblk, int64_t bk, int32_t *work, int nthreads) {
     int64_t Kq = nblk * bk, ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
-    int64_t nrc = lc_table_wide_chunks(M, N, nthreads, &rows_per), units = ncb * nrc;
+    int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
+    if (units < nthreads) nthreads = (int)units;
     int32_t *accs = (int32_t *)lc_aligned_alloc((size_t)nthreads * rows_per * LC_TABLE_WNB * sizeof(int32_t));
     if (!accs) return -1;
+    int32_t *Pbuf = work;
+    lc_table16_rows(Pbuf, T, xb->gemm_exact_unit == NULL, 0, 256);   /* as lc_gemm_table_wide */
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
-        int32_t *Pbuf = work + (size_t)omp_get_thread_num() * per;
         int32_t *acc = accs + (size_t)omp_get_thread_num() * rows_per * LC_TABLE_WNB;
-        lc_table16(Pbuf, T, xb->gemm_exact_unit == NULL);
-        LC_PRAGMA(omp for schedule(static))
+        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;
@@ -316,14 +336,14 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
     int64_t units = ncb * nrc;
     const lc_gemm_body *xb = lc_gemm_table_body(isa);
     if (xb) {
-        lc_gemm_table_wide(xb, C, ldc, A, lda, B, ldb, T, M, N, K, work, per, nthreads);
+        lc_gemm_table_wide(xb, C, ldc, A, lda, B, ldb, T, M, N, K, work, nthreads);
         return;
     }
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *mine = work + (size_t)omp_get_thread_num() * per;
         int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
-        LC_PRAGMA(omp for schedule(static))
+        LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t u = 0; u < units; u++) {
             int64_t cb = u / nrc, rc = u % nrc;
             int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
@@ -348,13 +368,13 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
     size_t per = lc_table_layout(M, N, nthreads, 1, &nrc, &rows_per);
     int64_t units = ncb * nrc;
     const lc_gemm_body *xb = lc_gemm_table_body(isa);
-    if (xb && lc_qmatmul_table_wide(xb, Y, ldy, qa, sa, qb, sb, T, M, N, nblk, bk, work, per, nthreads) == 0) return;
+    if (xb && lc_qmatmul_table_wide(xb, Y, ldy, qa, sa, qb, sb, T, M, N, nblk, bk, work, nthreads) == 0) return;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int32_t *mine = work + (size_t)omp_get_thread_num() * per;
         int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
         float *yb = (float *)(acc + (size_t)rows_per * LC_TABLE_NB);
-        LC_PRAGMA(omp for schedule(static))
+        LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t u = 0; u < units; u++) {
             int64_t cb = u / nrc, rc = u % nrc;
             int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;

@@ -21,7 +21,7 @@
  * They return 0, or -1 when a scratch allocation failed (the caller then runs
  * the AVX2 body: same bits).  Table unit (any table, avx512 prefix only):
  *   C[m, n0+c] = sum_{k0 <= k < k1} T[A[m,k]][B[k, n0+c]]   m < rows, c < nc <= 256 (LC_TABLE_WNB)
- *   T16 the table by (a, b) as unsigned bytes, in gemm.h lc_table16's form      IN
+ *   T16 the table by (a, b) as unsigned bytes, in gemm/table.h lc_table16_rows' form      IN
  *       (int16 rows for the avx512 bodies, byte planes for avx512vbmi)
  *
  * Whole calls (VNNI): a body that converts the operands into its own layouts

@@ -2,8 +2,9 @@
  * 16 consecutive output pixels of one row a vector.  Per block the 16 pixels' patches go to
  * a 16 x 32-byte L1 buffer, pixel t's row the codes x[t, 0..K-1] (with dilation 1, each
  * kernel row's KW*C codes are contiguous in the NHWC input: one masked 32-byte copy per
- * pixel and kernel row, taps in the padding byte by byte as the code 0), then one 16-lane
- * gather per quad k = 4p..4p+3 turns it into pixel-major vectors (dword t = x[t, 4p..4p+3]):
+ * pixel and kernel row, taps in the padding byte by byte as the code 0), then a 16 x 8
+ * dword transpose (three rounds of two-source permutes) turns it into one pixel-major vector
+ * per quad k = 4p..4p+3 (dword t = x[t, 4p..4p+3]):
  *   exact, avx512.c       two int16 pair vectors per quad, (x[4p], x[4p+2]) and (x[4p+1],
  *                         x[4p+3]) sign-extended in place (shifts), madd + add per channel
  *   exact, avx512_vnni.c  the quad as unsigned bytes x + 128 (xor 0x80), one vpdpbusd per
@@ -102,7 +103,16 @@ void LC_BODY(c2d_rows)(float *y, const int8_t *q, const lc_c2d_geo *g, const int
     int32_t xi[LC_C2D_KMAX * 16] __attribute__((aligned(64)));
     __m512i xv[16];
     memset(xb, 0, sizeof xb);
-    const __m512i rowix = _mm512_set_epi32(120, 112, 104, 96, 88, 80, 72, 64, 56, 48, 40, 32, 24, 16, 8, 0);
+    __m512i tix[3][2];                  /* the transpose's permute indices (below) */
+    for (int s = 0; s < 3; s++)
+        for (int v = 0; v < 2; v++) {
+            int32_t ix[16];
+            for (int L = 0; L < 16; L++) {
+                const int l = s < 2 ? L : ((L & 1) << 3) | (L >> 1);   /* the last round puts lane t at t */
+                ix[L] = ((l >> s) & 1 ? 16 : 0) + ((l & ~(1 << s)) | (v << s));
+            }
+            tix[s][v] = _mm512_loadu_si512((const void *)ix);
+        }
     const int fast = g->dw == 1 && KWC <= 32;    /* a kernel row's codes: one contiguous run */
     for (int64_t r = r0; r < r1; r++) {
         const int64_t n = r / g->OH, oh = r % g->OH;
@@ -126,13 +136,26 @@ void LC_BODY(c2d_rows)(float *y, const int8_t *q, const lc_c2d_geo *g, const int
                     }
                 }
             }
-            /* quads: dword t of xq[p] = x[t, 4p..4p+3] */
+            /* quads: dword t of Q[p] = x[t, 4p..4p+3]: the 16 x 8 dword transpose of xb in three
+             * rounds of two-source permutes (round s swaps register bit s with lane bit s) */
+            __m512i Z[8];
+            for (int s = 0; s < 8; s++) Z[s] = _mm512_load_si512((const void *)(xb + 64 * s));
+            for (int s = 0; s < 3; s++) {
+                __m512i Zn[8];
+                for (int a = 0; a < 8; a++) {
+                    if (a & (1 << s)) continue;
+                    Zn[a] = _mm512_permutex2var_epi32(Z[a], tix[s][0], Z[a | (1 << s)]);
+                    Zn[a | (1 << s)] = _mm512_permutex2var_epi32(Z[a], tix[s][1], Z[a | (1 << s)]);
+                }
+                for (int a = 0; a < 8; a++) Z[a] = Zn[a];
+            }
             for (int64_t p = 0; p < KQ; p++) {
-                const __m512i Q = lc_c2d_gather(rowix, (const int32_t *)(const void *)xb + p);
+                const __m512i Q = Z[p];
                 if (!exact) {
                     for (int rr = 0; rr < 4; rr++) {
                         const __m512i b = rr == 0 ? _mm512_slli_epi32(Q, 8) : _mm512_srli_epi32(Q, 8 * rr - 8);
-                        _mm512_store_si512((void *)(xi + (4 * p + rr) * 16), _mm512_and_si512(b, _mm512_set1_epi32(0xFF00)));
+                        _mm512_store_si512((void *)(xi + (4 * p + rr) * 16),
+                                           _mm512_and_si512(b, _mm512_set1_epi32(0xFF00)));
                     }
                 } else if (LC_C2D_QUADS) {
                     xv[p] = _mm512_xor_si512(Q, _mm512_set1_epi32((int32_t)0x80808080u));

@@ -118,6 +118,49 @@ def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units
     assert np.array_equal(got, want)
 
 
+# Inference (no grad or nothing requiring it) skips the autograd Function; the geometry is kept per
+# shapes and arguments; the float32 s_x * s_w[o] is kept per input scale (a static scale: every call).
+@pytest.mark.parametrize("width", [1, 7, 33])
+@pytest.mark.parametrize("n", [1, 3])
+def test_conv_inference_paths_same_bits(rng, n, width):
+    torch.manual_seed(2)
+    m = nn.Conv2d(3, 17, 3, padding=1)
+    a = lt.approximate(m, "exact")
+    x = _x(rng, n, 3, 5, width)
+    want = _conv_ref(m, x, UNITS["exact"].mul)
+    y_grad = a(x)                                         # the weight requires grad: the Function
+    assert y_grad.grad_fn is not None and np.array_equal(y_grad.detach().numpy(), want)
+    with torch.no_grad():
+        for _ in range(2):                               # the second call: the kept geometry and scale
+            y = a(x)
+            assert y.grad_fn is None and np.array_equal(y.numpy(), want)
+    a.requires_grad_(False)
+    assert np.array_equal(a(x).numpy(), want)            # grad enabled, nothing requires it
+    x2 = _x(rng, n, 3, 5, width, scale=3.0)               # another dynamic scale: the kept product replaced
+    with torch.no_grad():
+        assert np.array_equal(a(x2).numpy(), _conv_ref(m, x2, UNITS["exact"].mul))
+        assert np.array_equal(a(x).numpy(), want)
+    s = lt.approximate(m, "exact", activations="static")
+    s.input_scale = 0.02
+    with torch.no_grad():
+        for _ in range(2):
+            assert np.array_equal(s(x).numpy(), _conv_ref(m, x, UNITS["exact"].mul, input_scale=np.float32(0.02)))
+
+
+def test_conv_kept_geometry_still_checks(rng):
+    w = torch.randn(4, 3, 3, 3)
+    x = _x(rng, 1, 3, 6, 6)
+    y1 = lt.lut_conv2d(x, w, stride=1, padding=1)
+    y2 = lt.lut_conv2d(x, w, stride=2, padding=1)        # same shapes, another stride: its own geometry
+    assert y1.shape == (1, 4, 6, 6) and y2.shape == (1, 4, 3, 3)
+    assert lt.lut_conv2d(x, w, stride=(1, 1), padding=[1, 1]).shape == (1, 4, 6, 6)
+    for _ in range(2):                                   # a failing geometry fails every call
+        with pytest.raises(ValueError, match="groups"):
+            lt.lut_conv2d(x, w, padding=1, groups=2)
+        with pytest.raises((ValueError, TypeError), match="groups"):
+            lt.lut_conv2d(x, w, padding=1, groups=1.0)
+
+
 @pytest.mark.parametrize("groups", [1, 5, 36], ids=["dense", "narrow_groups", "depthwise"])
 @pytest.mark.parametrize("units", list(UNITS))
 def test_conv_bits_every_simd_and_layout(rng, simd, units, groups):

@@ -4,7 +4,8 @@ bit for bit against a numpy reference of the contract written here from docs/DES
 code 0 through the table; y = float32(acc) * scale[o] + bias[o]), for the exact table (the
 products computed), Mitchell and a random asymmetric table; odd shapes (O and OW of 1, 7,
 16, 17, 33: every tail of the 16-pixel and 16-channel blocks), K from 1 to 32 (odd: the
-half-empty last int16 pair), strides, paddings, dilations, bias on/off, 1 and 2 threads.
+half-empty last int16 pair and byte quad), strides, paddings, dilations, bias on/off, 1 and 2
+threads; kernel rows of up to 32 codes copied as one run (dilation 1), border pixels tap by tap.
 
 The AVX-512 bodies run through lutcore._native._simde_im2col (the same sources compiled
 against SIMDe's exact emulation, AVX2+FMA flags: any x86-64 CPU) and natively where this
@@ -46,6 +47,11 @@ CASES = [
     (1, 1, 1, 7, 5, 1, 5, (1, 1), (0, 2), (1, 1)),        # conv1d-like (H = 1), K 5
     (1, 7, 6, 6, 16, 2, 2, (3, 3), (1, 1), (1, 1)),       # K 28, stride 3
     (1, 1, 1, 1, 3, 1, 1, (1, 1), (0, 0), (1, 1)),        # a single pixel, K 1
+    # the kernel row copied as one run (dilation 1): KW*C of 18 and 32 bytes, border pixels tap by tap
+    (3, 6, 5, 7, 9, 1, 3, (1, 1), (0, 1), (1, 1)),        # K 18 = KW*C: one 18-byte run a pixel, OW 7, batch 3
+    (1, 8, 3, 33, 5, 1, 4, (1, 1), (0, 2), (1, 1)),       # K 32 = KW*C: a 32-byte run, OW 34, even kernel
+    (1, 3, 4, 1, 20, 3, 3, (1, 1), (1, 1), (1, 1)),       # width 1: every pixel in the padding columns
+    (5, 3, 6, 33, 7, 3, 3, (1, 3), (2, 0), (1, 1)),       # odd batch, OW 11, stride across the row, no w padding
 ]
 
 

@@ -20,8 +20,8 @@
  *   y     float (N, O, OH, OW)                                    OUT
  *
  * Bodies: the generic one here (a pixel at a time); csrc/conv2d/x86/avx512.c (16 pixels a
- * vector: exact as int16 pair dot products, madd+add, or VNNI vpdpwssd in avx512_vnni.c;
- * any table as 16-lane gathers), each over a range of output rows on one thread; the
+ * vector: exact as int16 pair dot products, madd+add, or VNNI vpdpbusd over byte quads in
+ * avx512_vnni.c; any table as 16-lane gathers), each over a range of output rows on one thread; the
  * AVX-512 ones are also built against SIMDe for the tests (lutcore._native._simde_im2col,
  * LC_C2D_SIMDE).  lc_conv2d_direct hands rows out to the threads dynamically (a
  * descheduled thread does not hold up the others; a row is one thread's, so the bits do
@@ -74,7 +74,7 @@ static void lc_c2d_rows_generic(float *y, const int8_t *q, const lc_c2d_geo *g, 
 }
 
 #if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "conv2d/x86.h"
+#include "conv2d/x86/x86.h"
 #define LC_C2D_X86 1
 #if defined(LC_C2D_SIMDE)
 #define LC_C2D_AVX512 lc_simde_avx512_c2d_rows
@@ -104,26 +104,22 @@ static const char *lc_c2d_body_name(int isa, int exact) {
 /* y = the direct convolution (the header comment); returns 0, or -1 when out of memory. */
 static int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
                             int exact, const float *scale, const float *bias, int isa, int nthreads) {
-    const int64_t R = g->N * g->OH, O = g->O, K = g->K, KP = (K + 1) / 2;
+    const int64_t R = g->N * g->OH, O = g->O, K = g->K;
     lc_c2d_body body = lc_c2d_rows_generic;
     int32_t *wp = NULL;
 #if LC_C2D_X86
     const int lvl = isa & 3;
     if (lvl >= LC_ISA_AVX512) {
-        body = exact && (isa & LC_ISA_VNNI) ? LC_C2D_VNNI : LC_C2D_AVX512;
-        if (exact) {                 /* weight pairs (w[2p, o], w[2p+1, o]) as int16 halves of an int32 */
-            wp = (int32_t *)malloc((size_t)(KP * O) * sizeof(int32_t));
+        const int vnni = exact && (isa & LC_ISA_VNNI);
+        body = vnni ? LC_C2D_VNNI : LC_C2D_AVX512;
+        if (exact) {                 /* the weight as the body reads it (conv2d/x86/x86.h) */
+            wp = (int32_t *)malloc((size_t)lc_c2d_wp_len(g, vnni) * sizeof(int32_t));
             if (!wp) return -1;
-            for (int64_t p = 0; p < KP; p++)
-                for (int64_t o = 0; o < O; o++) {
-                    uint32_t lo = (uint16_t)(int16_t)Wt[2 * p * O + o];
-                    uint32_t hi = 2 * p + 1 < K ? (uint16_t)(int16_t)Wt[(2 * p + 1) * O + o] : 0;
-                    wp[p * O + o] = (int32_t)(lo | (hi << 16));
-                }
+            lc_c2d_pack_weight(wp, g, Wt, vnni);
         }
     }
 #else
-    (void)isa; (void)KP;
+    (void)isa;
 #endif
     const int64_t work = R * g->OW * K * O;
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads) if(work > LC_C2D_PAR_MIN))

@@ -125,6 +125,7 @@ class QWeight:
         if K == 0 or O == 0:                     # no product (the layers compute these with torch)
             self.q, self.scale = np.zeros((O, K), np.int8), np.zeros(O, np.float32)
             self.groups, self.qt, self.b = groups, self.q.T, []
+            self._scaled = None
             return
         q8 = quantize(w2d, block=K, axis=-1, threads=threads, name=f"{layer}: weight")           # one block = one row
         self.q, self.scale = np.ascontiguousarray(q8.q[:, :K]), np.ascontiguousarray(q8.scale[:, 0])
@@ -132,6 +133,17 @@ class QWeight:
         self.groups = groups
         self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
         self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
+        self._scaled = None                      # (s_x, s_x * scale): the last input scale's product
+
+    def input_scaled(self, s_x: np.float32) -> np.ndarray:
+        """float32 (O,) s_x * scale[o] (rounded in float32), kept for the next call with the same s_x
+        (a static input scale: every call); read-only to callers."""
+        c = getattr(self, "_scaled", None)
+        if c is not None and c[0] == s_x:
+            return c[1]
+        v = (s_x * self.scale).astype(np.float32)
+        self._scaled = (s_x, v)                  # one assignment: a concurrent caller sees old or new
+        return v
 
     @classmethod
     def of_conv(cls, weight: torch.Tensor, groups: int, layer: str, threads=None) -> "QWeight":
@@ -325,6 +337,7 @@ class _Conv:
                              f"{tuple(weight.shape[2:])} (dilation {dl[-n:]}, padding {pd[-n:]})")
         self.N, self.C, self.H, self.W, self.O, self.Cg, self.KH, self.KW = N, C, H, W, O, Cg, KH, KW
         self.OH, self.OW, self.M, self.Kg, self.Og = OH, OW, N * OH * OW, KH * KW * Cg, O // G
+        self.nhwc = (N, H, W, C)
 
     def out_shape(self):
         return (self.N, self.O, self.OW) if self.d1 else (self.N, self.O, self.OH, self.OW)
@@ -369,13 +382,12 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     if geo.groups == 1 and geo.Kg <= _im.KMAX and not os.environ.get("LUTCORE_CONV_IM2COL"):
         # a first conv (C*KH*KW <= KMAX): the direct pass (csrc/conv2d), no patch matrix, no int32
         # accumulator in memory; the same integer sums and the same float32 scale as below: the same bits
-        scale = (s_x * qw.scale).astype(np.float32)
         y = torch.empty(geo.out_shape(), dtype=torch.float32)
         b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
-        _im.conv2d_direct(y.view(-1).numpy(), q.reshape(-1), (geo.N, geo.H, geo.W, geo.C), geo.KH, geo.KW,
-                          geo.OH, geo.OW, geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1],
-                          geo.dilation[0], geo.dilation[1], qw.qt, units.kernel_table[0],
-                          units.kernel_path == "exact", scale, b, _simd.isa(), nt)
+        _im.conv2d_direct(y.view(-1).numpy(), q, geo.nhwc, geo.KH, geo.KW, geo.OH, geo.OW, geo.stride[0],
+                          geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0], geo.dilation[1], qw.qt,
+                          units.kernel_table[0], units.kernel_path == "exact", qw.input_scaled(s_x), b,
+                          _simd.isa(), nt)
         return y, s_x
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
@@ -659,7 +671,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
         padding = 0
     elif padding == "same":
         x, padding = _same_padding(x, weight, dilation, layer, n)
-    geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+    geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         from lutcore.torch._gradtables import LutConvTableFunction
@@ -670,8 +682,42 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
                                       list(geo.dilation[-n:]), geo.groups, units, backward,
                                       _scale_float(input_scale), layer, nt,
                                       qw.key if isinstance(qw, WeightCache) else "")[0]
-    return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo, backward,
-                                 input_scale, layer, nt)
+    qw = _qweight(qw, weight, geo.groups, layer, nt)
+    if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                         or (bias is not None and bias.requires_grad))):
+        # nothing to differentiate (inference): the Function's forward without its autograd node
+        return conv_forward(_dense(x), weight, bias, qw, units, geo, input_scale, layer, nt)[0]
+    return LutConvFunction.apply(x, weight, bias, qw, units, geo, backward, input_scale, layer, nt)
+
+
+_GEOS: dict = {}
+
+
+def _conv_geo(x, weight, stride, padding, dilation, groups, layer) -> _Conv:
+    """_Conv(...), kept per (shapes, stride, padding, dilation, groups) for the next call with the
+    same ones (a layer's steady state); a failing geometry raises every time and is not kept."""
+    if _tracing():
+        return _Conv(x, weight, stride, padding, dilation, groups, layer)
+    try:
+        key = (tuple(x.shape), tuple(weight.shape), _hkey(stride), _hkey(padding), _hkey(dilation), _hkey(groups),
+               layer)
+        hash(key)
+    except TypeError:
+        return _Conv(x, weight, stride, padding, dilation, groups, layer)
+    geo = _GEOS.get(key)
+    if geo is None:
+        geo = _Conv(x, weight, stride, padding, dilation, groups, layer)
+        if len(_GEOS) >= 256:
+            _GEOS.clear()
+        _GEOS[key] = geo
+    return geo
+
+
+def _hkey(v):
+    """v as a hashable key part that tells an int from a bool, a float or a str (type and value)."""
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple((type(e).__name__, e) for e in v)
+    return (type(v).__name__, v)
 
 
 def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None,

@@ -224,7 +224,7 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
 /* The whole step of lutcore.train.AdamW in ONE parallel region (one native call, one team):
  *   1. the norm pass: the chunk list of LC_SS_CHUNK pieces in groups of four, exactly as
  *      lc_sumsq_multi (the same partials, so the same sums);
- *   2. on one thread, Python's arithmetic of AdamW.step written out in double, in its order:
+ *   2. on every thread (one barrier), Python's arithmetic of AdamW.step written out in double, in its order:
  *      total = ((0 + s_0) + s_1) + ... over the tensors in the caller's (sorted) order,
  *      norm = sqrt(total) (NaN when total is not finite) * |grad_scale|; a norm that is not
  *      finite or >= safe_norm stops here (return 1, nothing written: the caller skips the step
@@ -254,6 +254,7 @@ static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float
     if (!tix || !part) { free(tix); free(part); return -1; }
     const int64_t *off = tix + total, ngr = (total + 3) / 4;
     int go = 0;
+    float gscale = h->gscale;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         int nt = omp_get_num_threads(), me = omp_get_thread_num();
@@ -270,35 +271,34 @@ static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float
             lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
         }
         LC_PRAGMA(omp barrier)
-        LC_PRAGMA(omp single)
-        {
-            double tot = 0.0;
-            int64_t c = 0;
-            for (int64_t t = 0; t < ntensors; t++) {
-                double st = 0.0;
-                for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) st = st + part[c++];
-                tot = tot + st;
-            }
-            double norm = (isfinite(tot) ? sqrt(tot) : (double)NAN) * fabs(io->grad_scale);
-            io->norm = norm;
-            if (isfinite(norm) && norm < io->safe_norm) {
-                double clip = 1.0;
-                if (io->max_grad_norm > 0.0 && norm > io->max_grad_norm) clip = io->max_grad_norm / (norm + 1e-6);
-                io->clip = clip;
-                h->gscale = (float)(io->grad_scale * clip);
-                go = 1;
-            }
-        } /* the single's barrier: every thread sees go and h->gscale */
-        if (go) {
+        /* every thread makes the decision itself from the shared partials (the same operations
+         * on the same values: the same answer), so no second barrier; thread 0 reports it */
+        lc_adamw_hp hl = *h;
+        double tot = 0.0;
+        int64_t c = 0;
+        for (int64_t t = 0; t < ntensors; t++) {
+            double st = 0.0;
+            for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) st = st + part[c++];
+            tot = tot + st;
+        }
+        double norm = (isfinite(tot) ? sqrt(tot) : (double)NAN) * fabs(io->grad_scale), clip = 1.0;
+        int mine = isfinite(norm) && norm < io->safe_norm;
+        if (mine) {
+            if (io->max_grad_norm > 0.0 && norm > io->max_grad_norm) clip = io->max_grad_norm / (norm + 1e-6);
+            hl.gscale = (float)(io->grad_scale * clip);
+        }
+        if (me == 0) { io->norm = norm; io->clip = clip; go = mine; gscale = hl.gscale; }
+        if (mine) {
             int64_t k1 = 4 * w1 < total ? 4 * w1 : total;
             for (int64_t k = k1 - 1; k >= 4 * w0; k--) {
                 int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
-                lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h, isa);
+                lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, &hl, isa);
             }
         }
     }
     free(tix);
     free(part);
+    h->gscale = gscale;
     return go ? 0 : 1;
 }
 

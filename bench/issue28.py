@@ -18,7 +18,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,24 +26,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 import lutcore  # noqa: E402
-from lutbench import THREADS, cpu_name, torch  # noqa: E402
-
-
-def best(fns, rounds, budget=0.3):
-    """Alternate the callables round by round, each timed call by call for ``budget`` s
-    per round; every call's time kept (min and median reported)."""
-    times = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, f in enumerate(fns):
-            start = time.perf_counter()
-            while True:
-                t = time.perf_counter()
-                f()
-                now = time.perf_counter()
-                times[i].append(now - t)
-                if now - start >= budget:
-                    break
-    return [(min(t), float(np.median(t))) for t in times]
+from lutbench import THREADS, alternate, cpu_name, torch  # noqa: E402
 
 
 def gemm_cases():
@@ -118,7 +100,7 @@ def main(argv=None):
             with torch.no_grad() if name == "conv1" else _null():
                 for _, f in cases:
                     f()
-                res = best([f for _, f in cases], a.rounds)
+                res = alternate([f for _, f in cases], a.rounds)
             for (label, _), (mn, med) in zip(cases, res):
                 rate = f"  {ops / mn / 1e9:7.1f} GOP/s (median {ops / med / 1e9:.1f})" if ops else ""
                 print(f"{label:44s} min {mn * 1e3:9.3f} ms  median {med * 1e3:9.3f} ms{rate}", flush=True)

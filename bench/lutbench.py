@@ -16,6 +16,8 @@ by name once tests/ and bench/ share one pytest session (both are "conftest").
                             or skip that test when the import fails
     cpu_name()              the CPU as /proc/cpuinfo reads at run time (model name, AMD core
                             generation from the family/model, the AVX-512 subsets present)
+    alternate(fns, rounds)  the same-process A/B loop: the callables in turn, round by round,
+                            each timed call by call for a budget; [(min, median)] per callable
     SLOW                    benchmark.pedantic(fn, **SLOW) for calls slower than ~0.5 s
     rel_err(got, want)      norm-wise relative error (float64), for float validation
     peak_rss(builder, *args, simd=None, imports=())
@@ -105,6 +107,24 @@ def best_of(fn, calls: int) -> float:
         fn()
         t.append(time.perf_counter() - t0)
     return min(t)
+
+
+def alternate(fns, rounds: int, budget: float = 0.3):
+    """Alternate the callables round by round, each timed call by call for ``budget`` s per
+    round (at least one call); every call's time kept.  Returns [(min, median)] in seconds,
+    one pair per callable — the VM drifts 20-40% within minutes, so A and B share each round."""
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            start = time.perf_counter()
+            while True:
+                t = time.perf_counter()
+                f()
+                now = time.perf_counter()
+                times[i].append(now - t)
+                if now - start >= budget:
+                    break
+    return [(min(t), float(np.median(t))) for t in times]
 
 
 def dim(n: int) -> int:

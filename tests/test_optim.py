@@ -380,6 +380,70 @@ def test_bit_identical_across_threads_and_simd():
             assert got[3] == base[3], f"norms differ: {isa}, {threads} threads"
 
 
+
+def _two_pass_step(params, grads, m, v, t, lr, betas, eps, wd, max_delta, max_grad_norm, grad_scale, threads):
+    """AdamW.step as the composition its contract names: global_grad_norm, then the skip and
+    clip decision in double (Python), then one update call (kernels.optim.adamw_multi); the
+    one-call step must give these bits.  None when the step is skipped."""
+    from lutcore import _simd
+    from lutcore.kernels import optim as _o
+    norm = global_grad_norm(grads, threads) * abs(float(grad_scale))
+    if not math.isfinite(norm):
+        return None
+    clip = max_grad_norm / (norm + 1e-6) if (max_grad_norm is not None and norm > max_grad_norm) else 1.0
+    names = sorted(grads)
+    for n in names:
+        m.setdefault(n, np.zeros_like(params[n]))
+        v.setdefault(n, np.zeros_like(params[n]))
+    b1, b2 = betas
+    _o.adamw_multi([params[n] for n in names], [grads[n] for n in names], [m[n] for n in names],
+                   [v[n] for n in names], b1, b2, eps, lr, wd, max_delta, 1.0 - b1 ** t, 1.0 - b2 ** t,
+                   float(np.float32(grad_scale * clip)), _simd.isa(), threads)
+    return norm, clip
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_call_step_is_norm_then_update(simd, threads):
+    """The step's one native call (norm pass, decision, update in one parallel region, the update
+    walking each thread's share backwards) against the two-pass composition, bit for bit: params,
+    moments, norm, clip factor; tensors whose 16K-chunk groups span several of them, clipping on
+    and off, a NaN (skipped, no moment created), a norm >= 2**60 (the exact overflow check's path)."""
+    rng = np.random.default_rng(2812)
+    sizes = {"a": 1, "b": 7, "c": 33, "d": 16384 + 5, "e": 3 * 16384, "f": 0, "g": 100_003, "h": 2 * 32768 + 17}
+    hp = dict(lr=3e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, max_delta=0.0)
+    p1 = {k: rng.standard_normal(n).astype(F32) for k, n in sizes.items()}
+    p2 = {k: x.copy() for k, x in p1.items()}
+    opt = AdamW(p1, threads=threads, **hp)
+    m2, v2, t = {}, {}, 0
+    cases = [(None, 1.0, 1e-2), (0.5, 1.0, 1.0), (None, 1.0 / 1024, 10.0), ("nan", 1.0, 1.0), (1.0, 0.25, 3.0),
+             (None, 1.0, 1e18), (5.0, 1.0, 1e18)]
+    for i, (mgn, gsc, mag) in enumerate(cases):
+        names = list(sizes) if i != 3 else list(sizes) + ["late"]
+        if "late" in names and "late" not in p1:
+            p1["late"] = rng.standard_normal(5).astype(F32)
+            p2["late"] = p1["late"].copy()
+            opt.params["late"] = p1["late"]
+        grads = {k: (rng.standard_normal(p1[k].shape) * mag).astype(F32) for k in names}
+        if mgn == "nan":
+            grads["g"][777] = np.nan
+            mgn = None
+        t_next = t + 1
+        want = _two_pass_step(p2, grads, m2, v2, t_next, hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"],
+                              hp["max_delta"], mgn, gsc, threads)
+        info = opt.step(grads, max_grad_norm=mgn, grad_scale=gsc)
+        if want is None:
+            assert info["skipped"] is True and "late" not in opt.m
+        else:
+            t = t_next
+            assert info["skipped"] is False and info["step"] == t
+            assert (info["grad_norm"], info["clip_factor"]) == want, (i, info, want)
+        for k in p2:
+            assert p1[k].tobytes() == p2[k].tobytes(), (i, k)
+        assert sorted(opt.m) == sorted(m2)
+        for k in m2:
+            assert opt.m[k].tobytes() == m2[k].tobytes() and opt.v[k].tobytes() == v2[k].tobytes(), (i, k)
+
+
 # --------------------------------------------------------------- state dict
 def test_state_dict_round_trip_continues_bit_identically(rng):
     params = _params(rng, SHAPES)

@@ -77,20 +77,26 @@ static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v
 #undef LC_VR_FN
 #endif
 
+/* One piece (a chunk) of the update on the ISA's body. */
+static inline void lc_adamw_piece(float *p, const float *g, float *m, float *v, int64_t len, const lc_adamw_hp *h,
+                                  int isa) {
+#if LC_OPTIM_X86
+    if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p, g, m, v, len, h); return; }
+#endif
+#if LC_X86
+    if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p, g, m, v, len, h); return; }
+#endif
+    lc_adamw_generic(p, g, m, v, len, h);
+    (void)isa;
+}
+
 static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
                      int isa, int nthreads) {
     int64_t nch = (n + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
-    (void)isa;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * LC_OPT_CHUNK, len = n - i0 < LC_OPT_CHUNK ? n - i0 : LC_OPT_CHUNK;
-#if LC_OPTIM_X86
-        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
-#endif
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p + i0, g + i0, m + i0, v + i0, len, h); continue; }
-#endif
-        lc_adamw_generic(p + i0, g + i0, m + i0, v + i0, len, h);
+        lc_adamw_piece(p + i0, g + i0, m + i0, v + i0, len, h, isa);
     }
 }
 
@@ -177,17 +183,10 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
     int64_t *tix = lc_chunk_list(n, ntensors, LC_OPT_CHUNK, &total);
     if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
     const int64_t *off = tix + total;
-    (void)isa;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t k = 0; k < total; k++) {
         int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_OPT_CHUNK ? n[t] - i0 : LC_OPT_CHUNK;
-#if LC_OPTIM_X86
-        if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
-#endif
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h); continue; }
-#endif
-        lc_adamw_generic(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h);
+        lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h, isa);
     }
     free(tix);
 }
@@ -220,6 +219,87 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
     free(tix);
     free(part);
     return 0;
+}
+
+/* The whole step of lutcore.train.AdamW in ONE parallel region (one native call, one team):
+ *   1. the norm pass: the chunk list of LC_SS_CHUNK pieces in groups of four, exactly as
+ *      lc_sumsq_multi (the same partials, so the same sums);
+ *   2. on every thread (one barrier), Python's arithmetic of AdamW.step written out in double, in its order:
+ *      total = ((0 + s_0) + s_1) + ... over the tensors in the caller's (sorted) order,
+ *      norm = sqrt(total) (NaN when total is not finite) * |grad_scale|; a norm that is not
+ *      finite or >= safe_norm stops here (return 1, nothing written: the caller skips the step
+ *      or checks the overflow exactly and calls lc_adamw_multi itself); clip =
+ *      max_grad_norm / (norm + 1e-6) when 0 < max_grad_norm < norm, else 1;
+ *      h->gscale = (float)(grad_scale * clip);
+ *   3. the update, the same element-wise body per piece, each thread over the pieces of its
+ *      own norm groups walked backwards: it starts on the gradient it read last (still in its
+ *      L2 / the L3) instead of the one read first (long evicted).  Element-wise, so the pieces
+ *      and their order change no bit.
+ * Returns 0 (updated; io->norm, io->clip, h->gscale set), 1 (not updated; io->norm set), -1
+ * (out of memory: nothing done).  The team's split depends on nthreads, the bits do not.
+ *   p, m, v  [ntensors][n[t]] float32 IN/OUT     g [ntensors][n[t]] float32 IN
+ *   io       IN grad_scale, max_grad_norm (0: none), safe_norm; OUT norm, clip
+ *   h        the step's constants IN; gscale OUT (what the update used)
+ */
+typedef struct {
+    double grad_scale, max_grad_norm, safe_norm; /* IN */
+    double norm, clip;                           /* OUT */
+} lc_adamw_step_io;
+
+static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float **m, float **v, const int64_t *n,
+                               int64_t ntensors, lc_adamw_hp *h, int isa, int nthreads) {
+    int64_t total = 0;
+    int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
+    double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    if (!tix || !part) { free(tix); free(part); return -1; }
+    const int64_t *off = tix + total, ngr = (total + 3) / 4;
+    int go = 0;
+    float gscale = h->gscale;
+    LC_PRAGMA(omp parallel num_threads(nthreads))
+    {
+        int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t w0 = ngr * me / nt, w1 = ngr * (me + 1) / nt;
+        for (int64_t w = w0; w < w1; w++) {
+            const float *xs[4];
+            int64_t ls[4];
+            int cnt = 0;
+            for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
+                int64_t t = tix[k], i0 = off[k];
+                xs[cnt] = g[t] + i0;
+                ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+            }
+            lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
+        }
+        LC_PRAGMA(omp barrier)
+        /* every thread makes the decision itself from the shared partials (the same operations
+         * on the same values: the same answer), so no second barrier; thread 0 reports it */
+        lc_adamw_hp hl = *h;
+        double tot = 0.0;
+        int64_t c = 0;
+        for (int64_t t = 0; t < ntensors; t++) {
+            double st = 0.0;
+            for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) st = st + part[c++];
+            tot = tot + st;
+        }
+        double norm = (isfinite(tot) ? sqrt(tot) : (double)NAN) * fabs(io->grad_scale), clip = 1.0;
+        int mine = isfinite(norm) && norm < io->safe_norm;
+        if (mine) {
+            if (io->max_grad_norm > 0.0 && norm > io->max_grad_norm) clip = io->max_grad_norm / (norm + 1e-6);
+            hl.gscale = (float)(io->grad_scale * clip);
+        }
+        if (me == 0) { io->norm = norm; io->clip = clip; go = mine; gscale = hl.gscale; }
+        if (mine) {
+            int64_t k1 = 4 * w1 < total ? 4 * w1 : total;
+            for (int64_t k = k1 - 1; k >= 4 * w0; k--) {
+                int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+                lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, &hl, isa);
+            }
+        }
+    }
+    free(tix);
+    free(part);
+    h->gscale = gscale;
+    return go ? 0 : 1;
 }
 
 #endif /* LUTCORE_OPTIM_H */

@@ -9,5 +9,9 @@ cdef extern from "optim/optim.h" nogil:
                   int isa, int nthreads)
     void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                         const lc_adamw_hp *h, int isa, int nthreads)
+    ctypedef struct lc_adamw_step_io:
+        double grad_scale, max_grad_norm, safe_norm, norm, clip
+    int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float **m, float **v, const int64_t *n,
+                            int64_t ntensors, lc_adamw_hp *h, int isa, int nthreads)
     int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
     const char *lc_adamw_body_name(int isa)

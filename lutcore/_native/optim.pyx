@@ -41,10 +41,22 @@ cdef lc_adamw_hp _hp(double b1, double b2, double eps, double lr, double wd, dou
     return h
 
 
+cdef int _pointers(list ps, list gs, list ms, list vs, float **P, int64_t *N) except -1:
+    """P[0 .. 4 nt): the data of ps, gs, ms, vs in turn; N[i]: the size of ps[i]."""
+    cdef Py_ssize_t nt = len(ps), i
+    for i in range(nt):
+        P[i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ps[i])
+        P[nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>gs[i])
+        P[2 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ms[i])
+        P[3 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>vs[i])
+        N[i] = (<cnp.ndarray>ps[i]).size
+    return 0
+
+
 def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double eps, double lr, double wd,
                 double max_delta, double bc1, double bc2, double gscale, int isa, int nthreads):
     """One native call for many tensors (C-contiguous float32, matching sizes: checked by the caller)."""
-    cdef Py_ssize_t nt = len(ps), i
+    cdef Py_ssize_t nt = len(ps)
     cdef lc_adamw_hp h = _hp(b1, b2, eps, lr, wd, max_delta, bc1, bc2, gscale)
     cdef float **P = <float **>malloc(4 * (nt + 1) * sizeof(float *))
     cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
@@ -53,14 +65,39 @@ def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double
         free(N)
         raise MemoryError()
     try:
-        for i in range(nt):
-            P[i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ps[i])
-            P[nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>gs[i])
-            P[2 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ms[i])
-            P[3 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>vs[i])
-            N[i] = (<cnp.ndarray>ps[i]).size
+        _pointers(ps, gs, ms, vs, P, N)
         with nogil:
             lc_adamw_multi(P, P + nt, P + 2 * nt, P + 3 * nt, N, nt, &h, isa, nthreads)
+    finally:
+        free(P)
+        free(N)
+
+
+def adamw_step_multi(list ps, list gs, list ms, list vs, double b1, double b2, double eps, double lr, double wd,
+                     double max_delta, double bc1, double bc2, double grad_scale, double max_grad_norm,
+                     double safe_norm, int isa, int nthreads):
+    """AdamW.step's norm pass, decision and update in one call (csrc/optim/optim.h
+    lc_adamw_step_multi; tensors in sorted-name order, checked by the caller; max_grad_norm
+    0: no clipping).  Returns (updated, norm, clip, gscale): updated False when the scaled
+    norm is not finite or >= safe_norm (nothing written; the caller decides)."""
+    cdef Py_ssize_t nt = len(ps)
+    cdef lc_adamw_hp h = _hp(b1, b2, eps, lr, wd, max_delta, bc1, bc2, 1.0)
+    cdef lc_adamw_step_io io
+    cdef int rc = 0
+    io.grad_scale, io.max_grad_norm, io.safe_norm, io.norm, io.clip = grad_scale, max_grad_norm, safe_norm, 0.0, 1.0
+    cdef float **P = <float **>malloc(4 * (nt + 1) * sizeof(float *))
+    cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
+    if P == NULL or N == NULL:
+        free(P)
+        free(N)
+        raise MemoryError()
+    try:
+        _pointers(ps, gs, ms, vs, P, N)
+        with nogil:
+            rc = lc_adamw_step_multi(&io, P, P + nt, P + 2 * nt, P + 3 * nt, N, nt, &h, isa, nthreads)
+        if rc < 0:
+            raise MemoryError()
+        return rc == 0, io.norm, io.clip, h.gscale
     finally:
         free(P)
         free(N)

@@ -3,9 +3,11 @@ clipping.  Moments are keyed by parameter NAME, created on first use, and
 survive changes of the trainable set (a step updates exactly the parameters
 named in its gradient dict).  One global step counter.
 
-Design: the per-element update is one native pass (csrc/optim/optim.h);
-the global norm is a float64 sum over names in sorted order, each tensor
-summed in fixed chunks — the same bits at any thread count.
+Design: a step is one native call (csrc/optim/optim.h lc_adamw_step_multi): the
+norm pass over every gradient, the skip/clip decision, the per-element update, in
+one parallel region; the global norm is a float64 sum over names in sorted order,
+each tensor summed in fixed chunks — the same bits at any thread count, and the
+same as ``global_grad_norm``.
 """
 from __future__ import annotations
 
@@ -129,29 +131,42 @@ class AdamW:
             _f32(g, f"grads[{k!r}]")
             if g.shape != self.params[k].shape:
                 raise ValueError(f"grads[{k!r}]: expected shape {self.params[k].shape}, got {g.shape}")
-        norm = global_grad_norm(grads, self.threads) * abs(float(grad_scale))
-        if not math.isfinite(norm) or (norm >= _SAFE_NORM and self._would_overflow(grads, grad_scale, norm,
-                                                                                  max_grad_norm)):
-            self.skipped += 1
-            return {"step": self.t, "skipped": True, "grad_norm": norm, "clip_factor": 1.0}
-        clip = 1.0
-        if max_grad_norm is not None and norm > max_grad_norm:
-            clip = max_grad_norm / (norm + 1e-6)
-        self.t += 1
         b1, b2 = self.betas
-        bc1, bc2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
-        # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
-        # alone beyond float32's range) is the factor the pair means, not 0 or inf
-        gscale = float(np.float32(grad_scale * clip))
+        t = self.t + 1
+        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
         isa, nt = _simd.isa(), resolve_threads(self.threads)
         names = sorted(grads)
-        for name in names:
-            if name not in self.m:
+        new = [n for n in names if n not in self.m]
+        for name in new:
+            self.m[name] = np.zeros_like(self.params[name])
+            self.v[name] = np.zeros_like(self.params[name])
+        ps, gs = [self.params[n] for n in names], [grads[n] for n in names]
+        ms, vs = [self.m[n] for n in names], [self.v[n] for n in names]
+        # one native call: the norm pass, the decision below, the update (csrc/optim/optim.h
+        # lc_adamw_step_multi does this method's double arithmetic in its order)
+        done, norm, clip, _ = _o.adamw_step_multi(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay,
+                                                  self.max_delta, bc1, bc2, grad_scale,
+                                                  0.0 if max_grad_norm is None else max_grad_norm, _SAFE_NORM,
+                                                  isa, nt)
+        if not done:                                     # a norm not finite or >= _SAFE_NORM: nothing written
+            for name in new:
+                del self.m[name], self.v[name]
+            if not math.isfinite(norm) or self._would_overflow(grads, grad_scale, norm, max_grad_norm):
+                self.skipped += 1
+                return {"step": self.t, "skipped": True, "grad_norm": norm, "clip_factor": 1.0}
+            clip = 1.0
+            if max_grad_norm is not None and norm > max_grad_norm:
+                clip = max_grad_norm / (norm + 1e-6)
+            # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
+            # alone beyond float32's range) is the factor the pair means, not 0 or inf
+            gscale = float(np.float32(grad_scale * clip))
+            for name in new:
                 self.m[name] = np.zeros_like(self.params[name])
                 self.v[name] = np.zeros_like(self.params[name])
-        _o.adamw_multi([self.params[n] for n in names], [grads[n] for n in names], [self.m[n] for n in names],
-                       [self.v[n] for n in names], b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
-                       bc1, bc2, gscale, isa, nt)
+            ms, vs = [self.m[n] for n in names], [self.v[n] for n in names]
+            _o.adamw_multi(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
+                           bc1, bc2, gscale, isa, nt)
+        self.t = t
         return {"step": self.t, "skipped": False, "grad_norm": norm, "clip_factor": clip}
 
     def _writable(self, name):

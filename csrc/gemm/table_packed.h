@@ -7,7 +7,7 @@
  * column block of LC_TABLE_WNB, the body's staged form over all of K (table_stage), so a call
  * does only the A side — no transposes, no staging, no per-unit scratch — and runs
  * A (M, K) x B (K, N) as it is (rows = activations, columns = output channels): each loaded
- * table row serves up to 256 columns.  The table itself is passed in the body's form (lc_table16,
+ * table row serves up to 256 columns.  The table itself is passed in the body's form (lc_table16_rows,
  * built once per units by the caller).  The staged form differs per body, so Bq starts with a
  * header naming the body, K and N; a mismatch is refused (-2), never read.  The same per-unit
  * row loops as lc_gemm_table_wide: the same integer sums, the same bits.
@@ -47,11 +47,11 @@ static inline size_t lc_table_pack_size(int64_t K, int64_t N, int isa) {
     return LC_TABLE_PACK_HDR + (size_t)((N + LC_TABLE_WNB - 1) / LC_TABLE_WNB) * xb->table_stage_bytes(K, LC_TABLE_WNB);
 }
 
-/* The table in isa's body form (65536 int16; lc_table16), for lc_gemm_table_packed. */
+/* The table in isa's body form (65536 int16; lc_table16_rows), for lc_gemm_table_packed. */
 static inline void lc_table_form(int16_t *T16, const int32_t *T, int isa) {
     int64_t id = 0;
     lc_table_packed_body(isa, &id);
-    lc_table16((int32_t *)T16, T, id == 2);
+    lc_table16_rows((int32_t *)T16, T, id == 2, 0, 256);
 }
 
 /* Bq (lc_table_pack_size(K, N, isa) bytes, 64-byte aligned) <- B (K, N) rows ldb apart;

@@ -26,24 +26,12 @@ import numpy as np  # noqa: E402
 
 import lutcore  # noqa: E402
 import torchbench as tb  # noqa: E402
-from lutbench import THREADS, cpu_name, torch  # noqa: E402
+from lutbench import THREADS, alternate, cpu_name, torch  # noqa: E402
 
 
 def _best(fns, rounds, budget=0.05):
-    """Alternate the callables round by round, each called (and timed call by call) until
-    ``budget`` seconds have passed in the round; the min time of each over all calls."""
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, f in enumerate(fns):
-            start = time.perf_counter()
-            while True:
-                t = time.perf_counter()
-                f()
-                now = time.perf_counter()
-                best[i] = min(best[i], now - t)
-                if now - start >= budget:
-                    break
-    return best
+    """The min time of each callable over lutbench.alternate's rounds."""
+    return [lo for lo, _ in alternate(fns, rounds, budget)]
 
 
 def layer_rows(rounds):

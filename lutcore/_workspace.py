@@ -14,6 +14,17 @@ import numpy as np
 _local = threading.local()
 
 
+def aligned(buf: np.ndarray, nbytes: int, dtype) -> np.ndarray:
+    """The 64-byte aligned view of ``nbytes`` bytes of ``buf`` (uint8, at least nbytes + 64) as dtype."""
+    off = (-buf.ctypes.data) % 64
+    return buf[off:off + nbytes].view(dtype)
+
+
+def empty_aligned(nbytes: int, dtype=np.uint8) -> np.ndarray:
+    """A fresh 64-byte aligned 1-D array of ``nbytes`` bytes of ``dtype``, contents undefined."""
+    return aligned(np.empty(int(nbytes) + 64, np.uint8), int(nbytes), dtype)
+
+
 def scratch(purpose: str, count: int, dtype) -> np.ndarray:
     """A 1-D array of ``count`` elements of ``dtype``, contents undefined."""
     dtype = np.dtype(dtype)
@@ -25,8 +36,7 @@ def scratch(purpose: str, count: int, dtype) -> np.ndarray:
     if buf is None or buf.nbytes < nbytes + 64:
         buf = np.empty(max(nbytes, 64) + 64, dtype=np.uint8)
         bufs[purpose] = buf
-    off = (-buf.ctypes.data) % 64          # 64-byte aligned view
-    return buf[off:off + nbytes].view(dtype)[:count]
+    return aligned(buf, nbytes, dtype)[:count]
 
 
 def release() -> None:

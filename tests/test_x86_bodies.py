@@ -226,11 +226,9 @@ def test_exact_gemm_body_strips_and_tile_heights(rng, runner, shape):
             assert np.array_equal(got8, ref), (runner[0], "a8", threads, np.sum(got8 != ref))
 
 
-@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
-@pytest.mark.parametrize("shape,block", [((384, 70, 33), 32), ((1028, 21, 17), 7), ((577, 64, 40), 64)])
-def test_qmatmul_exact_body_strips(rng, runner, shape, block):
-    """The block-scaled whole call in strips (per-strip rs over several blocks), bits at 1, 2, 3 threads."""
-    _, mod, isa = runner
+def _qmatmul_exact_case(rng, shape, block):
+    """(reference Y, then the packed operands qmatmul_exact_packed takes) of random float
+    (M, K) x (K, N) quantized in blocks of ``block``."""
     M, K, N = shape
     x = rng.standard_normal((M, K)).astype(np.float32)
     w = rng.standard_normal((K, N)).astype(np.float32)
@@ -240,7 +238,16 @@ def test_qmatmul_exact_body_strips(rng, runner, shape, block):
     ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
     ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
     from lutcore.quant import _pack_scales
-    sbp = _pack_scales(sb)
+    return ref, ap, sa, bp, _pack_scales(sb), nblk, bkp
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape,block", [((384, 70, 33), 32), ((1028, 21, 17), 7), ((577, 64, 40), 64)])
+def test_qmatmul_exact_body_strips(rng, runner, shape, block):
+    """The block-scaled whole call in strips (per-strip rs over several blocks), bits at 1, 2, 3 threads."""
+    _, mod, isa = runner
+    M, N = shape[0], shape[2]
+    ref, ap, sa, bp, sbp, nblk, bkp = _qmatmul_exact_case(rng, shape, block)
     for threads in (1, 2, 3):
         got = np.full((M, N), np.nan, np.float32)
         mod.qmatmul_exact_packed(got, ap, sa, bp, sbp, nblk, bkp, isa, threads)
@@ -252,16 +259,8 @@ def test_qmatmul_exact_body_strips(rng, runner, shape, block):
                                          ((9, 21, 33), 7)])
 def test_qmatmul_exact_body_whole_call(rng, runner, shape, block):
     _, mod, isa = runner
-    M, K, N = shape
-    x = rng.standard_normal((M, K)).astype(np.float32)
-    w = rng.standard_normal((K, N)).astype(np.float32)
-    qa, sa = quantize_ref(x, block)
-    qbt, sbt = quantize_ref(w.T, block)
-    qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
-    ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
-    ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
-    from lutcore.quant import _pack_scales
-    sbp = _pack_scales(sb)
+    M, N = shape[0], shape[2]
+    ref, ap, sa, bp, sbp, nblk, bkp = _qmatmul_exact_case(rng, shape, block)
     for threads in (1, 2, 3):
         big = np.full((M, N + 5), np.nan, np.float32)
         got = big[:, 2:2 + N]

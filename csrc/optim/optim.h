@@ -192,6 +192,21 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
 }
 
 /* Sum of squares of many tensors (the order above): out[t] for tensor t. */
+/* Norm group w of a chunk list (tix: each piece's tensor, off: its first element; pieces of
+ * LC_SS_CHUNK): the sums of squares of its up to four pieces into part[4w ..]. */
+static inline void lc_sumsq_group_at(double *part, const float **x, const int64_t *n, const int64_t *tix,
+                                     const int64_t *off, int64_t total, int64_t w, int isa) {
+    const float *xs[4];
+    int64_t ls[4];
+    int cnt = 0;
+    for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
+        int64_t t = tix[k], i0 = off[k];
+        xs[cnt] = x[t] + i0;
+        ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
+    }
+    lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
+}
+
 static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
@@ -199,17 +214,7 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
     if (!tix || !part) { free(tix); free(part); return 1; }
     const int64_t *off = tix + total, ngr = (total + 3) / 4;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t w = 0; w < ngr; w++) {
-        const float *xs[4];
-        int64_t ls[4];
-        int cnt = 0;
-        for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
-            int64_t t = tix[k], i0 = off[k];
-            xs[cnt] = x[t] + i0;
-            ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
-        }
-        lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
-    }
+    for (int64_t w = 0; w < ngr; w++) lc_sumsq_group_at(part, x, n, tix, off, total, w, isa);
     int64_t c = 0;
     for (int64_t t = 0; t < ntensors; t++) {
         double s = 0.0;
@@ -259,17 +264,7 @@ static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float
     {
         int nt = omp_get_num_threads(), me = omp_get_thread_num();
         int64_t w0 = ngr * me / nt, w1 = ngr * (me + 1) / nt;
-        for (int64_t w = w0; w < w1; w++) {
-            const float *xs[4];
-            int64_t ls[4];
-            int cnt = 0;
-            for (int64_t k = 4 * w; k < total && cnt < 4; k++, cnt++) {
-                int64_t t = tix[k], i0 = off[k];
-                xs[cnt] = g[t] + i0;
-                ls[cnt] = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
-            }
-            lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
-        }
+        for (int64_t w = w0; w < w1; w++) lc_sumsq_group_at(part, (const float **)g, n, tix, off, total, w, isa);
         LC_PRAGMA(omp barrier)
         /* every thread makes the decision itself from the shared partials (the same operations
          * on the same values: the same answer), so no second barrier; thread 0 reports it */

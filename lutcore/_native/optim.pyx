@@ -41,9 +41,16 @@ cdef lc_adamw_hp _hp(double b1, double b2, double eps, double lr, double wd, dou
     return h
 
 
-cdef int _pointers(list ps, list gs, list ms, list vs, float **P, int64_t *N) except -1:
-    """P[0 .. 4 nt): the data of ps, gs, ms, vs in turn; N[i]: the size of ps[i]."""
+cdef int _pointers(list ps, list gs, list ms, list vs, float ***Pp, int64_t **Np) except -1:
+    """*Pp <- malloc'd P[0 .. 4 nt): the data of ps, gs, ms, vs in turn; *Np <- malloc'd N[i]:
+    the size of ps[i].  The caller frees both (also when this raises MemoryError)."""
     cdef Py_ssize_t nt = len(ps), i
+    Pp[0] = <float **>malloc(4 * (nt + 1) * sizeof(float *))
+    Np[0] = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
+    if Pp[0] == NULL or Np[0] == NULL:
+        raise MemoryError()
+    cdef float **P = Pp[0]
+    cdef int64_t *N = Np[0]
     for i in range(nt):
         P[i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ps[i])
         P[nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>gs[i])
@@ -58,14 +65,10 @@ def adamw_multi(list ps, list gs, list ms, list vs, double b1, double b2, double
     """One native call for many tensors (C-contiguous float32, matching sizes: checked by the caller)."""
     cdef Py_ssize_t nt = len(ps)
     cdef lc_adamw_hp h = _hp(b1, b2, eps, lr, wd, max_delta, bc1, bc2, gscale)
-    cdef float **P = <float **>malloc(4 * (nt + 1) * sizeof(float *))
-    cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
-    if P == NULL or N == NULL:
-        free(P)
-        free(N)
-        raise MemoryError()
+    cdef float **P = NULL
+    cdef int64_t *N = NULL
     try:
-        _pointers(ps, gs, ms, vs, P, N)
+        _pointers(ps, gs, ms, vs, &P, &N)
         with nogil:
             lc_adamw_multi(P, P + nt, P + 2 * nt, P + 3 * nt, N, nt, &h, isa, nthreads)
     finally:
@@ -85,14 +88,10 @@ def adamw_step_multi(list ps, list gs, list ms, list vs, double b1, double b2, d
     cdef lc_adamw_step_io io
     cdef int rc = 0
     io.grad_scale, io.max_grad_norm, io.safe_norm, io.norm, io.clip = grad_scale, max_grad_norm, safe_norm, 0.0, 1.0
-    cdef float **P = <float **>malloc(4 * (nt + 1) * sizeof(float *))
-    cdef int64_t *N = <int64_t *>malloc((nt + 1) * sizeof(int64_t))
-    if P == NULL or N == NULL:
-        free(P)
-        free(N)
-        raise MemoryError()
+    cdef float **P = NULL
+    cdef int64_t *N = NULL
     try:
-        _pointers(ps, gs, ms, vs, P, N)
+        _pointers(ps, gs, ms, vs, &P, &N)
         with nogil:
             rc = lc_adamw_step_multi(&io, P, P + nt, P + 2 * nt, P + 3 * nt, N, nt, &h, isa, nthreads)
         if rc < 0:

@@ -58,9 +58,7 @@ class PackedB:
             n = _g.table_pack_size(K, N, isa)
             got = None
             if n:
-                buf = np.empty(n + 64, np.uint8)
-                off = (-buf.ctypes.data) % 64
-                got = buf[off:off + n]
+                got = _workspace.empty_aligned(n)
                 _g.table_pack_b(got, self.b, isa, threads)
                 got.setflags(write=False)
             self._panels[key] = got
@@ -80,9 +78,7 @@ def table16(units: Units, isa: int) -> np.ndarray:
     if t is None:
         if len(_TABLE16) >= 8:
             _TABLE16.pop(next(iter(_TABLE16)))
-        buf = np.empty(65536 * 2 + 64, np.uint8)           # 64-byte aligned: each table row is whole lines
-        off = (-buf.ctypes.data) % 64
-        t = buf[off:off + 65536 * 2].view(np.int16)
+        t = _workspace.empty_aligned(65536 * 2, np.int16)   # 64-byte aligned: each table row is whole lines
         _g.table_form(t, units.kernel_table, isa)
         t.setflags(write=False)
         _TABLE16[key] = t

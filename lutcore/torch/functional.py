@@ -628,10 +628,18 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     elif _tracing():
         y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
+    elif not _differentiable(x2, weight, bias):    # inference: the Function's forward without its node
+        y = linear_forward(_dense(x2), bias, _qweight(qw, weight, None, layer, nt), units, input_scale, layer, nt)[0]
     else:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, backward,
                                     input_scale, layer, nt)
     return y.reshape(*lead, weight.shape[0])
+
+
+def _differentiable(x, weight, bias) -> bool:
+    """Whether autograd would record the layer's call (grad mode on and an input requiring grad)."""
+    return torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad))
 
 
 def _same_padding(x, weight, dilation, layer, n):
@@ -683,9 +691,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
                                       _scale_float(input_scale), layer, nt,
                                       qw.key if isinstance(qw, WeightCache) else "")[0]
     qw = _qweight(qw, weight, geo.groups, layer, nt)
-    if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                         or (bias is not None and bias.requires_grad))):
-        # nothing to differentiate (inference): the Function's forward without its autograd node
+    if not _differentiable(x, weight, bias):       # inference: the Function's forward without its node
         return conv_forward(_dense(x), weight, bias, qw, units, geo, input_scale, layer, nt)[0]
     return LutConvFunction.apply(x, weight, bias, qw, units, geo, backward, input_scale, layer, nt)
 

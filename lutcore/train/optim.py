@@ -149,9 +149,9 @@ class AdamW:
                                                   0.0 if max_grad_norm is None else max_grad_norm, _SAFE_NORM,
                                                   isa, nt)
         if not done:                                     # a norm not finite or >= _SAFE_NORM: nothing written
-            for name in new:
-                del self.m[name], self.v[name]
             if not math.isfinite(norm) or self._would_overflow(grads, grad_scale, norm, max_grad_norm):
+                for name in new:                         # moments are created by a step that updates
+                    del self.m[name], self.v[name]
                 self.skipped += 1
                 return {"step": self.t, "skipped": True, "grad_norm": norm, "clip_factor": 1.0}
             clip = 1.0
@@ -160,10 +160,6 @@ class AdamW:
             # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
             # alone beyond float32's range) is the factor the pair means, not 0 or inf
             gscale = float(np.float32(grad_scale * clip))
-            for name in new:
-                self.m[name] = np.zeros_like(self.params[name])
-                self.v[name] = np.zeros_like(self.params[name])
-            ms, vs = [self.m[n] for n in names], [self.v[n] for n in names]
             _o.adamw_multi(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
                            bc1, bc2, gscale, isa, nt)
         self.t = t

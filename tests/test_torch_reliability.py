@@ -116,6 +116,52 @@ def test_copies_get_their_own_cache(rng):
         assert not torch.equal(b(x), y) and torch.equal(a(x), y)
 
 
+CHUNK = 1 << 18                     # csrc/im2col/im2col.h LC_SAME_CHUNK: the compare's chunk
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 33, CHUNK - 1, CHUNK + 1, 4 * CHUNK + 1, 5 * CHUNK + 33])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_same_bytes_against_bytes_equality(rng, n, threads):
+    """The weight check's memcmp (kernels.im2col.same_bytes) against Python's bytes ==, a byte
+    changed at the first, a middle, a chunk's edge and the last position."""
+    from lutcore.kernels import im2col
+    a = rng.integers(0, 256, n, dtype=np.uint8)
+    assert im2col.same_bytes(a, a.copy(), threads)
+    assert not im2col.same_bytes(a, a[:-1].copy() if n else np.zeros(1, np.uint8), threads)
+    for i in sorted({0, n // 2, min(CHUNK, n - 1), n - 1}) if n else []:
+        b = a.copy()
+        b[i] ^= 0x80
+        assert im2col.same_bytes(a, b, threads) is (a.tobytes() == b.tobytes()) is False
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_big_weight_edits_are_followed(rng, threads):
+    """A weight spanning several compare chunks (threaded memcmp): one element edited in the
+    last chunk; 0.0 -> -0.0 (equal as floats, but the check is bitwise: it quantizes again);
+    and a transposed weight (transformers' Conv1D)."""
+    torch.manual_seed(3)
+    layer = lt.approximate(nn.Linear(1100, 1030), MITCHELL, threads=threads)
+    x = _x(rng, 2, 1100)
+    y0 = layer(x).detach()
+    layer.weight.data.view(-1)[-5] = 40.0          # the new max |w|: the scale of its row changes
+    got = layer(x).detach()
+    assert not torch.equal(got, y0)
+    assert np.array_equal(got.numpy(), _oracle(layer, x))
+    qw = layer._lc_cache._state[2]
+    layer.weight.data.view(-1)[7] = 0.0
+    layer(x)
+    qw0 = layer._lc_cache._state[2]
+    layer.weight.data.view(-1)[7] = -0.0
+    layer(x)
+    assert layer._lc_cache._state[2] is not qw0 and qw0 is not qw      # the sign bit is seen
+    hf = lt.approximate(Conv1D(1030, 1100), MITCHELL, threads=threads)  # weight (in, out) read as W.t()
+    y1 = hf(x).detach()
+    hf.weight.data[-1, -1] = -50.0
+    got = hf(x).detach()
+    assert not torch.equal(got, y1)
+    assert np.array_equal(got.numpy(), _oracle(hf, x))
+
+
 # ----------------------------------------------------------------- 2. input_scale in float32
 
 @pytest.mark.parametrize("bad", [1e39, np.float64(3.5e38), 1e-46, torch.tensor(1e39, dtype=torch.float64), 0.0])

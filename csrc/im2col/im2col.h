@@ -9,6 +9,7 @@
  * Four passes, each threaded over independent outputs (so any thread count gives
  * the same bits; the only reduction, the max, is exact in any order):
  *   lc_absmax        x float32 (n,)                      IN   -> max|x|, count of non-finite
+ *   lc_same_bytes    a, b (n bytes)                       IN   -> 1 when equal (the weight-change check)
  *   lc_quantize_nhwc x float32 (N, H, W, C) any strides   IN   (an NCHW tensor is the view
  *                    q int8    (N, H, W, C) contiguous    OUT   with strides (CHW, W, 1, HW))
  *   lc_im2col_nhwc   q int8    (N, H, W, C)               IN
@@ -33,6 +34,25 @@
 #include <math.h>
 
 /* ------------------------------------------------------------------ max|x| */
+
+/* ------------------------------------------------------------ same bytes? */
+
+#define LC_SAME_CHUNK (1 << 18)
+
+/* 1 when the n bytes at a and b are equal, else 0: the layers' weight-change check
+ * (a weight against the float copy it was quantized from), memcmp over 256 KiB chunks
+ * on the team.  Exact, and a byte test, so -0.0 != 0.0 and NaN payloads count. */
+static int lc_same_bytes(const void *a, const void *b, int64_t n, int nthreads) {
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    int64_t nch = (n + LC_SAME_CHUNK - 1) / LC_SAME_CHUNK, diff = 0;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:diff) \
+              if(n > 4 * LC_SAME_CHUNK))
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * LC_SAME_CHUNK, len = n - i0 < LC_SAME_CHUNK ? n - i0 : LC_SAME_CHUNK;
+        diff += memcmp(x + i0, y + i0, (size_t)len) != 0;
+    }
+    return diff == 0;
+}
 
 /* lc_absmax_generic: gemm.h (the Q8 block quantizer uses it too) */
 

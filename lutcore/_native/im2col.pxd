@@ -4,6 +4,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t
 
 cdef extern from "im2col/im2col.h" nogil:
     float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads)
+    int lc_same_bytes(const void *a, const void *b, int64_t n, int nthreads)
     int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
                              int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa, int nthreads)
     void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,

@@ -63,6 +63,19 @@ def absmax(const float[::1] x, int isa, int nthreads):
     return m, bad
 
 
+def same_bytes(const unsigned char[::1] a, const unsigned char[::1] b, int nthreads):
+    """True when the byte buffers a and b are equal (lengths first: unequal lengths are not)."""
+    cdef int64_t n = a.shape[0]
+    cdef int same = 0
+    if b.shape[0] != n:
+        return False
+    if n == 0:
+        return True
+    with nogil:
+        same = lc_same_bytes(&a[0], &b[0], n, nthreads)
+    return same != 0
+
+
 def quantize_nhwc(int8_t[::1] q, const float[::1] base, int64_t offset, shape, strides, float s,
                   int isa, int nthreads):
     """q (N*H*W*C,) = codes of the (N, H, W, C) view of ``base`` starting at element

@@ -159,8 +159,8 @@ class WeightCache:
     """A layer's ``QWeight`` of its weight's current values.
 
     ``get`` compares the weight with a float copy of the values it quantized
-    (bitwise: ``torch.equal`` of the int32 views, ~0.35 ns a weight, ~0.8 ms for
-    768x3072 on 2 cores, bench/ab_weight_check.py) on every call and quantizes
+    (bitwise: a threaded memcmp of the two dense spans, ``_same_values``,
+    bench/ab_weight_check.py) on every call and quantizes
     again when they differ: the version counter alone misses in-place edits
     through ``.data`` (``weight.data.mul_(mask)``, ``.data.copy_(...)``).  The
     state is one tuple, replaced in one assignment (threads calling a layer at
@@ -178,7 +178,7 @@ class WeightCache:
         w = weight.detach()
         st = self._state
         if st is not None and st[0] == groups and st[1].shape == w.shape and st[1].stride() == w.stride() \
-                and torch.equal(st[1].view(torch.int32), w.view(torch.int32)):
+                and _same_values(st[1], w, threads):
             return st[2]
         qw = QWeight.of_linear(w, layer, threads) if groups is None else QWeight.of_conv(w, groups, layer, threads)
         self._state = (groups, w.clone(), qw)        # clone keeps w's strides (HF Conv1D passes W.t())
@@ -189,6 +189,26 @@ class WeightCache:
 
     def __reduce__(self):
         return WeightCache, ()
+
+
+def _dense_bytes(t: torch.Tensor):
+    """t's bytes as a numpy uint8 view of the span its elements fill densely (any dimension
+    order: a transposed weight too), or None when they leave gaps or overlap."""
+    expect = 1
+    for st, sz in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
+        if st != expect:
+            return None
+        expect *= sz
+    return t.as_strided((t.numel(),), (1,)).numpy().view(np.uint8)
+
+
+def _same_values(copy: torch.Tensor, w: torch.Tensor, threads) -> bool:
+    """Bitwise equality of two float tensors of one shape and strides: a threaded memcmp of
+    their dense spans (kernels.im2col.same_bytes), torch.equal of int32 views otherwise."""
+    a, b = _dense_bytes(copy), _dense_bytes(w)
+    if a is None or b is None:
+        return torch.equal(copy.view(torch.int32), w.view(torch.int32))
+    return _im.same_bytes(a, b, resolve_threads(threads))
 
 
 _CACHES = weakref.WeakValueDictionary()

@@ -109,14 +109,16 @@ def _bench_threads():
 
 
 def _cpu_sample():
-    """Machine-wide busy CPU seconds (/proc/stat), this process's CPU seconds, wall time."""
+    """Machine-wide busy CPU seconds (/proc/stat), this process's CPU seconds (and its waited-for
+    children's), wall time."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
             fields = [int(v) for v in f.readline().split()[1:]]
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
         busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")         # up to steal, no guest
-        t = os.times()
-        return {"busy": busy, "own": t.user + t.system, "wall": time.monotonic()}
+        t = os.times()                      # with the children it waited for (peak-memory probes)
+        own = t.user + t.system + t.children_user + t.children_system
+        return {"busy": busy, "own": own, "wall": time.monotonic()}
     except (OSError, ValueError, IndexError, AttributeError):
         return None
 

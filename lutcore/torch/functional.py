@@ -191,6 +191,9 @@ class WeightCache:
         return WeightCache, ()
 
 
+_SAME_MIN = 1 << 13                 # elements: below, torch.equal checks a weight faster
+
+
 def _dense_bytes(t: torch.Tensor):
     """t's bytes as a numpy uint8 view of the span its elements fill densely (any dimension
     order: a transposed weight too), or None when they leave gaps or overlap."""
@@ -204,7 +207,10 @@ def _dense_bytes(t: torch.Tensor):
 
 def _same_values(copy: torch.Tensor, w: torch.Tensor, threads) -> bool:
     """Bitwise equality of two float tensors of one shape and strides: a threaded memcmp of
-    their dense spans (kernels.im2col.same_bytes), torch.equal of int32 views otherwise."""
+    their dense spans (kernels.im2col.same_bytes), torch.equal of int32 views for small
+    tensors (where it is faster: ~3 against ~10 us) or spans with gaps."""
+    if w.numel() < _SAME_MIN:
+        return torch.equal(copy.view(torch.int32), w.view(torch.int32))
     a, b = _dense_bytes(copy), _dense_bytes(w)
     if a is None or b is None:
         return torch.equal(copy.view(torch.int32), w.view(torch.int32))

@@ -60,6 +60,15 @@ def _simd_paths() -> list[str]:
     return names
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Within each module, the cases that start a Ray cluster run last: once up, its idle
+    processes (raylet, GCS, workers polling) take CPU from every later benchmark."""
+    order = {}
+    for i, it in enumerate(items):
+        order.setdefault(it.module.__name__ if it.module else "", len(order))
+    items.sort(key=lambda it: (order[it.module.__name__ if it.module else ""], "ray" in it.name))
+
+
 def pytest_generate_tests(metafunc):
     if "simd" in metafunc.fixturenames:
         metafunc.parametrize("simd", _simd_paths(), indirect=True)

@@ -197,6 +197,76 @@ def group_table(name: str, entries: list[Entry]) -> list[str]:
     return lines
 
 
+# Issue 28's targets, read from the groups of one run: (row, target text, groups, lutcore impl,
+# peer impl (None: lutcore's own throughput), test).  A test is ("ratio", x): peer time / lutcore
+# time >= x over every group; ("rate", x): lutcore GOP/s >= x; ("slower", x): lutcore time /
+# peer time <= x.  Rows whose groups are missing from the run are left out.
+_B8 = ("conv 8192x27x64", "conv 8192x576x64", "conv 2048x1152x128", "conv 512x2304x256",
+       "conv 128x4608x512", "linear 256x768x3072")
+_B1 = ("conv 1024x27x64", "conv 1024x576x64", "conv 256x1152x128", "conv 64x2304x256",
+       "conv 16x4608x512", "linear 1x768x3072")
+TARGETS = [
+    ("exact lut_gemm 1024³ vs torch._int_mm", "≥ 1.0×", ["lut_gemm[exact] 1024x1024x1024"], "lutcore", "torch",
+     ("ratio", 1.0)),
+    ("any-table (Mitchell) GEMM 256×1024×256", "≥ 200 GOP/s", ["lut_gemm[mitchell] 256x1024x256"], "lutcore", None,
+     ("rate", 200.0)),
+    ("Mitchell layers vs TorchApprox algorithm, batch 8", "≥ 25×", [f"torch layer[mitchell] {g}" for g in _B8],
+     "lutcore", "torchapprox-algorithm", ("ratio", 25.0)),
+    ("Mitchell layers vs TorchApprox algorithm, batch 1", "≥ 10×", [f"torch layer[mitchell] {g}" for g in _B1],
+     "lutcore", "torchapprox-algorithm", ("ratio", 10.0)),
+    ("first conv (K = 27), exact, vs torch float, batch 8", "≤ 1.5× slower", ["torch layer[exact] conv 8192x27x64"],
+     "lutcore", "torch float32", ("slower", 1.5)),
+    ("first conv (K = 27), exact, vs torch float, batch 1", "≤ 1.5× slower", ["torch layer[exact] conv 1024x27x64"],
+     "lutcore", "torch float32", ("slower", 1.5)),
+    ("AdamW (wd 0.01) vs torch fused, 1 × 10M", "≥ 1.0×", ["AdamW step 1x10000000"], "lutcore", "torch fused",
+     ("ratio", 1.0)),
+    ("AdamW (wd 0.01) vs torch fused, 100 × 100k", "≥ 1.0×", ["AdamW step 100x100000"], "lutcore", "torch fused",
+     ("ratio", 1.0)),
+    ("Mamba block fwd+bwd vs transformers + mambapy", "≥ 10×", ["Mamba1Block fwd+bwd 2x512x768"], "lutcore",
+     "transformers MambaBlock (mambapy scan)", ("ratio", 10.0)),
+]
+
+
+def _find(groups: dict, prefix: str, impl: str):
+    for name, entries in groups.items():
+        if name.startswith(prefix):
+            for e in entries:
+                if e.impl == impl and e.time is not None:
+                    return e
+    return None
+
+
+def targets_table(groups: dict) -> list[str]:
+    """Issue 28's targets (TARGETS) as measured by this run: a row each, the value (a range over
+    the row's groups) and whether every group meets it."""
+    rows = []
+    for label, want, prefixes, lc_impl, peer_impl, (kind, x) in TARGETS:
+        vals = []
+        for pre in prefixes:
+            lc = _find(groups, pre, lc_impl)
+            peer = None if peer_impl is None else _find(groups, pre, peer_impl)
+            if lc is None or (peer_impl is not None and peer is None):
+                continue
+            if kind == "rate":
+                vals.append(lc.rate)
+            elif kind == "slower":
+                vals.append(lc.time / peer.time)
+            else:
+                vals.append(ratio(lc, peer)[0])
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            continue
+        lo, hi = min(vals), max(vals)
+        unit = " GOP/s" if kind == "rate" else "×"
+        got = f"{fmt(lo)}{unit}" if len(vals) == 1 else f"{fmt(lo)}–{fmt(hi)}{unit} ({len(vals)} shapes)"
+        met = hi <= x if kind == "slower" else lo >= x
+        rows.append(f"| {label} | {want} | {got} | {'met' if met else '**not met**'} |")
+    if not rows:
+        return []
+    return ["### Targets (issue 28), from this run", "",
+            "| target | wanted | this run | |", "|---|---|---|---|", *rows, ""]
+
+
 def _config_lines(meta: dict) -> list[str]:
     cfg = meta.get("lutcore_config")
     when = ""
@@ -275,6 +345,7 @@ def render(data: dict, json_path: str, stat: str, out_path: str | None) -> str:
     lines.append("")
     if not groups:
         lines += ["No benchmark results in this file (was it written with --benchmark-disable?).", ""]
+    lines += targets_table(groups)
     for name, entries in groups.items():
         lines += group_table(name, entries)
     return "\n".join(lines).rstrip() + "\n"

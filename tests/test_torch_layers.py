@@ -118,6 +118,17 @@ def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units
     assert np.array_equal(got, want)
 
 
+def test_direct_conv_only_where_it_is_faster():
+    """The direct pass runs only for the exact table on the AVX-512 bodies (any table, or the
+    generic / AVX2 levels: im2col + the LUT GEMM, several times faster, BENCHMARKS.md)."""
+    from lutcore import _simd
+    from lutcore.kernels import im2col
+    for name in lutcore.available_simd():
+        isa = _simd.isa_of(name)
+        assert not im2col.direct_fast(isa, False)
+        assert im2col.direct_fast(isa, True) == name.startswith("avx512"), name
+
+
 # Inference (no grad or nothing requiring it) skips the autograd Function; the geometry is kept per
 # shapes and arguments; the float32 s_x * s_w[o] is kept per input scale (a static scale: every call).
 @pytest.mark.parametrize("width", [1, 7, 33])

@@ -24,3 +24,4 @@ cdef extern from "conv2d/conv2d.h" nogil:
     int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
                          int exact, const float *scale, const float *bias, int isa, int nthreads)
     const char *lc_c2d_body_name(int isa, int exact)
+    int lc_c2d_fast(int isa, int exact)

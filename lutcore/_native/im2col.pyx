@@ -18,6 +18,11 @@ def body_names(int isa):
             "direct conv (any table)": lc_c2d_body_name(isa, 0).decode()}
 
 
+def direct_fast(int isa, bint exact):
+    """Whether conv2d_direct beats im2col + the LUT GEMM at ``isa`` for this kind of table."""
+    return lc_c2d_fast(isa, exact) != 0
+
+
 def conv2d_direct(float[::1] y, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
                   const int8_t[:, ::1] Wt, const int32_t[::1] mul, bint exact, const float[::1] scale, bias,

@@ -405,14 +405,17 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     """(y, s_x): the contract's convolution of a dense float32 x."""
     _check_k(geo.Kg, units, layer)
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
-    if geo.groups == 1 and geo.Kg <= _im.KMAX and not os.environ.get("LUTCORE_CONV_IM2COL"):
-        # a first conv (C*KH*KW <= KMAX): the direct pass (csrc/conv2d), no patch matrix, no int32
-        # accumulator in memory; the same integer sums and the same float32 scale as below: the same bits
+    exact = units.kernel_path == "exact"
+    if geo.groups == 1 and geo.Kg <= _im.KMAX and _im.direct_fast(_simd.isa(), exact) \
+            and not os.environ.get("LUTCORE_CONV_IM2COL"):
+        # a first conv (C*KH*KW <= KMAX) through the exact table on AVX-512: the direct pass
+        # (csrc/conv2d), no patch matrix, no int32 accumulator in memory; the same integer sums
+        # and the same float32 scale as below: the same bits
         y = torch.empty(geo.out_shape(), dtype=torch.float32)
         b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
         _im.conv2d_direct(y.view(-1).numpy(), q, geo.nhwc, geo.KH, geo.KW, geo.OH, geo.OW, geo.stride[0],
                           geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0], geo.dilation[1], qw.qt,
-                          units.kernel_table[0], units.kernel_path == "exact", qw.input_scaled(s_x), b,
+                          units.kernel_table[0], exact, qw.input_scaled(s_x), b,
                           _simd.isa(), nt)
         return y, s_x
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)

@@ -2,7 +2,7 @@
 numbers in BENCHMARKS.md, Run AD).
 
     python bench/ab_decode_llamacpp.py --anchor PATH/llamacpp_anchor.py [--rounds 6] [--tokens 16]
-                                       [--depth 128] [--threads 2]
+                                       [--depth 128] [--threads 2] [--tree DIR]
 
     side        what is timed (2 threads)
     lutcore     Pipeline.from_pretrained(dir, units="exact"): ``tokens`` greedy tokens after a
@@ -31,11 +31,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
-
-import numpy as np  # noqa: E402
-
-from lutbench import cpu_name  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "lutcore-bench" / "llama_bench"
 
@@ -47,7 +42,16 @@ def _args(argv):
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--depth", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tree", default=str(HERE.parent), help="import lutcore from this checkout (a 'before' build)")
     return p.parse_args(argv)
+
+
+A = _args(sys.argv[1:])
+sys.path[:0] = [str(Path(A.tree).resolve()), str(HERE)]
+
+import numpy as np  # noqa: E402
+
+from lutbench import cpu_name  # noqa: E402
 
 
 def checkpoint() -> Path:
@@ -105,8 +109,7 @@ def lutcore_round(ring, ids, a) -> float:
     return best
 
 
-def main(argv=None):
-    a = _args(sys.argv[1:] if argv is None else argv)
+def main(a):
     from lutcore.pipeline import Pipeline
     model = checkpoint()
     binary, gguf = anchor_paths(a.anchor, model, a.threads)
@@ -130,4 +133,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main(A)

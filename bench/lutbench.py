@@ -36,7 +36,7 @@ import time
 import numpy as np
 import pytest
 
-THREADS = 2
+THREADS = int(os.environ.get("LUTCORE_BENCH_THREADS", "2"))
 
 
 def cpu_name() -> str:

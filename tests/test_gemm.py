@@ -212,6 +212,31 @@ def test_lut_gemm_packed_b_table(simd, shape, table, rng):
         assert np.array_equal(out[:, 1:1 + N], want) and np.all(out[:, 0] == -7) and np.all(out[:, 1 + N:] == -7)
 
 
+EXACT_PACKED_SHAPES = PACKED_SHAPES + [(100, 65, 40), (384, 33, 17), (1028, 7, 33)]   # whole calls, strips
+
+
+@pytest.mark.parametrize("shape", EXACT_PACKED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_lut_gemm_packed_b_exact(simd, shape, rng):
+    """lut_gemm(a, pack_b(b)) through the exact units: the packed B keeps its panels and, for the
+    VNNI whole calls, their converted form (one per body, made on first use): the bits of the
+    unpacked call and of the reference, at 1 and 2 threads, on every SIMD path, also after the
+    path changes between calls on one PackedB."""
+    from lutcore import _simd
+    M, K, N = shape
+    a, b = _inputs(rng, M, K, N)
+    want = lut_gemm_ref(a, b, exact_mul_lut())
+    pb = lutcore.ops.gemm.pack_b(b)
+    for path in (simd, "generic", simd):
+        lutcore.set_simd(path)
+        for threads in (1, 2):
+            got = lutcore.lut_gemm(a, pb, threads=threads)
+            _check(got, want)
+            assert np.array_equal(got, lutcore.lut_gemm(a, b, threads=threads))
+        form = pb.exact_form(_simd.isa(), 1)
+        assert (form is not None) == (_simd.isa() & _simd.VNNI != 0), path
+    lutcore.set_simd(simd)
+
+
 def test_lut_gemm_packed_b_wrong_k_names_b(rng):
     a, b = _inputs(rng, 4, 30, 300)
     pb = lutcore.ops.gemm.pack_b(b[:29])

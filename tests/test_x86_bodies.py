@@ -226,6 +226,53 @@ def test_exact_gemm_body_strips_and_tile_heights(rng, runner, shape):
             assert np.array_equal(got8, ref), (runner[0], "a8", threads, np.sum(got8 != ref))
 
 
+def _aligned(n):
+    """n uint8 bytes at a 64-byte boundary."""
+    raw = np.empty(n + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    return raw[off:off + n]
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+@pytest.mark.parametrize("shape", STRIP_SHAPES + WHOLE_SHAPES + SMALL_M[::3])
+def test_exact_gemm_body_with_b_form(rng, runner, shape):
+    """B's form made once (exact_bform, what a PackedB keeps): every entry given it (packed rows,
+    int8 rows, the dispatcher) gives the oracle's result at 1, 2, 3 threads; a form made for
+    another shape is ignored (B converted by the call), not misread."""
+    _, mod, isa = runner
+    M, K, N = shape
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, :] = -128
+    b[:, -1] = -128
+    ref = lut_gemm_ref(a, b, exact_mul_lut())
+    ap, bp, Kp, _, _ = pack_exact(a, b, K)
+    n = mod.exact_bform_size(Kp, N, isa)
+    assert (n > 0) is bool(isa & VNNI)
+    bf = _aligned(max(n, 64))
+    assert mod.exact_bform(bf, bp, Kp, N, isa, 2) is (n > 0)
+    other = _aligned(max(mod.exact_bform_size(Kp, N + 16, isa), 64))
+    bp2 = np.zeros(-(-(N + 16) // _g.NR) * _g.NR * Kp, np.int8)
+    mod.exact_bform(other, bp2, Kp, N + 16, isa, 1)                 # a form of another (Kp, N)
+    scratch = np.empty(-(-M // _g.MR) * _g.MR * Kp, np.int16)
+    for form in (bf, other):
+        for threads in (1, 2, 3):
+            got = np.full((M, N), -7, np.int32)
+            mod.gemm_exact_packed(got, ap, bp, Kp, isa, threads, -1, form)
+            assert np.array_equal(got, ref), (runner[0], "packed", threads)
+            got = np.full((M, N), -7, np.int32)
+            mod.gemm_exact(got, a, bp, Kp, scratch, isa, threads, -1, form)
+            assert np.array_equal(got, ref), (runner[0], "dispatcher", threads)
+            got = np.full((M, N), -7, np.int32)
+            if mod.gemm_exact_a8(got, a, bp, Kp, isa, threads, -1, form):
+                assert np.array_equal(got, ref), (runner[0], "a8", threads)
+    if n:
+        with pytest.raises(ValueError, match="Bf: expected"):
+            mod.gemm_exact_packed(np.zeros((M, N), np.int32), ap, bp, Kp, isa, 1, -1, bf[:n - 1])
+        with pytest.raises(ValueError, match="Bf: expected"):
+            mod.exact_bform(_aligned(n + 64)[1:n + 1], bp, Kp, N, isa, 1)      # not at a 64-byte boundary
+
+
 def _qmatmul_exact_case(rng, shape, block):
     """(reference Y, then the packed operands qmatmul_exact_packed takes) of random float
     (M, K) x (K, N) quantized in blocks of ``block``."""

@@ -29,16 +29,74 @@ static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthrea
 }
 #endif
 
-/* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table). */
-static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
+/* B's form for the exact whole calls, made once (a PackedB keeps it): a header naming the body
+ * and (Kp, N), then the body's x_bform bytes.  A call given a form that does not match its body
+ * and shape ignores it (converts B itself: the same bytes, the same bits). */
+#define LC_BFORM_MAGIC 0x31304d524f464243ULL   /* "CBFORM01" little-endian */
+#define LC_BFORM_HDR 64
+typedef struct { uint64_t magic; int64_t body, Kp, N; } lc_bform_header;
+
+/* The body's id for isa (1: VNNI), or 0 when it takes no B form. */
+static inline int64_t lc_bform_body(int isa) {
+#if LC_GEMM_X86
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+    if (xb && xb->x_bform) return 1;
+#endif
+    (void)isa;
+    return 0;
+}
+
+/* Bytes of B (Kp, N)'s form for isa's exact body (header included); 0 when it has none. */
+static inline size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa) {
+#if LC_GEMM_X86
+    if (lc_bform_body(isa) && Kp > 0 && N > 0) return LC_BFORM_HDR + lc_gemm_exact_body(isa)->x_bform_bytes(Kp, N);
+#endif
+    (void)Kp, (void)N, (void)isa;
+    return 0;
+}
+
+/* Bf (lc_gemm_exact_bform_size bytes, 64-byte aligned) <- the form of packed Bp; -1 (nothing
+ * written) when isa's body has none. */
+static int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_t N, int isa, int nthreads) {
+    if (!lc_gemm_exact_bform_size(Kp, N, isa)) return -1;
+#if LC_GEMM_X86
+    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+    lc_bform_header h = {LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N};
+    memset(Bf, 0, LC_BFORM_HDR);
+    memcpy(Bf, &h, sizeof(h));
+    const int64_t npair = (N + 2 * LC_NR - 1) / (2 * LC_NR);
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
+    for (int64_t j = 0; j < npair; j++) xb->x_bform(Bf + LC_BFORM_HDR, Bp, Kp, N, j);
+#else
+    (void)Bf, (void)Bp, (void)nthreads;
+#endif
+    return 0;
+}
+
+/* Bf's bytes past the header when it is isa's form of a (Kp, N) B, else NULL. */
+static inline const uint8_t *lc_bform_use(const uint8_t *Bf, int64_t Kp, int64_t N, int isa) {
+    lc_bform_header h;
+    if (!Bf) return NULL;
+    memcpy(&h, Bf, sizeof(h));
+    if (h.magic != LC_BFORM_MAGIC || h.body != lc_bform_body(isa) || h.body == 0 || h.Kp != Kp || h.N != N)
+        return NULL;
+    return Bf + LC_BFORM_HDR;
+}
+
+/* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table); Bf: B's form
+ * (lc_gemm_exact_bform) or NULL. */
+static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp, const uint8_t *Bf,
                                  int64_t M, int64_t N, int64_t Kp, int isa, int nthreads) {
     int64_t P = Kp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
 #if LC_GEMM_X86
-    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .nblk = 1, .bkp = Kp, .M = M, .N = N};
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .bq_in = lc_bform_use(Bf, Kp, N, isa),
+                        .nblk = 1, .bkp = Kp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
+#else
+    (void)Bf;
 #endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
@@ -67,13 +125,14 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
  * when the body takes whole calls from int8 rows (no int16 copy of A): 0 = done, -1 = not
  * taken (the caller packs A and runs lc_gemm_exact_packed: same bits). */
 static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
-                            int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
+                            const uint8_t *Bf, int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
 #if LC_GEMM_X86
-    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp, .nblk = 1, .bkp = Kp,
-                        .M = M, .N = N};
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp,
+                        .bq_in = lc_bform_use(Bf, Kp, N, isa), .nblk = 1, .bkp = Kp, .M = M, .N = N};
     return lc_gemm_x_whole(lc_gemm_exact_body(isa), &x, nthreads);
 #else
-    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)M, (void)N, (void)K, (void)Kp, (void)isa, (void)nthreads;
+    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)Bf, (void)M, (void)N, (void)K, (void)Kp, (void)isa,
+        (void)nthreads;
     return -1;
 #endif
 }

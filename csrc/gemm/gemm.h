@@ -71,6 +71,9 @@ typedef struct {
     void (*x_conv)(const struct lc_gemm_x_call *, int64_t);
     void (*x_unit)(const struct lc_gemm_x_call *, int64_t, int);
     void (*x_end)(struct lc_gemm_x_call *);
+    /* B's form for the exact whole calls, made once per packed B (NULL: the body has none) */
+    size_t (*x_bform_bytes)(int64_t, int64_t);
+    void (*x_bform)(uint8_t *, const int8_t *, int64_t, int64_t, int64_t);
 } lc_gemm_body;
 #if LC_GEMM_X86
 #if defined(LC_GEMM_SIMDE)
@@ -88,7 +91,8 @@ static const lc_gemm_body lc_gemm_bodies[2] = {
      .gemm_exact_unit = LC_GEMM_X(avx512vnni, gemm_exact_unit), .qmatmul_exact_unit = LC_GEMM_X(avx512vnni, qmatmul_exact_unit),
      .table_unit = LC_GEMM_X(avx512, table_unit), LC_GEMM_X_STAGED(avx512),   /* the table path needs no VNNI: the BW body */
      .x_begin = LC_GEMM_X(avx512vnni, x_begin), .x_conv = LC_GEMM_X(avx512vnni, x_conv),
-     .x_unit = LC_GEMM_X(avx512vnni, x_unit), .x_end = LC_GEMM_X(avx512vnni, x_end)},
+     .x_unit = LC_GEMM_X(avx512vnni, x_unit), .x_end = LC_GEMM_X(avx512vnni, x_end),
+     .x_bform_bytes = LC_GEMM_X(avx512vnni, x_bform_bytes), .x_bform = LC_GEMM_X(avx512vnni, x_bform)},
 };
 /* VBMI (+ VNNI): the any-table body over the table's byte planes (lc_table16_rows' planes = 1) */
 static const lc_gemm_body lc_gemm_body_vbmi = {.name = "avx512vbmi", .table_name = "avx512vbmi (vpermi2b)",
@@ -144,11 +148,12 @@ static const char *lc_gemm_body_name(int isa, int which) {
  * LC_DIRECT_ROWS rows); otherwise A is widened into Ap (int16 (round_up(M, LC_MR), Kp), the
  * caller's scratch, contents undefined) and the packed driver runs the body's units or the
  * AVX2 / generic micro-kernels.  Every route gives the same bits. */
-static void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, int64_t M,
-                          int64_t N, int64_t K, int64_t Kp, int16_t *Ap, int isa, int nthreads) {
-    if (lc_gemm_exact_a8(C, ldc, A, lda, Bp, M, N, K, Kp, isa, nthreads) == 0) return;
+static void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+                          const uint8_t *Bf, int64_t M, int64_t N, int64_t K, int64_t Kp, int16_t *Ap, int isa,
+                          int nthreads) {
+    if (lc_gemm_exact_a8(C, ldc, A, lda, Bp, Bf, M, N, K, Kp, isa, nthreads) == 0) return;
     lc_pack_a16(Ap, A, M, (int64_t)lc_round_up((size_t)M, LC_MR), K, lda, K, Kp, Kp, nthreads);
-    lc_gemm_exact_packed(C, ldc, Ap, Bp, M, N, Kp, isa, nthreads);
+    lc_gemm_exact_packed(C, ldc, Ap, Bp, Bf, M, N, Kp, isa, nthreads);
 }
 
 #endif /* LUTCORE_GEMM_H */

@@ -7,12 +7,14 @@ cdef extern from "gemm/gemm.h" nogil:
                      int64_t bk, int64_t bkp, int64_t Kp, int nthreads)
     void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int64_t bk,
                    int64_t bkp, int64_t Kp, int nthreads)
-    void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp,
+    void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, const int8_t *Bp, const uint8_t *Bf,
                               int64_t M, int64_t N, int64_t Kp, int isa, int nthreads)
-    void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, int64_t M,
-                       int64_t N, int64_t K, int64_t Kp, int16_t *Ap, int isa, int nthreads)
-    int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
+    void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, const uint8_t *Bf,
+                       int64_t M, int64_t N, int64_t K, int64_t Kp, int16_t *Ap, int isa, int nthreads)
+    int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, const uint8_t *Bf,
                          int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads)
+    size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa)
+    int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_t N, int isa, int nthreads)
     void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
                                  const int8_t *Bp, const float *sbp, int64_t M, int64_t N,
                                  int64_t nblk, int64_t bkp, int isa, int nthreads)

@@ -49,24 +49,63 @@ def pack_b(int8_t[::1] Bp, const int8_t[:, ::1] B, int64_t bk, int64_t bkp, int6
         lc_pack_b(&Bp[0], &B[0, 0] if K > 0 and N > 0 else NULL, K, N, N, bk, bkp, Kp, nthreads)
 
 
+cdef const uint8_t *_bform_ptr(Bf, int64_t Kp, int64_t N, int isa) except? NULL:
+    """The pointer of B's form Bf (exact_bform's bytes), NULL for None; its size checked."""
+    cdef const uint8_t[::1] f
+    cdef size_t need = lc_gemm_exact_bform_size(Kp, N, isa)
+    if Bf is None or need == 0:                  # none, or a body that reads no form
+        return NULL
+    f = Bf
+    if <size_t>f.shape[0] < need:
+        raise ValueError(f"Bf: expected {need} bytes, got {f.shape[0]}")
+    return &f[0]
+
+
+def exact_bform_size(int64_t Kp, int64_t N, int isa):
+    """Bytes of a packed B's (Kp, N) form for isa's exact whole calls; 0 when the body has none."""
+    return lc_gemm_exact_bform_size(Kp, N, isa)
+
+
+def exact_bform(uint8_t[::1] Bf, const int8_t[::1] Bp, int64_t Kp, int64_t N, int isa, int nthreads):
+    """Bf (exact_bform_size bytes, 64-byte aligned) <- the form of the packed panels Bp that isa's
+    exact whole calls read; False (nothing written) when that body has none."""
+    cdef size_t need = lc_gemm_exact_bform_size(Kp, N, isa)
+    cdef int r
+    if need == 0:
+        return False
+    if <size_t>Bf.shape[0] < need or (<size_t>&Bf[0]) % 64:
+        raise ValueError(f"Bf: expected {need} bytes at a 64-byte boundary, got {Bf.shape[0]}")
+    if Bp.shape[0] < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
+        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, "
+                         f"got {Bp.shape[0]}")
+    with nogil:
+        r = lc_gemm_exact_bform(&Bf[0], &Bp[0], Kp, N, isa, nthreads)
+    return r == 0
+
+
 def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::1] Bp,
-                      int64_t Kp, int isa, int nthreads, int64_t ldc=-1):
-    """C (rows ldc apart; -1: C's own width) = the exact product of packed operands."""
+                      int64_t Kp, int isa, int nthreads, int64_t ldc=-1, Bf=None):
+    """C (rows ldc apart; -1: C's own width) = the exact product of packed operands (Bf: B's form,
+    exact_bform, or None)."""
     cdef int64_t M = C.shape[0], N = C.shape[1]
+    cdef const uint8_t *bf
     if M == 0 or N == 0:
         return
     ldc = N if ldc < 0 else ldc
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    bf = _bform_ptr(Bf, Kp, N, isa)
     with nogil:
-        lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], M, N, Kp, isa, nthreads)
+        lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], bf, M, N, Kp, isa, nthreads)
 
 
 def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp,
-               int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1):
+               int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1, Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), through
     the one exact dispatcher (gemm.h lc_gemm_exact: the body table decides whether A is
-    widened into the scratch Ap, round_up(M, MR) * Kp int16 values, contents undefined)."""
+    widened into the scratch Ap, round_up(M, MR) * Kp int16 values, contents undefined).
+    Bf: B's form for the whole calls (exact_bform), or None (the call converts B)."""
     cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    cdef const uint8_t *bf
     if M == 0 or N == 0:
         return
     if K == 0:
@@ -79,23 +118,26 @@ def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, in
                          f"got {Bp.shape[0]}")
     ldc = N if ldc < 0 else ldc
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    bf = _bform_ptr(Bf, Kp, N, isa)
     with nogil:
-        lc_gemm_exact(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], M, N, K, Kp, &Ap[0], isa, nthreads)
+        lc_gemm_exact(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], bf, M, N, K, Kp, &Ap[0], isa, nthreads)
 
 
 def gemm_exact_a8(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp, int isa,
-                  int nthreads, int64_t ldc=-1):
+                  int nthreads, int64_t ldc=-1, Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), when
     the body for ``isa`` takes A unpacked (VNNI, more than 4 rows): True; else False and
     nothing written (pack A with pack_a16 and call gemm_exact_packed: same bits)."""
     cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
     cdef int r
+    cdef const uint8_t *bf
     if M == 0 or N == 0 or K == 0:
         return False
     ldc = N if ldc < 0 else ldc
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    bf = _bform_ptr(Bf, Kp, N, isa)
     with nogil:
-        r = lc_gemm_exact_a8(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], M, N, K, Kp, isa, nthreads)
+        r = lc_gemm_exact_a8(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], bf, M, N, K, Kp, isa, nthreads)
     return r == 0
 
 

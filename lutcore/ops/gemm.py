@@ -29,7 +29,8 @@ class PackedB:
     """An int8 (K, N) right-hand operand prepared once for repeated products.
 
     Keeps the plain array and, on first use, the form the kernel reads: an exact
-    table's panel packing; for any other table, the staged indices of the any-table
+    table's panel packing (and, for the VNNI whole calls, those panels as they read them);
+    for any other table, the staged indices of the any-table
     body the SIMD path runs (one form per body, built once; none for the AVX2 and
     generic bodies, which read the plain array).  Immutable: the data is copied.
     """
@@ -48,6 +49,22 @@ class PackedB:
             got = pack_panels(self.b, bk, bkp, threads)
             self._panels[key] = got
         return got
+
+    def exact_form(self, isa: int, threads: int):
+        """uint8 bytes (64-byte aligned): the exact panels in the form isa's exact whole calls read
+        (converted once here, not once per call), or None when that body reads the panels."""
+        key = ("exact", _g.body_names(isa)["lut_gemm exact"])
+        if key not in self._panels:
+            K, N = self.shape
+            bp, Kp = self.panels(K, _even(K), threads)
+            n = _g.exact_bform_size(Kp, N, isa)
+            got = None
+            if n:
+                got = _workspace.empty_aligned(n)
+                _g.exact_bform(got, bp, Kp, N, isa, threads)
+                got.setflags(write=False)
+            self._panels[key] = got
+        return self._panels[key]
 
     def table_form(self, isa: int, threads: int):
         """uint8 bytes (64-byte aligned): B staged for isa's any-table body, or None when that
@@ -158,7 +175,8 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
             Np = -(-N // _g.NR) * _g.NR
             bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
         Mp = -(-M // _g.MR) * _g.MR            # the dispatcher widens A here unless its body reads int8 rows
-        _g.gemm_exact(c, a, bp, Kp, _workspace.scratch("a16", Mp * Kp, np.int16), isa, nt, ldc)
+        _g.gemm_exact(c, a, bp, Kp, _workspace.scratch("a16", Mp * Kp, np.int16), isa, nt, ldc,
+                      None if packed is None else packed.exact_form(isa, nt))
     elif packed is not None and packed.table_form(isa, nt) is not None:
         # B staged once (table_packed.h): the product as it is, rows = a's rows
         _g.gemm_table_packed(c, a, packed.table_form(isa, nt), table16(units, isa), isa, nt, ldc)

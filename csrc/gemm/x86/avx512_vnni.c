@@ -435,7 +435,7 @@ int LC_BODY(x_begin)(lc_gemm_x_call *x) {
         abytes = lc_round_up((size_t)(x->M * lda), 64);
         rbytes = lc_round_up((size_t)(x->M * x->nblk) * 4, 64);
     }
-    size_t need = abytes + rbytes + (size_t)(npair * 32 * lda) + 64;
+    size_t need = abytes + rbytes + (x->bq_in ? 0 : (size_t)(npair * 32 * lda)) + 64;
     if (need <= vnni_call_tls_size) {
         x->ws = vnni_call_tls;
         x->ws_owned = 0;
@@ -452,9 +452,10 @@ int LC_BODY(x_begin)(lc_gemm_x_call *x) {
     }
     x->au = (int8_t *)x->ws;
     x->rs = (int32_t *)(x->ws + abytes);
-    x->bq = (uint8_t *)(x->ws + abytes + rbytes);
+    x->bq = x->bq_in ? (uint8_t *)x->bq_in : (uint8_t *)(x->ws + abytes + rbytes);   /* bq_in: read only */
     x->nqb = nqb;
     x->lda = lda;
+    if (x->bq_in) npair = 0;                         /* B converted beforehand: no B items */
     if (x->strips) {
         x->na = 0;
         x->nconv = npair;
@@ -483,6 +484,20 @@ static void vnni_x_pack_rows(const lc_gemm_x_call *x, int8_t *au, int32_t *rs, i
         vnni_pack_a_from(au, rs, NULL, 0, x->A8 + r0 * x->lda8, x->lda8, x->K, rows, 1, x->bkp, 4 * x->nqb);
     else
         vnni_pack_a(au, rs, x->Ap + r0 * x->Kp, x->Kp, rows, x->nblk, x->bkp, 4 * x->nqb);
+}
+
+/* bytes of B (Kp, N) in the exact whole call's form: pairs of panels, 32 * lda bytes each */
+size_t LC_BODY(x_bform_bytes)(int64_t Kp, int64_t N) {
+    int64_t nqb = (Kp / 2 + 1) / 2, npair = (N + 2 * LC_XNR - 1) / (2 * LC_XNR);
+    return (size_t)(npair * 32 * 4 * nqb);
+}
+
+/* pair j of B's form (bq: x_bform_bytes(Kp, N) bytes, 64-byte aligned) from the packed panels Bp;
+ * the same bytes x_conv writes for an exact call (nblk 1, bkp Kp) */
+void LC_BODY(x_bform)(uint8_t *bq, const int8_t *Bp, int64_t Kp, int64_t N, int64_t j) {
+    int64_t pb = Kp / 2, lda = 4 * ((pb + 1) / 2), pstride = pb * 32;
+    int npan = N - j * 2 * LC_XNR > LC_XNR ? 2 : 1;
+    vnni_pack_b(bq + j * 32 * lda, Bp + 2 * j * pstride, pstride, npan, 1, pb);
 }
 
 void LC_BODY(x_conv)(const lc_gemm_x_call *x, int64_t i) {

@@ -32,7 +32,9 @@
  * number, < nthreads: a unit may use thread t's part of the scratch), then x_end.  Y == NULL:
  * C = the exact product over all of Kp (nblk = 1, bkp = Kp); else Y = the
  * block-scaled product.  A8 != NULL (exact only): the conversions read A's
- * int8 rows directly (k >= K reads as 0) and Ap is unused.  The body's plan (unit shape, scratch) lives in the
+ * int8 rows directly (k >= K reads as 0) and Ap is unused.  bq_in != NULL (exact only):
+ * B's conversion was done once beforehand (x_bform over its x_bform_bytes(Kp, N) bytes,
+ * pair j at a time: a PackedB keeps it per weight), and the call converts only A.  The body's plan (unit shape, scratch) lives in the
  * struct's second half.
  */
 #ifndef LUTCORE_GEMM_X86_H
@@ -50,6 +52,7 @@ typedef struct lc_gemm_x_call {
     const int8_t *A8;           /* exact, instead of Ap: A's int8 rows (M, K), lda8 apart IN */
     int64_t lda8, K;
     const int8_t *Bp;           /* packed panels, P * 32 bytes apart     IN */
+    const uint8_t *bq_in;       /* exact: B already in the body's form (x_bform), or NULL IN */
     const float *sa, *sbp;      /* block-scaled: (M, nblk), (panels, nblk, 16) */
     int64_t nblk, bkp, M, N;
     int nthreads;
@@ -68,7 +71,9 @@ typedef struct lc_gemm_x_call {
     int P##x_begin(lc_gemm_x_call *x);                                                            \
     void P##x_conv(const lc_gemm_x_call *x, int64_t i);                                           \
     void P##x_unit(const lc_gemm_x_call *x, int64_t u, int t);                                     \
-    void P##x_end(lc_gemm_x_call *x);
+    void P##x_end(lc_gemm_x_call *x);                                                             \
+    size_t P##x_bform_bytes(int64_t Kp, int64_t N);                                               \
+    void P##x_bform(uint8_t *bq, const int8_t *Bp, int64_t Kp, int64_t N, int64_t j);
 LC_GEMM_X86_DECLARE_WHOLE(lc_avx512vnni_)
 LC_GEMM_X86_DECLARE_WHOLE(lc_simde_avx512vnni_)
 

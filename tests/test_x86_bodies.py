@@ -147,6 +147,13 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
 # The VNNI body's whole calls (M > 4; below the strip limit): A and B converted once per call in items of 48 rows /
 # 32 columns, then units of up to 192 x 256 halved until each thread has 4 — ragged tiles,
 # pairs with one panel, several conversion items and unit shapes; out a slice of a wider array.
+def _aligned(n):
+    """n uint8 bytes at a 64-byte boundary."""
+    raw = np.empty(n + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    return raw[off:off + n]
+
+
 WHOLE_SHAPES = [(5, 7, 33), (197, 33, 71), (61, 130, 263), (100, 1, 40), (250, 64, 17), (37, 260, 600)]
 
 
@@ -224,13 +231,6 @@ def test_exact_gemm_body_strips_and_tile_heights(rng, runner, shape):
         got8 = np.full((M, N), -7, np.int32)
         if mod.gemm_exact_a8(got8, a, bp, Kp, isa, threads):
             assert np.array_equal(got8, ref), (runner[0], "a8", threads, np.sum(got8 != ref))
-
-
-def _aligned(n):
-    """n uint8 bytes at a 64-byte boundary."""
-    raw = np.empty(n + 64, np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + n]
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
@@ -356,11 +356,7 @@ TABLE_SHAPES = [(1, 1, 1), (7, 33, 5), (48, 7, 33), (50, 37, 129), (97, 300, 31)
 def test_table_gemm_body(rng, runner, shape, table):
     _, mod, isa = runner
     M, K, N = shape
-    mul, T32 = TABLES[table]()
-    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
-    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
-    a[0, 0], b[0, 0] = -128, 127
-    ref = lut_gemm_ref(a, b, mul)
+    T32, a, b, ref = _table_case(rng, shape, table)
     for threads in (1, 2):
         for swapped in (False, True):       # the kernel as it is, and through the swapped table
             A, B = (a, b) if not swapped else (np.ascontiguousarray(b.T), np.ascontiguousarray(a.T))
@@ -380,19 +376,25 @@ def packed_table(mod, b, isa, threads):
     """B (K, N) staged once for isa's any-table body (csrc/gemm/table_packed.h), 64-byte aligned."""
     n = mod.table_pack_size(*b.shape, isa)
     assert n > 0
-    buf = np.empty(n + 64, np.uint8)
-    off = (-buf.ctypes.data) % 64
-    bq = buf[off:off + n]
+    bq = _aligned(n)
     mod.table_pack_b(bq, b, isa, threads)
     return bq
 
 
 def table_form(mod, T32, isa):
-    buf = np.empty(2 * 65536 + 64, np.uint8)
-    off = (-buf.ctypes.data) % 64
-    t16 = buf[off:off + 2 * 65536].view(np.int16)
+    t16 = _aligned(2 * 65536).view(np.int16)
     mod.table_form(t16, T32, isa)
     return t16
+
+
+def _table_case(rng, shape, table):
+    """(T32, a, b, the reference product) of random int8 operands through TABLES[table]."""
+    M, K, N = shape
+    mul, T32 = TABLES[table]()
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    a[0, 0], b[0, 0] = -128, 127
+    return T32, a, b, lut_gemm_ref(a, b, mul)
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
@@ -403,11 +405,7 @@ def test_table_gemm_packed_body(rng, runner, shape, table):
     and the unpacked drivers' bits, at 1 and 2 threads, packed at either thread count."""
     _, mod, isa = runner
     M, K, N = shape
-    mul, T32 = TABLES[table]()
-    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
-    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
-    a[0, 0], b[0, 0] = -128, 127
-    ref = lut_gemm_ref(a, b, mul)
+    T32, a, b, ref = _table_case(rng, shape, table)
     t16 = table_form(mod, T32, isa)
     for pack_threads in (1, 2):
         bq = packed_table(mod, b, isa, pack_threads)

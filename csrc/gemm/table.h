@@ -251,6 +251,15 @@ static inline int64_t lc_table_wide_chunks(int64_t M, int64_t N, int64_t *rows_p
     return (M + rp - 1) / rp;
 }
 
+/* The wide drivers' plan: units (LC_TABLE_WNB-column blocks x row chunks of *rows_per), their
+ * row-chunk count *nrc, and *nthreads capped at the units (a thread with none would only join). */
+static inline int64_t lc_table_wide_plan(int64_t M, int64_t N, int *nthreads, int64_t *nrc, int64_t *rows_per) {
+    *nrc = lc_table_wide_chunks(M, N, rows_per);
+    int64_t units = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB * *nrc;
+    if (units < *nthreads) *nthreads = (int)units;
+    return units;
+}
+
 /* Work unit u of the wide drivers: rows [m0, m1) of column block n0 .. n0 + nc; 0 when the
  * unit's row chunk is empty (M not a multiple of the chunk). */
 static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_t M, int64_t N,
@@ -270,9 +279,7 @@ static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, i
 static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
                                const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
                                int64_t K, int32_t *work, int nthreads) {
-    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
-    int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
-    if (units < nthreads) nthreads = (int)units;
+    int64_t nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
     int32_t *Pbuf = work;
     lc_table16_rows(Pbuf, T, xb->gemm_exact_unit == NULL, 0, 256);   /* the VBMI body: byte planes */
     LC_PRAGMA(omp parallel num_threads(nthreads))
@@ -293,9 +300,7 @@ static void lc_gemm_table_wide(const lc_gemm_body *xb, int32_t *C, int64_t ldc, 
 static int lc_qmatmul_table_wide(const lc_gemm_body *xb, float *Y, int64_t ldy, const int8_t *qa, const float *sa,
                                  const int8_t *qb, const float *sb, const int32_t *T, int64_t M, int64_t N,
                                  int64_t nblk, int64_t bk, int32_t *work, int nthreads) {
-    int64_t Kq = nblk * bk, ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
-    int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
-    if (units < nthreads) nthreads = (int)units;
+    int64_t Kq = nblk * bk, nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
     int32_t *accs = (int32_t *)lc_aligned_alloc((size_t)nthreads * rows_per * LC_TABLE_WNB * sizeof(int32_t));
     if (!accs) return -1;
     int32_t *Pbuf = work;

@@ -95,9 +95,7 @@ static int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_
     int64_t id;
     const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
-    int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB, rows_per;
-    int64_t nrc = lc_table_wide_chunks(M, N, &rows_per), units = ncb * nrc;
-    if (units < nthreads) nthreads = (int)units;
+    int64_t nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t m0, m1, n0;

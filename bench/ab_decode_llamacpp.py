@@ -49,29 +49,15 @@ def _args(argv):
 A = _args(sys.argv[1:])
 sys.path[:0] = [str(Path(A.tree).resolve()), str(HERE)]
 
-import numpy as np  # noqa: E402
-
 from lutbench import cpu_name  # noqa: E402
+from test_bench_pipeline import generate, make_model, prompt_ids  # noqa: E402
 
 
 def checkpoint() -> Path:
-    """The pipeline benchmark's llama checkpoint (its recipe), written once."""
-    if (CACHE / "config.json").exists():
-        return CACHE
-    import torch
-    import transformers as tf
-    cfg = tf.LlamaConfig(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
-                         intermediate_size=1408, vocab_size=4096, max_position_embeddings=512,
-                         tie_word_embeddings=False)
-    torch.manual_seed(0)
-    hm = tf.LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(1)
-        for _, p in hm.named_parameters():
-            r = torch.randn(p.shape, generator=gen)
-            p.copy_(1 + 0.1 * r if p.ndim == 1 else r / np.sqrt(p.shape[1]))
-    CACHE.mkdir(parents=True, exist_ok=True)
-    hm.save_pretrained(CACHE)
+    """The pipeline benchmark's llama checkpoint (test_bench_pipeline.make_model), written once."""
+    if not (CACHE / "config.json").exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        make_model(CACHE, 512)
     return CACHE
 
 
@@ -94,17 +80,13 @@ def llama_round(binary, gguf, a) -> float:
 
 
 def lutcore_round(ring, ids, a) -> float:
+    """Best tokens/s of 5 decodes of a.tokens after the prompt ids (each after a fresh, untimed prefill)."""
     best = 0.0
     for _ in range(5):
         ring.reset()
-        logits = ring.forward(ids, 0, True, True)
-        toks = [int(np.argmax(logits[-1]))]
+        first = ring.forward(ids, 0, True, True)
         t = time.perf_counter()
-        while len(toks) < a.tokens + 1:
-            new, bad = ring.decode(toks[-1], len(ids) + len(toks) - 1, a.tokens + 1 - len(toks),
-                                   (0.0, None, None, None), ())
-            assert not bad
-            toks += new
+        generate(ring, first, len(ids), a.tokens)
         best = max(best, a.tokens / (time.perf_counter() - t))
     return best
 
@@ -114,7 +96,7 @@ def main(a):
     model = checkpoint()
     binary, gguf = anchor_paths(a.anchor, model, a.threads)
     pipe = Pipeline.from_pretrained(str(model), splits=[8], units="exact", threads=a.threads)
-    ids = np.random.default_rng(7).integers(0, 4096, a.depth).astype(np.int64)
+    ids = prompt_ids(a.depth)
     print(f"# {cpu_name()}; {a.threads} threads; {a.tokens} tokens after {a.depth}; llama.cpp: {binary}")
     print("| round | llama.cpp Q8_0 (tok/s) | lutcore exact units (tok/s) | lutcore / llama.cpp |")
     print("|--:|--:|--:|--:|")

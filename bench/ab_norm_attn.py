@@ -170,7 +170,7 @@ def decode(args):
             for _ in range(args.calls):
                 first = tb._prefill(ring, ids)
                 t0 = time.perf_counter()
-                toks[path] = tb._generate(ring, first, len(ids), tb.DECODE)
+                toks[path] = tb.generate(ring, first, len(ids), tb.DECODE)
                 t.append(time.perf_counter() - t0)
             res[path].append(min(t))
     assert toks["avx512"] == toks["avx2"]

@@ -64,9 +64,9 @@ def pytest_collection_modifyitems(session, config, items):
     """Within each module, the cases that start a Ray cluster run last: once up, its idle
     processes (raylet, GCS, workers polling) take CPU from every later benchmark."""
     order = {}
-    for i, it in enumerate(items):
-        order.setdefault(it.module.__name__ if it.module else "", len(order))
-    items.sort(key=lambda it: (order[it.module.__name__ if it.module else ""], "ray" in it.name))
+    for it in items:
+        order.setdefault(it.nodeid.split("::")[0], len(order))
+    items.sort(key=lambda it: (order[it.nodeid.split("::")[0]], "ray" in it.name))
 
 
 def pytest_generate_tests(metafunc):

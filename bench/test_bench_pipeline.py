@@ -45,15 +45,13 @@ IMPLS = {  # id: (splits, units, transport)
 }
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """(checkpoint dir, transformers model, prompt ids)."""
-    tf = need_module("transformers")
-    if torch is None:
-        pytest.skip("torch is not importable")
+def make_model(path, max_positions: int = 256):
+    """The benchmark's random-init LlamaForCausalLM (the shape above), saved into path; returns it
+    (bench/ab_decode_llamacpp.py builds its checkpoint here too)."""
+    import transformers as tf
     cfg = tf.LlamaConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
                          num_key_value_heads=KV_HEADS, intermediate_size=INTER, vocab_size=VOCAB,
-                         max_position_embeddings=max(256, PREFILL + DECODE + 8), tie_word_embeddings=False)
+                         max_position_embeddings=max_positions, tie_word_embeddings=False)
     torch.manual_seed(0)
     hm = tf.LlamaForCausalLM(cfg).eval()
     with torch.no_grad():                       # generic weights (HF's init is 0.02-normal, norms 1)
@@ -61,10 +59,23 @@ def model(tmp_path_factory):
         for name, p in hm.named_parameters():
             r = torch.randn(p.shape, generator=gen)
             p.copy_(1 + 0.1 * r if p.ndim == 1 else r / np.sqrt(p.shape[1]))
-    path = tmp_path_factory.mktemp("llama_bench")
     hm.save_pretrained(path)
-    ids = np.random.default_rng(7).integers(0, VOCAB, PREFILL).astype(np.int64)
-    return str(path), hm, ids
+    return hm
+
+
+def prompt_ids(n: int = PREFILL) -> np.ndarray:
+    return np.random.default_rng(7).integers(0, VOCAB, n).astype(np.int64)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """(checkpoint dir, transformers model, prompt ids)."""
+    need_module("transformers")
+    if torch is None:
+        pytest.skip("torch is not importable")
+    path = tmp_path_factory.mktemp("llama_bench")
+    hm = make_model(path, max(256, PREFILL + DECODE + 8))
+    return str(path), hm, prompt_ids()
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +120,7 @@ def _decode(ring, first_logits, start, n):
     return out
 
 
-def _generate(ring, first_logits, start, n):
+def generate(ring, first_logits, start, n):
     """n greedy tokens after the prefill as ``Pipeline.generate`` decodes them (the ring's
     ``decode``: one pass a token locally; chunks picked on stage 0 over a compiled Ray
     graph); returns the tokens."""
@@ -155,7 +166,7 @@ def _validate(name, model, pipes, reference):
     for i, (a, b) in enumerate(zip(steps, ref_steps)):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"{name}: decode step {i} bits differ"
     want = [int(np.argmax(x[-1])) for x in [ref_first] + ref_steps]
-    assert _generate(p._ring, _prefill(p._ring, ids), len(ids), DECODE) == want, f"{name}: decoded tokens differ"
+    assert generate(p._ring, _prefill(p._ring, ids), len(ids), DECODE) == want, f"{name}: decoded tokens differ"
     return {"bits_equal_1stage": True}
 
 
@@ -195,7 +206,7 @@ def test_decode_lutcore(benchmark, record, model, pipes, reference, name):
 
     def setup():
         return (ring, _prefill(ring, ids), len(ids), DECODE), {}
-    benchmark.pedantic(_generate, setup=setup, rounds=8, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(generate, setup=setup, rounds=8, iterations=1, warmup_rounds=1)
 
 
 @DECODE_GROUP

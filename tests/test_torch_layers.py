@@ -97,8 +97,10 @@ def test_conv_bits(rng, name, build, shape, units, threads):
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
-# A first conv (groups 1, C*KH*KW <= the direct kernel's KMAX) runs the direct pass (csrc/conv2d):
-# the same bits as the im2col + GEMM path (forced by LUTCORE_CONV_IM2COL, test-only) and the reference.
+# A first conv (groups 1, C*KH*KW <= the direct kernel's KMAX) through the exact table on AVX-512
+# runs the direct pass (csrc/conv2d); elsewhere im2col + the GEMM.  Either way: the bits of the
+# im2col + GEMM path (forced by LUTCORE_CONV_IM2COL, test-only) and of the reference, and the
+# direct pass runs exactly where direct_fast says.
 DIRECT_CASES = [(3, 16, s, p, n) for s in (1, 2) for p in (0, 1) for n in (1, 3)] + [(2, 5, 1, 1, 2)]
 
 
@@ -110,9 +112,16 @@ def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units
     m = nn.Conv2d(C, O, 3, stride=stride, padding=pad)
     x = _x(rng, n, C, 13, 11)
     a = lt.approximate(m, UNITS[units], threads=threads)
+    from lutcore import _simd
+    from lutcore.torch import functional as fn
+    calls = []
+    direct = fn._im.conv2d_direct
+    monkeypatch.setattr(fn._im, "conv2d_direct", lambda *args: calls.append(1) or direct(*args))
     got = a(x).detach().numpy()
+    assert len(calls) == int(fn._im.direct_fast(_simd.isa(), UNITS[units].kernel_path == "exact"))
     monkeypatch.setenv("LUTCORE_CONV_IM2COL", "1")
     via = a(x).detach().numpy()
+    assert len(calls) <= 1
     want = _conv_ref(m, x, UNITS[units].mul)
     assert np.array_equal(got.view(np.uint32), via.view(np.uint32))
     assert np.array_equal(got, want)

@@ -24,6 +24,7 @@ import pytest
 import lutcore
 from lutcore import _simd
 from lutcore._native import gemm as _g
+from lutcore._workspace import empty_aligned
 from reference.gemm_ref import lut_gemm_ref
 from reference.quant_ref import qmatmul_ref, quantize_ref
 from reference.units_ref import exact_mul_lut
@@ -147,13 +148,6 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
 # The VNNI body's whole calls (M > 4; below the strip limit): A and B converted once per call in items of 48 rows /
 # 32 columns, then units of up to 192 x 256 halved until each thread has 4 — ragged tiles,
 # pairs with one panel, several conversion items and unit shapes; out a slice of a wider array.
-def _aligned(n):
-    """n uint8 bytes at a 64-byte boundary."""
-    raw = np.empty(n + 64, np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + n]
-
-
 WHOLE_SHAPES = [(5, 7, 33), (197, 33, 71), (61, 130, 263), (100, 1, 40), (250, 64, 17), (37, 260, 600)]
 
 
@@ -249,9 +243,9 @@ def test_exact_gemm_body_with_b_form(rng, runner, shape):
     ap, bp, Kp, _, _ = pack_exact(a, b, K)
     n = mod.exact_bform_size(Kp, N, isa)
     assert (n > 0) is bool(isa & VNNI)
-    bf = _aligned(max(n, 64))
+    bf = empty_aligned(max(n, 64))
     assert mod.exact_bform(bf, bp, Kp, N, isa, 2) is (n > 0)
-    other = _aligned(max(mod.exact_bform_size(Kp, N + 16, isa), 64))
+    other = empty_aligned(max(mod.exact_bform_size(Kp, N + 16, isa), 64))
     bp2 = np.zeros(-(-(N + 16) // _g.NR) * _g.NR * Kp, np.int8)
     mod.exact_bform(other, bp2, Kp, N + 16, isa, 1)                 # a form of another (Kp, N)
     scratch = np.empty(-(-M // _g.MR) * _g.MR * Kp, np.int16)
@@ -270,7 +264,7 @@ def test_exact_gemm_body_with_b_form(rng, runner, shape):
         with pytest.raises(ValueError, match="Bf: expected"):
             mod.gemm_exact_packed(np.zeros((M, N), np.int32), ap, bp, Kp, isa, 1, -1, bf[:n - 1])
         with pytest.raises(ValueError, match="Bf: expected"):
-            mod.exact_bform(_aligned(n + 64)[1:n + 1], bp, Kp, N, isa, 1)      # not at a 64-byte boundary
+            mod.exact_bform(empty_aligned(n + 64)[1:n + 1], bp, Kp, N, isa, 1)      # not at a 64-byte boundary
 
 
 def _qmatmul_exact_case(rng, shape, block):
@@ -376,13 +370,13 @@ def packed_table(mod, b, isa, threads):
     """B (K, N) staged once for isa's any-table body (csrc/gemm/table_packed.h), 64-byte aligned."""
     n = mod.table_pack_size(*b.shape, isa)
     assert n > 0
-    bq = _aligned(n)
+    bq = empty_aligned(n)
     mod.table_pack_b(bq, b, isa, threads)
     return bq
 
 
 def table_form(mod, T32, isa):
-    t16 = _aligned(2 * 65536).view(np.int16)
+    t16 = empty_aligned(2 * 65536).view(np.int16)
     mod.table_form(t16, T32, isa)
     return t16
 

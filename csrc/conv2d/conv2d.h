@@ -100,7 +100,7 @@ static const char *lc_c2d_body_name(int isa, int exact) {
 /* Whether the direct pass beats im2col + the LUT GEMM at isa: only the exact table's AVX-512
  * bodies do (K = 27, 64 channels, batch 8 on Zen 4: 0.24 against 0.53 ms; any table: 3.0
  * against 0.79 ms through the packed table GEMM; the generic body at any table: 4.7 against
- * 1.5 ms, bench/torch_ratios.py-style timing, same bits on both routes). */
+ * 1.5 ms; BENCHMARKS.md, Run AD; same bits on both routes). */
 static inline int lc_c2d_fast(int isa, int exact) {
     return LC_C2D_X86 && exact && (isa & 3) >= LC_ISA_AVX512;
 }

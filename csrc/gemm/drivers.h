@@ -32,9 +32,8 @@ static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthrea
 /* B's form for the exact whole calls, made once (a PackedB keeps it): a header naming the body
  * and (Kp, N), then the body's x_bform bytes.  A call given a form that does not match its body
  * and shape ignores it (converts B itself: the same bytes, the same bits). */
-#define LC_BFORM_MAGIC 0x31304d524f464243ULL   /* "CBFORM01" little-endian */
-#define LC_BFORM_HDR 64
-typedef struct { uint64_t magic; int64_t body, Kp, N; } lc_bform_header;
+#define LC_BFORM_MAGIC 0x31304d524f464243ULL   /* "CBFORM01" little-endian; gemm/pack.h's header, extra 0 */
+#define LC_BFORM_HDR LC_FORM_HDR
 
 /* The body's id for isa (1: VNNI), or 0 when it takes no B form. */
 static inline int64_t lc_bform_body(int isa) {
@@ -61,9 +60,7 @@ static int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_
     if (!lc_gemm_exact_bform_size(Kp, N, isa)) return -1;
 #if LC_GEMM_X86
     const lc_gemm_body *xb = lc_gemm_exact_body(isa);
-    lc_bform_header h = {LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N};
-    memset(Bf, 0, LC_BFORM_HDR);
-    memcpy(Bf, &h, sizeof(h));
+    lc_form_header_write(Bf, LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N, 0);
     const int64_t npair = (N + 2 * LC_NR - 1) / (2 * LC_NR);
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t j = 0; j < npair; j++) xb->x_bform(Bf + LC_BFORM_HDR, Bp, Kp, N, j);
@@ -75,12 +72,7 @@ static int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_
 
 /* Bf's bytes past the header when it is isa's form of a (Kp, N) B, else NULL. */
 static inline const uint8_t *lc_bform_use(const uint8_t *Bf, int64_t Kp, int64_t N, int isa) {
-    lc_bform_header h;
-    if (!Bf) return NULL;
-    memcpy(&h, Bf, sizeof(h));
-    if (h.magic != LC_BFORM_MAGIC || h.body != lc_bform_body(isa) || h.body == 0 || h.Kp != Kp || h.N != N)
-        return NULL;
-    return Bf + LC_BFORM_HDR;
+    return Bf && lc_form_header_ok(Bf, LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N, 0) ? Bf + LC_BFORM_HDR : NULL;
 }
 
 /* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table); Bf: B's form

@@ -5,6 +5,32 @@
 
 /* ------------------------------------------------------------------ packing */
 
+/* The header of a form made once for a packed operand and kept by its owner (a PackedB:
+ * the any-table body's staged indices, table_packed.h; the VNNI whole calls' panels,
+ * drivers.h): which form (magic), for which body, of which (K, N), one more size.  A form
+ * is used only where its header matches the call, so a stale or foreign one is never misread. */
+#define LC_FORM_HDR 64
+typedef struct {
+    uint64_t magic;
+    int64_t body, K, N, extra;
+} lc_form_header;
+_Static_assert(sizeof(lc_form_header) <= LC_FORM_HDR, "the header fits its bytes");
+
+static inline void lc_form_header_write(uint8_t *f, uint64_t magic, int64_t body, int64_t K, int64_t N,
+                                        int64_t extra) {
+    lc_form_header h = {magic, body, K, N, extra};
+    memset(f, 0, LC_FORM_HDR);
+    memcpy(f, &h, sizeof(h));
+}
+
+/* 1 when f's header names this form, body (> 0), (K, N) and extra */
+static inline int lc_form_header_ok(const uint8_t *f, uint64_t magic, int64_t body, int64_t K, int64_t N,
+                                    int64_t extra) {
+    lc_form_header h;
+    memcpy(&h, f, sizeof(h));
+    return body > 0 && h.magic == magic && h.body == body && h.K == K && h.N == N && h.extra == extra;
+}
+
 /* packed k index -> source k, or -1 for padding */
 static inline int64_t lc_src_k(int64_t kp, int64_t bk, int64_t bkp, int64_t K) {
     int64_t blk = kp / bkp, j = kp % bkp;

@@ -22,14 +22,8 @@
 #ifndef LUTCORE_GEMM_TABLE_PACKED_H
 #define LUTCORE_GEMM_TABLE_PACKED_H
 
-#define LC_TABLE_PACK_HDR 64
+#define LC_TABLE_PACK_HDR LC_FORM_HDR                 /* gemm/pack.h's header; extra = a unit's bytes */
 #define LC_TABLE_PACK_MAGIC 0x31304b5042544c43ULL   /* "CLTBPK01" little-endian */
-
-typedef struct {
-    uint64_t magic;
-    int64_t body, K, N, unit_bytes;
-} lc_table_pack_header;
-_Static_assert(sizeof(lc_table_pack_header) <= LC_TABLE_PACK_HDR, "the header fits its bytes");
 
 /* The body the packed path runs for isa (NULL: none, the caller keeps the plain B), and its id. */
 static inline const lc_gemm_body *lc_table_packed_body(int isa, int64_t *id) {
@@ -62,9 +56,7 @@ static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, i
     if (!xb || K < 1 || N < 1) return -1;
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
-    lc_table_pack_header h = {LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)ub};
-    memset(Bq, 0, LC_TABLE_PACK_HDR);
-    memcpy(Bq, &h, sizeof(h));
+    lc_form_header_write(Bq, LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)ub);
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t u = 0; u < ncb; u++) {
         int64_t n0 = u * LC_TABLE_WNB;
@@ -78,10 +70,7 @@ static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, i
 static inline int lc_table_pack_check(const uint8_t *Bq, int64_t K, int64_t N, int isa) {
     int64_t id;
     const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
-    lc_table_pack_header h;
-    memcpy(&h, Bq, sizeof(h));
-    if (!xb || h.magic != LC_TABLE_PACK_MAGIC || h.body != id || h.K != K || h.N != N ||
-        h.unit_bytes != (int64_t)xb->table_stage_bytes(K, LC_TABLE_WNB))
+    if (!xb || !lc_form_header_ok(Bq, LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)xb->table_stage_bytes(K, LC_TABLE_WNB)))
         return -2;
     return 0;
 }

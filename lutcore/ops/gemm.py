@@ -25,6 +25,9 @@ __all__ = ["lut_gemm", "pack_b", "PackedB"]
 INT32_MAX = 2**31 - 1
 
 
+_NO_FORM = object()
+
+
 class PackedB:
     """An int8 (K, N) right-hand operand prepared once for repeated products.
 
@@ -53,33 +56,31 @@ class PackedB:
     def exact_form(self, isa: int, threads: int):
         """uint8 bytes (64-byte aligned): the exact panels in the form isa's exact whole calls read
         (converted once here, not once per call), or None when that body reads the panels."""
-        key = ("exact", _g.body_names(isa)["lut_gemm exact"])
-        if key not in self._panels:
+        def build():
             K, N = self.shape
             bp, Kp = self.panels(K, _even(K), threads)
-            n = _g.exact_bform_size(Kp, N, isa)
-            got = None
-            if n:
-                got = _workspace.empty_aligned(n)
-                _g.exact_bform(got, bp, Kp, N, isa, threads)
-                got.setflags(write=False)
-            self._panels[key] = got
-        return self._panels[key]
+            return _g.exact_bform_size(Kp, N, isa), lambda f: _g.exact_bform(f, bp, Kp, N, isa, threads)
+        return self._form(("exact", isa), build)
 
     def table_form(self, isa: int, threads: int):
         """uint8 bytes (64-byte aligned): B staged for isa's any-table body, or None when that
         body reads the plain B (AVX2, generic)."""
-        key = ("table", _g.body_names(isa)["lut_gemm any table"])
-        if key not in self._panels:
-            K, N = self.shape
-            n = _g.table_pack_size(K, N, isa)
+        return self._form(("table", isa), lambda: (_g.table_pack_size(*self.shape, isa),
+                                                   lambda f: _g.table_pack_b(f, self.b, isa, threads)))
+
+    def _form(self, key, build):
+        """The read-only form under key (an isa value fixes the body), made on first use: build()
+        gives (bytes, fill); 0 bytes (the body reads no form) is kept as None."""
+        got = self._panels.get(key, _NO_FORM)
+        if got is _NO_FORM:
+            nbytes, fill = build()
             got = None
-            if n:
-                got = _workspace.empty_aligned(n)
-                _g.table_pack_b(got, self.b, isa, threads)
+            if nbytes:
+                got = _workspace.empty_aligned(nbytes)
+                fill(got)
                 got.setflags(write=False)
             self._panels[key] = got
-        return self._panels[key]
+        return got
 
     def __repr__(self):
         return f"PackedB(shape={self.shape})"

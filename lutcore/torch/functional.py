@@ -170,7 +170,7 @@ class WeightCache:
 
     def __init__(self):
         self.key = f"c{next(_CACHE_IDS)}"
-        self._state = None                       # (groups, float copy of the weight, QWeight)
+        self._state = None    # (groups, float copy of the weight, QWeight, the copy's bytes or None)
         _CACHES[self.key] = self
 
     def get(self, weight: torch.Tensor, groups, layer: str, threads=None) -> "QWeight":
@@ -178,10 +178,12 @@ class WeightCache:
         w = weight.detach()
         st = self._state
         if st is not None and st[0] == groups and st[1].shape == w.shape and st[1].stride() == w.stride() \
-                and _same_values(st[1], w, threads):
+                and _same_values(st[1], st[3], w, threads):
             return st[2]
         qw = QWeight.of_linear(w, layer, threads) if groups is None else QWeight.of_conv(w, groups, layer, threads)
-        self._state = (groups, w.clone(), qw)        # clone keeps w's strides (HF Conv1D passes W.t())
+        copy = w.clone()                             # clone keeps w's strides (HF Conv1D passes W.t())
+        dense = copy.numel() >= _SAME_MIN and _fills_span(copy)
+        self._state = (groups, copy, qw, _flat(copy).view(np.uint8) if dense else None)
         return qw
 
     def __deepcopy__(self, memo):
@@ -194,27 +196,25 @@ class WeightCache:
 _SAME_MIN = 1 << 13                 # elements: below, torch.equal checks a weight faster
 
 
-def _dense_bytes(t: torch.Tensor):
-    """t's bytes as a numpy uint8 view of the span its elements fill densely (any dimension
-    order: a transposed weight too), or None when they leave gaps or overlap."""
+def _fills_span(t: torch.Tensor) -> bool:
+    """Whether t's elements fill their storage span densely, in any dimension order (a
+    transposed weight too): then ``_flat`` views them all."""
     expect = 1
     for st, sz in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
         if st != expect:
-            return None
+            return False
         expect *= sz
-    return t.as_strided((t.numel(),), (1,)).numpy().view(np.uint8)
+    return True
 
 
-def _same_values(copy: torch.Tensor, w: torch.Tensor, threads) -> bool:
-    """Bitwise equality of two float tensors of one shape and strides: a threaded memcmp of
-    their dense spans (kernels.im2col.same_bytes), torch.equal of int32 views for small
-    tensors (where it is faster: ~3 against ~10 us) or spans with gaps."""
-    if w.numel() < _SAME_MIN:
+def _same_values(copy: torch.Tensor, copy_bytes, w: torch.Tensor, threads) -> bool:
+    """Bitwise equality of a weight and its float copy (one shape and strides): a threaded memcmp
+    of their dense spans (kernels.im2col.same_bytes) when the copy's bytes were kept (w, with the
+    copy's strides, fills its span too), else torch.equal of int32 views (small weights, where it
+    is faster: ~3 against ~10 us; spans with gaps)."""
+    if copy_bytes is None:
         return torch.equal(copy.view(torch.int32), w.view(torch.int32))
-    a, b = _dense_bytes(copy), _dense_bytes(w)
-    if a is None or b is None:
-        return torch.equal(copy.view(torch.int32), w.view(torch.int32))
-    return _im.same_bytes(a, b, resolve_threads(threads))
+    return _im.same_bytes(copy_bytes, _flat(w).view(np.uint8), resolve_threads(threads))
 
 
 _CACHES = weakref.WeakValueDictionary()

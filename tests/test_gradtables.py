@@ -423,11 +423,18 @@ def test_broken_attached_tables_name_the_layer():
 
 
 def test_table_backward_is_differentiable_once():
+    # the error names the mode the layer runs, backward='table' (issue 38: it said 'units')
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.randn(2, 4, requires_grad=True)
     y = lt.lut_linear(x, w, None, "mitchell", backward="table")
     gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiable once"):
+    with pytest.raises(RuntimeError, match=r"^lut_linear: backward='table' is differentiable once: its "
+                                           r"gradients come from the unit's gradient tables"):
+        gx.sum().backward()
+    xc = torch.randn(1, 2, 5, 5, requires_grad=True)
+    y = lt.lut_conv2d(xc, torch.randn(3, 2, 3, 3), None, "mitchell", backward="table")
+    gx, = torch.autograd.grad(y.sum(), xc, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"^lut_conv2d: backward='table' is differentiable once"):
         gx.sum().backward()
 
 

@@ -249,7 +249,7 @@ class LutLinearTableFunction(torch.autograd.Function):
         qw, tables, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
         dx, dw = table_backward(dy, x2, qw, s_x, tables, None, input_scale, layer, nt, (nx, nw))
-        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x2, weight))
+        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x2, weight), "table")
         db = dy.sum(0) if nb and bias is not None else None
         return (dx, dw, db) + (None,) * 6
 
@@ -273,7 +273,7 @@ class LutConvTableFunction(torch.autograd.Function):
         qw, geo, tables, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
         dx, dw = table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, (nx, nw))
-        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x, weight))
+        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x, weight), "table")
         db = None
         if nb and bias is not None:
             _, _, db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], *geo.aten_args(),

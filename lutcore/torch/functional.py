@@ -555,9 +555,14 @@ class LutLinearFunction(torch.autograd.Function):
         return (dx, dw, db) + (None,) * 6
 
 
-def _double_backward_error(layer: str) -> RuntimeError:
-    return RuntimeError(f"{layer}: backward='units' is differentiable once: its gradients come from the "
-                        f"unit's table, which has no derivative, so they cannot be differentiated again "
+_ONCE_FROM = {"units": "the unit's table, which has no derivative",
+              "table": "the unit's gradient tables, which have no derivative"}
+
+
+def _double_backward_error(layer: str, mode: str = "units") -> RuntimeError:
+    """The error of a second differentiation through ``backward=mode`` ("units" or "table")."""
+    return RuntimeError(f"{layer}: backward={mode!r} is differentiable once: its gradients come from "
+                        f"{_ONCE_FROM[mode]}, so they cannot be differentiated again "
                         f"(create_graph=True, e.g. a gradient penalty); use backward='ste' for that")
 
 
@@ -567,22 +572,22 @@ class _DelayedError(torch.autograd.Function):
     gradient as a constant (what ``once_differentiable`` does, for every input)."""
 
     @staticmethod
-    def forward(ctx, layer, g, *deps):
-        ctx.layer = layer
+    def forward(ctx, layer, mode, g, *deps):
+        ctx.layer, ctx.mode = layer, mode
         return g.clone()
 
     @staticmethod
     def backward(ctx, *grads):
-        raise _double_backward_error(ctx.layer)
+        raise _double_backward_error(ctx.layer, ctx.mode)
 
 
-def _once_differentiable(layer: str, grads: tuple, deps: tuple) -> tuple:
+def _once_differentiable(layer: str, grads: tuple, deps: tuple, mode: str = "units") -> tuple:
     """grads as they are, or under create_graph=True (grad mode on in a backward) with a
-    graph edge that refuses a second backward (_DelayedError)."""
+    graph edge that refuses a second backward (_DelayedError) naming ``backward=mode``."""
     live = [t for t in deps if t is not None and t.requires_grad]
     if not torch.is_grad_enabled() or not live:
         return grads
-    return tuple(None if g is None else _DelayedError.apply(layer, g, *live) for g in grads)
+    return tuple(None if g is None else _DelayedError.apply(layer, mode, g, *live) for g in grads)
 
 
 # --------------------------------------------------------------------- functional API

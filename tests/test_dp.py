@@ -139,6 +139,34 @@ def test_ray_address_that_does_not_answer_is_refused_within_seconds():
         check_ray_address("nowhere")
 
 
+def test_ray_address_where_something_else_listens_is_refused_within_seconds():
+    """A silent listener and an HTTP server accept the TCP connection; ray.init would retry
+    them for ever."""
+    import http.server
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    web = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    web.RequestHandlerClass.log_message = lambda *a: None
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        for port, why in ((silent.getsockname()[1], "a connection but no answer within 1 s"),
+                          (web.server_address[1], "an answer that is not gRPC's")):
+            t0 = time.monotonic()
+            with pytest.raises(ValueError, match=f"ray_address: expected a Ray cluster answering at "
+                                                 f"'127.0.0.1:{port}', got {why}"):
+                RayWorkers(1, address=f"127.0.0.1:{port}", connect_timeout=1.0)
+            assert time.monotonic() - t0 < 10
+    finally:
+        web.shutdown()
+        silent.close()
+
+
+def test_ray_address_of_a_running_cluster_is_accepted(cluster):
+    gcs = ray.get_runtime_context().gcs_address
+    assert check_ray_address(gcs) == gcs
+
+
 def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path, capsys):
     from lutcore._io import load_tensors
     from lutcore.cli import main
@@ -161,24 +189,58 @@ def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path
     assert f"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'" in capsys.readouterr().err
 
 
-def _torch_run(workers, steps=3):
+def _torch_run(workers, steps=3, bn=False, switch_at=None):
+    """The torch helper's run; ``bn``: a BatchNorm layer (running statistics are buffers);
+    ``switch_at``: after that many steps, ``set_units(net, "mitchell")``."""
     import torch
-    from lutcore.torch import approximate
+    from lutcore.torch import approximate, set_units
     from lutcore.torch.dp import TorchDataParallel
     torch.manual_seed(0)
-    net = approximate(torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)), "exact")
+    mid = [torch.nn.BatchNorm1d(7)] if bn else []
+    net = approximate(torch.nn.Sequential(torch.nn.Linear(5, 7), *mid, torch.nn.ReLU(), torch.nn.Linear(7, 3)),
+                      "exact")
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     rng = np.random.default_rng(2)
-    with TorchDataParallel(net, torch.nn.functional.cross_entropy, micro_batch=1, workers=workers) as dp:
-        for _ in range(steps):
+    with TorchDataParallel(net, torch.nn.functional.cross_entropy, micro_batch=2 if bn else 1,
+                           workers=workers) as dp:
+        for i in range(steps):
+            if i == switch_at:
+                set_units(net, "mitchell")
             x = rng.standard_normal((6, 5)).astype(np.float32)
             y = rng.integers(0, 3, 6)
             dp.step(opt, x, y)
-    return {k: v.detach().numpy().copy().view(np.uint32) for k, v in net.state_dict().items()
-            if v.dtype == torch.float32}
+    return {k: v.detach().numpy().copy().view(np.uint32 if v.dtype == torch.float32 else v.numpy().dtype)
+            for k, v in net.state_dict().items()}
 
 
 def test_torch_helper_same_bits_for_any_worker_count(cluster):
     want = _torch_run(None)
     for n in (2, 3):
         assert same(_torch_run(n), want), n
+
+
+def test_torch_helper_batchnorm_statistics_match_one_process(cluster):
+    """The running statistics leave their initial values and are the single-process run's bits."""
+    want = _torch_run(None, bn=True)
+    assert not np.array_equal(want["1.running_mean"], np.zeros(7, np.float32).view(np.uint32))
+    assert int(want["1.num_batches_tracked"]) == 9
+    assert same(_torch_run(2, bn=True), want)
+
+
+def test_torch_workers_follow_set_units(cluster):
+    want = _torch_run(None, switch_at=1)
+    assert not same(want, _torch_run(None))                 # the switch changes the run
+    assert same(_torch_run(2, switch_at=1), want)
+
+
+def test_workers_follow_set_units(cluster):
+    """model.set_units between train calls: the workers compute through the new units."""
+    def run(w):
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        tr.train(TEXT, workers=w, **{**RUN, "max_steps": 2})
+        tr.model.set_units("mitchell")
+        tr.train(TEXT, workers=w, **{**RUN, "max_steps": 4})
+        return raw(tr)
+    want = run(None)
+    with RayWorkers(2, threads=1) as w:
+        assert same(run(w), want)

@@ -48,7 +48,11 @@ def _micro_grads(model, loss_fn, micros, threads):
 class _TorchGradWorker:
     def __init__(self, index, blob, threads):
         self.index, self.threads = index, threads
+        self.load(blob)
+
+    def load(self, blob):
         self.model, self.loss_fn = pickle.loads(blob)
+        return True
 
     def info(self):
         import os
@@ -83,10 +87,38 @@ class TorchDataParallel:
         self.group = None
         if self.n is not None:
             from lutcore.train.dp import RayWorkers
+            self._sent = self._key()
             self.group = RayWorkers(self.n, address=address, step_timeout=step_timeout, threads=self.threads,
                                     worker_cls=_TorchGradWorker,
                                     worker_args=(pickle.dumps((model, loss_fn)), self.threads))
             self._ray = self.group._ray
+
+    def _key(self) -> str:
+        """What the workers' copy must match besides the state_dict sent each step (the layers'
+        units after ``lutcore.torch.set_units``, train/eval mode, hooks, the loss function)."""
+        from lutcore.train.dp import model_key
+        return model_key((self.model, self.loss_fn), self.model.state_dict(keep_vars=True).values())
+
+    def _sync_workers(self):
+        """Send the model again when it changed other than in its tensors."""
+        key = self._key()
+        if key != self._sent:
+            blob = self._ray.put(pickle.dumps((self.model, self.loss_fn)))
+            self.group.get([a.load.remote(blob) for a in self.group.actors], "load")
+            self._sent = key
+
+    def _replay_buffers(self, micros):
+        """The single-process run's buffers (BatchNorm's running statistics): the forward passes
+        of the step's micro-batches, in order, on the driver's model — computed while the
+        workers compute the gradients (which do not depend on them)."""
+        prev = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            with torch.no_grad():
+                for _, x, _ in micros:
+                    self.model(torch.from_numpy(x))
+        finally:
+            torch.set_num_threads(prev)
 
     def step(self, optimizer, inputs, targets) -> float:
         """One optimizer step on the batch (rows of ``inputs`` / ``targets``); returns the mean
@@ -106,9 +138,13 @@ class TorchDataParallel:
         if self.n is None:
             acc, ls = _micro_grads(self.model, self.loss_fn, micros, self.threads)
         else:
+            self._sync_workers()
             state = self._ray.put({k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()})
-            answers = self.group.get([a.gradients.remote(state, [m for m in micros if m[0] % self.n == w])
-                                      for w, a in enumerate(self.group.actors)], "step")
+            refs = [a.gradients.remote(state, [m for m in micros if m[0] % self.n == w])
+                    for w, a in enumerate(self.group.actors)]
+            if any(True for _ in self.model.buffers()):
+                self._replay_buffers(micros)
+            answers = self.group.get(refs, "step")
             acc, ls = GradSum(), []
             for wire, part in answers:
                 acc.merge_wire(wire)

@@ -46,7 +46,10 @@ class WorkerFailure(RuntimeError):
 
 def check_ray_address(address, timeout: float = 3.0) -> str:
     """``address`` ("host:port" of a Ray cluster's GCS, "ray://host:port", or "auto") checked: a
-    host:port must accept a TCP connection within ``timeout`` seconds, else a ValueError."""
+    host:port must accept a TCP connection and answer as a gRPC server does (an HTTP/2 SETTINGS
+    frame after the client's connection preface) within ``timeout`` seconds, else a ValueError.
+    A port where something else listens (an HTTP server, a silent socket) is refused here
+    rather than left to ``ray.init``, which retries such an address for ever."""
     if not isinstance(address, str) or not address:
         raise ValueError(f"ray_address: expected 'host:port' of a Ray cluster (or 'auto'), got {address!r}")
     if address == "auto":
@@ -55,13 +58,60 @@ def check_ray_address(address, timeout: float = 3.0) -> str:
     host, sep, port = hp.rpartition(":")
     if not sep or not port.isdigit() or not host:
         raise ValueError(f"ray_address: expected 'host:port' (or ray://host:port, or 'auto'), got {address!r}")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except OSError as e:
-        raise ValueError(f"ray_address: expected a Ray cluster answering at {address!r}, got no answer within "
-                         f"{timeout:g} s ({e.strerror or type(e).__name__})") from None
+    why = _grpc_answer(host.strip("[]"), int(port), timeout)
+    if why:
+        raise ValueError(f"ray_address: expected a Ray cluster answering at {address!r}, got {why}")
     return address
+
+
+# HTTP/2's client connection preface (RFC 9113, 3.4) and an empty SETTINGS frame: a gRPC server
+# (Ray's GCS, the Ray Client server) answers with a SETTINGS frame of its own.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _grpc_answer(host, port, timeout) -> str | None:
+    """None when host:port answers the HTTP/2 preface with a SETTINGS frame within timeout
+    seconds; else what happened instead (for the error message)."""
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(_H2_PREFACE)
+            got = b""
+            while len(got) < 9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"a connection but no answer within {timeout:g} s (not a Ray cluster's port?)"
+                s.settimeout(left)
+                part = s.recv(9 - len(got))
+                if not part:
+                    return "a connection closed without an answer (not a Ray cluster's port?)"
+                got += part
+    except socket.timeout:
+        return f"a connection but no answer within {timeout:g} s (not a Ray cluster's port?)"
+    except OSError as e:
+        return f"no answer within {timeout:g} s ({e.strerror or type(e).__name__})"
+    if got[3] != 4:                          # frame type: SETTINGS
+        return f"an answer that is not gRPC's (first bytes {got[:9]!r}; an HTTP server, not a Ray cluster's port?)"
+    return None
+
+
+def model_key(obj, tensors) -> str:
+    """A digest of everything ``obj`` (a model, or a tuple holding one) pickles to except the
+    values of ``tensors`` (its parameters and buffers, sent to the workers every step): the
+    units of each layer, the backward mode, the train/eval flags, the code it runs.  The
+    workers' copy is replaced when it changes (``model.set_units`` after the workers loaded
+    the model), so they never compute through what the driver's model no longer is."""
+    import hashlib
+    import io
+    import pickle
+    skip = {id(t) for t in tensors}
+
+    class _Pickler(pickle.Pickler):
+        def persistent_id(self, o):
+            return "t" if id(o) in skip else None
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5).dump(obj)
+    return hashlib.sha256(buf.getbuffer()).hexdigest()
 
 
 class _GradWorker:
@@ -125,9 +175,10 @@ class RayWorkers:
         self._ray = ray
         self._owns_ray = False
         self.address = address
+        if address is not None:
+            check_ray_address(address, connect_timeout)
         if not ray.is_initialized():
             if address is not None:
-                check_ray_address(address, connect_timeout)
                 ray.init(address=address, log_to_driver=False)
             else:
                 ray.init(include_dashboard=False, log_to_driver=False)
@@ -137,7 +188,7 @@ class RayWorkers:
         self.worker_args = (threads,) if worker_args is None else tuple(worker_args)
         self.actor_options = dict(actor_options or {})
         self.actors, self.infos = [], []
-        self._model_id = None
+        self._model_key = None
         self.bytes_sent = []            # per step: bytes each worker sent (accumulator) and received (params)
         self._start()
 
@@ -169,7 +220,7 @@ class RayWorkers:
             raise ValueError(f"workers: expected lutcore {__version__} on every worker (the driver's), got "
                              f"lutcore {v} on worker {i} (pid {self.infos[i]['pid']} on {self.infos[i]['node']}); "
                              f"install the same version everywhere")
-        self._model_id = None
+        self._model_key = None
 
     def describe(self) -> str:
         where = "local Ray" if self.address is None else f"Ray at {self.address}"
@@ -227,12 +278,13 @@ class RayWorkers:
         """(reduced gradient dict, losses by micro-batch index) of one step's ``micros``."""
         from lutcore.train.exactsum import GradSum
         ray = self._ray
-        if self._model_id != id(trainer.model):
+        params = dict(trainer.model.parameters())
+        key = model_key(trainer.model, params.values())
+        if self._model_key != key:                    # a new model, or the model's units changed
             import pickle
             blob = ray.put(pickle.dumps(trainer.model))
             self.get([a.load.remote(blob) for a in self.actors], "load")
-            self._model_id = id(trainer.model)
-        params = {k: v for k, v in trainer.model.parameters().items()}
+            self._model_key = key
         pref = ray.put(params)
         refs = [a.gradients.remote(pref, [(j, m) for j, m in enumerate(micros) if j % self.n == w],
                                    list(trainable), mixed_precision, scale)

@@ -103,6 +103,7 @@ class Trainer:
         self.global_step = 0
         self.position = {"epoch": 0, "batch": 0, "fingerprint": None}
         self.history: list[dict] = []
+        self.train_config: dict | None = None    # what the last train() ran with (TRAIN_CONFIG_KEYS)
 
     # ------------------------------------------------------------ helpers
     def _tokens(self, data):
@@ -187,6 +188,9 @@ class Trainer:
         ids = self._tokens(data)
         windows = _data.make_windows(ids, int(seq_len))
         fp = _data.fingerprint(ids, int(seq_len), int(batch_size))
+        self.train_config = {"seq_len": seq_len, "batch_size": batch_size, "grad_accum": grad_accum,
+                             "max_grad_norm": max_grad_norm, "wsla": wsla, "max_delta": max_delta,
+                             "mixed_precision": mixed_precision, "micro_batch": micro_batch}
         if self.position.get("fingerprint") != fp:
             self.position = {"epoch": 0, "batch": 0, "fingerprint": fp}
         trainable = self._trainable(wsla)
@@ -375,6 +379,7 @@ class Trainer:
             "base_max_delta": self.base_max_delta,
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "tokenizer": self.tokenizer.spec(), "history": self.history,
+            "train_config": self.train_config,
         }
         with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json",
                                                    "units.safetensors")) as tmp:
@@ -462,11 +467,18 @@ class Trainer:
         tr.global_step = meta["global_step"]
         tr.position = dict(meta["position"])
         tr.history = list(meta.get("history", []))
+        tr.train_config = meta.get("train_config")
         if meta.get("scaler"):
             tr.scaler = DynamicLossScaler()
             with _field(f, "scaler"):
                 tr.scaler.load_state_dict(meta["scaler"])
         return tr
+
+
+# What Trainer.train ran with, besides the data: with the model, optimizer and position these
+# decide every bit of the steps that follow (a resume that changes one is another run).
+TRAIN_CONFIG_KEYS = ("seq_len", "batch_size", "grad_accum", "max_grad_norm", "wsla", "max_delta",
+                     "mixed_precision", "micro_batch")
 
 
 def read_trainer_json(path) -> tuple:
@@ -539,6 +551,9 @@ def _check_meta(meta: dict, fname) -> None:
         bad("position.fingerprint", "a string or null", pos["fingerprint"])
     if not isinstance(meta.get("history", []), list) or not all(isinstance(r, dict) for r in meta.get("history", [])):
         bad("history", "a list of step records (JSON objects)", meta.get("history"))
+    tc = meta.get("train_config")
+    if tc is not None and (not isinstance(tc, dict) or set(tc) != set(TRAIN_CONFIG_KEYS)):
+        bad("train_config", f"null or a JSON object with the keys {list(TRAIN_CONFIG_KEYS)}", tc)
     if meta.get("scaler") is not None and not isinstance(meta["scaler"], dict):
         bad("scaler", "null or a JSON object (DynamicLossScaler.state_dict())", meta["scaler"])
     if not isinstance(meta["tokenizer"], dict):

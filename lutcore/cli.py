@@ -425,9 +425,10 @@ def _model_data(args):
     return path, data, source, seq_len, tok, trained
 
 
-def _search_units(specs, powers):
-    """--units of search: specs, units directories and library directories (every circuit
-    under them, with their costs), with --power NAME=MW stating a cost."""
+def _search_units(specs, powers, reference=None):
+    """--units and --reference of search: specs, units directories and library directories
+    (every circuit under them, with their costs), with --power NAME=MW stating a cost (of a
+    candidate or of the reference) -> (units, the reference Units or None)."""
     import warnings
     from lutcore.units import resolve
     stated = {}
@@ -439,6 +440,8 @@ def _search_units(specs, powers):
             sep = ""
         if not sep or not name:
             raise ValueError(f"--power: expected SPEC=MILLIWATTS (e.g. mitchell=0.12), got {item!r}")
+        if not math.isfinite(stated[name]) or stated[name] < 0:
+            raise ValueError(f"--power: expected a finite power >= 0 mW, got {item!r}")
     out, used = [], set()
 
     def stated_cost(u, *keys):
@@ -459,11 +462,15 @@ def _search_units(specs, powers):
         else:
             u = resolve(spec)
             out.append(stated_cost(u, spec, u.name))
+    ref = None
+    if reference is not None:                    # its stated power, else the candidate's with its table
+        ref = resolve(reference)
+        ref = stated_cost(ref, reference, ref.name)
     unknown = [n for n in stated if n not in used]
     if unknown:
-        raise ValueError(f"--power: {', '.join(unknown)} names none of the --units "
-                         f"({', '.join(sorted({u.name for u in out}))})")
-    return out
+        raise ValueError(f"--power: {', '.join(unknown)} names none of the --units or the --reference "
+                         f"({', '.join(sorted({u.name for u in out + ([ref] if ref else [])}))})")
+    return out, ref
 
 
 def cmd_search(args) -> int:
@@ -476,13 +483,13 @@ def cmd_search(args) -> int:
     if args.threads:
         import lutcore
         lutcore.set_num_threads(args.threads)
-    units = _search_units(args.units, args.power)
+    units, reference = _search_units(args.units, args.power, args.reference)
     path, data, source, seq_len, tok, _ = _model_data(args)
     print(f"lutcore search: {path}; data: {source}; {len(units)} units: "
           f"{', '.join(u.name for u in units)}; budget {args.budget}", file=sys.stderr)
     try:
         res = search_lm(path, data, units, budget=args.budget, seq_len=seq_len, tokenizer=tok,
-                        threads=args.threads, layers=args.layers, reference=args.reference, seed=args.seed,
+                        threads=args.threads, layers=args.layers, reference=reference, seed=args.seed,
                         batch_size=args.batch_size, out=args.out, resume=args.resume,
                         progress=not args.no_progress)
     except KeyboardInterrupt:

@@ -25,19 +25,38 @@ flips it for an accuracy).  A NaN or infinite metric marks the point invalid (ke
 assignment, so a point is evaluated once, a search resumed from its search.json replays the
 same generations (same seed) without evaluating anything twice, and Ctrl-C (or any error)
 leaves search.json holding every point evaluated so far (written atomically after every
-batch).
+batch, and after a batch cut short).  ``evaluate_many(batch)`` yields each metric as it
+finishes — in order, or as ``Finished(position, metric)`` when its evaluations finish out of
+order (Ray workers) — and the cache records each one as it comes, so a batch interrupted
+half-way keeps its finished half.  A point's ``index`` is its place in the batch order
+(a batch's new points take the lowest free indices), so an interrupted batch leaves gaps
+that its resumed evaluation fills with the indices the uninterrupted run gives.
+
+What the points were measured on.  search.json's ``config["measured_on"]`` records the
+space (layers, product counts, every candidate's table digest and cost figures, the
+reference, ``maximize``) and what the front end adds (a fingerprint of the data, of the
+model's weights, the metric...); a resume whose ``measured_on`` differs is a ValueError
+naming each difference (saved vs now) before any evaluation, never a front mixing two
+datasets or two models.
+
+Checks before any evaluation: every candidate's power is finite and >= 0, the
+reference's > 0 (energies are relative to it), some layer performs products (a dry run on
+an empty input counts none).
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "run_sensitivity", "run_search",
-           "search_files", "candidate_units", "select_layers", "unit_cost", "SEARCH_FILE", "FRONT_FILE", "SENS_FILE", "SENS_PNG"]
+__all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "Finished", "run_sensitivity", "run_search",
+           "search_files", "candidate_units", "select_layers", "unit_cost", "fingerprint", "SEARCH_FILE", "FRONT_FILE",
+           "SENS_FILE", "SENS_PNG"]
 
 SEARCH_FILE, FRONT_FILE = "search.json", "front.png"
 SENS_FILE, SENS_PNG = "sensitivity.json", "sensitivity.png"
@@ -67,12 +86,22 @@ def candidate_units(units) -> list:
 
 def candidates_and_reference(units, reference):
     """(candidate Units, the reference Units or None): the reference joins the candidates when
-    it is not among them; without one, a candidate must be exact (energy is relative to it)."""
-    from lutcore.units import resolve
+    it is not among them; without one, a candidate must be exact (energy is relative to it).
+    A reference named by a spec (``"exact"``, a file) that has a candidate's table is that
+    candidate, cost included (the spec alone carries no stated cost); a Units given with its
+    own power figure keeps it."""
+    from lutcore.units import Units, resolve
     cands = candidate_units(units)
+    if reference is not None and not isinstance(reference, (str, os.PathLike, Units)):
+        raise TypeError(f"reference: expected None, a units spec or a Units, got {type(reference).__name__} "
+                        f"{reference!r}")
     ref = resolve(reference) if reference is not None else None
-    if ref is not None and all(u.digest != ref.digest for u in cands):
-        cands = [ref] + cands
+    if ref is not None:
+        same = [u for u in cands if u.digest == ref.digest]
+        if same and (not isinstance(reference, Units) or unit_cost(ref).get("power_mw") is None):
+            ref = same[0]
+        elif not same:
+            cands = [ref] + cands
     if ref is None and not any(u.is_exact for u in cands):
         raise ValueError("units: none of the candidates is exact; add the exact unit (with its cost) or name "
                          "the reference unit energy is relative to (reference=...)")
@@ -89,6 +118,13 @@ def select_layers(names, keys) -> list:
         return names
     if isinstance(keys, str):
         keys = [keys]
+    try:
+        keys = list(keys)
+    except TypeError:
+        raise TypeError(f"layers: expected None, a key or a list of keys (layer names, prefixes, globs), got "
+                        f"{type(keys).__name__} {keys!r}") from None
+    if not keys:
+        raise ValueError("layers: expected None (every layer) or at least one key, got an empty list")
     hit = assign.match({k: None for k in keys}, names, what="layers")
     return [n for n in names if n in hit]
 
@@ -140,9 +176,22 @@ class Candidates:
         return float(v)
 
     def check_power(self) -> None:
-        """Every candidate and the reference have a power figure (else the ValueError naming the first)."""
+        """What the relative energy needs, before any evaluation: every candidate and the
+        reference have a finite power figure >= 0, the reference's > 0 (every energy is
+        divided by it), and some layer performs products (else the ValueError naming it)."""
         for u in [self.reference] + self.units:
-            self._figure(u, "power_mw", "the relative energy")
+            p = self._figure(u, "power_mw", "the relative energy")
+            if not math.isfinite(p) or p < 0:
+                raise ValueError(f"units {u.name!r}: expected a finite power_mw >= 0, got {p!r} "
+                                 f"(cost: {unit_cost(u)})")
+        ref_p = self._figure(self.reference, "power_mw", "the relative energy")
+        if ref_p <= 0:
+            raise ValueError(f"reference: units {self.reference.name!r} has power_mw {ref_p!r}; every relative "
+                             f"energy is divided by it: expected a power_mw > 0 (state it, or name another "
+                             f"reference)")
+        if sum(self.macs.values()) <= 0:
+            raise ValueError(f"macs: the layers perform no products ({self.macs}); the energy of an assignment "
+                             f"is weighted by them: count them on a non-empty input")
 
     def energy(self, assignment: dict) -> dict:
         """{"energy": relative multiplier energy, "power_mw_products": absolute, and "area" /
@@ -153,12 +202,15 @@ class Candidates:
             return {"energy": float("nan")}           # no energy asked for (a sensitivity table)
         ref_p = self._figure(self.reference, "power_mw", "the relative energy")
         p = sum(n * self._figure(units[l], "power_mw", "the relative energy") for l, n in self.macs.items())
-        out = {"energy": p / (tot * ref_p) if tot and ref_p else 0.0, "power_mw_products": p}
+        if not ref_p:
+            return {"energy": float("nan")}           # check_power refuses this before a search
+        out = {"energy": p / (tot * ref_p), "power_mw_products": p}
         used = list(units.values()) + [self.reference]
-        if all(unit_cost(u).get("area_um2") is not None for u in used):
+        if all(unit_cost(u).get("area_um2") is not None for u in used) and \
+                float(unit_cost(self.reference)["area_um2"]) > 0:          # relative to 0: no area view
             ref_a = float(unit_cost(self.reference)["area_um2"])
             a = sum(n * float(unit_cost(units[l])["area_um2"]) for l, n in self.macs.items())
-            out["area"] = a / (tot * ref_a) if tot and ref_a else 0.0
+            out["area"] = a / (tot * ref_a)
         if all(unit_cost(u).get("delay_ns") is not None for u in units.values()):
             out["delay_ns"] = max(float(unit_cost(u)["delay_ns"]) for u in units.values())
         return out
@@ -178,6 +230,113 @@ def _key(assignment: dict, layers) -> str:
     return json.dumps([assignment[l] for l in layers])
 
 
+class Finished(NamedTuple):
+    """One evaluation of a batch, as it finishes: its ``position`` in the list handed to
+    ``evaluate_many`` and its ``metric``.  An ``evaluate_many`` whose evaluations finish out of
+    order (workers) yields these; one that finishes them in order may yield the metrics."""
+    position: int
+    metric: float
+
+
+# ----------------------------------------------------------------------------- what the points measure
+
+def fingerprint(*parts) -> str:
+    """``"sha256:<hex>"`` of ``parts``: numpy arrays (dtype, shape and bytes), bytes, str, numbers,
+    None, and lists / tuples / dicts of them (dict keys sorted) — what a front end records of
+    the data and the model its points were measured on."""
+    h = hashlib.sha256()
+
+    def add(x):
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            a = np.ascontiguousarray(x)
+            h.update(f"a{a.dtype.str}{a.shape}".encode())
+            h.update(a.view(np.uint8).reshape(-1).data if a.size else b"")
+        elif isinstance(x, (bytes, bytearray, memoryview)):
+            h.update(b"b%d:" % len(x))
+            h.update(x)
+        elif isinstance(x, str):
+            b = x.encode()
+            h.update(b"s%d:" % len(b))
+            h.update(b)
+        elif x is None or isinstance(x, (bool, int, float)):
+            h.update(f"n{x!r};".encode())
+        elif isinstance(x, dict):
+            h.update(b"d%d{" % len(x))
+            for k in sorted(x, key=str):
+                add(str(k))
+                add(x[k])
+            h.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            h.update(b"l%d[" % len(x))
+            for v in x:
+                add(v)
+            h.update(b"]")
+        else:
+            raise TypeError(f"fingerprint: cannot hash a {type(x).__name__}")
+    for p in parts:
+        add(p)
+    return "sha256:" + h.hexdigest()
+
+
+def measured_on(cand: "Candidates", maximize: bool, front_end=None) -> dict:
+    """What a search's points were measured on (search.json's ``config["measured_on"]``):
+    the space — layers, product counts, each candidate's table digest and cost figures, the
+    reference — ``maximize``, and ``front_end``'s entries (the data, the model, the metric...)."""
+    figs = ("power_mw", "area_um2", "delay_ns")
+    out = {"layers": list(cand.layers), "macs": dict(cand.macs),
+           "units": {n: u.digest for n, u in cand.by_name.items()},
+           "costs": {n: {k: unit_cost(u)[k] for k in figs if unit_cost(u).get(k) is not None}
+                     for n, u in cand.by_name.items()},
+           "reference": {"digest": cand.reference.digest,
+                         "power_mw": unit_cost(cand.reference).get("power_mw")},
+           "maximize": bool(maximize)}
+    for k, v in (front_end or {}).items():
+        if k in out:
+            raise ValueError(f"measured_on: the front end's {k!r} would hide the space's")
+        out[k] = v
+    return json.loads(json.dumps(out))          # as search.json holds it (lists, str keys)
+
+
+def _show(v, width=70) -> str:
+    t = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return t if len(t) <= width else t[:width - 3] + "..."
+
+
+def _differences(old, new, where="") -> list:
+    """["key: old (saved) vs new (now)", ...] between two measured_on records, by key (dicts
+    compared entry by entry)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in list(old) + [k for k in new if k not in old]:
+            name = f"{where}.{k}" if where else str(k)
+            if k not in new:
+                out.append(f"{name}: {_show(old[k])} (saved) vs none (now)")
+            elif k not in old:
+                out.append(f"{name}: none (saved) vs {_show(new[k])} (now)")
+            elif old[k] != new[k]:
+                out += _differences(old[k], new[k], name)
+        return out
+    return [] if old == new else [f"{where}: {_show(old)} (saved) vs {_show(new)} (now)"]
+
+
+def check_resume(prior: "SearchResult", measured: dict) -> None:
+    """A ValueError, before any evaluation, when ``prior`` (a loaded search.json) was measured on
+    anything else than ``measured`` (``measured_on``'s record of this search), naming each
+    difference: its points cannot join this search's front."""
+    where = prior.source or SEARCH_FILE
+    saved = prior.config.get("measured_on")
+    if not isinstance(saved, dict):
+        raise ValueError(f"resume: {where} does not record what its points were measured on (written by an "
+                         f"older lutcore), so they cannot be checked against this search's data, model and "
+                         f"units: start a new search in another out directory")
+    diff = _differences(saved, measured)
+    if diff:
+        raise ValueError(f"resume: {where} holds points measured on something else than this search: "
+                         + "; ".join(diff[:8]) + (f"; and {len(diff) - 8} more" if len(diff) > 8 else "")
+                         + " — resume with the same data, model, units and metric, or start a new search in "
+                           "another out directory")
+
+
 # ----------------------------------------------------------------------------- results
 
 @dataclasses.dataclass
@@ -185,7 +344,9 @@ class Point:
     """One evaluated assignment: ``assignment`` {layer: units name}, ``energy`` (relative),
     ``metric`` (as ``evaluate`` returned it; NaN when invalid), ``valid``, ``seed`` ("uniform",
     "greedy", "sensitivity" or None for a point the search proposed), ``index`` (evaluation
-    order) and ``costs`` (the absolute, area and delay figures where known)."""
+    order: batch after batch, in each its order; a partial search.json skips the indices of an
+    interrupted batch's unfinished evaluations) and ``costs`` (the absolute, area and delay
+    figures where known)."""
     assignment: dict
     energy: float
     metric: float
@@ -228,6 +389,7 @@ class SearchResult:
         self.config = dict(config)
         self.maximize = bool(maximize)
         self.complete = bool(complete)
+        self.source = None                 # the search.json it was loaded from
         self._model_at = None              # set by a front end that can re-apply a point
         self._evaluate_at = None           # ... and evaluate it again
 
@@ -279,7 +441,11 @@ class SearchResult:
             pts = [Point.from_dict(p) for p in d["points"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{f}: a point is malformed ({e})") from None
-        return cls(pts, d.get("config", {}), d.get("maximize", False), d.get("complete", True))
+        if len({p.index for p in pts}) != len(pts):
+            raise ValueError(f"{f}: two points have the same index")
+        res = cls(pts, d.get("config", {}), d.get("maximize", False), d.get("complete", True))
+        res.source = f
+        return res
 
     def format_table(self, max_rows: int = 30) -> str:
         front = self.front
@@ -433,7 +599,13 @@ class Sensitivity:
 # ----------------------------------------------------------------------------- the runs
 
 class _Cache:
-    """Evaluations by assignment; new ones go through ``evaluate_many`` and are numbered."""
+    """Evaluations by assignment; new ones go through ``evaluate_many`` and are numbered.
+
+    Each metric is recorded as ``evaluate_many`` yields it (a plain metric in order, or a
+    ``Finished(position, metric)``), and ``on_batch`` sees the points after every batch —
+    also one cut short by an exception (Ctrl-C), so its finished evaluations are kept.  A
+    batch's new points take the lowest free indices in batch order: a resumed search fills
+    an interrupted batch's gaps with the indices the uninterrupted run gave."""
 
     def __init__(self, cand: Candidates, evaluate_many, points=(), on_batch=None, progress=None):
         self.cand, self.layers = cand, cand.layers
@@ -445,41 +617,92 @@ class _Cache:
                                  f"to layers {sorted(p.assignment)}; this search has layers {self.layers} and "
                                  f"units {cand.names}")
             self.points[_key(p.assignment, self.layers)] = p
+        if len({p.index for p in self.points.values()}) != len(self.points):
+            raise ValueError("resume: two of search.json's points have the same index")
         self.on_batch, self.progress = on_batch, progress
+        self.mark = 0      # one past the highest index handed out: the points the uninterrupted run holds
 
     def __len__(self):
         return len(self.points)
+
+    def known(self) -> list:
+        """The points an uninterrupted run holds at this moment of the search (a resumed one
+        holds its later points too: they must not steer the generations it replays)."""
+        return [p for p in self.points.values() if p.index < self.mark]
+
+    def _free(self, n) -> list:
+        used = {p.index for p in self.points.values()}
+        out, i = [], 0
+        while len(out) < n:
+            if i not in used:
+                out.append(i)
+            i += 1
+        return out
 
     def get(self, assignments, seed=None, limit=None) -> list:
         """The points of ``assignments`` (evaluating those not cached, at most ``limit`` new
         ones: the rest come back as None)."""
         keys = [_key(a, self.layers) for a in assignments]
-        new, seen = [], set()
+        fresh, seen = [], set()            # new to the search at this moment (a resume may hold them already)
         for k, a in zip(keys, assignments):
-            if k not in self.points and k not in seen:
+            p = self.points.get(k)
+            if (p is None or p.index >= self.mark) and k not in seen:
                 seen.add(k)
-                new.append((k, a))
+                fresh.append((k, a))
+        dropped = set()
         if limit is not None:
-            new = new[:max(0, limit)]
+            dropped = {k for k, _ in fresh[max(0, limit):]}
+            fresh = fresh[:max(0, limit)]
+        new = [(k, a) for k, a in fresh if k not in self.points]
         if new:
-            metrics = list(self.evaluate_many([a for _, a in new]))
-            if len(metrics) != len(new):
-                raise ValueError(f"evaluate: expected {len(new)} metrics, got {len(metrics)}")
-            for (k, a), m in zip(new, metrics):
-                try:
-                    m = float(m)
-                except (TypeError, ValueError):
-                    raise TypeError(f"evaluate: expected a float metric, got {type(m).__name__} for "
-                                    f"assignment {a}") from None
-                e = self.cand.energy(a)
-                self.points[k] = Point(assignment={l: a[l] for l in self.layers}, energy=e.pop("energy"),
-                                       metric=m, valid=math.isfinite(m), seed=seed, index=len(self.points),
-                                       costs=e)
-            if self.progress is not None:
-                self.progress(len(new))
-            if self.on_batch is not None:
+            self._evaluate(new, seed)
+        out = [None if k in dropped else self.points.get(k) for k in keys]
+        self.mark = max([self.mark] + [p.index + 1 for p in out if p is not None])
+        return out
+
+    def _evaluate(self, new, seed) -> None:
+        """Evaluate ``new`` [(key, assignment)], recording every metric as it arrives."""
+        index = self._free(len(new))
+        got, in_order = 0, None
+        try:
+            for item in self.evaluate_many([a for _, a in new]):
+                if isinstance(item, Finished):
+                    j, m = item.position, item.metric
+                    if in_order is True:
+                        raise ValueError("evaluate: yields metrics in order or Finished(position, metric), not both")
+                    in_order = False
+                    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < len(new) \
+                            or new[j][0] in self.points:
+                        raise ValueError(f"evaluate: Finished position {j!r} is not an unfinished position of the "
+                                         f"batch of {len(new)}")
+                    j = int(j)
+                else:
+                    j, m = got, item
+                    if in_order is False:
+                        raise ValueError("evaluate: yields metrics in order or Finished(position, metric), not both")
+                    in_order = True
+                    if j >= len(new):
+                        raise ValueError(f"evaluate: expected {len(new)} metrics, got more")
+                self._record(new[j], m, seed, index[j])
+                got += 1
+                if self.progress is not None:
+                    self.progress(1)
+            if got != len(new):
+                raise ValueError(f"evaluate: expected {len(new)} metrics, got {got}")
+        finally:
+            if got and self.on_batch is not None:       # also a batch cut short: its finished points
                 self.on_batch(self.ordered())
-        return [self.points.get(k) for k in keys]
+
+    def _record(self, ka, m, seed, index) -> None:
+        k, a = ka
+        try:
+            m = float(m)
+        except (TypeError, ValueError):
+            raise TypeError(f"evaluate: expected a float metric, got {type(m).__name__} for "
+                            f"assignment {a}") from None
+        e = self.cand.energy(a)
+        self.points[k] = Point(assignment={l: a[l] for l in self.layers}, energy=e.pop("energy"),
+                               metric=m, valid=math.isfinite(m), seed=seed, index=index, costs=e)
 
     def ordered(self) -> list:
         return sorted(self.points.values(), key=lambda p: p.index)
@@ -568,7 +791,7 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         sens = run_sensitivity(cand, evaluate_many, maximize=maximize, cache=cache,
                                metric_name=(config or {}).get("metric_name", "metric"))
         path = greedy_path(cand, sens)
-        room = budget - len(cache)
+        room = budget - cache.mark
         if len(path) > room // 2:                    # leave half the budget to the search itself
             k = max(room // 2, 0)
             path = [path[int(round(i))] for i in np.linspace(0, len(path) - 1, k)] if k else []
@@ -584,7 +807,7 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         # the whole space fits the budget: every assignment, the exact front
         import itertools
         cache.get([dict(zip(layers, c)) for c in itertools.product(cand.names, repeat=len(layers))])
-    elif U > 1 and len(cache) < budget:
+    elif U > 1 and cache.mark < budget:
         problem = Problem(n_var=len(layers), n_obj=2, n_ieq_constr=1, xl=0, xu=U - 1, vtype=int)
         X0 = np.unique(np.array([to_x(a) for a in seeds], dtype=np.int64), axis=0)
         n_pop = pop_size or int(min(40, max(16, 2 * len(layers))))
@@ -594,18 +817,18 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         alg.setup(problem, termination=get_termination("n_gen", 10 ** 9), seed=int(seed), verbose=False)
         sign = -1.0 if maximize else 1.0
         idle = 0
-        while len(cache) < budget and idle < 20:
+        while cache.mark < budget and idle < 20:
             pop = alg.ask()
             if pop is None or len(pop) == 0:           # no new offspring this generation
                 idle += 1
                 continue
             X = pop.get("X")
-            before = len(cache)
-            pts = cache.get([to_a(x) for x in X], limit=budget - len(cache))
+            before = cache.mark                        # (a resume replays generations it holds: not idle)
+            pts = cache.get([to_a(x) for x in X], limit=budget - cache.mark)
             if any(p is None for p in pts):
                 break                                  # the budget ran out inside this generation
-            idle = idle + 1 if len(cache) == before else 0
-            worst = max([sign * p.metric for p in cache.points.values() if p.valid] or [0.0])
+            idle = idle + 1 if cache.mark == before else 0
+            worst = max([sign * p.metric for p in cache.known() if p.valid] or [0.0])
             F = np.array([[p.energy, sign * p.metric if p.valid else worst + 1.0] for p in pts])
             G = np.array([[-1.0 if p.valid else 1.0] for p in pts])
             pop.set("F", F)
@@ -623,29 +846,52 @@ def space_config(cand: Candidates) -> dict:
             "costs": {n: unit_cost(u) for n, u in cand.by_name.items()}}
 
 
-def prior_points(out, resume: bool) -> list:
-    """The points of ``out``'s search.json to continue from (``resume=True``); checks ``out``."""
+def prior_result(out, resume: bool):
+    """The SearchResult of ``out``'s search.json to continue from (``resume=True``; None when
+    there is none yet, or no resume); checks ``out`` either way.  ``search_files`` refuses it,
+    before any evaluation, when its points were measured on anything else."""
+    from lutcore import _check
+    resume = _check.bool_arg(resume, "resume")
     if out is not None:
         from lutcore._io import target_dir
         target_dir(out, "out")
     if not resume:
-        return []
+        return None
     if out is None:
         raise ValueError("resume: needs out=, the directory holding the search.json to continue")
     if not os.path.exists(os.path.join(out, SEARCH_FILE)):
-        return []
-    return SearchResult.load(out).points
+        return None
+    return SearchResult.load(out)
+
+
+def check_args(*, budget, maximize=False, greedy=True, pop_size=None, seed=0, progress=True) -> dict:
+    """The search arguments every front end takes, checked before any work (TypeError /
+    ValueError naming the argument): ``budget`` an int >= 1, ``pop_size`` None or an int >= 2,
+    ``seed`` an int >= 0, ``maximize`` / ``greedy`` / ``progress`` True or False."""
+    from lutcore import _check
+    return {"budget": _check.int_arg(budget, "budget", lo=1), "maximize": _check.bool_arg(maximize, "maximize"),
+            "greedy": _check.bool_arg(greedy, "greedy"),
+            "pop_size": None if pop_size is None else _check.int_arg(pop_size, "pop_size", lo=2),
+            "seed": _check.int_arg(seed, "seed", lo=0), "progress": _check.bool_arg(progress, "progress")}
 
 
 def search_files(cand: Candidates, evaluate_many, *, budget: int, maximize: bool = False, greedy: bool = True,
-                 pop_size=None, seed: int = 0, prior=(), out=None, progress=None, config=None) -> SearchResult:
+                 pop_size=None, seed: int = 0, prior=None, out=None, progress=None, config=None) -> SearchResult:
     """``run_search`` with its files kept: ``out``'s search.json is rewritten (atomically)
-    after every batch, front.png at the end, and on any exception — Ctrl-C included — the points
-    evaluated so far are saved (marked partial) before it propagates.  ``progress``: a
-    callable(n new evaluations) or None."""
+    after every batch — a batch cut short included — front.png at the end, and on any
+    exception, Ctrl-C included, the points evaluated so far are saved (marked partial) before
+    it propagates.  ``prior``: the SearchResult to resume from (``prior_result``; refused
+    unless it was measured on what this search measures — ``config["measured_on"]``, the
+    front end's record of its data and model, and the space) or a list of points (not
+    checked); ``progress``: a callable(n new evaluations) or None."""
     config = dict(config or {})
+    config["measured_on"] = measured_on(cand, maximize, config.get("measured_on"))
+    if isinstance(prior, SearchResult):
+        check_resume(prior, config["measured_on"])
+        prior = prior.points
+    prior = list(prior or ())
     partial = dict(config, **space_config(cand))
-    state = {"points": list(prior)}
+    state = {"points": None}                  # None until a batch is recorded: the old file stays as it is
 
     def save_partial(points):                 # after every batch: the JSON (drawing the PNG costs more)
         state["points"] = points
@@ -656,7 +902,7 @@ def search_files(cand: Candidates, evaluate_many, *, budget: int, maximize: bool
                             pop_size=pop_size, seed=seed, points=prior, on_batch=save_partial,
                             progress=progress, config=config)
     except BaseException:
-        if out is not None and state["points"]:
+        if out is not None and state["points"] is not None:
             SearchResult(state["points"], partial, maximize, complete=False).save(out)
         raise
     if out is not None:

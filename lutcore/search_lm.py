@@ -8,6 +8,13 @@ built once with every searched layer through the exact unit; an assignment only 
 units on the layers (no weight is re-quantized, nothing rebuilt).  Product counts come
 from a dry run on one window (every window has the same length, so a layer's count is
 that run's times the number of windows).  ``lutcore search`` is this function on argv.
+
+What the points measure (search.json's ``measured_on``, checked by a resume before any
+evaluation): a fingerprint of the token windows (the data as tokenized, ``seq_len``
+included), of the model's weights and architecture, the windows per forward of a lutcore
+model (its float64 loss is summed per batch), and the metric — with the space's layers,
+products, unit tables, costs and reference.  A resume on another text, model or library is
+a ValueError naming what differs.
 """
 from __future__ import annotations
 
@@ -26,6 +33,10 @@ class _OwnSpace:
         self.model = _rebuild(own.model, "exact", threads)
         self.names = self.model.layer_names()
         self.step = batch_size
+
+    def fingerprint(self) -> str:
+        m = self.model
+        return _core.fingerprint(type(m).__name__, repr(m.config), dict(m.parameters()))
 
     def count(self, win):
         return self.model.count_products(np.asarray(win)[None, :])
@@ -48,6 +59,10 @@ class _HFSpace:
         self.pipe = Pipeline.from_stages([self.stage])
         self.names = self.stage.layer_names()
         self.step = 1
+        self.spec, self.weights = hf.spec, hf.weights
+
+    def fingerprint(self) -> str:
+        return _core.fingerprint(repr(self.spec), dict(self.weights))
 
     def count(self, win):
         return self.stage.count_products(np.asarray(win))
@@ -86,11 +101,19 @@ class _LMSpace:
         return nll / self.targets.size
 
     def evaluate_many(self, assignments):
-        return [self.loss(a) for a in assignments]
+        for a in assignments:                 # each as it finishes: Ctrl-C mid-batch keeps the finished
+            yield self.loss(a)
+
+    def measured_on(self) -> dict:
+        """The data (the token windows), the model (weights, architecture) and the metric."""
+        return {"data": {"windows": _core.fingerprint(np.stack(self.wins).astype(np.int64)),
+                         "seq_len": self.seq_len, "n_windows": len(self.wins)},
+                "model": self.m.fingerprint(), "windows_per_forward": self.m.step,
+                "metric_name": "held-out loss (nats/token)"}
 
     def config(self) -> dict:
         return {"metric_name": "held-out loss (nats/token)", "model": self.label, "seq_len": self.seq_len,
-                "windows": len(self.wins), "tokens": int(self.targets.size)}
+                "windows": len(self.wins), "tokens": int(self.targets.size), "measured_on": self.measured_on()}
 
 
 def sensitivity_lm(model, data, units, *, seq_len=None, tokenizer=None, threads=None, layers=None,
@@ -129,16 +152,19 @@ def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=
     far there);
     ``resume=True`` continues from ``out``'s search.json.  Returns a
     ``lutcore.search.SearchResult``; ``result.model_at(point)`` re-applies a point (its loss
-    again, bit for bit)."""
-    from lutcore import _check
-    budget = _check.int_arg(budget, "budget", lo=1)
-    prior = _core.prior_points(out, resume)
+    again, bit for bit).  A resume whose search.json was measured on another text, model or
+    units library is a ValueError naming the difference (see the module)."""
+    a = _core.check_args(budget=budget, greedy=greedy, pop_size=pop_size, seed=seed, progress=progress)
+    if threads is not None:
+        from lutcore._threads import resolve_threads
+        resolve_threads(threads)                      # the TypeError / ValueError naming threads
+    prior = _core.prior_result(out, resume)
     space = _LMSpace(model, data, units, seq_len=seq_len, tokenizer=tokenizer, threads=threads, layers=layers,
                      reference=reference, batch_size=batch_size)
-    bar = _core.tqdm_bar(progress, budget, "search", initial=len(prior))
+    bar = _core.tqdm_bar(a["progress"], a["budget"], "search", initial=len(prior.points) if prior else 0)
     try:
-        res = _core.search_files(space.cand, space.evaluate_many, budget=budget, greedy=greedy,
-                                 pop_size=pop_size, seed=seed, prior=prior, out=out,
+        res = _core.search_files(space.cand, space.evaluate_many, budget=a["budget"], greedy=a["greedy"],
+                                 pop_size=a["pop_size"], seed=a["seed"], prior=prior, out=out,
                                  progress=bar.update if bar else None, config=space.config())
     finally:
         if bar:

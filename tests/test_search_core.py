@@ -207,3 +207,183 @@ def test_same_named_units_with_different_tables_stay_apart():
     b2 = type(b)(b.mul, name=a.name).with_cost(power_mw=0.35)
     c = S.Candidates([costed("exact"), a, b2], MACS)
     assert len(c.names) == 3 and c.names[1] != c.names[2]
+
+
+# ----------------------------------------------------------------------------- issue 38: Ctrl-C, resume, checks
+
+def _stopping(after, order=None, fn=metric_of):
+    """An evaluate_many that evaluates one assignment at a time and raises KeyboardInterrupt
+    (Ctrl-C) when ``after`` evaluations have finished; ``order="reversed"`` finishes each batch
+    back to front, yielding ``Finished(position, metric)`` as out-of-order workers do."""
+    done = {"n": 0}
+
+    def ev(assignments):
+        pos = range(len(assignments)) if order is None else reversed(range(len(assignments)))
+        for j in pos:
+            if done["n"] == after:
+                raise KeyboardInterrupt
+            done["n"] += 1
+            m = fn(assignments[j])
+            yield m if order is None else S.Finished(j, m)
+    return ev
+
+
+def test_ctrl_c_mid_batch_keeps_every_finished_evaluation(tmp_path):
+    c = candidates()
+    full, _ = S.run_search(c, Counter(), budget=45, seed=1)
+    # 4 uniform points, then the sensitivity batch (9 new): Ctrl-C after 9 evaluations is in its middle
+    with pytest.raises(KeyboardInterrupt):
+        S.search_files(c, _stopping(9), budget=45, seed=1, out=tmp_path)
+    part = S.SearchResult.load(tmp_path)
+    assert not part.complete
+    assert [p.to_dict() for p in part.points] == [p.to_dict() for p in full.points[:9]]
+    ev = Counter()
+    again = S.search_files(c, ev, budget=45, seed=1, out=tmp_path, prior=S.prior_result(tmp_path, True))
+    assert len(ev.calls) == len(full.points) - 9
+    assert [p.to_dict() for p in again.points] == [p.to_dict() for p in full.points]
+
+
+def test_out_of_order_evaluations_are_kept_and_a_resume_fills_their_gaps(tmp_path):
+    c = candidates()
+    full, _ = S.run_search(c, Counter(), budget=45, seed=1)
+    with pytest.raises(KeyboardInterrupt):
+        S.search_files(c, _stopping(7, "reversed"), budget=45, seed=1, out=tmp_path)
+    part = S.SearchResult.load(tmp_path)
+    # the uniform batch (indices 0-3), then the last 3 of the 9-point sensitivity batch (indices 10-12)
+    assert [p.index for p in part.points] == [0, 1, 2, 3, 10, 11, 12]
+    assert [p.to_dict() for p in part.points] == [full.points[i].to_dict() for i in (0, 1, 2, 3, 10, 11, 12)]
+    ev = Counter()
+    again = S.search_files(c, ev, budget=45, seed=1, out=tmp_path, prior=S.prior_result(tmp_path, True))
+    assert len(ev.calls) == len(full.points) - 7
+    assert [p.to_dict() for p in again.points] == [p.to_dict() for p in full.points]
+
+
+def test_evaluate_many_yielding_wrong_positions_or_counts_is_named():
+    c = candidates()
+
+    def twice(assignments):
+        yield S.Finished(0, 1.0)
+        yield S.Finished(0, 1.0)
+    with pytest.raises(ValueError, match="Finished position 0 is not an unfinished position"):
+        S.run_search(c, twice, budget=4, greedy=False)
+    with pytest.raises(ValueError, match="expected 4 metrics, got 2"):
+        S.run_search(c, lambda a: [1.0, 2.0], budget=4, greedy=False)
+    with pytest.raises(ValueError, match="not both"):
+        S.run_search(c, lambda a: [1.0, S.Finished(1, 1.0), 1.0, 1.0], budget=4, greedy=False)
+
+
+def test_a_resume_replays_more_than_twenty_generations():
+    """Generations a resume holds every point of are replayed, not idle: a long search
+    interrupted late resumes to the uninterrupted result."""
+    layers = {f"l{i}": 100 * (i + 1) for i in range(8)}
+    c = S.Candidates([costed(s) for s in POWER], layers)
+    w = {l: 1.0 + i for i, l in enumerate(layers)}
+
+    def fn(a):
+        return float(sum(w[l] * (1.0 - POWER[u]) ** 2 for l, u in a.items()))
+    full, _ = S.run_search(c, Counter(fn), budget=180, seed=4, greedy=False, pop_size=4)
+    saved = {}
+    n = {"k": 0}
+
+    def ev(assignments):
+        for a in assignments:
+            if n["k"] == 160:
+                raise KeyboardInterrupt
+            n["k"] += 1
+            yield fn(a)
+    with pytest.raises(KeyboardInterrupt):
+        S.run_search(c, ev, budget=180, seed=4, greedy=False, pop_size=4, on_batch=lambda p: saved.update(p=p))
+    assert len(saved["p"]) == 160
+    again, _ = S.run_search(c, Counter(fn), budget=180, seed=4, greedy=False, pop_size=4, points=saved["p"])
+    assert [p.to_dict() for p in again.points] == [p.to_dict() for p in full.points]
+
+
+@pytest.mark.parametrize("order", [None, "reversed"])
+def test_ctrl_c_anywhere_resumes_to_the_uninterrupted_result(order):
+    """Wherever Ctrl-C comes — in the seeds, the greedy path, a generation, mid-batch, with
+    invalid points about — the resumed search is the uninterrupted one, point for point: a
+    resume decides the greedy path's room, the budget left and the generations from the
+    points the uninterrupted run held at that moment, not from the later ones it holds."""
+    c = candidates()
+
+    def fn(a):
+        return float("nan") if a["conv1"] == "reduced:5" and a["fc"] != "exact" else metric_of(a)
+    full, _ = S.run_search(c, Counter(fn), budget=55, seed=2)
+    for stop in range(1, len(full.points), 3):         # 4 seeds, 9 sensitivity, the greedy path, generations
+        saved = {}
+        with pytest.raises(KeyboardInterrupt):
+            S.run_search(c, _stopping(stop, order, fn), budget=55, seed=2, on_batch=lambda p: saved.update(p=p))
+        assert len(saved["p"]) == stop
+        ev2 = Counter(fn)
+        again, _ = S.run_search(c, ev2, budget=55, seed=2, points=saved["p"])
+        assert len(ev2.calls) == len(full.points) - stop
+        assert [p.to_dict() for p in again.points] == [p.to_dict() for p in full.points], stop
+
+
+def test_resume_refuses_points_measured_on_something_else(tmp_path):
+    c = candidates()
+    S.search_files(c, Counter(), budget=8, greedy=False, out=tmp_path,
+                   config={"measured_on": {"data": "sha256:aaaa"}})
+    prior = S.prior_result(tmp_path, True)
+    ev = Counter()
+    with pytest.raises(ValueError, match=r"resume: .*search.json holds points measured on something else.*"
+                                         r"data: 'sha256:aaaa' \(saved\) vs 'sha256:bbbb' \(now\)"):
+        S.search_files(c, ev, budget=20, greedy=False, out=tmp_path, prior=prior,
+                       config={"measured_on": {"data": "sha256:bbbb"}})
+    # other costs (the saved energies), another table under the same name, maximize
+    us = [costed(s) for s in POWER]
+    us[1] = us[1].with_cost(power_mw=0.5)
+    with pytest.raises(ValueError, match=r"costs.mitchell.power_mw: 0.4 \(saved\) vs 0.5 \(now\)"):
+        S.search_files(S.Candidates(us, MACS), ev, budget=20, greedy=False, prior=prior,
+                       config={"measured_on": {"data": "sha256:aaaa"}})
+    us = [costed(s) for s in POWER]
+    us[3] = type(us[3])(resolve("reduced:4").mul, name="reduced:5").with_cost(power_mw=0.6, area_um2=300.0)
+    with pytest.raises(ValueError, match=r"units.reduced:5: "):
+        S.search_files(S.Candidates(us, MACS), ev, budget=20, greedy=False, prior=prior,
+                       config={"measured_on": {"data": "sha256:aaaa"}})
+    with pytest.raises(ValueError, match=r"maximize: false \(saved\) vs true \(now\)"):
+        S.search_files(c, ev, budget=20, greedy=False, maximize=True, prior=prior,
+                       config={"measured_on": {"data": "sha256:aaaa"}})
+    assert ev.calls == []
+    # the same: it continues; a search.json that records nothing of it (an older lutcore) is refused
+    S.search_files(c, ev, budget=20, greedy=False, out=tmp_path, prior=prior,
+                   config={"measured_on": {"data": "sha256:aaaa"}})
+    assert len(ev.calls) == 12
+    d = json.loads((tmp_path / "search.json").read_text())
+    del d["config"]["measured_on"]
+    (tmp_path / "search.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="does not record what its points were measured on"):
+        S.search_files(c, ev, budget=30, greedy=False, prior=S.prior_result(tmp_path, True))
+
+
+def test_a_zero_reference_power_or_no_products_is_refused_before_any_evaluation():
+    ev = Counter()
+    us = [costed(s) for s in POWER]
+    us[0] = us[0].with_cost(power_mw=0.0)
+    with pytest.raises(ValueError, match=r"reference: units 'exact' has power_mw 0.0.*expected a power_mw > 0"):
+        S.run_search(S.Candidates(us, MACS), ev, budget=40)
+    with pytest.raises(ValueError, match="macs: the layers perform no products"):
+        S.run_search(S.Candidates([costed(s) for s in POWER], {k: 0 for k in MACS}), ev, budget=40)
+    bad = costed("mitchell")
+    bad.cost = dict(bad.cost, power_mw=float("nan"))          # a figure that bypassed with_cost
+    with pytest.raises(ValueError, match="units 'mitchell': expected a finite power_mw >= 0, got nan"):
+        S.run_search(S.Candidates([costed("exact"), bad], MACS), ev, budget=40)
+    assert ev.calls == []
+
+
+def test_a_named_reference_is_the_candidate_with_its_cost():
+    units = [costed(s) for s in POWER]
+    cands, ref = S.candidates_and_reference(units, "exact")
+    c = S.Candidates(cands, MACS, reference=ref)
+    c.check_power()
+    assert len(cands) == 4 and c.energy(c.uniform("exact"))["energy"] == 1.0
+    cands, ref = S.candidates_and_reference(units, "mitchell")
+    c = S.Candidates(cands, MACS, reference=ref)
+    c.check_power()
+    assert c.energy(c.uniform("exact"))["energy"] == pytest.approx(1.0 / 0.4, rel=1e-15)
+    # a reference given with its own figure keeps it; one not among the candidates joins them
+    cands, ref = S.candidates_and_reference(units[1:], resolve("exact").with_cost(power_mw=2.0))
+    assert len(cands) == 4 and S.Candidates(cands, MACS, reference=ref).energy(
+        {l: "mitchell" for l in MACS})["energy"] == pytest.approx(0.2, rel=1e-15)
+    with pytest.raises(TypeError, match="reference: expected None, a units spec or a Units, got int 3"):
+        S.candidates_and_reference(units, 3)

@@ -23,6 +23,17 @@ the model runs exact:
   from the layer's bias (a zero bias is added to a layer that has none).
 
 Both together: the bias correction is measured with the tuned unit.
+
+What the points measure (search.json's ``measured_on``, checked by a resume before any
+evaluation): a fingerprint of the model's state dict (parameters and buffers) and class, of
+``example_input`` and ``calibration``, the units of the layers not searched, the
+compensation, ``evaluate``'s qualified name and ``metric_name`` — ``evaluate``'s own data
+(what it closes over) is not seen: a changed test set under the same function is named by
+``metric_name`` or an ``out`` of its own.
+
+Arguments are checked before the model is copied (``budget``, ``seed``, ``pop_size``,
+``workers``, the flags, ``evaluate``), and the products before any evaluation: an input on
+which the searched layers perform no product (an empty batch) is a ValueError.
 """
 from __future__ import annotations
 
@@ -61,6 +72,23 @@ def _products_per_output(m) -> int:
 def _run(model, batch):
     from lutcore.torch.convert import _run as run
     return run(model, batch)
+
+
+def _fingerprint_data(x):
+    """``x`` (tensors, arrays, dicts, lists / tuples, numbers, str) in the terms of
+    ``lutcore.search.fingerprint``; any other object by its type only."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach().cpu().contiguous()
+        return [str(t.dtype), list(t.shape), t.reshape(-1).view(torch.uint8).numpy()]
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, dict):
+        return {str(k): _fingerprint_data(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_fingerprint_data(v) for v in x]
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return f"<{type(x).__module__}.{type(x).__qualname__}>"
 
 
 def _batches(data, what):
@@ -208,16 +236,36 @@ def _channels_last_out(m) -> bool:
 class _Space:
     """A converted deep copy of the model and what each (layer, unit) pair runs as."""
 
-    def __init__(self, model, units, example_input, layers, reference, compensation, calibration, threads):
+    def __init__(self, model, units, example_input, layers, reference, compensation, calibration, threads,
+                 need_products=False):
         from lutcore.torch.convert import approximate
         if not isinstance(model, nn.Module):
             raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-        comp = () if compensation is None else (compensation,) if isinstance(compensation, str) \
-            else tuple(compensation)
+        if compensation is None or isinstance(compensation, str):
+            comp = () if compensation is None else (compensation,)
+        else:
+            try:
+                comp = tuple(compensation)
+            except TypeError:
+                raise TypeError(f"compensation: expected None or some of {COMPENSATIONS}, got "
+                                f"{type(compensation).__name__} {compensation!r}") from None
         bad = [c for c in comp if c not in COMPENSATIONS]
         if bad:
             raise ValueError(f"compensation: expected None or some of {COMPENSATIONS}, got {bad}")
         self.compensation = comp
+        if need_products and example_input is None:
+            raise TypeError("example_input: expected a tensor, a dict of model inputs or an iterable of batches "
+                            "(the products are counted on it), got None")
+        # each an iterable walked once (a generator too): listed here, used for every pass
+        example_input = None if example_input is None else _batches(example_input, "example_input")
+        calibration = None if calibration is None else _batches(calibration, "calibration")
+        self.fingerprint = {"model": _core.fingerprint(f"{type(model).__module__}.{type(model).__qualname__}",
+                                                       _fingerprint_data(dict(model.state_dict()))),
+                            "example_input": None if example_input is None else
+                            _core.fingerprint(_fingerprint_data(example_input)),
+                            "calibration": None if calibration is None or not comp else
+                            _core.fingerprint(_fingerprint_data(calibration)),
+                            "compensation": list(comp)}
         work = copy.deepcopy(model)
         if not _approx_layers(work):
             work = approximate(work, "exact", inplace=True, threads=threads)
@@ -226,12 +274,19 @@ class _Space:
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
         cands, ref = _core.candidates_and_reference(units, reference)
+        self.fingerprint["fixed_units"] = {n: getattr(m.units, "digest", None) for n, m in all_layers
+                                           if n not in names}     # the layers not searched keep theirs
         exact = resolve_units("exact")
         for _, m in self.layers:
             m.units = exact
         macs_all = count_products(work, example_input) if example_input is not None else \
             {n: 0 for n, _ in all_layers}                  # sensitivity: no energy figures
-        self.cand = _core.Candidates(cands, {n: macs_all[n] for n, _ in self.layers}, reference=ref)
+        macs = {n: macs_all[n] for n, _ in self.layers}
+        if need_products and not sum(macs.values()):
+            raise ValueError(f"example_input: the dry run counted no products in the searched layers ({macs}): "
+                             f"an empty batch? The energy of an assignment is weighted by these counts; give an "
+                             f"input the model runs on")
+        self.cand = _core.Candidates(cands, macs, reference=ref)
         # what each layer runs for each candidate name
         self.run_units = {n: dict(self.cand.by_name) for n, _ in self.layers}
         self.bias0 = {n: (None if m.bias is None else m.bias.detach().clone()) for n, m in self.layers}
@@ -265,23 +320,37 @@ class _Space:
 
 
 def _evaluator(space, evaluate, workers):
+    """(evaluate_many, close): evaluate_many yields each metric as it finishes (the cache
+    records it then, so Ctrl-C mid-batch keeps the finished ones)."""
     if not callable(evaluate):
         raise TypeError(f"evaluate: expected a callable evaluate(model) -> float, got {type(evaluate).__name__}")
-    if not workers:
+    if workers is None:
         def many(assignments):
-            return [float(evaluate(space.apply(a))) for a in assignments]
+            for a in assignments:
+                yield float(evaluate(space.apply(a)))
         return many, (lambda: None)
     return _ray_evaluator(space, evaluate, workers)
 
 
+def _workers_arg(workers):
+    """None (in process) or a positive int (that many Ray actors); not a bool, a float or a str."""
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)):
+        raise TypeError(f"workers: expected a positive int (Ray actors) or None (in process), got "
+                        f"{type(workers).__name__} {workers!r}")
+    if workers < 1:
+        raise ValueError(f"workers: expected a positive int (Ray actors) or None (in process), got {workers!r}")
+    return int(workers)
+
+
 def _ray_evaluator(space, evaluate, workers):
-    """Evaluations on ``workers`` Ray actors, each holding a copy of the working model; the
-    assignments of a batch are dealt round-robin and the metrics come back in order (each
-    is computed exactly as in process: same model, same bits)."""
+    """Evaluations on ``workers`` Ray actors, each holding a copy of the working model: the
+    batch's assignment i is a call on actor i % n (an actor runs its calls in order), and each
+    metric is yielded as ``Finished(i, metric)`` when it arrives — on Ctrl-C, also every one
+    already finished.  Each is computed exactly as in process: same model, same bits."""
     import ray
-    n = int(workers)
-    if n < 1:
-        raise ValueError(f"workers: expected a positive int or None, got {workers!r}")
+    n = _workers_arg(workers)
     started = not ray.is_initialized()
     if started:                  # a local Ray of our own: its workers import what this process imports
         import sys
@@ -295,19 +364,30 @@ def _ray_evaluator(space, evaluate, workers):
             torch.set_num_threads(1)
             self.space, self.evaluate = space, evaluate
 
-        def run(self, assignments):
-            return [float(self.evaluate(self.space.apply(a))) for a in assignments]
+        def run(self, assignment):
+            return float(self.evaluate(self.space.apply(assignment)))
 
     refs = ray.put(space), ray.put(evaluate)
     actors = [_Worker.remote(*refs) for _ in range(n)]
 
     def many(assignments):
-        parts = [assignments[i::n] for i in range(n)]
-        res = ray.get([a.run.remote(p) for a, p in zip(actors, parts) if p])
-        out = [None] * len(assignments)
-        for i, r in enumerate(res):
-            out[i::n] = r
-        return out
+        calls = [actors[i % n].run.remote(a) for i, a in enumerate(assignments)]
+        at = {r: i for i, r in enumerate(calls)}
+        todo = list(calls)
+        try:
+            while todo:
+                ready, todo = ray.wait(todo, num_returns=1)
+                for r in ready:
+                    yield _core.Finished(at[r], ray.get(r))
+        except KeyboardInterrupt:                 # Ctrl-C: the evaluations finished by now are kept too
+            ready, _ = ray.wait(todo, num_returns=len(todo), timeout=0) if todo else ([], [])
+            for r in ready:
+                try:
+                    m = ray.get(r, timeout=0)
+                except Exception:                 # a failed one: the interrupt is what is reported
+                    continue
+                yield _core.Finished(at[r], m)
+            raise
 
     def close():
         for a in actors:
@@ -354,27 +434,45 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
     ``cost``); ``example_input``: what the products are counted on (a dry run);
     ``layers``: the layers to search (names, prefixes, globs; default all — the rest keep
     the exact unit); ``reference``: the unit energy is relative to (default the exact
-    candidate); ``compensation``: None, "weights", "bias" or both (see the module);
+    candidate; named by a spec, it is the candidate with that table and its cost);
+    ``compensation``: None, "weights", "bias" or both (see the module);
     ``budget``: the most distinct assignments evaluated, the seeds included (every uniform
-    assignment, the one-layer sensitivity and a greedy path built from it); ``workers``: run
-    the evaluations on that many Ray actors; ``out``: a directory where search.json is kept
-    current after every batch and front.png drawn at the end (Ctrl-C leaves every point
-    evaluated so far there, and the front drawn); ``resume=True`` continues from ``out``'s search.json.
+    assignment, the one-layer sensitivity and a greedy path built from it); ``workers``: None
+    (in process) or a positive int, run the evaluations on that many Ray actors; ``out``: a
+    directory where search.json is kept current after every batch and front.png drawn at the
+    end (Ctrl-C leaves every point evaluated so far there, those of the batch in flight
+    included, and the front drawn); ``resume=True`` continues from ``out``'s search.json — a
+    ValueError naming the difference when its points were measured on another model, input,
+    units or metric (see the module).
 
     Returns a ``lutcore.search.SearchResult``: ``points`` (each with ``assignment``,
     ``energy``, ``metric``, ``seed``), ``front``, ``save(dir)``, ``model_at(point)`` (the
     working model configured at a point: evaluating it again gives the point's metric bit
     for bit)."""
-    from lutcore import _check
-    budget = _check.int_arg(budget, "budget", lo=1)
-    prior = _core.prior_points(out, resume)
-    space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads)
+    a = _core.check_args(budget=budget, maximize=maximize, greedy=greedy, pop_size=pop_size, seed=seed,
+                         progress=progress)
+    workers = _workers_arg(workers)
+    if not callable(evaluate):
+        raise TypeError(f"evaluate: expected a callable evaluate(model) -> float, got {type(evaluate).__name__}")
+    if not isinstance(metric_name, str):
+        raise TypeError(f"metric_name: expected a str, got {type(metric_name).__name__} {metric_name!r}")
+    if threads is not None:
+        from lutcore._threads import resolve_threads
+        resolve_threads(threads)                      # the TypeError / ValueError naming threads
+    prior = _core.prior_result(out, resume)
+    space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads,
+                   need_products=True)
+    measured = dict(space.fingerprint, metric_name=metric_name,
+                    evaluate=f"{getattr(evaluate, '__module__', None)}."
+                             f"{getattr(evaluate, '__qualname__', type(evaluate).__qualname__)}")
+    config = {"metric_name": metric_name, "compensation": list(space.compensation), "measured_on": measured}
+    if prior is not None:                             # refused before any worker starts or evaluation runs
+        _core.check_resume(prior, _core.measured_on(space.cand, a["maximize"], measured))
     many, close = _evaluator(space, evaluate, workers)
-    config = {"metric_name": metric_name, "compensation": list(space.compensation)}
-    bar = _core.tqdm_bar(progress, budget, "search", initial=len(prior))
+    bar = _core.tqdm_bar(a["progress"], a["budget"], "search", initial=len(prior.points) if prior else 0)
     try:
-        res = _core.search_files(space.cand, many, budget=budget, maximize=maximize, greedy=greedy,
-                                 pop_size=pop_size, seed=seed, prior=prior, out=out,
+        res = _core.search_files(space.cand, many, budget=a["budget"], maximize=a["maximize"], greedy=a["greedy"],
+                                 pop_size=a["pop_size"], seed=a["seed"], prior=prior, out=out,
                                  progress=bar.update if bar else None, config=config)
     finally:
         close()

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -331,3 +332,239 @@ def test_uint16_return_is_read_as_twos_complement(tmp_path):
                                             "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
     with pytest.raises(ValueError, match=r"wide\.c: m\(a=1, b=-128\) = 65408 does not fit in int16"):
         lutcore.Units.from_c(wide)
+
+
+# ---------------------------------------------------------------- every process ends with the call (issue 38)
+LINUX = sys.platform.startswith("linux")
+PROC = os.path.isdir("/proc/self")
+DETACH = """#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+/* a grandchild that leaves the model's session (double fork + setsid) and sleeps forever;
+   its pid is in the file before this returns */
+static void detach(const char *pidfile) {
+    pid_t p = fork();
+    if (p == 0) {
+        setsid();
+        pid_t g = fork();
+        if (g == 0) for (;;) sleep(1);
+        FILE *f = fopen(pidfile, "w"); fprintf(f, "%d", (int)g); fclose(f);
+        _exit(0);
+    }
+    waitpid(p, 0, 0);
+}
+"""
+
+
+def _alive(pid):
+    """Whether process ``pid`` runs (gone or a zombie: False)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _left_after(pids, seconds):
+    """The pids still running ``seconds`` from now (checked every 50 ms; [] at once when none);
+    those are then killed, so that a failing test leaves nothing behind."""
+    end = time.monotonic() + seconds
+    left = [p for p in pids if _alive(p)]
+    while left and time.monotonic() < end:
+        time.sleep(0.05)
+        left = [p for p in left if _alive(p)]
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+def _read_pid(f, proc=None, seconds=60):
+    """The pid a model wrote to file ``f`` (waiting for it while ``proc``, if given, runs)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if f.exists() and f.read_text().strip():
+            return int(f.read_text())
+        assert proc is None or proc.poll() is None, f"the caller ended first: {proc.communicate()}"
+        time.sleep(0.05)
+    pytest.fail(f"no pid in {f} within {seconds} s")
+
+
+def _procs_with(marker):
+    """{pid: its address-space limit (/proc/PID/limits, bytes or 'unlimited')} of every process
+    whose command line holds ``marker``, except Pythons (this one, lutcore's keeper)."""
+    out = {}
+    py = os.path.realpath(sys.executable)
+    for n in os.listdir("/proc"):
+        if not n.isdigit() or int(n) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{n}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            if marker.encode() not in b"\0".join(cmd) or os.path.realpath(cmd[0].decode()) == py:
+                continue
+            with open(f"/proc/{n}/limits") as f:
+                lim = next(ln.split()[3] for ln in f if ln.startswith("Max address space"))
+            out[int(n)] = int(lim) if lim.isdigit() else lim
+        except (OSError, StopIteration, IndexError, UnicodeDecodeError):
+            pass
+    return out
+
+
+# includes itself twice per level, 60 levels deep: the preprocessor never finishes
+SLOW_TO_COMPILE = """#ifndef ONCE
+#define ONCE
+short m(signed char a, signed char b) { return (short)(a * b); }
+#endif
+#if __INCLUDE_LEVEL__ < 60
+#include __FILE__
+#include __FILE__
+#endif
+"""
+
+
+@pytest.mark.skipif(not PROC, reason="reads /proc")
+def test_compile_time_limit_ends_every_compiler_process(tmp_path):
+    """Issue 38 (12): a compile that reaches the time limit left cc1 running, an orphan with no
+    memory limit.  Every process of the compiler must carry CHILD_MEMORY and end with the call."""
+    d = tmp_path / "slowcc"                  # the compiler's -I argument: how its processes are found
+    d.mkdir()
+    path = _write(d, "slow.c", SLOW_TO_COMPILE)
+    got = {}
+
+    def call():
+        try:
+            lutcore.Units.from_c(path, "m", timeout=3)
+        except ValueError as e:
+            got["error"] = str(e)
+
+    t = threading.Thread(target=call)
+    t.start()
+    seen = {}
+    while t.is_alive():
+        for pid, lim in _procs_with(str(d)).items():
+            seen.setdefault(pid, lim)
+        time.sleep(0.05)
+    t.join()
+    print(got, seen)
+    assert got.get("error", "").startswith(f"{path}: the C compiler gave no result within 3 s")
+    assert seen, "no compiler process was found while the call ran"
+    assert all(lim == hdl.CHILD_MEMORY for lim in seen.values()), seen
+    assert _left_after(list(seen), 10) == []
+
+
+def test_model_output_is_capped(tmp_path, monkeypatch):
+    """Issue 38 (13): what a model writes was not capped (2 GB in 3 s).  Beyond CHILD_OUTPUT on
+    its stdout + stderr, or in any one file, the model is refused."""
+    monkeypatch.setattr(hdl, "CHILD_OUTPUT", 1 << 20)
+    chatty = _write(tmp_path, "chatty.c", HDR + "#include <string.h>\nint16_t m(int8_t a, int8_t b) {\n"
+                    "  static int once; static char buf[1 << 16];\n"
+                    "  if (!once) { once = 1; memset(buf, 'x', sizeof buf);\n"
+                    "    for (int i = 0; i < 64; ++i) fwrite(buf, 1, sizeof buf, stdout); fflush(stdout); }\n"
+                    "  return a * b; }\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(chatty)}: function m: the compiled model wrote more "
+                                         rf"than 1 MiB to its standard output and error"):
+        lutcore.Units.from_c(chatty, "m")
+    filler = _write(tmp_path, "filler.c", HDR + "#include <string.h>\nint16_t m(int8_t a, int8_t b) {\n"
+                    "  static int once; static char buf[1 << 16];\n"
+                    "  if (!once) { once = 1; FILE *f = fopen(\"big.bin\", \"wb\");\n"
+                    "    for (int i = 0; i < 64; ++i) fwrite(buf, 1, sizeof buf, f); fclose(f); }\n"
+                    "  return a * b; }\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(filler)}: function m: the compiled model tried to write "
+                                         rf"a file larger than 1 MiB"):
+        lutcore.Units.from_c(filler, "m")
+    # what a model may write is not lost by the cap: a line per pair is fine
+    talker = _write(tmp_path, "talker.c", HDR + "int16_t m(int8_t a, int8_t b) { printf(\"%d %d\\n\", a, b); "
+                                                "return a * b; }\n")
+    assert lutcore.Units.from_c(talker, "m").is_exact
+
+
+_CALLER = """import sys, lutcore
+lutcore.Units.from_c(sys.argv[1], "m", timeout=600)
+"""
+
+
+@pytest.mark.skipif(not PROC, reason="reads /proc")
+def test_model_ends_with_a_caller_killed_by_sigkill(tmp_path):
+    """Issue 38 (14): a model that never returns, tabulated by a caller that is then killed with
+    SIGKILL, kept running forever.  It must end with its caller, and so must a grandchild it
+    detached from its session (double fork + setsid)."""
+    me, grand = tmp_path / "model.pid", tmp_path / "grandchild.pid"
+    path = _write(tmp_path, "forever.c", HDR + DETACH + "int16_t m(int8_t a, int8_t b) {\n"
+                  f"  FILE *f = fopen(\"{me}\", \"w\"); fprintf(f, \"%d\", (int)getpid()); fclose(f);\n"
+                  f"  detach(\"{grand}\");\n"
+                  "  for (;;) sleep(1);\n  return a * b; }\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, path], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        pids = [_read_pid(grand, caller), _read_pid(me, caller)]
+        assert all(_alive(p) for p in pids)
+    finally:
+        caller.kill()
+        caller.communicate()
+    assert _left_after(pids, 10) == []
+
+
+@pytest.mark.skipif(not PROC, reason="reads /proc")
+def test_detached_grandchild_ends_with_the_call(tmp_path):
+    """Issue 38 (also noticed): a model that double-forks and calls setsid() outlived from_c,
+    whose kill reached only the model's process group."""
+    grand = tmp_path / "grandchild.pid"
+    path = _write(tmp_path, "detach.c", HDR + DETACH + "int16_t m(int8_t a, int8_t b) {\n"
+                  f"  static int once; if (!once) {{ once = 1; detach(\"{grand}\"); }}\n  return a * b; }}\n")
+    assert lutcore.Units.from_c(path, "m").is_exact
+    assert _left_after([_read_pid(grand, seconds=1)], 10) == []
+
+
+# ---------------------------------------------------------------- exactly the named file, any function name
+@pytest.mark.parametrize("folder", ['we"ird', "back\\slash", "sp ace $`'", "new\nline"])
+def test_any_path_compiles_exactly_that_file(tmp_path, folder):
+    """Issue 38 (15): a `"` in the path compiled another file (the decoy below, whose name is
+    the path cut at the quote); a `\\` made a valid model fail."""
+    (tmp_path / "we\\").write_text("short m(signed char a, signed char b) { return 0; }\n")      # the decoy
+    d = tmp_path / folder
+    d.mkdir()
+    (d / "helper.h").write_text("#define PRODUCT(a, b) ((a) * (b))\n")                  # found beside it
+    path = _write(d, "m.c", '#include "helper.h"\nshort m(signed char a, signed char b) '
+                            '{ return (short)PRODUCT(a, b); }\n')
+    u = lutcore.Units.from_c(path, "m")
+    assert u.is_exact and u.loaded_from == f"{path}:m"
+    assert lutcore.units.resolve(path).is_exact
+
+
+@pytest.mark.parametrize("name", ["a", "b", "out", "f", "argc", "argv", "main", "int64_t", "fopen_",
+                                  "lutcore_user_main_", "check", "tabulate"])
+def test_any_function_name(tmp_path, name):
+    """Issue 38 (15): a model whose function is named a, b or out was refused with a compiler
+    error about lutcore's own driver."""
+    path = _write(tmp_path, "n.c", f"short {name}(signed char a, signed char b) {{ return (short)(a * b); }}\n")
+    u = lutcore.Units.from_c(path, name)
+    assert u.is_exact and u.name == name
+    assert lutcore.Units.from_c(path).name == name                     # found as the only one too
+
+
+def test_compile_error_names_the_users_file_and_line(tmp_path):
+    path = _write(tmp_path, "typo.c", "short m(signed char a, signed char b)\n{\n  return a * ;\n}\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(path)}: the C compiler failed: {re.escape(path)}:3:\d+: "
+                                         rf"error"):
+        lutcore.Units.from_c(path, "m")
+    link = _write(tmp_path, "link.c", "int nowhere(int);\nshort m(signed char a, signed char b) "
+                                      "{ return (short)nowhere(a * b); }\n")
+    with pytest.raises(ValueError, match=r"link\.c: the C compiler failed: .*undefined reference to .nowhere"):
+        lutcore.Units.from_c(link, "m")
+
+
+def test_a_named_pipe_is_not_opened(tmp_path):
+    """Issue 38 (17): a named pipe called *.c is refused (or skipped by a library), never opened."""
+    fifo = tmp_path / "pipe.c"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(fifo))}: a named pipe, not a regular file"):
+        lutcore.Units.from_c(str(fifo), "m")
+    vfifo = tmp_path / "pipe.v"
+    os.mkfifo(vfifo)
+    with pytest.raises(ValueError, match=r"pipe\.v: a named pipe, not a regular file"):
+        lutcore.Units.from_verilog(str(vfifo))

@@ -404,13 +404,31 @@ def _module_names(path):
     return re.findall(r"\bmodule\s+\\?([A-Za-z_][\w$]*)", text)
 
 
+def _file_kind(mode):
+    import stat
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def _check_file(path, exts, what):
+    """``path`` as str: an existing regular file (a symlink to one too) with one of ``exts``;
+    else FileNotFoundError (missing) or ValueError (another kind of file, another extension)."""
+    import stat
     from lutcore._io import path_arg
     path = path_arg(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such {what} file")
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"{path}: no such {what} file") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read this {what} file ({e.strerror or e})") from None
     if not path.lower().endswith(exts):
         raise ValueError(f"{path}: expected a {what} file ({' or '.join(exts)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: {_file_kind(st.st_mode)}, not a regular file: expected a {what} file")
     return path
 
 
@@ -504,38 +522,48 @@ _C_RETURNS = ("_Bool", "char", "signed char", "unsigned char", "short", "unsigne
 
 
 def _signature_check(fn):
+    """A C11 static assertion that ``fn``'s type is an accepted one (read by the compiler, so a
+    typedef or a macro that hides the spelling is still read right; a long return counts where
+    long is 32 bits).  Keywords only: nothing is included after the model."""
     assoc = ", ".join(f"{r} (*)({p}, {q}): 1" for r in _C_RETURNS for p in _C_PARAMS for q in _C_PARAMS)
-    longs = ", ".join(f"{r} (*)({p}, {q}): 1" for r in ("long", "unsigned long") for p in _C_PARAMS
-                      for q in _C_PARAMS)
-    return (f"#if LONG_MAX == 2147483647\n"
-            f"_Static_assert(_Generic(&{fn}, {assoc}, {longs}, default: 0), \"lutcore_signature_\");\n"
-            f"#else\n"
-            f"_Static_assert(_Generic(&{fn}, {assoc}, default: 0), \"lutcore_signature_\");\n"
-            f"#endif\n")
+    longs = ", ".join(f"{r} (*)({p}, {q}): sizeof(long) == 4" for r in ("long", "unsigned long")
+                      for p in _C_PARAMS for q in _C_PARAMS)
+    return f"_Static_assert(_Generic(&{fn}, {assoc}, {longs}, default: 0), \"lutcore_signature_\");\n"
 
 
-# The child: the model's file included (its own main renamed away), the signature checked at
-# compile time, every pair tabulated as int64 and written to argv[1] only once all are done.
-_C_DRIVER = """#define main lutcore_user_main_
-#include "{src}"
+# The child is two translation units, compiled apart and linked.  The model's: a byte-for-byte
+# copy of the user's file under a fixed name (so no path is ever written into C source), its
+# own main renamed away, then the signature check and the one function the driver calls —
+# lutcore's names all begin with __lutcore_ (reserved to the implementation, so no valid model
+# uses them), and nothing is included after the model.  The driver's: main, which tabulates
+# every pair as long long and writes them to argv[1] only once all are done; it sees none of
+# the model's names, and is compiled without the model's include directory.
+_C_MODEL_COPY, _C_MODEL_TU, _C_DRIVER_TU = "lutcore-model.c", "lutcore-check.c", "lutcore-main.c"
+_C_MODEL = """#define main __lutcore_user_main
+#include "{copy}"
 #undef main
-#include <limits.h>
-#include <stdint.h>
-#include <stdio.h>
-{check}
-int main(int argc, char **argv) {{
-    static int64_t out[65536 + 2];
+{check}long long __lutcore_call(signed char __lutcore_a, signed char __lutcore_b);
+long long __lutcore_call(signed char __lutcore_a, signed char __lutcore_b)
+{{ return (long long){fn}(__lutcore_a, __lutcore_b); }}
+const int __lutcore_bits = (int)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
+const int __lutcore_signed = (__typeof__({fn}(0, 0)))-1 < 1;               /* and signedness */
+"""
+_C_DRIVER = """#include <stdio.h>
+long long __lutcore_call(signed char, signed char);
+extern const int __lutcore_bits, __lutcore_signed;
+int main(int argc, char **argv) {
+    static long long out[65536 + 2];
     for (int a = -128; a < 128; ++a)
         for (int b = -128; b < 128; ++b)
-            out[(a & 0xff) * 256 + (b & 0xff)] = (int64_t){fn}((int8_t)a, (int8_t)b);
-    out[65536] = (int64_t)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
-    out[65537] = (__typeof__({fn}(0, 0)))-1 < (__typeof__({fn}(0, 0)))0;   /* and signedness */
+            out[(a & 0xff) * 256 + (b & 0xff)] = __lutcore_call((signed char)a, (signed char)b);
+    out[65536] = __lutcore_bits;
+    out[65537] = __lutcore_signed;
     if (argc < 2) return 97;
     FILE *f = fopen(argv[1], "wb");
     if (!f) return 98;
     if (fwrite(out, sizeof out[0], 65536 + 2, f) != 65536 + 2 || fclose(f) != 0) return 99;
     return 0;
-}}
+}
 """
 _C_DRIVER_CODES = {97: "the driver got no output path", 98: "the driver could not create its output file",
                    99: "the driver could not write the table"}
@@ -619,70 +647,113 @@ def _signal_name(num):
         return f"signal {num}"
 
 
-def _tail(fname, n=300):
-    """The last line a child wrote to ``fname`` (at most ``n`` characters), or ''."""
-    try:
-        with open(fname, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 4096))
-            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
+def _last_line(data: bytes, n=300):
+    """The last non-empty line of a child's stderr (at most ``n`` characters), or ''."""
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
     return lines[-1][:n] if lines else ""
 
 
-CHILD_MEMORY = 2 << 30          # bytes of address space a compiled C model may use
+def _mib(n):
+    return f"{n / (1 << 20):g} MiB"
 
 
-def _limit_memory():
-    """In the child, before it runs the model: at most CHILD_MEMORY of address space (a
-    model that allocates without end fails there instead of exhausting the machine)."""
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+CHILD_MEMORY = 2 << 30          # bytes of address space a compiled C model, and its compiler, may use
+CHILD_OUTPUT = 64 << 20         # bytes a C model may write to stdout + stderr, and to any one file
+COMPILER_FILES = 1 << 30        # bytes the C compiler may write to any one file (its temporaries, the program)
+_COMPILER_LOG = 256 << 10       # bytes of the compiler's messages kept for the error
 
 
-def _run_child(cmd, cwd, timeout, what):
-    """Run ``cmd`` in its own session (process group) in ``cwd``, its output to files there.
-    -> (how it ended or None when it exited 0, the last line of its stderr).  On timeout or
-    any exception here (Ctrl-C) the whole group is killed."""
-    import signal
-    out, err = os.path.join(cwd, f"{what}.out"), os.path.join(cwd, f"{what}.err")
-    with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                start_new_session=True, preexec_fn=_limit_memory)
-
-    def kill():
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
-
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill()
-        return f"gave no result within {timeout:g} s (killed)", _tail(err)
-    except BaseException:
-        kill()
-        raise
-    try:                                    # anything it left running in its group goes too
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if rc < 0:
-        return f"was killed by {_signal_name(-rc)}", _tail(err)
-    if rc != 0:
-        return f"exited with status {rc}", _tail(err)
-    return None, _tail(err)
+def _run_limited(cmds, tmp, timeout, file_size, keep=0):
+    """The commands in ``tmp`` under lutcore.units._child (a keeper that ends every process
+    they start, with the call or with the caller): CHILD_MEMORY of address space, at most
+    ``file_size`` bytes per file and CHILD_OUTPUT on stdout + stderr, ``timeout`` seconds in
+    all; temporary files (TMPDIR) in ``tmp``."""
+    from lutcore.units import _child
+    return _child.run(cmds, tmp, timeout, memory=CHILD_MEMORY, file_size=file_size, output_cap=CHILD_OUTPUT,
+                      keep=keep, env=dict(os.environ, TMPDIR=tmp))
 
 
 def _timeout_arg(timeout):
     import math
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or timeout <= 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout: expected a number of seconds > 0, got {type(timeout).__name__} {timeout!r}")
+    if not math.isfinite(timeout) or timeout <= 0:
         raise ValueError(f"timeout: expected a number of seconds > 0, got {timeout!r}")
     return float(timeout)
+
+
+def _function_arg(function):
+    """``function`` as given: None, or a C identifier (ASCII) that is not one of lutcore's own."""
+    if function is None:
+        return None
+    if not isinstance(function, str):
+        raise TypeError(f"function: expected the name of a C function (str) or None, got "
+                        f"{type(function).__name__}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", function):
+        raise ValueError(f"function: expected a C identifier, got {function!r}")
+    if function.startswith("__lutcore"):
+        raise ValueError(f"function: names beginning with __lutcore are lutcore's own (its driver's), got "
+                         f"{function!r}")
+    return function
+
+
+def _read_source(path) -> bytes:
+    """The bytes of the C file ``path``, read once (what is parsed is what is compiled); a
+    named pipe, device or directory is refused without opening it for long."""
+    import stat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _fail(path, f"{_file_kind(st.st_mode)}, not a regular file: expected a C file")
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            return f.read()
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _compiler_message(path, log, function, declared):
+    """The ValueError for a failed compile: the signature check's own sentence, or the
+    compiler's first error (and how many warnings), with lutcore's file names replaced."""
+    log = log.replace(_C_MODEL_COPY, path).replace(f"{_C_MODEL_TU}:(", f"{path}:(")      # the linker's: the model's
+    log = log.replace(_C_MODEL_TU, "<driver>").replace(_C_DRIVER_TU, "<driver>")
+    if "lutcore_signature_" in log:
+        return _fail(path, f"function {function}"
+                           f"{' is declared `' + declared + '`, which' if declared else ''} does not take "
+                           f"two 8-bit integers and return an integer of at most 32 bits (its type, "
+                           f"as the compiler reads it, is none of int8_t/uint8_t/char x 2 -> an "
+                           f"integer of <= 32 bits)")
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    errs = [ln for ln in lines if re.search(r"\berror\b|undefined reference|multiple definition", ln)]
+    errs.sort(key=lambda ln: "collect2" in ln or "ld returned" in ln)     # the linker's summary last
+    warns = [ln for ln in lines if re.search(r"\bwarning\b", ln)]
+    msg = (errs or lines or ["?"])[0][:400]
+    if warns:
+        msg += f" (and {len(warns)} warning{'s' if len(warns) > 1 else ''}, the first: {warns[0][:300]})"
+    return _fail(path, f"the C compiler failed: {msg}")
+
+
+def _model_ended(end, timeout, done):
+    """What happened to the compiled model, as a phrase, or None (it returned the table)."""
+    if end.how == "timeout":
+        return f"gave no result within {timeout:g} s (killed)"
+    if end.how == "output":
+        return (f"wrote more than {_mib(CHILD_OUTPUT)} to its standard output and error (the most lutcore "
+                f"reads from a model; killed)")
+    if end.how == "error":
+        return f"could not be run: {end.message}"
+    if end.how == "signal":
+        import signal
+        if end.code == getattr(signal, "SIGXFSZ", None):
+            return f"tried to write a file larger than {_mib(CHILD_OUTPUT)} (the most a model may write to a file)"
+        return f"was killed by {_signal_name(end.code)}"
+    if end.code != 0:
+        return _C_DRIVER_CODES.get(end.code, f"exited with status {end.code}")
+    if not done:
+        return "exited with status 0 before returning the table"
+    return None
 
 
 def from_c(path, function: str | None = None, *, timeout: float = 60):
@@ -692,18 +763,24 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
     each operand's bit pattern) and returns an integer of at most 32 bits whose value must
     fit in int16 — except a 16-bit unsigned return (uint16_t), whose bit pattern is read as
     two's complement, as a 16-bit Verilog output is (EvoApproxLib's signed multipliers are
-    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  The file is compiled with the system C compiler (``$CC``, cc, gcc or
-    clang; ``-O1 -Wall -Wextra``) together with a small driver whose ``main`` calls the
-    function on all 65,536 pairs and writes the table to a file; the driver runs as its own
-    process group in a temporary directory (what the model writes, its constructors and its
-    ``exit``/``abort``/crashes stay there), for at most ``timeout`` seconds and
-    ``CHILD_MEMORY`` (2 GiB) of address space.  Every way it
-    can fail is one ValueError naming the file and the function."""
+    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  Any C identifier names it (lutcore's own
+    names begin with ``__lutcore``).  The file — exactly its bytes, copied once into a
+    temporary directory — is compiled with the system C compiler (``$CC``, cc, gcc or clang;
+    ``-O1 -Wall -Wextra``, its directory on the include path) and linked with a small driver
+    whose ``main`` calls the function on all 65,536 pairs and writes the table to a file.
+    The compiler and then the driver run under a keeper process (``lutcore.units._child``)
+    in a temporary directory, each for at most ``timeout`` seconds and ``CHILD_MEMORY``
+    (2 GiB) of address space; the model may write at most ``CHILD_OUTPUT`` (64 MiB) to its
+    stdout and stderr and to any one file; every process either starts — one that
+    double-forks and detaches too — ends with the call, and with the caller if the caller is
+    killed.  What the model writes, its constructors and its ``exit``/``abort``/crashes stay
+    there.  Every way it can fail is one ValueError naming the file and the function."""
     from lutcore.units import Units
     path = _check_file(path, (".c",), "C")
     timeout = _timeout_arg(timeout)
-    with open(path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
+    function = _function_arg(function)
+    source = _read_source(path)
+    text = source.decode("utf-8", "replace")
     defs = _c_definitions(text)
     if function is None:
         cands = _c_candidates(defs)
@@ -715,8 +792,7 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
         else:
             raise _fail(path, f"name the function to tabulate (file.c:function): found "
                               f"{', '.join(cands) if cands else 'no function of two 8-bit integers'}")
-    if not isinstance(function, str) or not re.fullmatch(r"[A-Za-z_]\w*", function):
-        raise ValueError(f"function: expected a C identifier, got {function!r}")
+        function = _function_arg(function)
     if function not in defs and not re.search(rf"\b{function}\s*\(", text):
         raise _fail(path, f"no function {function!r} (found: {', '.join(defs) or 'none'})")
     declared = f"{defs[function][0]} {function}({defs[function][1]})" if function in defs else None
@@ -730,39 +806,35 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
     if cc is None:
         raise FileNotFoundError(f"{path}: no C compiler found (looked for $CC, cc, gcc, clang); install one "
                                 f"(e.g. apt-get install gcc) to tabulate a C model")
+    fn = "__lutcore_user_main" if function == "main" else function      # main is renamed away
     tmp = tempfile.mkdtemp(prefix="lutcore-cc-")
     try:
-        drv, exe, tab = (os.path.join(tmp, n) for n in ("tabulate.c", "tabulate", "table.bin"))
-        with open(drv, "w") as f:
-            f.write(_C_DRIVER.format(src=os.path.abspath(path).replace("\\", "\\\\").replace('"', '\\"'),
-                                     fn=function, check=_signature_check(function)))
-        try:
-            r = subprocess.run(cc + ["-O1", "-Wall", "-Wextra", "-I", os.path.dirname(os.path.abspath(path)),
-                                     "-o", exe, drv], cwd=tmp, capture_output=True, text=True, errors="replace",
-                               stdin=subprocess.DEVNULL, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise _fail(path, f"the C compiler gave no result within {timeout:g} s") from None
-        if r.returncode != 0:
-            log = r.stderr.replace(drv, "<driver>")
-            if "lutcore_signature_" in log:
-                raise _fail(path, f"function {function}"
-                                  f"{' is declared `' + declared + '`, which' if declared else ''} does not take "
-                                  f"two 8-bit integers and return an integer of at most 32 bits (its type, "
-                                  f"as the compiler reads it, is none of int8_t/uint8_t/char x 2 -> an "
-                                  f"integer of <= 32 bits)")
-            lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-            errs = [ln for ln in lines if re.search(r"\berror\b", ln)]
-            warns = [ln for ln in lines if re.search(r"\bwarning\b", ln)]
-            msg = (errs or lines or ["?"])[0][:400]
-            if warns:
-                msg += f" (and {len(warns)} warning{'s' if len(warns) > 1 else ''}, the first: {warns[0][:300]})"
-            raise _fail(path, f"the C compiler failed: {msg}")
-        how, last = _run_child([exe, tab], tmp, timeout, "model")
+        with open(os.path.join(tmp, _C_MODEL_COPY), "wb") as f:
+            f.write(source)
+        with open(os.path.join(tmp, _C_MODEL_TU), "w") as f:
+            f.write(_C_MODEL.format(copy=_C_MODEL_COPY, fn=fn, check=_signature_check(fn)))
+        with open(os.path.join(tmp, _C_DRIVER_TU), "w") as f:
+            f.write(_C_DRIVER)
+        exe, tab = os.path.join(tmp, "tabulate"), os.path.join(tmp, "table.bin")
+        include = os.path.dirname(os.path.abspath(path))
+        end = _run_limited([cc + ["-O1", "-Wall", "-Wextra", "-I", include, "-c", _C_MODEL_TU, "-o", "model.o"],
+                            cc + ["-O1", "-o", exe, _C_DRIVER_TU, "model.o", "-lm"]],
+                           tmp, timeout, COMPILER_FILES, keep=_COMPILER_LOG)
+        if end.how == "timeout":
+            raise _fail(path, f"the C compiler gave no result within {timeout:g} s (killed, with every process "
+                              f"it started)")
+        if end.how == "output":
+            raise _fail(path, f"the C compiler wrote more than {_mib(CHILD_OUTPUT)} of messages (killed)")
+        if end.how == "error":
+            raise _fail(path, f"the C compiler could not be run: {end.message}")
+        if end.how == "signal":
+            raise _fail(path, f"the C compiler was killed by {_signal_name(end.code)}"
+                              f"{' (its last words: ' + _last_line(end.tail) + ')' if _last_line(end.tail) else ''}")
+        if end.code != 0:
+            raise _compiler_message(path, end.head.decode("utf-8", "replace"), function, declared)
+        end = _run_limited([[exe, tab]], tmp, timeout, CHILD_OUTPUT)
         done = os.path.isfile(tab) and os.path.getsize(tab) == (PAIRS + 2) * 8
-        if how is None and not done:
-            how = "exited with status 0 before returning the table"
-        elif how is not None and how.startswith("exited with status") and int(how.split()[-1]) in _C_DRIVER_CODES:
-            how = _C_DRIVER_CODES[int(how.split()[-1])]
+        how, last = _model_ended(end, timeout, done), _last_line(end.tail)
         if how is not None:
             raise _fail(path, f"function {function}: the compiled model {how}"
                               f"{' (its last words: ' + last + ')' if last else ''}")

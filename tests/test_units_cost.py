@@ -8,6 +8,8 @@ file's header)."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -208,6 +210,82 @@ def test_bad_cost_json_names_the_file(tmp_path, text, pattern):
     (d / "cost.json").write_text(text)
     with pytest.raises(ValueError, match=rf"u/cost\.json: {pattern}"):
         lutcore.Units.load(str(d))
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python(code, *args, timeout=120):
+    """``code`` in a fresh Python (lutcore of this checkout): a hang there is a failure here,
+    not the end of the run.  -> the CompletedProcess."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hung: no end within {timeout} s")
+
+
+def test_cost_json_stays_inside_its_directory(tmp_path):
+    """Issue 38 (16): a cost.json that is a symlink to a file outside the units directory was
+    followed; it is refused as the tables are (lutcore._io.contained)."""
+    d = tmp_path / "u"
+    approx.mitchell().save(str(d))
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"cost": {"power_mw": 0.1}}')
+    os.symlink(outside, d / "cost.json")
+    with pytest.raises(ValueError) as ei:
+        lutcore.Units.load(str(d))
+    assert str(d / "cost.json") in str(ei.value) and str(outside) in str(ei.value)
+    os.remove(d / "cost.json")
+    os.symlink("../elsewhere.json", d / "cost.json")                     # relative, the same
+    with pytest.raises(ValueError, match="outside the directory"):
+        lutcore.units.resolve(str(d))
+    os.remove(d / "cost.json")                                           # a link inside: followed
+    shutil.copy(outside, d / ".cost.json")
+    os.symlink(".cost.json", d / "cost.json")
+    assert lutcore.Units.load(str(d)).cost == {"power_mw": 0.1}
+
+
+def test_cost_json_that_is_a_named_pipe_is_refused(tmp_path):
+    """A cost.json that is a named pipe was opened, and waited for a writer forever."""
+    d = tmp_path / "u"
+    approx.mitchell().save(str(d))
+    os.mkfifo(d / "cost.json")
+    r = _python("import sys, lutcore\ntry:\n    lutcore.Units.load(sys.argv[1])\n"
+                "except ValueError as e:\n    print(e)\n", d)
+    assert r.stdout.strip() == f"{d / 'cost.json'}: cannot read the cost figures: not a regular file", r
+
+
+_LIBRARY = """import sys, warnings, lutcore
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    lib = lutcore.units.library(sys.argv[1])
+print("units:", " ".join(e.name for e in lib), "| broken:", len(lib.broken))
+for x in w:
+    print(x.category.__name__, x.message)
+"""
+
+
+def test_library_skips_what_is_not_a_regular_file(tmp_path):
+    """Issue 38 (17): a named pipe called *.c hung library(DIR) and `lutcore units DIR --table`
+    forever.  Anything that is not a regular file is skipped, with a warning naming it."""
+    (tmp_path / "ok.c").write_text("short ok(signed char a, signed char b) { return (short)(a * b); }\n")
+    for name in ("pipe.c", "pipe.v"):
+        os.mkfifo(tmp_path / name)
+    os.symlink(tmp_path / "pipe.c", tmp_path / "link.c")                 # a link to one, the same
+    r = _python(_LIBRARY, tmp_path)
+    print(r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert lines[0] == "units: ok | broken: 0"
+    for name in ("link.c", "pipe.c", "pipe.v"):
+        assert f"LibraryWarning units library {tmp_path}: skipping {tmp_path / name}: a named pipe, not a " \
+               f"regular file" in lines
+    png = tmp_path / "lib.png"
+    r = _python("import sys; from lutcore.cli import main; sys.exit(main(sys.argv[1:]))",
+                "units", tmp_path, "--table", "--png", png)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0 and "ok" in r.stdout and f"skipping {tmp_path / 'pipe.c'}: a named pipe" in r.stderr
 
 
 def test_with_cost_keeps_loaded_from_and_published():

@@ -272,7 +272,7 @@ class Units:
         there but cannot be read (a dangling or looping symlink, no permission, the wrong
         size) is a ValueError naming it.
 
-        Symlinks: a table that is a symlink is read when its target resolves inside
+        Symlinks: a table (or ``cost.json``) that is a symlink is read when its target resolves inside
         ``path`` (``path`` itself may be a link); one pointing outside is refused with a
         ValueError naming the file and its target (``lutcore._io.contained``, the rule every
         loader of a units or checkpoint directory follows)."""
@@ -309,7 +309,7 @@ class Units:
         units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
         units.loaded_from = os.path.abspath(path)
-        f = os.path.join(src, COST_FILE)
+        f = contained(src, COST_FILE)        # a link out of the directory: refused, as the tables
         if os.path.lexists(f):
             units.cost, units.published = _read_cost(f)
         ga, gb = read(GRAD_A_FILE, "<f4", 65536), read(GRAD_B_FILE, "<f4", 65536)
@@ -486,6 +486,9 @@ def _read_cost(f):
     ValueError naming the file."""
     import json
     import math
+    if not os.path.isfile(f):                # a named pipe would wait for a writer forever
+        what = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
+        raise ValueError(f"{f}: cannot read the cost figures: {what}")
     try:
         with open(f, encoding="utf-8") as fh:
             d = json.load(fh)

@@ -13,7 +13,9 @@ the .v file, ``file.c:function``), ``path``, ``units``, ``metrics``
 (``units.error_metrics()``), ``cost`` (``units.cost``) and ``error`` (None).  A circuit
 that cannot be read (a syntax error, a crash of its C model, a bad signature, ...) is
 named in a ``LibraryWarning`` and kept apart in ``Library.broken`` (its ``error`` says
-why, ``units`` is None); the rest go on.  Two files of one circuit (EvoApproxLib ships
+why, ``units`` is None); the rest go on.  A ``.v``/``.sv``/``.c`` entry that is not a
+regular file (a named pipe, a device, a directory) is never opened: a ``LibraryWarning``
+names it and it is skipped.  Two files of one circuit (EvoApproxLib ships
 ``X.c`` and ``X.v``: the same table under the same name) are one entry, the other file
 in its ``duplicates``; ``X_pdk45.v`` (a netlist of PDK45 library cells that only the
 cell library defines) is skipped when ``X.v`` or ``X.c`` is beside it.  Iterating a ``Library`` gives the good
@@ -143,8 +145,21 @@ class Library:
         return png
 
 
+def _not_regular(path):
+    """None for a regular file (or a symlink to one), else what it is: a circuit file is read
+    only when it is one (opening a named pipe would wait for a writer forever)."""
+    import stat
+    from lutcore.units.hdl import _file_kind
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    return None if stat.S_ISREG(st.st_mode) else _file_kind(st.st_mode)
+
+
 def _circuits(root):
-    """Yield (kind, path) under ``root``: ("dir", units directory) / ("v", file) / ("c", file)."""
+    """Yield (kind, path) under ``root``: ("dir", units directory) / ("v", file) / ("c", file),
+    or ("skip", a .v/.sv/.c entry that is not a regular file: what it is)."""
     from lutcore.units import MUL_FILE
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if not x.startswith("."))
@@ -159,10 +174,12 @@ def _circuits(root):
             stem = f[:-len("_pdk45.v")] if low.endswith("_pdk45.v") else None
             if stem is not None and (stem + ".v" in files or stem + ".c" in files):
                 continue          # EvoApproxLib's PDK45 cell netlist of a circuit it also ships as .v / .c
-            if low.endswith((".v", ".sv")):
-                yield "v", os.path.join(d, f)
-            elif low.endswith(".c"):
-                yield "c", os.path.join(d, f)
+            kind = "v" if low.endswith((".v", ".sv")) else "c" if low.endswith(".c") else None
+            if kind is None:
+                continue
+            p = os.path.join(d, f)
+            what = _not_regular(p)
+            yield ("skip", (p, what)) if what else (kind, p)
 
 
 def _c_functions(path):
@@ -178,11 +195,17 @@ def library(path, *, timeout: float = 60) -> Library:
     each circuit may take (Yosys, or a C model's child process)."""
     from lutcore._io import path_arg
     from lutcore.units import Units
+    from lutcore.units.hdl import _timeout_arg
     root = path_arg(path)
+    timeout = _timeout_arg(timeout)             # checked here: each circuit would only fail with it
     if not os.path.isdir(root):
         raise FileNotFoundError(f"path: no such units library directory: {root!r}")
     good, bad = [], []
     for kind, p in _circuits(root):
+        if kind == "skip":
+            warnings.warn(f"units library {root}: skipping {p[0]}: {p[1]}, not a regular file", LibraryWarning,
+                          stacklevel=2)
+            continue
         todo = [(p, None)] if kind != "c" else [(p, fn) for fn in _safe_functions(p)]
         for f, fn in todo:
             spec = f if fn is None else f"{f}:{fn}"

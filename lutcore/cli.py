@@ -159,41 +159,126 @@ def _bar_opts():
     return {} if sys.stderr.isatty() else {"mininterval": 10.0, "maxinterval": 60.0}
 
 
+# What decides the bits of a training run besides the checkpoint's weights and optimizer: the
+# flags `train` takes for them, their defaults, and where a checkpoint records each one
+# (Trainer.train_config, the optimizer, the model's config).  A resume restores them; a flag
+# given with another value is refused (``_resume_settings``).
+TRAIN_DEFAULTS = {"seq_len": 128, "batch_size": 8, "grad_accum": 1, "clip": 1.0, "mixed_precision": False,
+                  "micro_batch": None, "lr": 3e-3, "weight_decay": 0.01, "seed": 0, "d_model": 128, "layers": 3,
+                  "d_state": 16, "unit_backward": False}
+
+
+def _recorded_settings(trainer) -> dict:
+    """{train flag (dest): its value in a resumed trainer}; flags an older checkpoint did not
+    record are absent."""
+    tc = trainer.train_config or {}
+    cfg, o = trainer.model.config, trainer.optimizer
+    rec = {"lr": o.lr, "weight_decay": o.weight_decay, "seed": trainer.seed,
+           "unit_backward": bool(getattr(trainer.model, "unit_backward", False))}
+    for flag, field in (("d_model", "d_model"), ("layers", "n_layer"), ("d_state", "d_state")):
+        if hasattr(cfg, field):
+            rec[flag] = getattr(cfg, field)
+    for flag, field in (("seq_len", "seq_len"), ("batch_size", "batch_size"), ("grad_accum", "grad_accum"),
+                        ("clip", "max_grad_norm"), ("mixed_precision", "mixed_precision"),
+                        ("micro_batch", "micro_batch")):
+        if field in tc:
+            rec[flag] = tc[field]
+    return rec
+
+
+def _resume_settings(args, trainer) -> None:
+    """Fill ``args``' bit-deciding flags: on --resume from the checkpoint (a flag given with
+    another value is a ValueError naming it), else from TRAIN_DEFAULTS."""
+    rec = _recorded_settings(trainer) if trainer is not None else {}
+    for dest, default in TRAIN_DEFAULTS.items():
+        given = getattr(args, dest)
+        if dest not in rec:
+            setattr(args, dest, default if given is None else given)
+        elif given is None:
+            setattr(args, dest, rec[dest])
+        elif given != rec[dest]:
+            flag = "--" + dest.replace("_", "-")
+            was = "not given" if rec[dest] is None else rec[dest]
+            raise ValueError(f"{flag}: the checkpoint {args.resume!r} was trained with {flag} {was}, got "
+                             f"{given}: a resume continues the same run and keeps every setting that decides its "
+                             f"bits (leave {flag} out, or start a new run without --resume)")
+
+
+def _save_every(s: str):
+    """--save-every: N steps ("200"), or a wall-clock interval ("90s", "5m", "1h"); 0: only at the
+    end and on Ctrl-C.  Returns ("steps" | "seconds", amount) or None."""
+    t = s.strip().lower()
+    unit = {"s": 1, "m": 60, "h": 3600}.get(t[-1:]) if t else None
+    num = t[:-1] if unit else t
+    try:
+        v = float(num) if unit else int(num)
+    except ValueError:
+        v = -1
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"expected N steps (e.g. 200), or a time such as 90s, 5m or 1h "
+                                         f"(0: only at the end), got {s!r}")
+    return None if v == 0 else (("seconds", v * unit) if unit else ("steps", v))
+
+
+def _flag_units(flag, spec):
+    """lutcore.units.resolve(spec), its error naming the flag (a typo is found before any work)."""
+    from lutcore.units import resolve
+    try:
+        return resolve(spec)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        raise ValueError(f"{flag}: {spec!r}: {e}") from None
+
+
 def cmd_train(args) -> int:
     from tqdm import tqdm
     import lutcore
     from lutcore.models import MambaConfig, MambaLM
     from lutcore.train import Trainer
-    from lutcore.train.data import held_out_size, load_tokens
+    from lutcore.train import data as _data
+    from lutcore.train.dp import WorkerFailure
 
     if args.threads:
         lutcore.set_num_threads(args.threads)
     from lutcore._io import writable_dir
     out = os.path.abspath(writable_dir(args.out, "--out"))       # before any work
+    for spec in args.eval_units:
+        if spec != "none":
+            _flag_units("--eval-units", spec)
     if args.resume:
         from lutcore.evaluate import checkpoint_units
         units = (checkpoint_units(args.resume) if args.units is None
                  else None if args.units == "none" else args.units)
         trainer = Trainer.resume(args.resume, units=units, threads=args.threads)
+        _resume_settings(args, trainer)
         tok = trainer.tokenizer
         model = trainer.model
         if args.tokenizer:
             print("note: --tokenizer is ignored with --resume (the checkpoint holds its tokenizer)")
+        if args.data is None:                  # the text the checkpoint was trained on
+            args.data = _saved_data(args.resume)
     else:
-        tok = _tokenizer(args.tokenizer)
-        units = None if args.units in (None, "none") else lutcore.units.resolve(args.units)
+        _resume_settings(args, None)
+        try:
+            tok = _tokenizer(args.tokenizer)
+        except (ValueError, FileNotFoundError) as e:
+            raise ValueError(f"--tokenizer: {e}") from None
+        units = None if args.units in (None, "none") else _flag_units("--units", args.units)
         cfg = MambaConfig(d_model=args.d_model, n_layer=args.layers, vocab_size=tok.vocab_size,
                           d_state=args.d_state, seed=args.seed)
         model = MambaLM(cfg, units=units, unit_backward=args.unit_backward, threads=args.threads)
         trainer = Trainer(model, tokenizer=tok, lr=args.lr, weight_decay=args.weight_decay, seed=args.seed,
                           threads=args.threads)
     text, source = _load_text(args.data, args.encoding)
-    ids = load_tokens(text, tok)
-    n_hold = held_out_size(len(ids), args.seq_len)
+    ids = _data.load_tokens(text, tok)
+    n_hold = _data.held_out_size(len(ids), args.seq_len)
     if len(ids) < n_hold + 2:
         raise ValueError(f"--data: {len(ids)} tokens is too short (need more than {n_hold + 2} for a "
                          f"training window and a held-out window)")
     train_ids, held = ids[:-n_hold], ids[-n_hold:]
+    fp = trainer.position.get("fingerprint")
+    if args.resume and fp is not None and fp != _data.fingerprint(train_ids, args.seq_len, args.batch_size):
+        raise ValueError(f"--data: the checkpoint {args.resume!r} stands in other training text than {source} "
+                         f"(its data position would restart): give the --data it was trained on")
     per_epoch = -(-(len(train_ids) - 1) // args.seq_len)
     per_epoch = -(-per_epoch // args.batch_size)
     if args.epochs:
@@ -203,39 +288,35 @@ def cmd_train(args) -> int:
         max_steps = trainer.global_step + args.steps if args.resume else args.steps
         epochs = -(-max_steps // per_epoch)
         total = max_steps
-    print(f"lutcore train: {type(model).__name__} {model.num_parameters():,} params "
-          f"(d_model {model.config.d_model}, {model.config.n_layer} layers), {tok.name}, "
-          f"{len(train_ids):,} training tokens from {source}\n  "
-          + _runtime(getattr(model, "units", None), args.threads, args.mixed_precision)
-          + ("; backward through the units" if getattr(model, "unit_backward", False) else ""))
     workers = None
     micro = args.micro_batch
+    if micro is not None and args.batch_size % micro:
+        raise ValueError(f"--micro-batch: expected a divisor of --batch-size {args.batch_size}, got {micro}")
     if args.workers or args.ray_address:
-        from lutcore.train.dp import RayWorkers, check_ray_address
+        from lutcore.train.dp import check_ray_address
         if args.ray_address:
             check_ray_address(args.ray_address)
+        if micro is None and args.resume and "micro_batch" in _recorded_settings(trainer):
+            raise ValueError(f"--workers: the checkpoint {args.resume!r} was trained without --micro-batch, whose "
+                             f"exact reduction is what gives workers the run's bits; resume it without --workers")
         micro = micro or 1
         n = args.workers or 1
         if n > args.grad_accum * args.batch_size // micro:
             raise ValueError(f"--workers: expected at most {args.grad_accum * args.batch_size // micro} (the "
                              f"micro-batches of a step: --grad-accum {args.grad_accum} x --batch-size "
                              f"{args.batch_size} / --micro-batch {micro}), got {n}")
-        if args.batch_size % micro:
-            raise ValueError(f"--micro-batch: expected a divisor of --batch-size {args.batch_size}, got {micro}")
-        workers = RayWorkers(n, address=args.ray_address, threads=args.threads)
+    print(f"lutcore train: {type(model).__name__} {model.num_parameters():,} params "
+          f"(d_model {model.config.d_model}, {model.config.n_layer} layers), {tok.name}, "
+          f"{len(train_ids):,} training tokens from {source}\n  "
+          + _runtime(getattr(model, "units", None), args.threads, args.mixed_precision)
+          + ("; backward through the units" if getattr(model, "unit_backward", False) else ""))
+    if args.workers or args.ray_address:
+        from lutcore.train.dp import RayWorkers
+        workers = RayWorkers(args.workers or 1, address=args.ray_address, threads=args.threads)
         print(f"  data-parallel: {workers.describe()}; micro-batches of {micro} row(s), exact reduction "
               f"(same bits for any worker count)")
     elif micro:
         print(f"  micro-batches of {micro} row(s), exact reduction (the bits of any --workers count)")
-    bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True, **_bar_opts())
-    tok_s = []
-
-    def on_step(rec):
-        tok_s.append(rec["tokens"] / max(rec["seconds"], 1e-9))
-        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{np.mean(tok_s[-20:]):,.0f}",
-                        refresh=False)          # printed by update(), at its interval
-        bar.update(1)
-
     ckpt = os.path.join(out, "checkpoint")
 
     def save():
@@ -243,20 +324,41 @@ def cmd_train(args) -> int:
         trainer.save_checkpoint(ckpt)
         _write_held_out(ckpt, args.data, len(ids), n_hold, args.seq_len)
 
+    every = args.save_every
+    if every:
+        print(f"  checkpoint every {every[1]:g} {'step(s)' if every[0] == 'steps' else 's'} to {ckpt}")
+    bar = tqdm(total=total, initial=trainer.global_step, unit="step", dynamic_ncols=True, **_bar_opts())
+    tok_s = []
+    last_save = [time.monotonic()]
+
+    def on_step(rec):
+        tok_s.append(rec["tokens"] / max(rec["seconds"], 1e-9))
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{np.mean(tok_s[-20:]):,.0f}",
+                        refresh=False)          # printed by update(), at its interval
+        bar.update(1)
+        if every and (rec["step"] % every[1] == 0 if every[0] == "steps"
+                      else time.monotonic() - last_save[0] >= every[1]):
+            save()                             # atomic: a kill during it leaves the previous save
+            last_save[0] = time.monotonic()
+
     try:
         trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size,
                       grad_accum=args.grad_accum, max_grad_norm=args.clip, mixed_precision=args.mixed_precision,
                       on_step=on_step, max_steps=max_steps, micro_batch=micro, workers=workers)
-    except KeyboardInterrupt:         # the trainer stands at its last whole step: save it, resumable
+    except (KeyboardInterrupt, WorkerFailure) as e:   # the trainer stands at its last whole step
         bar.close()
         if workers is not None:
             workers.close()
         save()
         left = (f"--steps {max_steps - trainer.global_step}" if max_steps is not None
                 else f"--epochs {epochs}")
-        print(f"lutcore train: interrupted at step {trainer.global_step} of {total}: checkpoint saved to "
-              f"{ckpt} (continue with --resume {ckpt} {left} and the same data options)", file=sys.stderr)
-        return 130
+        cont = " ".join([f"--resume {ckpt}", left] + [f"--{k.replace('_', '-')} {getattr(args, k)}"
+                                                      for k in ("workers", "ray_address") if getattr(args, k)])
+        what = "interrupted" if isinstance(e, KeyboardInterrupt) else "stopped"
+        why = "" if isinstance(e, KeyboardInterrupt) else f" ({e})"
+        print(f"lutcore train: {what} at step {trainer.global_step} of {total}{why}: checkpoint saved to {ckpt} "
+              f"(continue with: lutcore train {cont})", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
     finally:
         if workers is not None:
             workers.close()
@@ -308,6 +410,13 @@ def _write_held_out(ckpt, data, n_tokens, n_hold, seq_len):
            "held_out": int(n_hold), "seq_len": int(seq_len)}
     with atomic_file(os.path.join(ckpt, HELD_OUT_FILE)) as tmp, open(tmp, "w") as f:
         json.dump(rec, f, indent=1)
+
+
+def _saved_data(ckpt):
+    """The --data a checkpoint ``train`` wrote was trained on (None: the built-in corpus)."""
+    from lutcore._io import contained, load_json
+    f = contained(ckpt, HELD_OUT_FILE)
+    return load_json(f).get("data") if os.path.isfile(f) else None
 
 
 def _held_out(ckpt, tok):
@@ -444,6 +553,12 @@ def _search_units(specs, powers, reference=None):
             raise ValueError(f"--power: expected a finite power >= 0 mW, got {item!r}")
     out, used = [], set()
 
+    def resolve_flag(flag, spec):               # its ValueError / TypeError naming the flag and the spec
+        try:
+            return resolve(spec)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{flag} {spec}: {e}") from None
+
     def stated_cost(u, *keys):
         for k in keys:
             if k in stated:
@@ -460,11 +575,11 @@ def _search_units(specs, powers, reference=None):
                 print(f"lutcore search: {w.message}", file=sys.stderr)
             out += [stated_cost(e.units, e.units.name) for e in entries if getattr(e, "units", None) is not None]
         else:
-            u = resolve(spec)
+            u = resolve_flag("--units", spec)
             out.append(stated_cost(u, spec, u.name))
     ref = None
     if reference is not None:                    # its stated power, else the candidate's with its table
-        ref = resolve(reference)
+        ref = resolve_flag("--reference", reference)
         ref = stated_cost(ref, reference, ref.name)
     unknown = [n for n in stated if n not in used]
     if unknown:
@@ -722,30 +837,43 @@ def main(argv=None) -> int:
     t.add_argument("--encoding", default="utf-8", help="the text encoding of --data (text that is not "
                                                        "valid in it is refused)")
     g = t.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=POS_INT, default=1000, help="optimizer steps (default 1000)")
+    g.add_argument("--steps", type=POS_INT, default=1000, help="optimizer steps (default 1000; with --resume: "
+                                                                "steps more)")
     g.add_argument("--epochs", type=POS_INT, help="train whole epochs instead of --steps")
-    t.add_argument("--d-model", type=POS_INT, default=128)
-    t.add_argument("--layers", type=POS_INT, default=3)
-    t.add_argument("--d-state", type=POS_INT, default=16)
-    t.add_argument("--seq-len", type=POS_INT, default=128)
-    t.add_argument("--batch-size", type=POS_INT, default=8)
-    t.add_argument("--grad-accum", type=POS_INT, default=1)
+
+    def kept(dest, what=""):
+        d = TRAIN_DEFAULTS[dest]
+        return (f"{what} " if what else "") + ("(" if d is None or isinstance(d, bool) else f"(default {d}; ") \
+            + "with --resume: the checkpoint's)"
+    t.add_argument("--d-model", type=POS_INT, help=kept("d_model"))
+    t.add_argument("--layers", type=POS_INT, help=kept("layers"))
+    t.add_argument("--d-state", type=POS_INT, help=kept("d_state"))
+    t.add_argument("--seq-len", type=POS_INT, help=kept("seq_len"))
+    t.add_argument("--batch-size", type=POS_INT, help=kept("batch_size"))
+    t.add_argument("--grad-accum", type=POS_INT, help=kept("grad_accum"))
     t.add_argument("--micro-batch", type=POS_INT, help="rows per micro-batch: the step's gradient is the exact "
                                                        "sum of the micro-batches' (same bits for any --workers; "
-                                                       "default with --workers: 1)")
+                                                       "default with --workers: 1) " + kept("micro_batch"))
     t.add_argument("--workers", type=POS_INT, help="data-parallel Ray workers (a local Ray unless --ray-address)")
     t.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (host:port, or auto)")
-    t.add_argument("--lr", type=NONNEG_FLOAT, default=3e-3)
-    t.add_argument("--weight-decay", type=NONNEG_FLOAT, default=0.01)
-    t.add_argument("--clip", type=POS_FLOAT, default=1.0, help="max global grad norm")
-    t.add_argument("--mixed-precision", action="store_true", help="fp16 compute view + dynamic loss scaling")
+    t.add_argument("--lr", type=NONNEG_FLOAT, help=kept("lr"))
+    t.add_argument("--weight-decay", type=NONNEG_FLOAT, help=kept("weight_decay"))
+    t.add_argument("--clip", type=POS_FLOAT, help=kept("clip", "max global grad norm"))
+    t.add_argument("--mixed-precision", action="store_true", default=None,
+                   help=kept("mixed_precision", "fp16 compute view + dynamic loss scaling"))
     t.add_argument("--units", help="run matmuls through units: exact, a directory, or an approximate "
                                    "multiplier name (truncated:K, mitchell, reduced:BITS) (default: float32; "
                                    "with --resume the checkpoint's units)")
-    t.add_argument("--unit-backward", action="store_true", help="also run backward matmuls through the units")
+    t.add_argument("--unit-backward", action="store_true", default=None,
+                   help=kept("unit_backward", "also run backward matmuls through the units"))
     t.add_argument("--out", default="lutcore-run", help="output directory (checkpoint/, loss.png)")
-    t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory")
-    t.add_argument("--seed", type=NONNEG_INT, default=0)
+    t.add_argument("--resume", metavar="DIR", help="continue from a checkpoint directory: every setting that "
+                                                   "decides the run's bits, and its --data, come from it")
+    t.add_argument("--save-every", type=_save_every, default=_save_every("2m"), metavar="N|TIME",
+                   help="also save the checkpoint (atomically) every N steps or every TIME (90s, 5m, 1h) of "
+                        "training, so a killed run loses at most that; 0: only at the end and on Ctrl-C "
+                        "(default 2m)")
+    t.add_argument("--seed", type=NONNEG_INT, help=kept("seed"))
     t.add_argument("--threads", type=POS_INT, help="lutcore kernel threads (default: OpenMP's maximum)")
     t.add_argument("--prompt", help="prompt for the greedy sample (default: the start of the held-out text)")
     t.add_argument("--sample-tokens", type=NONNEG_INT, default=120)

@@ -189,6 +189,39 @@ def test_cli_train_workers_banner_and_same_bits_as_one_process(cluster, tmp_path
     assert f"ray_address: expected a Ray cluster answering at '127.0.0.1:{port}'" in capsys.readouterr().err
 
 
+def test_cli_train_worker_death_saves_the_last_whole_step(cluster, tmp_path, capsys, monkeypatch):
+    """A worker killed at step 3: one line naming it and its cause, exit 1, a checkpoint at step 2
+    that resumes (without flags: the checkpoint holds them) to the uninterrupted run's bits."""
+    from lutcore.cli import main
+    f = tmp_path / "t.txt"
+    f.write_text(TEXT * 3)
+    common = ["--data", str(f), "--d-model", "8", "--layers", "1", "--d-state", "2", "--seq-len", "16",
+              "--batch-size", "4", "--micro-batch", "2", "--sample-tokens", "0", "--threads", "1",
+              "--eval-units", "none"]
+    real = RayWorkers.gradients
+    calls = []
+
+    def dying(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(self.infos[1]["pid"], signal.SIGKILL)
+        return real(self, *a, **k)
+    monkeypatch.setattr(RayWorkers, "gradients", dying)
+    assert main(["train", *common, "--steps", "4", "--workers", "2", "--out", str(tmp_path / "two")]) == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "lutcore train" in ln]
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert "stopped at step 2 of 4 (step: worker 1 (pid" in err[0] and "died" in err[0], err
+    ck = tmp_path / "two" / "checkpoint"
+    assert f"--resume {ck} --steps 2 --workers 2" in err[0]
+    monkeypatch.setattr(RayWorkers, "gradients", real)
+    assert main(["train", "--resume", str(ck), "--steps", "2", "--out", str(tmp_path / "more"), "--threads", "1",
+                 "--sample-tokens", "0", "--eval-units", "none"]) == 0
+    assert main(["train", *common, "--steps", "4", "--out", str(tmp_path / "one")]) == 0
+    from lutcore._io import load_tensors
+    a, b = (load_tensors(str(tmp_path / d / "checkpoint" / "model.safetensors")) for d in ("more", "one"))
+    assert same({k: v.view(np.uint32) for k, v in a.items()}, {k: v.view(np.uint32) for k, v in b.items()})
+
+
 def _torch_run(workers, steps=3, bn=False, switch_at=None):
     """The torch helper's run; ``bn``: a BatchNorm layer (running statistics are buffers);
     ``switch_at``: after that many steps, ``set_units(net, "mitchell")``."""

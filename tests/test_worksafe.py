@@ -307,6 +307,81 @@ def test_cli_train_sigint_saves_a_checkpoint_that_resumes(tmp_path, data):
     assert main(["eval", "--checkpoint", ck, "--out", str(tmp_path / "ev")]) == 0     # its held-out split
 
 
+def _same_weights(d1, d2):
+    a = load_file(os.path.join(d1, "model.safetensors"))
+    b = load_file(os.path.join(d2, "model.safetensors"))
+    return sorted(a) == sorted(b) and all(np.array_equal(a[n].view(np.uint32), b[n].view(np.uint32)) for n in a)
+
+
+def test_cli_train_sigkill_keeps_the_last_periodic_checkpoint_and_resume_restores_the_run(tmp_path, data):
+    """An out-of-memory kill or a scheduler's limit (SIGKILL: nothing runs after it) loses at most
+    --save-every steps; `--resume CKPT --steps N` alone (no data or batch flags) continues the same
+    run: the checkpoint holds every setting that decides the bits, --micro-batch included."""
+    run = ["--data", data, "--micro-batch", "1", "--grad-accum", "2", "--clip", "0.5", "--lr", "0.002"]
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
+    ck = tmp_path / "run" / "checkpoint"
+    p = subprocess.Popen([sys.executable, "-m", "lutcore", "train", *run, "--steps", "100000", "--save-every", "4",
+                          "--out", str(tmp_path / "run"), *TINY], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env, cwd=str(tmp_path))
+    try:
+        t0, k = time.monotonic(), 0
+        while k < 8 and time.monotonic() - t0 < 240 and p.poll() is None:
+            time.sleep(0.2)
+            try:
+                k = json.load(open(ck / "trainer.json"))["global_step"]
+            except (OSError, ValueError):
+                pass
+        assert k >= 8, "no periodic checkpoint"
+    finally:
+        p.kill()
+        p.wait()
+    meta = json.load(open(ck / "trainer.json"))
+    k = meta["global_step"]
+    assert k % 4 == 0 and meta["train_config"]["micro_batch"] == 1 and meta["train_config"]["max_grad_norm"] == 0.5
+    assert main(["train", "--resume", str(ck), "--steps", "3", "--out", str(tmp_path / "more"), "--sample-tokens",
+                 "0", "--eval-units", "none", "--threads", "1"]) == 0
+    assert main(["train", *run, "--steps", str(k + 3), "--out", str(tmp_path / "ref"), *TINY]) == 0
+    assert _same_weights(tmp_path / "more" / "checkpoint", tmp_path / "ref" / "checkpoint")
+
+
+@pytest.mark.parametrize("flag,value,recorded", [("--micro-batch", "2", "not given"), ("--batch-size", "4", "2"),
+                                                 ("--lr", "0.01", "0.003"), ("--seq-len", "16", "32"),
+                                                 ("--mixed-precision", None, "False")])
+def test_cli_train_resume_refuses_a_flag_that_changes_the_run(tmp_path, ckpt, capsys, flag, value, recorded):
+    given = [flag] + ([value] if value else [])
+    assert main(["train", "--resume", ckpt, "--steps", "1", "--out", str(tmp_path / "r"), *given]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: the checkpoint {ckpt!r} was trained with {flag} {recorded}, got" in err
+    assert not os.path.exists(tmp_path / "r" / "checkpoint")
+
+
+def test_cli_train_resume_with_workers_needs_the_micro_batch_reduction(tmp_path, ckpt, capsys):
+    assert main(["train", "--resume", ckpt, "--steps", "1", "--workers", "2", "--out", str(tmp_path / "r")]) == 2
+    assert "--workers: the checkpoint" in capsys.readouterr().err
+
+
+def test_cli_train_resume_refuses_other_text(tmp_path, ckpt, capsys):
+    other = tmp_path / "other.txt"
+    other.write_text(TEXT[::-1], encoding="utf-8")
+    assert main(["train", "--resume", ckpt, "--steps", "1", "--data", str(other), "--out", str(tmp_path / "r")]) == 2
+    assert "--data: the checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["mitchel", "truncated:99", "no/such/dir"])
+def test_cli_train_eval_units_typo_is_refused_before_training(tmp_path, data, monkeypatch, capsys, bad):
+    from lutcore.train import Trainer
+    monkeypatch.setattr(Trainer, "train", lambda *a, **k: pytest.fail("trained before checking --eval-units"))
+    assert main(["train", "--data", data, "--steps", "1", "--out", str(tmp_path / "r"),
+                 *[a for a in TINY if a not in ("--eval-units", "none")], "--eval-units", "exact", bad]) == 2
+    assert f"--eval-units: {bad!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "5q", "1.5", "nanm", ""])
+def test_cli_train_save_every_is_checked(tmp_path, capsys, bad):
+    assert main(["train", "--save-every", bad, "--out", str(tmp_path / "r")]) == 2
+    assert "--save-every" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ loaders stay inside
 @pytest.fixture(scope="module")
 def hf_mamba(tmp_path_factory):

@@ -9,6 +9,10 @@ any worker and on the driver), adds the float32 gradients into an exact accumula
 (``lutcore.train.exactsum``) and sends it back; the driver merges, rounds once, sets
 ``p.grad = sum / n_micro`` and calls ``optimizer.step()``.  ``workers=None`` computes the
 micro-batches in the driver with the same reduction (the single-process reference).
+With workers, the model is sent again whenever it changed other than in its tensors
+(``set_units``, ``.eval()``: ``lutcore.train.dp.model_key``), and the driver replays the
+step's forward passes in micro-batch order while the workers compute, so buffers (BatchNorm's
+running statistics) are the single-process run's bits.
 
     dp = TorchDataParallel(model, loss_fn, micro_batch=2, workers=RayWorkers-like N or None)
     loss = dp.step(optimizer, inputs, targets)

@@ -10,6 +10,7 @@ compiles its WebAssembly, about a minute, once.)
 """
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -310,3 +311,94 @@ def test_cli_units_bad_file_is_one_line(tmp_path, capsys):
     assert main(["units", path, "--verify"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and path in err[0] and "syntax error" in err[0]
+
+
+# ---------------------------------------------------------------- argument checks, property-based (issue 38)
+# Every bad argument of from_c / from_verilog / library is a ValueError or TypeError whose message
+# starts with the argument's name, raised before anything is compiled or run; never another
+# exception.  (A path that does not exist stays a FileNotFoundError naming it.)
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from lutcore.units.library import library  # noqa: E402
+
+PROPS = settings(derandomize=True, max_examples=60, deadline=None, database=None,
+                 suppress_health_check=[HealthCheck.too_slow])
+NOT_A_NUMBER = st.one_of(st.none(), st.booleans(), st.text(max_size=4), st.binary(max_size=3),
+                         st.lists(st.integers(), max_size=2), st.complex_numbers(allow_nan=False),
+                         st.just(np.bool_(True)), st.just(object()), st.just("60"))
+NOT_POSITIVE = st.one_of(st.floats(max_value=0.0), st.integers(max_value=0), st.just(float("nan")),
+                         st.just(float("inf")), st.just(np.float32(-1)), st.just(np.int64(0)),
+                         st.integers(min_value=10 ** 400, max_value=10 ** 401))
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _raises_naming(name, call):
+    with pytest.raises((ValueError, TypeError)) as ei:
+        call()
+    assert str(ei.value).startswith(f"{name}: "), str(ei.value)
+    return ei.value
+
+
+@PROPS
+@given(timeout=st.one_of(NOT_A_NUMBER, NOT_POSITIVE))
+def test_property_bad_timeout_is_named(timeout):
+    _raises_naming("timeout", lambda: lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=timeout))
+    _raises_naming("timeout", lambda: lutcore.Units.from_verilog(BEHAV_V, timeout=timeout))
+    _raises_naming("timeout", lambda: library(HERE, timeout=timeout))   # before any circuit is read
+
+
+@PROPS
+@given(function=st.one_of(st.integers(), st.binary(max_size=4), st.floats(), st.booleans(),
+                          st.lists(st.text(max_size=2), max_size=2),
+                          st.text(max_size=12).filter(lambda s: not re.fullmatch(IDENT, s)),
+                          st.from_regex(r"__lutcore[A-Za-z0-9_]{0,6}", fullmatch=True)))
+def test_property_bad_function_is_named(function):
+    e = _raises_naming("function", lambda: lutcore.Units.from_c(ARRAY_C, function))
+    assert isinstance(e, TypeError) == (not isinstance(function, str))
+
+
+@PROPS
+@given(function=st.from_regex(IDENT, fullmatch=True).filter(lambda s: len(s) < 40))
+def test_property_absent_function_names_the_file(function):
+    with open(ARRAY_C) as f:
+        text = f.read()
+    if re.search(rf"\b{function}\b", text) or function.startswith("__lutcore"):
+        return                                               # in the file: it would be compiled
+    with pytest.raises(ValueError, match=rf"^{re.escape(ARRAY_C)}: no function {function!r}"):
+        lutcore.Units.from_c(ARRAY_C, function)
+
+
+@PROPS
+@given(top=st.one_of(st.integers(), st.binary(max_size=3), st.booleans(), st.lists(st.integers(), max_size=1),
+                     st.text(max_size=10).filter(lambda s: not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", s))))
+def test_property_bad_top_is_named(top):
+    _raises_naming("top", lambda: lutcore.Units.from_verilog(BEHAV_V, top))
+
+
+@PROPS
+@given(path=st.one_of(st.none(), st.integers(), st.floats(), st.binary(max_size=5), st.lists(st.text(), max_size=1),
+                      st.booleans()))
+def test_property_path_of_the_wrong_type_is_named(path):
+    for call in (lambda: lutcore.Units.from_c(path), lambda: lutcore.Units.from_verilog(path),
+                 lambda: library(path)):
+        e = _raises_naming("path", call)
+        assert isinstance(e, TypeError)
+
+
+@PROPS
+@given(name=st.text(min_size=1, max_size=300))
+def test_property_any_path_string_is_a_clear_error(name):
+    # a missing file (FileNotFoundError), one that is not a regular .c/.v file, a NUL, a name too
+    # long: each a clear error naming the path, never anything else
+    for call in (lambda p: lutcore.Units.from_c(p, "m"), lambda p: lutcore.Units.from_verilog(p),
+                 lambda p: library(p)):
+        p = os.path.join(HERE, "no-such-dir", name)
+        with pytest.raises((ValueError, TypeError, FileNotFoundError)) as ei:
+            call(p)
+        msg = str(ei.value)
+        assert msg.startswith("path: ") or p in msg, msg
+
+
+def test_a_huge_timeout_is_a_timeout():
+    assert lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=1e300).is_exact
+    assert lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=np.int64(30)).is_exact

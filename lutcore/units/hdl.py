@@ -425,6 +425,8 @@ def _check_file(path, exts, what):
         raise FileNotFoundError(f"{path}: no such {what} file") from None
     except OSError as e:
         raise ValueError(f"{path}: cannot read this {what} file ({e.strerror or e})") from None
+    except ValueError as e:                             # a NUL in the path
+        raise ValueError(f"path: expected a path to a {what} file, got {path!r} ({e})") from None
     if not path.lower().endswith(exts):
         raise ValueError(f"{path}: expected a {what} file ({' or '.join(exts)})")
     if not stat.S_ISREG(st.st_mode):
@@ -440,7 +442,9 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     from lutcore.units import cost as _cost
     path = _check_file(path, (".v", ".sv"), "Verilog")
     timeout = _timeout_arg(timeout)
-    if top is not None and (not isinstance(top, str) or not re.fullmatch(r"[A-Za-z_][\w$]*", top)):
+    if top is not None and not isinstance(top, str):
+        raise TypeError(f"top: expected a module name (str) or None, got {type(top).__name__}")
+    if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
         raise ValueError(f"top: expected a module name, got {top!r}")
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top)
@@ -674,12 +678,18 @@ def _run_limited(cmds, tmp, timeout, file_size, keep=0):
 
 
 def _timeout_arg(timeout):
+    """``timeout`` as float seconds: a real number (not a bool), finite and > 0."""
     import math
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+    import numbers
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout: expected a number of seconds > 0, got {type(timeout).__name__} {timeout!r}")
-    if not math.isfinite(timeout) or timeout <= 0:
+    try:
+        t = float(timeout)
+    except OverflowError:
+        t = math.inf
+    if not math.isfinite(t) or t <= 0:
         raise ValueError(f"timeout: expected a number of seconds > 0, got {timeout!r}")
-    return float(timeout)
+    return t
 
 
 def _function_arg(function):

@@ -78,10 +78,26 @@ def candidate_units(units) -> list:
     from lutcore.units import Units, resolve
     if isinstance(units, (str, os.PathLike, Units)) or units is None:
         units = [units]
-    out = [resolve(getattr(u, "units", u) if u is not None else "exact") for u in units]
+    try:
+        units = list(units)
+    except TypeError:
+        raise TypeError(f"units: expected a spec, a Units, a list of them or a units library, got "
+                        f"{type(units).__name__} {units!r}") from None
+    out = [_resolve_named(getattr(u, "units", u) if u is not None else "exact", "units") for u in units]
     if not out:
         raise ValueError("units: expected at least one candidate unit, got none")
     return out
+
+
+def _resolve_named(spec, what):
+    """``units.resolve(spec)``, its ValueError / TypeError naming ``what`` (the argument)."""
+    from lutcore.units import resolve
+    try:
+        return resolve(spec)
+    except (ValueError, TypeError) as e:
+        if str(e).startswith(f"{what}:"):
+            raise
+        raise type(e)(f"{what}: {spec!r}: {e}") from None
 
 
 def candidates_and_reference(units, reference):
@@ -90,12 +106,12 @@ def candidates_and_reference(units, reference):
     A reference named by a spec (``"exact"``, a file) that has a candidate's table is that
     candidate, cost included (the spec alone carries no stated cost); a Units given with its
     own power figure keeps it."""
-    from lutcore.units import Units, resolve
+    from lutcore.units import Units
     cands = candidate_units(units)
     if reference is not None and not isinstance(reference, (str, os.PathLike, Units)):
         raise TypeError(f"reference: expected None, a units spec or a Units, got {type(reference).__name__} "
                         f"{reference!r}")
-    ref = resolve(reference) if reference is not None else None
+    ref = _resolve_named(reference, "reference") if reference is not None else None
     if ref is not None:
         same = [u for u in cands if u.digest == ref.digest]
         if same and (not isinstance(reference, Units) or unit_cost(ref).get("power_mw") is None):
@@ -179,12 +195,15 @@ class Candidates:
         """What the relative energy needs, before any evaluation: every candidate and the
         reference have a finite power figure >= 0, the reference's > 0 (every energy is
         divided by it), and some layer performs products (else the ValueError naming it)."""
+        try:
+            ref_p = self._figure(self.reference, "power_mw", "the relative energy")
+        except ValueError as e:
+            raise ValueError(f"reference: {e}") from None
         for u in [self.reference] + self.units:
             p = self._figure(u, "power_mw", "the relative energy")
             if not math.isfinite(p) or p < 0:
                 raise ValueError(f"units {u.name!r}: expected a finite power_mw >= 0, got {p!r} "
                                  f"(cost: {unit_cost(u)})")
-        ref_p = self._figure(self.reference, "power_mw", "the relative energy")
         if ref_p <= 0:
             raise ValueError(f"reference: units {self.reference.name!r} has power_mw {ref_p!r}; every relative "
                              f"energy is divided by it: expected a power_mw > 0 (state it, or name another "
@@ -298,7 +317,11 @@ def measured_on(cand: "Candidates", maximize: bool, front_end=None) -> dict:
 
 
 def _show(v, width=70) -> str:
-    t = json.dumps(v) if not isinstance(v, str) else repr(v)
+    if isinstance(v, str):
+        if v.startswith("sha256:") and len(v) > 23:
+            v = v[:23] + "..."                    # a fingerprint: its first 16 hex digits
+        return repr(v if len(v) <= width else v[:width - 3] + "...")
+    t = json.dumps(v)
     return t if len(t) <= width else t[:width - 3] + "..."
 
 
@@ -643,20 +666,16 @@ class _Cache:
         """The points of ``assignments`` (evaluating those not cached, at most ``limit`` new
         ones: the rest come back as None)."""
         keys = [_key(a, self.layers) for a in assignments]
-        fresh, seen = [], set()            # new to the search at this moment (a resume may hold them already)
+        new, seen = [], set()
         for k, a in zip(keys, assignments):
-            p = self.points.get(k)
-            if (p is None or p.index >= self.mark) and k not in seen:
+            if k not in self.points and k not in seen:
                 seen.add(k)
-                fresh.append((k, a))
-        dropped = set()
+                new.append((k, a))
         if limit is not None:
-            dropped = {k for k, _ in fresh[max(0, limit):]}
-            fresh = fresh[:max(0, limit)]
-        new = [(k, a) for k, a in fresh if k not in self.points]
+            new = new[:max(0, limit)]
         if new:
             self._evaluate(new, seed)
-        out = [None if k in dropped else self.points.get(k) for k in keys]
+        out = [self.points.get(k) for k in keys]
         self.mark = max([self.mark] + [p.index + 1 for p in out if p is not None])
         return out
 
@@ -791,11 +810,11 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         sens = run_sensitivity(cand, evaluate_many, maximize=maximize, cache=cache,
                                metric_name=(config or {}).get("metric_name", "metric"))
         path = greedy_path(cand, sens)
-        room = budget - cache.mark
+        room = budget - cache.mark                    # (what the uninterrupted run had left here)
         if len(path) > room // 2:                    # leave half the budget to the search itself
             k = max(room // 2, 0)
             path = [path[int(round(i))] for i in np.linspace(0, len(path) - 1, k)] if k else []
-        cache.get(path, seed="greedy")
+        cache.get(path, seed="greedy", limit=budget - len(cache))
         seeds += path
     # variables: one integer per layer, the candidate's index; candidates sorted by power so
     # that neighbouring values are neighbouring costs (what SBX / PM assume of a variable)
@@ -807,7 +826,7 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         # the whole space fits the budget: every assignment, the exact front
         import itertools
         cache.get([dict(zip(layers, c)) for c in itertools.product(cand.names, repeat=len(layers))])
-    elif U > 1 and cache.mark < budget:
+    elif U > 1 and len(cache) < budget:
         problem = Problem(n_var=len(layers), n_obj=2, n_ieq_constr=1, xl=0, xu=U - 1, vtype=int)
         X0 = np.unique(np.array([to_x(a) for a in seeds], dtype=np.int64), axis=0)
         n_pop = pop_size or int(min(40, max(16, 2 * len(layers))))
@@ -817,14 +836,14 @@ def run_search(cand: Candidates, evaluate_many, *, budget: int = 200, maximize: 
         alg.setup(problem, termination=get_termination("n_gen", 10 ** 9), seed=int(seed), verbose=False)
         sign = -1.0 if maximize else 1.0
         idle = 0
-        while cache.mark < budget and idle < 20:
+        while len(cache) < budget and idle < 20:
             pop = alg.ask()
             if pop is None or len(pop) == 0:           # no new offspring this generation
                 idle += 1
                 continue
             X = pop.get("X")
             before = cache.mark                        # (a resume replays generations it holds: not idle)
-            pts = cache.get([to_a(x) for x in X], limit=budget - cache.mark)
+            pts = cache.get([to_a(x) for x in X], limit=budget - len(cache))
             if any(p is None for p in pts):
                 break                                  # the budget ran out inside this generation
             idle = idle + 1 if cache.mark == before else 0

@@ -164,7 +164,9 @@ def test_cli_search_resume_and_interrupt(tmp_path, capsys, monkeypatch):
     out2 = str(tmp_path / "s2")
     assert main(["search", "--checkpoint", ckpt, *CLI_UNITS, "--budget", "30", "--out", out2]) == 130
     part = SearchResult.load(out2)
-    assert not part.complete and 1 <= len(part.points) <= 5
+    # all 5 finished evaluations: the 3 uniform points and 2 of the sensitivity batch in flight (issue 38)
+    assert not part.complete and len(part.points) == 5
+    assert [p.to_dict() for p in part.points] == [p.to_dict() for p in first.points[:5]]
     assert "interrupted" in capsys.readouterr().err
 
 
@@ -182,6 +184,175 @@ def test_cli_bad_input(tmp_path, capsys):
     assert main(["search", "--checkpoint", ckpt, "--units", "exact", "--power", "nosuch=1", "--out",
                  str(tmp_path / "o")]) == 2
     assert "--power: nosuch names none of the --units" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- issue 38: resume, reference, arguments
+
+def _count_losses(monkeypatch):
+    import lutcore.search_lm as SL
+    calls = []
+    real = SL._LMSpace.loss
+
+    def counting(self, a):
+        calls.append(a)
+        return real(self, a)
+    monkeypatch.setattr(SL._LMSpace, "loss", counting)
+    return calls
+
+
+def test_cli_resume_refuses_other_data_units_or_checkpoint(tmp_path, capsys, monkeypatch):
+    from lutcore.train.data import builtin_corpus
+    ckpt = _tiny_checkpoint(tmp_path)
+    out = str(tmp_path / "s")
+    assert main(["search", "--checkpoint", ckpt, *CLI_UNITS, "--budget", "24", "--out", out]) == 0
+    first = SearchResult.load(out)
+    capsys.readouterr()
+    calls = _count_losses(monkeypatch)
+    other = tmp_path / "other.txt"
+    other.write_text(builtin_corpus()[-3000:], encoding="utf-8")
+    assert main(["search", "--checkpoint", ckpt, "--data", str(other), *CLI_UNITS, "--budget", "30", "--out", out,
+                 "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[-1].startswith("lutcore search: error: resume: ") and "Traceback" not in err[0]
+    assert "measured on something else" in err[-1] and "data.windows: 'sha256:" in err[-1] \
+        and "(saved) vs 'sha256:" in err[-1]
+    # another library: mitchell's power, truncated:8 replaced
+    assert main(["search", "--checkpoint", ckpt, "--units", "exact", "mitchell", "truncated:6", "--power", "exact=1.0",
+                 "mitchell=0.5", "truncated:6=0.7", "--no-progress", "--budget", "30", "--out", out, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "costs.mitchell.power_mw: 0.4 (saved) vs 0.5 (now)" in err and "units.truncated:8:" in err
+    assert calls == [] and SearchResult.load(out).to_dict() == first.to_dict()     # the file is untouched
+    # the same data, model and units: it continues
+    assert main(["search", "--checkpoint", ckpt, *CLI_UNITS, "--budget", "30", "--out", out, "--resume"]) == 0
+    assert len(calls) == 6
+
+
+def test_api_resume_refuses_another_model_data_or_batching(tmp_path, monkeypatch):
+    m, ids = _gpt(), _ids()
+    out = tmp_path / "s"
+    search_lm(m, ids, _units(), budget=20, seq_len=16, progress=False, out=out)
+    calls = _count_losses(monkeypatch)
+    kw = dict(budget=30, seq_len=16, progress=False, out=out, resume=True)
+    other = GPT(GPTConfig(vocab=40, dim=16, context=16, layers=1, heads=2, seed=2))
+    with pytest.raises(ValueError, match=r"resume: .* model: 'sha256:[0-9a-f]{16}\.\.\.' \(saved\) vs 'sha256:"):
+        search_lm(other, ids, _units(), **kw)
+    with pytest.raises(ValueError, match=r"data.windows: 'sha256:[0-9a-f]{16}\.\.\.' \(saved\) vs"):
+        search_lm(m, _ids(seed=1), _units(), **kw)
+    with pytest.raises(ValueError, match=r"data.seq_len: 16 \(saved\) vs 8 \(now\)"):
+        search_lm(m, ids, _units(), **dict(kw, seq_len=8))
+    with pytest.raises(ValueError, match=r"windows_per_forward: 8 \(saved\) vs 2 \(now\)"):
+        search_lm(m, ids, _units(), batch_size=2, **kw)
+    with pytest.raises(ValueError, match=r"layers: \[\"h.0.attn.qkv\", .*\.\.\. \(saved\) vs \[\"h.0.mlp.fc\"\] \(now\)"):
+        search_lm(m, ids, _units(), layers=["h.0.mlp.fc"], **kw)
+    assert calls == []
+    res = search_lm(m, ids, _units(), **kw)
+    assert len(res.points) == 30 and len(calls) == 10
+
+
+def test_cli_reference_named_with_its_power_stated(tmp_path, capsys):
+    ckpt = _tiny_checkpoint(tmp_path)
+    power = ["--power", "exact=1.0", "mitchell=0.4", "truncated:8=0.7", "--no-progress", "--budget", "24"]
+    # the reference among the --units, and not among them (it joins them)
+    for units in (["exact", "mitchell", "truncated:8"], ["mitchell", "truncated:8"]):
+        out = str(tmp_path / f"s{len(units)}")
+        assert main(["search", "--checkpoint", ckpt, "--units", *units, "--reference", "exact", *power,
+                     "--out", out]) == 0, capsys.readouterr().err
+        res = SearchResult.load(out)
+        uni = {next(iter(p.assignment.values())): p.energy for p in res.uniform()}
+        assert uni == pytest.approx({"exact": 1.0, "mitchell": 0.4, "truncated:8": 0.7}, rel=1e-15)
+    out = str(tmp_path / "m")
+    assert main(["search", "--checkpoint", ckpt, "--units", "exact", "mitchell", "truncated:8", "--reference",
+                 "mitchell", *power, "--out", out]) == 0, capsys.readouterr().err
+    uni = {next(iter(p.assignment.values())): p.energy for p in SearchResult.load(out).uniform()}
+    assert uni == pytest.approx({"exact": 2.5, "mitchell": 1.0, "truncated:8": 1.75}, rel=1e-15)
+    # the API: a reference named by its spec is the candidate, with its cost
+    m, ids = _gpt(), _ids()
+    res = search_lm(m, ids, _units(), budget=4, greedy=False, seq_len=16, reference="exact", progress=False)
+    assert sorted(p.energy for p in res.uniform()) == pytest.approx([0.4, 0.7, 1.0], rel=1e-15)
+
+
+BAD_LM = [("budget", v) for v in (0, 1.5, "10", True)] + [("seq_len", v) for v in (0, 1.5, 10 ** 6)] + \
+    [("batch_size", v) for v in (0, "8")] + [("layers", v) for v in (5, [], ["nosuch"])] + \
+    [("reference", v) for v in (3, "nosuch")] + [("units", v) for v in ([], "nosuch", 5)] + \
+    [("greedy", v) for v in ("no", None)] + [("pop_size", v) for v in (1, "4")] + [("seed", v) for v in (-1, "0")] + \
+    [("out", v) for v in (3, "<file>")] + [("resume", v) for v in ("yes", 1)] + [("progress", v) for v in ("no",)] + \
+    [("threads", v) for v in (0, 1.5)] + [("model", v) for v in (5, None)] + \
+    [("data", v) for v in ("<float>", "<vocab>", "<short>", "some text")]
+
+
+def test_bad_arguments_of_search_lm_are_a_named_value_or_type_error(tmp_path, monkeypatch):
+    """Property (hypothesis): any one or two bad arguments of search_lm give a ValueError /
+    TypeError naming one of them ("data", "model", ...) — never another exception, never an
+    evaluation."""
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    m, ids = _gpt(), _ids()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    calls = _count_losses(monkeypatch)
+    special = {"<file>": str(afile), "<float>": ids.astype(np.float32), "<vocab>": ids + 40, "<short>": ids[:5]}
+
+    @settings(derandomize=True, max_examples=50, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.sampled_from(BAD_LM), min_size=1, max_size=2, unique_by=lambda c: c[0]))
+    def check(bad):
+        ran.append(bad)
+        kw = dict(model=m, data=ids, units=_units(), budget=24, seq_len=16, progress=False)
+        for name, v in bad:
+            kw[name] = special.get(v, v) if isinstance(v, str) else v
+        with pytest.raises((ValueError, TypeError)) as e:
+            search_lm(kw.pop("model"), kw.pop("data"), kw.pop("units"), **kw)
+        assert any(n in str(e.value) for n, _ in bad), (bad, str(e.value))
+        assert calls == []
+    ran = []
+    for case in BAD_LM:                        # every bad value alone, then random pairs
+        check = example([case])(check)
+    check()
+    assert len(ran) > len(BAD_LM)                       # each alone, and pairs
+
+
+# a bad value for each flag of `lutcore search`
+BAD_CLI = [("--budget", v) for v in ("0", "x", "-1", "1.5")] + [("--seed", v) for v in ("-1", "1.5")] + \
+    [("--seq-len", v) for v in ("0", "100000")] + [("--batch-size", "0"), ("--threads", "0"), ("--threads", "x")] + \
+    [("--units", v) for v in ("nosuch", "truncated:99", "/nonexistent/m.v")] + \
+    [("--power", v) for v in ("exact", "exact=x", "exact=nan", "exact=-1", "nosuch=1", "exact=0")] + \
+    [("--reference", v) for v in ("nosuch", "truncated:6")] + [("--layers", "nosuch"), ("--out", "<file>")] + \
+    [("--checkpoint", "/nonexistent"), ("--data", "/nonexistent.txt")]
+
+
+def test_bad_flags_of_lutcore_search_exit_2_with_one_line_naming_them(tmp_path, capsys, monkeypatch):
+    """Property (hypothesis): any one or two bad flags of `lutcore search` exit 2 with one
+    error line naming one of them (the flag, its argument name or the value) — never a
+    traceback, never an evaluation."""
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    ckpt = _tiny_checkpoint(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    calls = _count_losses(monkeypatch)
+    capsys.readouterr()
+
+    @settings(derandomize=True, max_examples=40, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.sampled_from(BAD_CLI), min_size=1, max_size=2, unique_by=lambda c: c[0]))
+    def check(bad):
+        ran.append(bad)
+        flags = {"--checkpoint": [ckpt], "--units": ["exact", "mitchell", "truncated:8"],
+                 "--power": ["exact=1.0", "mitchell=0.4", "truncated:8=0.7"], "--budget": ["24"],
+                 "--out": [str(tmp_path / "o")]}
+        for flag, v in bad:
+            flags[flag] = [str(afile) if v == "<file>" else v]
+        argv = ["search", "--no-progress"] + [a for f, vs in flags.items() for a in [f, *vs]]
+        assert main(argv) == 2, bad
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if "error:" in ln]
+        assert "Traceback" not in err and len(lines) == 1 and lines[0].startswith("lutcore search: error:"), err
+        names = [w for f, v in bad for w in (f, f[2:].replace("-", "_"), v if v != "<file>" else str(afile))]
+        assert any(w in lines[0] for w in names), (bad, lines[0])
+        assert calls == []
+    ran = []
+    for case in BAD_CLI:                        # every bad value alone, then random pairs
+        check = example([case])(check)
+    check()
+    assert len(ran) > len(BAD_CLI)                       # each alone, and pairs
 
 
 # ----------------------------------------------------------------------------- Hugging Face checkpoints

@@ -6,6 +6,7 @@ bit for bit."""
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -116,7 +117,8 @@ def test_ctrl_c_keeps_the_points_and_resume_finishes_the_same_search(setup, tmp_
     with pytest.raises(KeyboardInterrupt):
         TS.search(net, units_list(), stopping, x, budget=36, seed=5, progress=False, out=tmp_path)
     part = json.load(open(tmp_path / "search.json"))
-    assert part["complete"] is False and 0 < len(part["points"]) < 20
+    # the 19 evaluations finished before Ctrl-C, those of the batch in flight included (issue 38)
+    assert part["complete"] is False and part["points"] == [p.to_dict() for p in full.points[:19]]
     calls["n"] = -10 ** 9
     again = TS.search(net, units_list(), stopping, x, budget=36, seed=5, progress=False, out=tmp_path,
                       resume=True)
@@ -209,3 +211,164 @@ def test_compensation_is_checked(setup):
     res = TS.search(net, [resolve("mitchell").with_cost(power_mw=0.4)], evaluate, x, budget=12,
                     reference=resolve("exact").with_cost(power_mw=1.0), greedy=False, progress=False)
     assert math.isclose(min(p.energy for p in res.points), 0.4)
+
+
+def test_ctrl_c_with_ray_workers_keeps_every_finished_evaluation(setup, tmp_path, monkeypatch):
+    """Ctrl-C while the driver waits on its workers (issue 38): every evaluation they finished
+    is in search.json.  The interrupt comes in the driver's first blocking wait after the 4
+    uniform points, once every evaluation of the batch in flight (the 9 of the sensitivity)
+    has finished: the wait is let run to the end, then raises."""
+    import ray
+    net, x, evaluate = setup
+    full = TS.search(net, units_list(), evaluate, x, budget=24, seed=1, progress=False)
+    real_get, real_wait = ray.get, ray.wait
+    st = {"got": 0, "fired": False}
+
+    def floats(v):
+        return sum(floats(e) for e in v) if isinstance(v, list) else 1
+
+    def due():
+        if st["got"] >= 4 and not st["fired"]:
+            st["fired"] = True
+            return True
+        return False
+
+    def get(refs, *a, **k):
+        if isinstance(refs, list) and not all(isinstance(r, ray.ObjectRef) for r in refs) or \
+                not isinstance(refs, (list, ray.ObjectRef)):
+            return real_get(refs, *a, **k)
+        fire = due() and k.get("timeout") is None
+        out = real_get(refs, *a, **k)
+        if fire:
+            raise KeyboardInterrupt
+        st["got"] += floats(out)
+        return out
+
+    def wait(refs, *a, **k):
+        if k.get("timeout") != 0 and due():
+            real_wait(refs, num_returns=len(refs))
+            raise KeyboardInterrupt
+        return real_wait(refs, *a, **k)
+    monkeypatch.setattr(ray, "get", get)
+    monkeypatch.setattr(ray, "wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        TS.search(net, units_list(), evaluate, x, budget=24, seed=1, progress=False, workers=2, out=tmp_path)
+    assert st["fired"] and not ray.is_initialized()
+    part = json.load(open(tmp_path / "search.json"))
+    assert part["complete"] is False and part["points"] == [p.to_dict() for p in full.points[:13]]
+
+
+# ----------------------------------------------------------------------------- issue 38: arguments, resume
+
+class Never:
+    """An evaluate that must not run: a bad argument is refused before any evaluation."""
+    calls = 0
+
+    def __call__(self, model):
+        Never.calls += 1
+        raise AssertionError("evaluated despite a bad argument")
+
+
+@pytest.mark.parametrize("workers, err", [(1.5, TypeError), ("2", TypeError), (True, TypeError), (0, ValueError),
+                                          (-1, ValueError)])
+def test_bad_workers_are_named_before_anything_starts(setup, workers, err):
+    net, x, _ = setup
+    Never.calls = 0
+    with pytest.raises(err, match=r"workers: expected a positive int \(Ray actors\) or None \(in process\), got "
+                                  r".*" + re.escape(repr(workers))):
+        TS.search(net, units_list(), Never(), x, budget=12, workers=workers, progress=False)
+    assert Never.calls == 0
+
+
+def test_an_empty_example_input_is_refused_before_any_evaluation(setup):
+    net, x, _ = setup
+    Never.calls = 0
+    for empty in (x[:0], [x[:0], x[:0]]):
+        with pytest.raises(ValueError, match=r"example_input: the dry run counted no products in the searched "
+                                             r"layers \({'c1': 0, 'c2': 0, 'fc': 0}\)"):
+            TS.search(net, units_list(), Never(), empty, budget=12, progress=False)
+    with pytest.raises(TypeError, match="example_input: expected a tensor"):
+        TS.search(net, units_list(), Never(), None, budget=12, progress=False)
+    us = units_list()
+    us[0] = us[0].with_cost(power_mw=0.0)
+    with pytest.raises(ValueError, match="reference: units 'exact' has power_mw 0.0"):
+        TS.search(net, us, Never(), x, budget=12, progress=False)
+    assert Never.calls == 0
+
+
+def test_a_reference_named_by_its_spec_takes_the_candidates_cost(setup):
+    net, x, evaluate = setup
+    res = TS.search(net, units_list(), evaluate, x, budget=8, greedy=False, reference="exact", progress=False)
+    assert [p.energy for p in res.uniform()] == pytest.approx([1.0, 0.45, 0.4, 0.3], rel=1e-15)
+    res = TS.search(net, units_list(), evaluate, x, budget=8, greedy=False, reference="mitchell", progress=False)
+    assert [p.energy for p in res.uniform()] == pytest.approx([1.0 / 0.45, 1.0, 0.4 / 0.45, 0.3 / 0.45], rel=1e-15)
+
+
+def test_resume_refuses_another_model_input_or_metric(setup, tmp_path):
+    net, x, evaluate = setup
+    TS.search(net, units_list(), evaluate, x, budget=8, greedy=False, progress=False, out=tmp_path)
+    Never.calls = 0
+    kw = dict(budget=12, greedy=False, progress=False, out=tmp_path, resume=True)
+    with pytest.raises(ValueError, match=r"resume: .*search.json holds points measured on something else.*"
+                                         r"example_input: 'sha256:[0-9a-f]{16}\.\.\.' \(saved\) vs 'sha256:[0-9a-f]{16}\.\.\.' \(now\)"):
+        TS.search(net, units_list(), Never(), x * 2, **kw)
+    other = Net().eval()                                   # other weights
+    with pytest.raises(ValueError, match=r"model: 'sha256:[0-9a-f]{16}\.\.\.' \(saved\) vs 'sha256:"):
+        TS.search(other, units_list(), Never(), x, **kw)
+    with pytest.raises(ValueError, match=r"metric_name: 'metric' \(saved\) vs 'accuracy' \(now\)"):
+        TS.search(net, units_list(), Never(), x, metric_name="accuracy", **kw)
+    with pytest.raises(ValueError, match=r"evaluate: '.*setup.<locals>.evaluate' \(saved\) vs '.*Never' \(now\)"):
+        TS.search(net, units_list(), Never(), x, **kw)
+    with pytest.raises(ValueError, match=r"compensation: \[\] \(saved\) vs \[\"bias\"\] \(now\)"):
+        TS.search(net, units_list(), Never(), x, compensation="bias", **kw)
+    assert Never.calls == 0
+    calls = {"n": 0}
+
+    def counting(model):
+        calls["n"] += 1
+        return evaluate(model)
+    counting.__qualname__ = evaluate.__qualname__         # the same metric: it continues
+    res = TS.search(net, units_list(), counting, x, **kw)
+    assert len(res.points) == 12 and calls["n"] == 4
+
+
+# a bad value for each argument of lutcore.torch.search; (name, value)
+BAD_TORCH = [("budget", v) for v in (0, -3, 1.5, "10", True, None)] + \
+    [("maximize", v) for v in ("yes", 1, None)] + [("greedy", v) for v in ("no", 0)] + \
+    [("pop_size", v) for v in (0, 1, 2.5, "4")] + [("seed", v) for v in (-1, 1.5, "0", None)] + \
+    [("workers", v) for v in (0, -2, 1.5, "2", True)] + [("progress", v) for v in ("no", None, 2)] + \
+    [("metric_name", v) for v in (3, None)] + [("threads", v) for v in (0, -1, 1.5, "2")] + \
+    [("resume", v) for v in ("yes", 1)] + [("out", v) for v in (3, "<file>")] + \
+    [("layers", v) for v in (5, [], ["nosuch"], [3])] + [("reference", v) for v in (3, "nosuch", "truncated:99")] + \
+    [("compensation", v) for v in ("retrain", 5, ["weights", "x"])] + \
+    [("units", v) for v in ([], "nosuch", 5, "truncated:99")] + [("evaluate", v) for v in (5, None)] + \
+    [("example_input", v) for v in (None, "<empty>", [], 5)] + [("model", v) for v in (5, None)] + \
+    [("calibration", v) for v in (5, [])]
+
+
+def test_bad_arguments_are_a_named_value_or_type_error_before_any_evaluation(setup, tmp_path):
+    """Property (hypothesis): any one or two bad arguments of lutcore.torch.search give a
+    ValueError / TypeError naming one of them — never another exception, never an evaluation."""
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    net, x, _ = setup
+    afile = tmp_path / "afile"
+    afile.write_text("")
+
+    @settings(derandomize=True, max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.sampled_from(BAD_TORCH), min_size=1, max_size=2, unique_by=lambda c: c[0]))
+    def check(bad):
+        ran.append(bad)
+        kw = dict(model=net, units=units_list(), evaluate=Never(), example_input=x, budget=12, progress=False)
+        for name, v in bad:
+            kw[name] = {"<file>": str(afile), "<empty>": x[:0]}.get(v, v) if isinstance(v, str) else v
+        Never.calls = 0
+        with pytest.raises((ValueError, TypeError)) as e:
+            TS.search(kw.pop("model"), kw.pop("units"), kw.pop("evaluate"), kw.pop("example_input"), **kw)
+        assert any(n in str(e.value) for n, _ in bad), (bad, str(e.value))
+        assert Never.calls == 0
+    ran = []
+    for case in BAD_TORCH:                        # every bad value alone, then random pairs
+        check = example([case])(check)
+    check()
+    assert len(ran) > len(BAD_TORCH)                       # each alone, and pairs

@@ -259,13 +259,10 @@ class _Space:
         # each an iterable walked once (a generator too): listed here, used for every pass
         example_input = None if example_input is None else _batches(example_input, "example_input")
         calibration = None if calibration is None else _batches(calibration, "calibration")
-        self.fingerprint = {"model": _core.fingerprint(f"{type(model).__module__}.{type(model).__qualname__}",
-                                                       _fingerprint_data(dict(model.state_dict()))),
-                            "example_input": None if example_input is None else
-                            _core.fingerprint(_fingerprint_data(example_input)),
-                            "calibration": None if calibration is None or not comp else
-                            _core.fingerprint(_fingerprint_data(calibration)),
-                            "compensation": list(comp)}
+        fp = _core.fingerprint                           # (kept as fingerprints: a space goes to Ray workers)
+        self.data_fp = {"example_input": None if example_input is None else fp(_fingerprint_data(example_input)),
+                        "calibration": None if calibration is None or not comp else
+                        fp(_fingerprint_data(calibration))}
         work = copy.deepcopy(model)
         if not _approx_layers(work):
             work = approximate(work, "exact", inplace=True, threads=threads)
@@ -274,8 +271,8 @@ class _Space:
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
         cands, ref = _core.candidates_and_reference(units, reference)
-        self.fingerprint["fixed_units"] = {n: getattr(m.units, "digest", None) for n, m in all_layers
-                                           if n not in names}     # the layers not searched keep theirs
+        self.fixed_units = {n: getattr(m.units, "digest", None) for n, m in all_layers
+                            if n not in names}            # the layers not searched keep theirs
         exact = resolve_units("exact")
         for _, m in self.layers:
             m.units = exact
@@ -305,6 +302,17 @@ class _Space:
                         m.bias = nn.Parameter(torch.zeros(m.weight.shape[1] if not isinstance(
                             m, (nn.Linear, nn.Conv1d, nn.Conv2d)) else m.weight.shape[0]), requires_grad=False)
                         self.bias0[n] = None
+
+    def measured_on(self, model, evaluate, metric_name) -> dict:
+        """What the points measure (search.json's ``measured_on``): fingerprints of ``model``'s
+        state dict and class, of the example input and the calibration data, the units of the
+        layers not searched, the compensation, ``evaluate``'s qualified name, the metric's name."""
+        return {"model": _core.fingerprint(f"{type(model).__module__}.{type(model).__qualname__}",
+                                           _fingerprint_data(dict(model.state_dict()))),
+                **self.data_fp, "compensation": list(self.compensation), "fixed_units": self.fixed_units,
+                "evaluate": f"{getattr(evaluate, '__module__', None)}."
+                            f"{getattr(evaluate, '__qualname__', type(evaluate).__qualname__)}",
+                "metric_name": metric_name}
 
     def apply(self, assignment: dict):
         """Set every searched layer to its unit (and its bias correction); returns the model."""
@@ -462,9 +470,7 @@ def search(model: nn.Module, units, evaluate, example_input, *, budget: int = 20
     prior = _core.prior_result(out, resume)
     space = _Space(model, units, example_input, layers, reference, compensation, calibration, threads,
                    need_products=True)
-    measured = dict(space.fingerprint, metric_name=metric_name,
-                    evaluate=f"{getattr(evaluate, '__module__', None)}."
-                             f"{getattr(evaluate, '__qualname__', type(evaluate).__qualname__)}")
+    measured = space.measured_on(model, evaluate, metric_name)
     config = {"metric_name": metric_name, "compensation": list(space.compensation), "measured_on": measured}
     if prior is not None:                             # refused before any worker starts or evaluation runs
         _core.check_resume(prior, _core.measured_on(space.cand, a["maximize"], measured))

@@ -931,7 +931,9 @@ def main(argv=None) -> int:
                          "each needs a power figure (a circuit header, meta.json, cost.json or --power)")
     se.add_argument("--power", nargs="+", metavar="SPEC=MW", help="state a unit's power in mW (e.g. exact=0.39 "
                                                                  "mitchell=0.12)")
-    se.add_argument("--reference", metavar="SPEC", help="the unit energy is relative to (default: the exact one)")
+    se.add_argument("--reference", metavar="SPEC", help="the unit energy is relative to (default: the exact one); "
+                                                        "its power: --power SPEC=MW, else the candidate's with its "
+                                                        "table")
     se.add_argument("--layers", nargs="+", metavar="KEY", help="layers to search: names, prefixes or globs "
                                                                "(default all; the rest stay exact)")
     se.add_argument("--budget", type=POS_INT, default=200, help="assignments evaluated at most (default 200)")

@@ -1,5 +1,5 @@
 """Run programs lutcore does not trust (a C model, the C compiler on a user's file) so that
-all of them ends with the call: every process they start, however it detaches, and
+all of it ends with the call: every process they start, however it detaches, and
 whatever happens to the caller.
 
 Design: two sides in one file, which imports the standard library only.  ``run`` is the
@@ -18,15 +18,16 @@ The keeper (``_keep``):
     forked into its own process group with a parent-death signal (SIGKILL: it dies with
     the keeper), RLIMIT_AS, RLIMIT_FSIZE, no core file, stdin /dev/null, and stops at the
     first that does not exit 0;
-  * meanwhile watches its stdin (end-of-file: the caller stopped it, or died) and its
-    parent (a change: the caller died while another process held the pipe's write end);
+  * meanwhile watches its stdin (a byte: the caller stops it; end-of-file alone: the
+    caller died) and its parent (a change: the caller died while another process — a
+    fork of the caller — held the pipe's write end);
   * after each command, and when stopped, kills every descendant left: SIGKILL to each
     child, reap, again until it has no child at all (those a dying child leaves come to it);
   * then writes ``exit N`` / ``signal N`` (of the last command run, with ``step K``) or
     ``stopped`` and exits — when the caller died, after removing the caller's temporary
     directory ``orphan_dir`` if one was named (nobody else would).
-The caller owns the time limit and the output cap: reaching either closes the keeper's
-stdin; a keeper that has not ended ``KEEPER_GRACE`` seconds later is killed with its
+The caller owns the time limit and the output cap: reaching either, or Ctrl-C, is "stop
+now" on the keeper's stdin; a keeper that has not ended ``KEEPER_GRACE`` seconds later is killed with its
 process group.
 
 The limit: a descendant outlives the call only if the keeper itself is killed with SIGKILL

@@ -86,6 +86,20 @@ static int lc_cpu_features(void) {
     return f;
 }
 
+/* A pass over n elements in chunks of `chunk` (the last one shorter), the chunks dealt to
+ * nthreads threads in a static schedule: the body (the trailing arguments) sees its chunk
+ * as i0 and len; `continue` ends a chunk.  Element-wise kernels split this way, so the
+ * partition is the chunk size's, never the thread count's. */
+#define LC_FOR_CHUNKS(n, chunk, nthreads, ...)                                                   \
+    do {                                                                                         \
+        const int64_t nch_ = ((n) + (chunk) - 1) / (chunk);                                      \
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                       \
+        for (int64_t ch_ = 0; ch_ < nch_; ch_++) {                                               \
+            const int64_t i0 = ch_ * (chunk), len = (n) - i0 < (chunk) ? (n) - i0 : (chunk);      \
+            __VA_ARGS__;                                                                         \
+        }                                                                                        \
+    } while (0)
+
 static inline size_t lc_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* 64-byte aligned allocation (NULL on failure), per platform */

@@ -10,7 +10,7 @@ cnp.import_array()
 
 def body_names(int isa):
     """The bodies ``isa`` runs: {"AdamW": name}."""
-    return {"AdamW": lc_adamw_body_name(isa).decode()}
+    return {"AdamW": lc_optim_body_name(isa).decode()}
 
 
 def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,

@@ -5,7 +5,7 @@
 #define LC_BODY_ISA avx2
 #include "core/simd.h"
 #include "gradtables/x86/x86.h"
-#include "tail.h"
+#include "gradtables/tail.h"
 
 #if LC_X86
 void LC_BODY(gt_rows)(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,

@@ -8,7 +8,7 @@
 #define LC_BODY_ISA avx512
 #include "core/simd.h"
 #include "gradtables/x86/x86.h"
-#include "tail.h"
+#include "gradtables/tail.h"
 
 #if LC_X86
 /* 16 bytes at p zero-extended to 16 int32 lanes (SIMDe 0.8.2 has no _mm512_cvtepu8_epi32:

@@ -80,7 +80,8 @@ typedef struct {
 } lc_attn_body;
 static const lc_attn_body lc_attn_bodies[] = {
 #if LC_X86_BODIES
-    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_ATTN_SIMDE, avx512, attn_scores), LC_XBODY(LC_ATTN_SIMDE, avx512, attn_values)},
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_ATTN_SIMDE, avx512, attn_scores),
+     LC_XBODY(LC_ATTN_SIMDE, avx512, attn_values)},
 #endif
 #if LC_X86
     {{"avx2", LC_ISA_AVX2}, lc_attn_scores_avx2, lc_attn_values_avx2},

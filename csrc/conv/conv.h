@@ -123,7 +123,7 @@ static void lc_conv_fwd_##SUF(ST *y, const ST *x, const ST *wt, const ST *bias, 
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                               \
     for (int64_t w = 0; w < Bsz * nr; w++) {                                                         \
         int64_t b = w / nr, t0 = (w % nr) * LC_CONV_ROWS, t1 = t0 + LC_CONV_ROWS < L ? t0 + LC_CONV_ROWS : L; \
-        DISP(fwd_rows, y, x, wt, bias, b, t0, t1, L, D, K);                             \
+        DISP(fwd_rows, y, x, wt, bias, b, t0, t1, L, D, K);                                          \
     }                                                                                                \
 }                                                                                                    \
 static void lc_conv_bwd_##SUF(ST *dx, ST *dwt, ST *db, const ST *dy, const ST *x, const ST *wt,       \
@@ -137,13 +137,13 @@ static void lc_conv_bwd_##SUF(ST *dx, ST *dwt, ST *db, const ST *dy, const ST *x
             LC_PRAGMA(omp for schedule(static) nowait)                                               \
             for (int64_t w = 0; w < Bsz * nr; w++) {                                                 \
                 int64_t b = w / nr, s0 = (w % nr) * LC_CONV_ROWS, s1 = s0 + LC_CONV_ROWS < L ? s0 + LC_CONV_ROWS : L; \
-                DISP(dx_rows, dx, dy, wt, b, s0, s1, L, D, K);                          \
+                DISP(dx_rows, dx, dy, wt, b, s0, s1, L, D, K);                                       \
             }                                                                                        \
         }                                                                                            \
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t c = 0; c < nd; c++) {                                                           \
             int64_t d0 = c * LC_CONV_DCH, d1 = d0 + LC_CONV_DCH < D ? d0 + LC_CONV_DCH : D;           \
-            DISP(dw_chunk, dwt, db, dy, x, d0, d1, Bsz, L, D, K);                       \
+            DISP(dw_chunk, dwt, db, dy, x, d0, d1, Bsz, L, D, K);                                    \
         }                                                                                            \
     }                                                                                                \
 }                                                                                                    \

@@ -52,12 +52,13 @@ static inline int omp_get_num_threads(void) { return 1; }
 #define LC_PRAGMA(x)
 #endif
 
-/* ISA identifiers, ordered: a higher one implies every lower one.  With
+/* ISA identifiers, ordered: a higher level implies every lower one.  With
  * LC_ISA_AVX512 the caller may add the extensions' bits (LC_ISA_VNNI,
- * LC_ISA_VBMI): a family picks its body from level and bits, so a body that
- * needs VNNI never runs on an AVX-512 CPU without it.  `isa >= LC_ISA_AVX2`
- * and `isa >= LC_ISA_AVX512` stay true tests of the level. */
+ * LC_ISA_VBMI): a family picks its body from level and bits (its body table,
+ * core/dispatch.h: the level is isa & LC_ISA_LEVEL), so a body that needs VNNI
+ * never runs on an AVX-512 CPU without it. */
 enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2, LC_ISA_VNNI = 4, LC_ISA_VBMI = 8 };
+#define LC_ISA_LEVEL 3   /* the level bits of isa (the rest: extension bits) */
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define LC_X86 1

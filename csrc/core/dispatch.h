@@ -41,8 +41,6 @@
 #define LC_X86_BODIES 0
 #endif
 
-#define LC_ISA_LEVEL 3   /* the level bits of isa (the rest: extension bits) */
-
 typedef struct {
     const char *name;    /* show_config's name of the body */
     int needs;           /* level | extension bits */

@@ -15,8 +15,8 @@
  * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
  * SIMD bodies are chosen by `isa`: the generic and AVX2 bodies live here, the
  * AVX-512 ones (16 lanes; relu8 with VBMI byte permutes) in their own
- * translation units (x86/x86.h, csrc/elementwise/x86/), picked per chunk
- * from lc_ew_bodies by the isa argument's level and VBMI bit.
+ * translation units (x86/x86.h, csrc/elementwise/x86/); one pick per call
+ * from the body table lc_ew_bodies by the isa argument's level and VBMI bit.
  */
 #ifndef LUTCORE_ELEMENTWISE_H
 #define LUTCORE_ELEMENTWISE_H

@@ -58,7 +58,8 @@ static const lc_gemm_ebody lc_gemm_exact_bodies[] = {
      .x_bform_bytes = LC_GEMM_X(avx512vnni, x_bform_bytes), .x_bform = LC_GEMM_X(avx512vnni, x_bform)},
     {.head = {"avx512bw (vpmaddwd)", LC_ISA_AVX512},
      .mk_exact = lc_mk_exact_avx2, .qmk_exact = lc_qmk_exact_avx2,
-     .gemm_exact_unit = LC_GEMM_X(avx512, gemm_exact_unit), .qmatmul_exact_unit = LC_GEMM_X(avx512, qmatmul_exact_unit)},
+     .gemm_exact_unit = LC_GEMM_X(avx512, gemm_exact_unit),
+     .qmatmul_exact_unit = LC_GEMM_X(avx512, qmatmul_exact_unit)},
 #endif
 #if LC_X86
     {.head = {"avx2", LC_ISA_AVX2}, .mk_exact = lc_mk_exact_avx2, .qmk_exact = lc_qmk_exact_avx2},

@@ -80,9 +80,9 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
         int32_t tile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb->gemm_exact_unit && xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp,
-                                                       Kp, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
-                                                       m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+        if (xb->gemm_exact_unit &&
+            xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
+                                Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
             continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
@@ -112,7 +112,8 @@ static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t ld
 static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan, const float *sa,
                                   int64_t nblk, const float *sbpan, int64_t pb, int R, int isa) {
     const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
-    if (xb->qmatmul_exact_unit && xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0)
+    if (xb->qmatmul_exact_unit &&
+        xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0)
         return;
     memset(y, 0, (size_t)R * LC_NR * sizeof(float));           /* the rows in use */
     if (xb->qmk_exact) {
@@ -144,10 +145,11 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
         float ytile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb->qmatmul_exact_unit && xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
-                                         sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
-                                         sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp,
-                                         m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+        if (xb->qmatmul_exact_unit &&
+            xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
+                                   sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
+                                   sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp, m_end - mu * LC_MC,
+                                   n_end - nu * LC_NC) == 0)
             continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;

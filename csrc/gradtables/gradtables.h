@@ -18,40 +18,31 @@
 
 #include "core/common.h"
 #include "core/dispatch.h"
-#include "gradtables/tail.h"
+#include "gradtables/rows.h"
 
 #define LC_GT_PAR_MIN (1 << 15)
 
 #define LC_GT_KC 16          /* k's per accumulator block (one AVX-512 vector, two AVX2) */
 
-/* The generic body: output rows r0..r1-1 of pass `which` on one thread (x86/x86.h's
- * contract).  Rows r = m (which 0: the fixed codes a = qx[m, .], inner i = o over the codes
- * b = qw[o, .], weights g[m, o], the table Ga) or r = o (which 1: fixed b = qw[o, .], inner
- * i = m over a = qx[m, .], weights dy[m, o], the transposed table GbT).  For each block of
- * 16 k's the 16 sums over i stay in registers; lane j looks up the table row of its fixed
- * code (16 rows, 16 KiB: L1). */
-static void lc_gt_rows_generic(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
-                               const float *t, int64_t M, int64_t K, int64_t O, int64_t r0, int64_t r1) {
-    const int64_t NI = which ? M : O;
-    const uint8_t *fix = which ? qw : (const uint8_t *)qx;
-    const uint8_t *var = which ? (const uint8_t *)qx : qw;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *f = fix + r * K;
-        int64_t k0 = 0;
-        for (; k0 + LC_GT_KC <= K; k0 += LC_GT_KC) {
-            int32_t row[LC_GT_KC];
-            float acc[LC_GT_KC];
-            for (int j = 0; j < LC_GT_KC; j++) { row[j] = (int32_t)f[k0 + j] << 8; acc[j] = 0.0f; }
-            for (int64_t i = 0; i < NI; i++) {
-                const float s = which ? w[i * O + r] : w[r * O + i];
-                const uint8_t *v = var + i * K + k0;
-                for (int j = 0; j < LC_GT_KC; j++) acc[j] += s * t[row[j] | (int32_t)v[j]];
-            }
-            for (int j = 0; j < LC_GT_KC; j++) out[r * K + k0 + j] = acc[j];
+/* The generic body (rows.h): row r's blocks of LC_GT_KC k's, whose LC_GT_KC sums over i stay
+ * in registers; lane j looks up the table row of its fixed code (16 rows, 16 KiB: L1). */
+static inline int64_t lc_gt_blocks_generic(int which, float *out, const float *w, const float *t, int64_t K,
+                                           int64_t O, int64_t NI, const uint8_t *var, int64_t r, const uint8_t *f) {
+    int64_t k0 = 0;
+    for (; k0 + LC_GT_KC <= K; k0 += LC_GT_KC) {
+        int32_t row[LC_GT_KC];
+        float acc[LC_GT_KC];
+        for (int j = 0; j < LC_GT_KC; j++) { row[j] = (int32_t)f[k0 + j] << 8; acc[j] = 0.0f; }
+        for (int64_t i = 0; i < NI; i++) {
+            const float s = which ? w[i * O + r] : w[r * O + i];
+            const uint8_t *v = var + i * K + k0;
+            for (int j = 0; j < LC_GT_KC; j++) acc[j] += s * t[row[j] | (int32_t)v[j]];
         }
-        LC_GT_SCALAR_TAIL
+        for (int j = 0; j < LC_GT_KC; j++) out[r * K + k0 + j] = acc[j];
     }
+    return k0;
 }
+LC_GT_ROWS(static, lc_gt_rows_generic, lc_gt_blocks_generic)
 
 /* ------------------------------------------------------------ the body table
  * The x86 bodies (csrc/gradtables/x86/avx2.c, avx512.c: the generic loops with the lanes of a

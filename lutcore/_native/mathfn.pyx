@@ -1,15 +1,26 @@
 """Thin wrappers over csrc/mathfn/ (exp, softplus, silu, sigmoid, exp2; GELU; SiLU's backward):
 arguments validated by lutcore.ops.mathfn.  Element-wise over C-contiguous arrays of any
-shape (one size, one dtype: read flat), so the buffers go through `data_of` rather than a
-memoryview of one number of dimensions (_common.pxd)."""
+shape (one size, one dtype: read flat), so the buffers go through `data_of`'s checks rather
+than a memoryview of one number of dimensions (_common.pxd)."""
 from lutcore._native._common cimport *
 cnp.import_array()
 
 
-cdef int64_t _size(cnp.ndarray out, cnp.ndarray x) except -1:
-    if cnp.PyArray_SIZE(out) != cnp.PyArray_SIZE(x):
-        raise ValueError(f"out: expected {x.size} values like the input, got {out.size}")
-    return cnp.PyArray_SIZE(x)
+cdef int64_t _flat(tuple arrays, tuple names, int typenum, void **p) except -1:
+    """p[j] <- the data of arrays[j] (None: NULL) once it is a C-contiguous `typenum` array;
+    every array of one size, returned."""
+    cdef int64_t n = -1
+    cdef Py_ssize_t j
+    for j in range(len(arrays)):
+        a = arrays[j]
+        p[j] = data_or_null(a, typenum, True, names[j])
+        if a is None:
+            continue
+        if n < 0:
+            n = cnp.PyArray_SIZE(<cnp.ndarray>a)
+        elif cnp.PyArray_SIZE(<cnp.ndarray>a) != n:
+            raise ValueError(f"{names[j]}: expected {n} values like {names[0]}, got {a.size}")
+    return n
 
 
 def body_names(int isa):
@@ -20,53 +31,40 @@ def body_names(int isa):
 def mathfn(cnp.ndarray out not None, cnp.ndarray x not None, int fn, int isa, int nthreads):
     """out = fn(x), float32 (lutcore's bodies) or float64 (libm)."""
     cdef int t = cnp.NPY_FLOAT64 if cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT64 else cnp.NPY_FLOAT32
-    cdef void *po = data_of(out, t, True, "out")
-    cdef const void *px = data_of(x, t, True, "x")
-    cdef int64_t n = _size(out, x)
+    cdef void *p[2]
+    cdef int64_t n = _flat((out, x), ("out", "x"), t, p)
     if n == 0:
         return
     with nogil:
         if t == cnp.NPY_FLOAT32:
-            lc_mathfn_f32(<float *>po, <const float *>px, n, fn, isa, nthreads)
+            lc_mathfn_f32(<float *>p[0], <const float *>p[1], n, fn, isa, nthreads)
         else:
-            lc_mathfn_f64(<double *>po, <const double *>px, n, fn, nthreads)
+            lc_mathfn_f64(<double *>p[0], <const double *>p[1], n, fn, nthreads)
 
 
 def gelu(cnp.ndarray y not None, cnp.ndarray t not None, cnp.ndarray u not None, int isa, int nthreads):
     """y, t = GELU(u) and its tanh; float32, one size (checked by the caller)."""
-    cdef float *py = <float *>data_of(y, cnp.NPY_FLOAT32, True, "y")
-    cdef float *pt = <float *>data_of(t, cnp.NPY_FLOAT32, True, "t")
-    cdef const float *pu = <const float *>data_of(u, cnp.NPY_FLOAT32, True, "u")
-    cdef int64_t n = _size(y, u)
-    _size(t, u)
+    cdef void *p[3]
+    cdef int64_t n = _flat((y, t, u), ("y", "t", "u"), cnp.NPY_FLOAT32, p)
     with nogil:
-        lc_gelu_f32(py, pt, pu, n, isa, nthreads)
+        lc_gelu_f32(<float *>p[0], <float *>p[1], <const float *>p[2], n, isa, nthreads)
 
 
 def silu_bwd(cnp.ndarray dx not None, cnp.ndarray dy not None, cnp.ndarray dy2, cnp.ndarray x not None, int isa,
              int nthreads):
     """dx = (dy + dy2) * silu'(x), float32, one size (the caller checks); dy2 may be None."""
-    cdef float *pdx = <float *>data_of(dx, cnp.NPY_FLOAT32, True, "dx")
-    cdef const float *pdy = <const float *>data_of(dy, cnp.NPY_FLOAT32, True, "dy")
-    cdef const float *pdy2 = <const float *>data_or_null(dy2, cnp.NPY_FLOAT32, True, "dy2")
-    cdef const float *px = <const float *>data_of(x, cnp.NPY_FLOAT32, True, "x")
-    cdef int64_t n = _size(dx, x)
-    _size(dy, x)
-    if dy2 is not None:
-        _size(dy2, x)
+    cdef void *p[4]
+    cdef int64_t n = _flat((dx, dy, dy2, x), ("dx", "dy", "dy2", "x"), cnp.NPY_FLOAT32, p)
     with nogil:
-        lc_silu_bwd_f32(pdx, pdy, pdy2, px, n, isa, nthreads)
+        lc_silu_bwd_f32(<float *>p[0], <const float *>p[1], <const float *>p[2], <const float *>p[3], n, isa,
+                        nthreads)
 
 
 def gelu_bwd(cnp.ndarray dx not None, cnp.ndarray dy not None, cnp.ndarray u not None, cnp.ndarray t not None,
              int isa, int nthreads):
     """dx = GELU's backward given dy, u and the forward's t; float32, one size."""
-    cdef float *pdx = <float *>data_of(dx, cnp.NPY_FLOAT32, True, "dx")
-    cdef const float *pdy = <const float *>data_of(dy, cnp.NPY_FLOAT32, True, "dy")
-    cdef const float *pu = <const float *>data_of(u, cnp.NPY_FLOAT32, True, "u")
-    cdef const float *pt = <const float *>data_of(t, cnp.NPY_FLOAT32, True, "t")
-    cdef int64_t n = _size(dx, u)
-    _size(dy, u)
-    _size(t, u)
+    cdef void *p[4]
+    cdef int64_t n = _flat((dx, dy, u, t), ("dx", "dy", "u", "t"), cnp.NPY_FLOAT32, p)
     with nogil:
-        lc_gelu_bwd_f32(pdx, pdy, pu, pt, n, isa, nthreads)
+        lc_gelu_bwd_f32(<float *>p[0], <const float *>p[1], <const float *>p[2], <const float *>p[3], n, isa,
+                        nthreads)

@@ -76,14 +76,15 @@ static inline int64_t lc_table_wide_plan(int64_t M, int64_t N, int *nthreads, in
     return units;
 }
 
-/* Work unit u of the wide drivers: rows [m0, m1) of column block n0 .. n0 + nc; 0 when the
- * unit's row chunk is empty (M not a multiple of the chunk). */
-static inline int lc_table_wide_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_t M, int64_t N,
-                                     int64_t *m0, int64_t *m1, int64_t *n0, int *nc) {
+/* Work unit u of the table drivers (nrc row chunks of rows_per rows per column block of nb):
+ * rows [m0, m1) of column block n0 .. n0 + nc; 0 when the unit's row chunk is empty (M not a
+ * multiple of the chunk). */
+static inline int lc_table_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_t M, int64_t N, int nb,
+                                int64_t *m0, int64_t *m1, int64_t *n0, int *nc) {
     *m0 = (u % nrc) * rows_per;
     *m1 = *m0 + rows_per < M ? *m0 + rows_per : M;
-    *n0 = (u / nrc) * LC_TABLE_WNB;
-    *nc = (int)(N - *n0 < LC_TABLE_WNB ? N - *n0 : LC_TABLE_WNB);
+    *n0 = (u / nrc) * nb;
+    *nc = (int)(N - *n0 < nb ? N - *n0 : nb);
     return *m1 > *m0;
 }
 
@@ -104,7 +105,7 @@ static void lc_gemm_table_wide(const lc_gemm_tbody *xb, int32_t *C, int64_t ldc,
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;
-            if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
+            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
             lc_table_unit_run(xb, C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, T, Pbuf, m1 - m0, n0, nc, 0, K);
         }
     }
@@ -128,7 +129,7 @@ static int lc_qmatmul_table_wide(const lc_gemm_tbody *xb, float *Y, int64_t ldy,
         for (int64_t u = 0; u < units; u++) {
             int64_t m0, m1, n0;
             int nc;
-            if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
+            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
             for (int64_t m = m0; m < m1; m++)
                 for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
             for (int64_t b = 0; b < nblk; b++) {
@@ -166,11 +167,9 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
         int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
         LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t u = 0; u < units; u++) {
-            int64_t cb = u / nrc, rc = u % nrc;
-            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
-            if (m1 <= m0) continue;
-            int64_t n0 = cb * LC_TABLE_NB;
-            int nc = (int)(N - n0 < LC_TABLE_NB ? N - n0 : LC_TABLE_NB);
+            int64_t m0, m1, n0;
+            int nc;
+            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) continue;
             memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
             xb->accum(acc, Pbuf, A + m0 * lda, lda, B, ldb, T, Tt, m1 - m0, n0, nc, 0, K);
             for (int64_t m = m0; m < m1; m++)
@@ -198,11 +197,9 @@ static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const floa
         float *yb = (float *)(acc + (size_t)rows_per * LC_TABLE_NB);
         LC_PRAGMA(omp for schedule(dynamic, 1))
         for (int64_t u = 0; u < units; u++) {
-            int64_t cb = u / nrc, rc = u % nrc;
-            int64_t m0 = rc * rows_per, m1 = m0 + rows_per < M ? m0 + rows_per : M;
-            if (m1 <= m0) continue;
-            int64_t n0 = cb * LC_TABLE_NB;
-            int nc = (int)(N - n0 < LC_TABLE_NB ? N - n0 : LC_TABLE_NB);
+            int64_t m0, m1, n0;
+            int nc;
+            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) continue;
             for (int64_t i = 0; i < (m1 - m0) * LC_TABLE_NB; i++) yb[i] = 0.0f;
             for (int64_t b = 0; b < nblk; b++) {
                 memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));

@@ -92,7 +92,7 @@ static int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_
     for (int64_t u = 0; u < units; u++) {
         int64_t m0, m1, n0;
         int nc;
-        if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
+        if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
         xb->table_unit_staged(C + m0 * ldc + n0, ldc, A + m0 * lda, lda,
                               Bq + LC_TABLE_PACK_HDR + (size_t)(n0 / LC_TABLE_WNB) * ub, T16, m1 - m0, nc, K);
     }

@@ -12,6 +12,14 @@ from lutcore._native._common cimport *
 GROUP_CHANNELS = 16 * LC_SCAN_GROUP_UNITS
 
 
+cdef inline void _options(const real[::1] Dv, const real[:, :, ::1] z, const real[::1] dbias,
+                          const real **p) noexcept nogil:
+    """p[0..2] <- the optional inputs D, z, delta_bias, NULL for None (forward and backward)."""
+    p[0] = &Dv[0] if Dv is not None else NULL
+    p[1] = &z[0, 0, 0] if z is not None else NULL
+    p[2] = &dbias[0] if dbias is not None else NULL
+
+
 def body_names(int isa):
     """The bodies ``isa`` runs: {"selective scan"} -> name (its float32 body; float64 is always generic)."""
     return {"selective scan": lc_scan_body_name(isa).decode()}
@@ -27,19 +35,18 @@ def scan_fwd(real[:, :, ::1] y not None, real[:, :, ::1] ypre, real[:, :, :, ::1
     cdef real *pyp = &ypre[0, 0, 0] if ypre is not None else NULL
     cdef real *phs = &hs[0, 0, 0, 0] if hs is not None else NULL
     cdef real *phl = &hlast[0, 0, 0] if hlast is not None else NULL
-    cdef const real *pD = &Dv[0] if Dv is not None else NULL
-    cdef const real *pz = &z[0, 0, 0] if z is not None else NULL
-    cdef const real *pdb = &dbias[0] if dbias is not None else NULL
     cdef const real *ph0 = &h0[0, 0, 0] if h0 is not None else NULL
+    cdef const real *o[3]
+    _options(Dv, z, dbias, o)
     if Bsz == 0 or L == 0 or D == 0:
         return
     with nogil:
         if real is float:
             fail = lc_scan_fwd_f32(&y[0, 0, 0], pyp, phs, phl, &u[0, 0, 0], &delta[0, 0, 0], &A[0, 0], &Bm[0, 0, 0],
-                                   &Cm[0, 0, 0], pD, pz, pdb, ph0, Bsz, L, D, N, T, softplus, zoh, isa, nthreads)
+                                   &Cm[0, 0, 0], o[0], o[1], o[2], ph0, Bsz, L, D, N, T, softplus, zoh, isa, nthreads)
         else:
             fail = lc_scan_fwd_f64(&y[0, 0, 0], pyp, phs, phl, &u[0, 0, 0], &delta[0, 0, 0], &A[0, 0], &Bm[0, 0, 0],
-                                   &Cm[0, 0, 0], pD, pz, pdb, ph0, Bsz, L, D, N, T, softplus, zoh, isa, nthreads)
+                                   &Cm[0, 0, 0], o[0], o[1], o[2], ph0, Bsz, L, D, N, T, softplus, zoh, isa, nthreads)
     if fail:
         raise MemoryError("selective_scan: out of memory for the per-thread scan buffers")
 
@@ -61,10 +68,9 @@ def scan_bwd(real[:, :, ::1] du not None, real[:, :, ::1] ddelta not None, real[
     cdef real *pdh0 = &dh0[0, 0, 0] if dh0 is not None else NULL
     cdef real *pdDp = &dDp[0, 0] if dDp is not None else NULL
     cdef real *pddbp = &ddbp[0, 0] if ddbp is not None else NULL
-    cdef const real *pD = &Dv[0] if Dv is not None else NULL
-    cdef const real *pz = &z[0, 0, 0] if z is not None else NULL
-    cdef const real *pdb = &dbias[0] if dbias is not None else NULL
     cdef const real *pyp = &ypre[0, 0, 0] if ypre is not None else NULL
+    cdef const real *o[3]
+    _options(Dv, z, dbias, o)
     if Bsz == 0 or L == 0 or D == 0:
         return
     with nogil:
@@ -72,13 +78,13 @@ def scan_bwd(real[:, :, ::1] du not None, real[:, :, ::1] ddelta not None, real[
             fail = lc_scan_bwd_f32(&du[0, 0, 0], &ddelta[0, 0, 0], &dA[0, 0], &dB[0, 0, 0], &dC[0, 0, 0], pdD, pdz,
                                    pddb, pdh0, &dAp[0, 0, 0], &dBp[0, 0, 0, 0], &dCp[0, 0, 0, 0], pdDp, pddbp,
                                    &dout[0, 0, 0], &u[0, 0, 0], &delta[0, 0, 0], &A[0, 0], &Bm[0, 0, 0],
-                                   &Cm[0, 0, 0], pD, pz, pdb, &hs[0, 0, 0, 0], pyp, Bsz, L, D, N, T, softplus, zoh,
+                                   &Cm[0, 0, 0], o[0], o[1], o[2], &hs[0, 0, 0, 0], pyp, Bsz, L, D, N, T, softplus, zoh,
                                    isa, nthreads)
         else:
             fail = lc_scan_bwd_f64(&du[0, 0, 0], &ddelta[0, 0, 0], &dA[0, 0], &dB[0, 0, 0], &dC[0, 0, 0], pdD, pdz,
                                    pddb, pdh0, &dAp[0, 0, 0], &dBp[0, 0, 0, 0], &dCp[0, 0, 0, 0], pdDp, pddbp,
                                    &dout[0, 0, 0], &u[0, 0, 0], &delta[0, 0, 0], &A[0, 0], &Bm[0, 0, 0],
-                                   &Cm[0, 0, 0], pD, pz, pdb, &hs[0, 0, 0, 0], pyp, Bsz, L, D, N, T, softplus, zoh,
+                                   &Cm[0, 0, 0], o[0], o[1], o[2], &hs[0, 0, 0, 0], pyp, Bsz, L, D, N, T, softplus, zoh,
                                    isa, nthreads)
     if fail:
         raise MemoryError("selective_scan_backward: out of memory for the per-thread scan buffers")

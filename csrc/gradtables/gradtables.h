@@ -28,13 +28,15 @@
  * in registers; lane j looks up the table row of its fixed code (16 rows, 16 KiB: L1). */
 static inline int64_t lc_gt_blocks_generic(int which, float *out, const float *w, const float *t, int64_t K,
                                            int64_t O, int64_t NI, const uint8_t *var, int64_t r, const uint8_t *f) {
+    const float *wr = which ? w + r : w + r * O;       /* weight i of row r: wr[i * ws] */
+    const int64_t ws = which ? O : 1;
     int64_t k0 = 0;
     for (; k0 + LC_GT_KC <= K; k0 += LC_GT_KC) {
         int32_t row[LC_GT_KC];
         float acc[LC_GT_KC];
         for (int j = 0; j < LC_GT_KC; j++) { row[j] = (int32_t)f[k0 + j] << 8; acc[j] = 0.0f; }
         for (int64_t i = 0; i < NI; i++) {
-            const float s = which ? w[i * O + r] : w[r * O + i];
+            const float s = wr[i * ws];
             const uint8_t *v = var + i * K + k0;
             for (int j = 0; j < LC_GT_KC; j++) acc[j] += s * t[row[j] | (int32_t)v[j]];
         }

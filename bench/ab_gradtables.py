@@ -11,12 +11,11 @@ table pass's 2n gathered products (dX and dW) against the forward's n; issue 27'
 >= 1/4 of the forward's rate).
 Usage: python bench/ab_gradtables.py [--threads 2] [--rounds 3] [--calls 2]
 """
-import argparse
 
 import numpy as np
 import torch
 
-from lutbench import best_of
+from lutbench import ab_parser, best_of
 from lutcore.ops.gemm import lut_gemm, pack_b
 from lutcore.torch import _gradtables
 from lutcore.torch._gradtables import table_grads
@@ -26,10 +25,7 @@ SHAPES = [(2048, 576, 64), (512, 1152, 128)]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=2)
+    ap = ab_parser(rounds=3, calls=2)
     ap.add_argument("--simd", nargs="*", default=None, help="SIMD paths (default: every one this CPU has)")
     args = ap.parse_args()
     from lutcore import _simd

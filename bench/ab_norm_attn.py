@@ -21,7 +21,6 @@ model and prompt, 1 stage float32: 16 greedy tokens after a 128-token prefill, t
 untimed) in tokens/s on each path.
 Usage: python bench/ab_norm_attn.py [--threads 2] [--rounds 5] [--calls 7] [--gpt | --decode]
 """
-import argparse
 import time
 
 import numpy as np
@@ -30,7 +29,7 @@ import lutcore
 from lutcore import _simd
 from lutcore._native import attn as _at, norm as _d
 from lutcore.ops.matmul import matmul, pack_matrix
-from lutbench import best_of
+from lutbench import ab_parser, best_of, use_threads
 
 PATHS = ("avx512", "avx2", "generic")
 
@@ -97,8 +96,7 @@ def gpt(args):
 
     from lutcore.models.gpt import GPT
     from lutcore.train import AdamW
-    torch.set_num_threads(args.threads)
-    lutcore.set_num_threads(args.threads)
+    use_threads(args.threads)
     shape = SHAPES[0]
     cfg = _cfg(shape)
     m = GPT(cfg)
@@ -182,10 +180,7 @@ def decode(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=7)
+    ap = ab_parser(rounds=5, calls=7)
     ap.add_argument("--gpt", action="store_true")
     ap.add_argument("--decode", action="store_true")
     args = ap.parse_args()

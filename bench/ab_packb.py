@@ -16,7 +16,6 @@ by round on the same inputs and are checked to give the same bits first; min and
 all calls.  ``--cpu`` times with process CPU time at 1 thread (a busy machine's preemption left out).
 Usage: python bench/ab_packb.py [--threads 2] [--rounds 5] [--cpu]
 """
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lutcore  # noqa: E402
 import torchbench as tb  # noqa: E402
+from lutbench import ab_parser, use_threads  # noqa: E402
 import lutcore.torch as lt  # noqa: E402
 from lutcore.ops.gemm import lut_gemm  # noqa: E402
 from lutcore.torch import functional as fn  # noqa: E402
@@ -56,15 +56,12 @@ def calls(f, clock, budget=0.05):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = ab_parser(rounds=5, calls=None)
     ap.add_argument("--cpu", action="store_true")
     args = ap.parse_args()
     nt = 1 if args.cpu else args.threads
     clock = time.process_time if args.cpu else time.perf_counter
-    lutcore.set_num_threads(nt)
-    torch.set_num_threads(nt)
+    use_threads(nt)
     new_product = fn.product
     print(f"Mitchell, {nt} thread(s), {'CPU' if args.cpu else 'wall'} ms, min / median; SIMD {lutcore.get_simd()}")
     print(f"{'conv (M x K x N)':22} {'A layer before':>15} {'B layer after':>15} {'A/B':>10} | after: quant im2col "

@@ -82,49 +82,40 @@ def adamw():
     opt = AdamW({"p": p}, lr=1e-3, weight_decay=0.01)
     return lambda: opt.step({"p": g}), lambda: p
 
-def mamba_step():
-    from lutcore.models import MambaConfig, MambaLM
-    m = MambaLM(MambaConfig(d_model=256, n_layer=2, vocab_size=256, d_state=16, seed=1), units="exact")
+def train_step(m, ids):  # loss_and_grads + AdamW.step on the rows of ids; the result: every parameter
     opt = AdamW(m.parameters(), lr=1e-3)
-    ids = rng.integers(0, 256, (4, 129)).astype(np.int64)
     def run():
         loss, g = m.loss_and_grads(ids[:, :-1], ids[:, 1:])
         opt.step(g)
     return run, lambda: np.concatenate([v.ravel() for v in m.parameters().values()])
+
+def mamba_step():
+    from lutcore.models import MambaConfig, MambaLM
+    m = MambaLM(MambaConfig(d_model=256, n_layer=2, vocab_size=256, d_state=16, seed=1), units="exact")
+    return train_step(m, rng.integers(0, 256, (4, 129)).astype(np.int64))
 
 def gpt_step():
     from lutcore.models.gpt import GPT, GPTConfig
     m = GPT(GPTConfig(vocab=256, dim=256, context=256, layers=2, heads=4, seed=1))
-    opt = AdamW(m.parameters(), lr=1e-3)
-    ids = rng.integers(0, 256, (8, 257)).astype(np.int64)
+    return train_step(m, rng.integers(0, 256, (8, 257)).astype(np.int64))
+
+def torch_layer(make, units, x):  # a lutcore.torch layer's no-grad forward on x
+    import torch
+    from lutcore.torch import approximate
+    torch.manual_seed(0)
+    layer = approximate(make(torch.nn), units)
+    x = torch.from_numpy(x)
+    res = {}
     def run():
-        loss, g = m.loss_and_grads(ids[:, :-1], ids[:, 1:])
-        opt.step(g)
-    return run, lambda: np.concatenate([v.ravel() for v in m.parameters().values()])
+        with torch.no_grad():
+            res["y"] = layer(x)
+    return run, lambda: res["y"].numpy()
 
 def torch_linear():
-    import torch
-    from lutcore.torch import approximate
-    torch.manual_seed(0)
-    lin = approximate(torch.nn.Linear(768, 3072), "mitchell")
-    x = torch.randn(16, 768)
-    res = {}
-    def run():
-        with torch.no_grad():
-            res["y"] = lin(x)
-    return run, lambda: res["y"].numpy()
+    return torch_layer(lambda nn: nn.Linear(768, 3072), "mitchell", f32(16, 768))
 
 def torch_conv():
-    import torch
-    from lutcore.torch import approximate
-    torch.manual_seed(0)
-    conv = approximate(torch.nn.Conv2d(64, 64, 3, padding=1), "exact")
-    x = torch.randn(8, 64, 32, 32)
-    res = {}
-    def run():
-        with torch.no_grad():
-            res["y"] = conv(x)
-    return run, lambda: res["y"].numpy()
+    return torch_layer(lambda nn: nn.Conv2d(64, 64, 3, padding=1), "exact", f32(8, 64, 32, 32))
 
 def decode():
     import tempfile

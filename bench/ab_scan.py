@@ -14,7 +14,6 @@ ratios peer / lutcore and avx2 / avx512.  The two lutcore paths are checked to g
 the same bits, the peers to agree with lutcore (as the benchmarks do).
 Usage: python bench/ab_scan.py [--threads 2] [--rounds 5] [--calls 3] [--no-block]
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,18 +22,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lutcore  # noqa: E402
 import test_bench_mamba as tb  # noqa: E402
-from lutbench import best_of, rel_err, torch  # noqa: E402
+from lutbench import ab_parser, best_of, rel_err, torch, use_threads  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=3)
+    ap = ab_parser(rounds=5, calls=3)
     ap.add_argument("--no-block", action="store_true")
     args = ap.parse_args()
-    lutcore.set_num_threads(args.threads)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     rng = np.random.default_rng(tb.SEED)
     shape = tb.SCAN_SHAPES[0]
     c = tb.scan_inputs(rng, shape)

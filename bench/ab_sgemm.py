@@ -8,23 +8,19 @@ round by round in ONE process on the same float32 inputs, `out=` preallocated.
 Prints a table (min ms over rounds of best-of-`calls`, GFLOP/s, ratios).
 Usage: python bench/ab_sgemm.py [--threads 2] [--rounds 5] [--calls 5]
 """
-import argparse
 
 import numpy as np
 import torch
 
 import lutcore
 from lutcore.ops.matmul import matmul
-from lutbench import best_of
+from lutbench import ab_parser, best_of
 
 SHAPES = [(1024, 1024, 1024), (2048, 768, 3072), (256, 4096, 4096)]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=5)
+    ap = ab_parser(rounds=5, calls=5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)

@@ -14,7 +14,6 @@ min ms over rounds of best-of-`calls`, and the check's share of the forward (A -
 A and B are checked to give the same bits.
 Usage: python bench/ab_weight_check.py [--threads 2] [--rounds 5] [--calls 5]
 """
-import argparse
 import sys
 import zlib
 from pathlib import Path
@@ -25,7 +24,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lutcore  # noqa: E402
 import lutcore.torch as lt  # noqa: E402
-from lutbench import best_of  # noqa: E402
+from lutbench import ab_parser, best_of, use_threads  # noqa: E402
 from lutcore.torch import functional as fn  # noqa: E402
 
 CASES = [  # (name, float layer builder, input shape, units)
@@ -40,13 +39,9 @@ CASES = [  # (name, float layer builder, input shape, units)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=5)
+    ap = ab_parser(rounds=5, calls=5)
     args = ap.parse_args()
-    lutcore.set_num_threads(args.threads)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     torch.manual_seed(0)
     print(f"{'case':32} {'units':9} {'A fwd+check':>12} {'B fwd':>9} {'(A-B)/B':>8} {'C check':>9} "
           f"{'D crc32':>9} {'E t.equal':>9}  (ms, threads={args.threads})")

@@ -98,6 +98,25 @@ requires_mambapy = pytest.mark.skipif(mambapy_pscan is None, reason="mambapy is 
 SLOW = dict(rounds=3, iterations=1, warmup_rounds=1)
 
 
+def ab_parser(rounds: int = 5, calls: int | None = 5):
+    """The A/B scripts' common flags: --threads (2), --rounds, --calls (None: no such flag)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    if calls is not None:
+        ap.add_argument("--calls", type=int, default=calls)
+    return ap
+
+
+def use_threads(n: int) -> None:
+    """lutcore's and torch's thread count for an A/B run (the same for both)."""
+    import lutcore
+    lutcore.set_num_threads(n)
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
 def best_of(fn, calls: int) -> float:
     """The fastest of `calls` back-to-back calls of fn(), in seconds (the same-process A/B scripts'
     unit: alternate implementations round by round, take each one's best call per round)."""

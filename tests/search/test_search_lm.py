@@ -140,13 +140,8 @@ def test_cli_search_resume_and_interrupt(tmp_path, capsys, monkeypatch):
     assert "on the front" in capsys.readouterr().out
     # resume with a larger budget: the 24 points are kept as they are, none evaluated twice
     import lutcore.search_lm as SL
-    calls = []
     real = SL._LMSpace.loss
-
-    def counting(self, a):
-        calls.append(a)
-        return real(self, a)
-    monkeypatch.setattr(SL._LMSpace, "loss", counting)
+    calls = _count_losses(monkeypatch)
     assert main(["search", "--checkpoint", ckpt, *CLI_UNITS, "--budget", "30", "--out", out, "--resume"]) == 0
     again = SearchResult.load(out)
     assert len(again.points) == 30 and len(calls) == 6

@@ -460,22 +460,15 @@ def test_model_output_is_capped(tmp_path, monkeypatch):
     """Issue 38 (13): what a model writes was not capped (2 GB in 3 s).  Beyond CHILD_OUTPUT on
     its stdout + stderr, or in any one file, the model is refused."""
     monkeypatch.setattr(hdl, "CHILD_OUTPUT", 1 << 20)
-    chatty = _write(tmp_path, "chatty.c", HDR + "#include <string.h>\nint16_t m(int8_t a, int8_t b) {\n"
-                    "  static int once; static char buf[1 << 16];\n"
-                    "  if (!once) { once = 1; memset(buf, 'x', sizeof buf);\n"
-                    "    for (int i = 0; i < 64; ++i) fwrite(buf, 1, sizeof buf, stdout); fflush(stdout); }\n"
-                    "  return a * b; }\n")
-    with pytest.raises(ValueError, match=rf"^{re.escape(chatty)}: function m: the compiled model wrote more "
-                                         rf"than 1 MiB to its standard output and error"):
-        lutcore.Units.from_c(chatty, "m")
-    filler = _write(tmp_path, "filler.c", HDR + "#include <string.h>\nint16_t m(int8_t a, int8_t b) {\n"
-                    "  static int once; static char buf[1 << 16];\n"
-                    "  if (!once) { once = 1; FILE *f = fopen(\"big.bin\", \"wb\");\n"
-                    "    for (int i = 0; i < 64; ++i) fwrite(buf, 1, sizeof buf, f); fclose(f); }\n"
-                    "  return a * b; }\n")
-    with pytest.raises(ValueError, match=rf"^{re.escape(filler)}: function m: the compiled model tried to write "
-                                         rf"a file larger than 1 MiB"):
-        lutcore.Units.from_c(filler, "m")
+    for name, sink, said in (("chatty.c", "stdout", "wrote more than 1 MiB to its standard output and error"),
+                             ("filler.c", 'fopen("big.bin", "wb")', "tried to write a file larger than 1 MiB")):
+        src = _write(tmp_path, name, HDR + "#include <string.h>\nint16_t m(int8_t a, int8_t b) {\n"
+                     "  static int once; static char buf[1 << 16];\n"
+                     f"  if (!once) {{ once = 1; memset(buf, 'x', sizeof buf); FILE *f = {sink};\n"
+                     "    for (int i = 0; i < 64; ++i) fwrite(buf, 1, sizeof buf, f); fflush(f); }\n"
+                     "  return a * b; }\n")
+        with pytest.raises(ValueError, match=rf"^{re.escape(src)}: function m: the compiled model {said}"):
+            lutcore.Units.from_c(src, "m")
     # what a model may write is not lost by the cap: a line per pair is fine
     talker = _write(tmp_path, "talker.c", HDR + "int16_t m(int8_t a, int8_t b) { printf(\"%d %d\\n\", a, b); "
                                                 "return a * b; }\n")

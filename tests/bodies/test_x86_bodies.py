@@ -16,7 +16,6 @@ The any-table bodies run in units of 256 columns (the vpermi2w body as two 128-c
 passes, the VBMI body as 64-column groups over k chunks of 128 in uint16 words): the
 shapes' N cross those (65, 129, 191, 257, 300), K crosses the chunks (129, 256, 300, 513).
 """
-import platform
 
 import numpy as np
 import pytest
@@ -25,15 +24,12 @@ import lutcore
 from lutcore import _simd
 from lutcore._native import gemm as _g
 from lutcore._workspace import empty_aligned
+from body_runners import IS_X86, twin
 from reference.gemm_ref import lut_gemm_ref
 from reference.quant_ref import qmatmul_ref, quantize_ref
 from reference.units_ref import exact_mul_lut
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde = None
+_simde = twin("_simde")
 
 AVX512, VNNI, VBMI = 2, _simd.VNNI, _simd.VBMI
 BODIES = {"avx512bw": AVX512, "avx512vnni": AVX512 | VNNI, "avx512vbmi": AVX512 | VNNI | VBMI}

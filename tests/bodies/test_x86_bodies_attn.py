@@ -10,7 +10,6 @@ head dims not multiples of 16 or 8; query rows past one 8-row register group).
     avx512-native   decode          2, when the CPU has AVX-512
     avx2-native     decode          1 (the body these replace)
 """
-import platform
 
 import numpy as np
 import pytest
@@ -18,16 +17,11 @@ import pytest
 from lutcore import _simd
 from lutcore._native import attn as _d
 from lutcore.ops import matmul
+from body_runners import IS_X86, runners, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_attn  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_attn = None
+_simde_attn = twin("_simde_attn")
 
-RUNNERS = ([("avx512-simde", _simde_attn, 2)] if _simde_attn is not None else []) + \
-          ([("avx512-native", _d, 2)] if _simd._features & 2 else []) + \
-          ([("avx2-native", _d, 1)] if _simd._features & 1 else [])
+RUNNERS = runners(_d, _simde_attn)
 IDS = [r[0] for r in RUNNERS]
 # (R, S, hd): hd 8 / 12 / 17 / 24 / 72 / 130 / 200 / 264 cover every vector step of the values
 # (128-, 64-, 16-, 8-dim and scalar) and the transpose's scalar tail

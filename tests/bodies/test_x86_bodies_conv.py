@@ -8,20 +8,16 @@ As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde
 (the same source built with the AVX2 flags) and natively where this CPU has
 AVX-512.
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import conv as _m
+from body_runners import IS_X86, twin
 from reference.scan_ref import causal_conv1d_backward_ref, causal_conv1d_ref
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_conv  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_conv = None
+_simde_conv = twin("_simde_conv")
 
 AVX512 = 2
 RUNNERS = ([("avx512-simde", _simde_conv)] if _simde_conv is not None else []) + \

@@ -11,7 +11,6 @@ The AVX-512 bodies run through lutcore._native._simde_im2col (the same sources c
 against SIMDe's exact emulation, AVX2+FMA flags: any x86-64 CPU) and natively where this
 CPU has AVX-512 (and VNNI); the generic body everywhere (isa 0).
 """
-import platform
 
 import numpy as np
 import pytest
@@ -19,12 +18,9 @@ import pytest
 from lutcore import _simd
 from lutcore._native import im2col as _im
 from lutcore.units import Units, approx
+from body_runners import IS_X86, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_im2col  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_im2col = None
+_simde_im2col = twin("_simde_im2col")
 
 RUNNERS = [("generic", _im, 0)] + \
           ([("avx512-simde", _simde_im2col, 2), ("avx512vnni-simde", _simde_im2col, 2 | 4)] if IS_X86 else []) + \

@@ -10,7 +10,6 @@ x86-64 CPU, so CI checks every body) and natively where this CPU can.
     avx512        2          requant (clamp tables), fp16 encode/decode/round both modes
     avx512vbmi    2 | 8      + relu8 (vpermi2b over the table)
 """
-import platform
 
 import numpy as np
 import pytest
@@ -18,14 +17,11 @@ import pytest
 import lutcore
 from lutcore import _simd
 from lutcore._native import elementwise as _e
+from body_runners import IS_X86, twin
 from reference.fp16_ref import fp16_decode_ref, fp16_encode_ref, fp16_round_ref
 from reference.units_ref import relu8_ref, requant_ref
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_ew  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_ew = None
+_simde_ew = twin("_simde_ew")
 
 AVX512, VBMI = 2, _simd.VBMI
 BODIES = {"avx512": AVX512, "avx512vbmi": AVX512 | VBMI}

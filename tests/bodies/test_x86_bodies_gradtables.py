@@ -9,23 +9,17 @@ lutcore._native._simde_gt (the same source compiled against SIMDe's exact emulat
 AVX2+FMA flags -- any x86-64 CPU) and natively where this CPU has AVX-512; the AVX2
 body natively where this CPU has AVX2.
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import gradtables as _gt
+from body_runners import IS_X86, runners, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_gt  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_gt = None
+_simde_gt = twin("_simde_gt")
 
-RUNNERS = ([("avx512-simde", _simde_gt, 2)] if _simde_gt is not None else []) + \
-          ([("avx512-native", _gt, 2)] if _simd._features & 2 else []) + \
-          ([("avx2-native", _gt, 1)] if _simd._features & 1 else [])
+RUNNERS = runners(_gt, _simde_gt)
 IDS = [r[0] for r in RUNNERS]
 # (M, K, O): K covers < 8, 8..15, 16..31, 32 + every tail; M and O odd and 1
 SHAPES = [(1, 1, 1), (7, 7, 3), (3, 33, 7), (5, 9, 1), (1, 47, 13), (9, 63, 5), (2, 100, 33), (33, 17, 2)]

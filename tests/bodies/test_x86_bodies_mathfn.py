@@ -9,19 +9,15 @@ x86-64 CPU) and natively where this CPU has AVX-512.  The body is the AVX2 one a
 16 lanes, so it also equals the AVX2 body bit for bit, NaN payloads included;
 against the generic body a NaN only has to be a NaN (as tests/ops/test_mathfns.py).
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import mathfn as _m
+from body_runners import IS_X86, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_mathfn  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_mathfn = None
+_simde_mathfn = twin("_simde_mathfn")
 
 AVX512 = 2
 FNS = {"exp": 0, "softplus": 1, "silu": 2, "sigmoid": 3, "exp2": 4}

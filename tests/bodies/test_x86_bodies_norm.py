@@ -12,20 +12,16 @@ backward is checked by float64 finite differences.
     avx512-simde    _simde_norm   2 (the AVX-512 source against SIMDe: any x86-64 CPU)
     avx512-native   decode          2, when the CPU has AVX-512
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import norm as _d
+from body_runners import IS_X86, twin
 from tests.reference import gradcheck, norm_ref
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_norm  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_norm = None
+_simde_norm = twin("_simde_norm")
 
 RUNNERS = [("generic", _d, 0)]
 if _simd._features & 1:

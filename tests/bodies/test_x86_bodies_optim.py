@@ -8,19 +8,15 @@ As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde
 (the same source compiled against SIMDe's exact emulation, AVX2+FMA flags — any
 x86-64 CPU) and natively where this CPU has AVX-512.
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import optim as _o
+from body_runners import IS_X86, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_optim  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_optim = None
+_simde_optim = twin("_simde_optim")
 
 AVX512 = 2
 RUNNERS = ([("avx512-simde", _simde_optim)] if _simde_optim is not None else []) + \

@@ -13,7 +13,6 @@ any x86-64 CPU) and natively where this CPU has AVX-512.  The kernels are driven
 through lutcore.ops.scan (its validation and buffers) with the module and the isa
 argument swapped in.
 """
-import platform
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,15 +21,12 @@ import pytest
 import lutcore.ops.scan as scan_ops
 from lutcore import _simd
 from lutcore._native import scan as _m
+from body_runners import IS_X86, twin
 from reference.asserts import assert_bits_equal
 from reference.scan_ref import selective_scan_backward_ref, selective_scan_ref
 from test_scan import make_inputs as _scan_inputs
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_scan  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_scan = None
+_simde_scan = twin("_simde_scan")
 
 GENERIC, AVX2, AVX512 = 0, 1, 2
 RUNNERS = ([("avx512-simde", _simde_scan)] if _simde_scan is not None else []) + \

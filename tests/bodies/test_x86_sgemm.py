@@ -12,19 +12,15 @@ whatever its CPU), and natively (lutcore._native.sgemm) where the CPU has AVX-51
     avx512-native   sgemm           2, when cpu_features() has AVX-512
     avx2-native     sgemm           1, when the CPU has AVX2 (the peer the zmm tile replaces)
 """
-import platform
 
 import numpy as np
 import pytest
 
 from lutcore import _simd
 from lutcore._native import sgemm as _s
+from body_runners import IS_X86, twin
 
-IS_X86 = platform.machine().lower() in ("x86_64", "amd64")
-if IS_X86:
-    from lutcore._native import _simde_sgemm  # built on every x86-64: a missing one is an error, not a skip
-else:
-    _simde_sgemm = None
+_simde_sgemm = twin("_simde_sgemm")
 
 AVX2, AVX512 = 1, 2
 

@@ -279,7 +279,8 @@ def test_bad_arguments_of_search_lm_are_a_named_value_or_type_error(tmp_path, mo
     """Property (hypothesis): any one or two bad arguments of search_lm give a ValueError /
     TypeError naming one of them ("data", "model", ...) — never another exception, never an
     evaluation."""
-    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    ran = []
     m, ids = _gpt(), _ids()
     afile = tmp_path / "afile"
     afile.write_text("")
@@ -298,11 +299,16 @@ def test_bad_arguments_of_search_lm_are_a_named_value_or_type_error(tmp_path, mo
             search_lm(kw.pop("model"), kw.pop("data"), kw.pop("units"), **kw)
         assert any(n in str(e.value) for n, _ in bad), (bad, str(e.value))
         assert calls == []
-    ran = []
-    for case in BAD_LM:                        # every bad value alone, then random pairs
+    _each_alone_then_pairs(check, BAD_LM, ran)
+
+
+def _each_alone_then_pairs(check, cases, ran):
+    """Run the property on every bad case alone (hypothesis examples), then on random pairs."""
+    from hypothesis import example
+    for case in cases:
         check = example([case])(check)
     check()
-    assert len(ran) > len(BAD_LM)                       # each alone, and pairs
+    assert len(ran) > len(cases)
 
 
 # a bad value for each flag of `lutcore search`
@@ -318,7 +324,8 @@ def test_bad_flags_of_lutcore_search_exit_2_with_one_line_naming_them(tmp_path, 
     """Property (hypothesis): any one or two bad flags of `lutcore search` exit 2 with one
     error line naming one of them (the flag, its argument name or the value) — never a
     traceback, never an evaluation."""
-    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    ran = []
     ckpt = _tiny_checkpoint(tmp_path)
     afile = tmp_path / "afile"
     afile.write_text("")
@@ -343,11 +350,7 @@ def test_bad_flags_of_lutcore_search_exit_2_with_one_line_naming_them(tmp_path, 
         names = [w for f, v in bad for w in (f, f[2:].replace("-", "_"), v if v != "<file>" else str(afile))]
         assert any(w in lines[0] for w in names), (bad, lines[0])
         assert calls == []
-    ran = []
-    for case in BAD_CLI:                        # every bad value alone, then random pairs
-        check = example([case])(check)
-    check()
-    assert len(ran) > len(BAD_CLI)                       # each alone, and pairs
+    _each_alone_then_pairs(check, BAD_CLI, ran)
 
 
 # ----------------------------------------------------------------------------- Hugging Face checkpoints

@@ -112,13 +112,12 @@ def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units
     m = nn.Conv2d(C, O, 3, stride=stride, padding=pad)
     x = _x(rng, n, C, 13, 11)
     a = lt.approximate(m, UNITS[units], threads=threads)
-    from lutcore import _simd
-    from lutcore.torch import functional as fn
+    from lutcore.ops import im2col as room
     calls = []
-    direct = fn._im.conv2d_direct
-    monkeypatch.setattr(fn._im, "conv2d_direct", lambda *args: calls.append(1) or direct(*args))
+    direct = room.conv2d_direct
+    monkeypatch.setattr(room, "conv2d_direct", lambda *args: calls.append(1) or direct(*args))
     got = a(x).detach().numpy()
-    assert len(calls) == int(fn._im.direct_fast(_simd.isa(), UNITS[units].kernel_path == "exact"))
+    assert len(calls) == int(room.direct_fast(UNITS[units].kernel_path == "exact"))
     monkeypatch.setenv("LUTCORE_CONV_IM2COL", "1")
     via = a(x).detach().numpy()
     assert len(calls) <= 1

@@ -21,6 +21,7 @@ import numpy as np
 
 from lutcore import _simd
 from lutcore._native import attn as _a
+from lutcore._threads import resolve_threads
 from lutcore.ops import rows as _rows
 from lutcore.ops.matmul import matmul
 
@@ -56,7 +57,7 @@ def causal_attention(q, k, v, threads=None):
     if _native_rows(s):
         # mask, minus the row max, lutcore's exp, over the in-order row sum: one parallel
         # pass (csrc/softmax/softmax.h; the same bits on every SIMD path and thread count)
-        _rows.softmax_causal(s.reshape(-1, L, L), L, threads=threads)
+        _rows._softmax_causal(s.reshape(-1, L, L), L, 0, 0, resolve_threads(threads))   # s: checked just above
         return _bmm(s, v, "a_lower", threads), s
     future = np.triu(np.ones((L, L), dtype=bool), 1)
     np.copyto(s, s.dtype.type(-np.inf), where=future)                     # broadcast over (B, H)

@@ -8,7 +8,8 @@ not a family.  ``lutcore.pipeline.stage`` builds a native linear per weight
 ``scratch``, once, then calls ``run_layers`` once per token.  The builders check what the
 native objects keep pointers to (dtypes, layout, sizes against the shapes they are given),
 since the C side only takes pointers; ``run_layers`` checks the token, the caches and the
-rope rows per call (in the native wrapper: one loop over the layers).  ``threads``: None
+rope rows per call (in the native wrapper: one loop over the layers); the stage, which built
+the layers for a resolved count, calls the private ``_run_layers`` with it.  ``threads``: None
 reads the enclosing ``lutcore._threads.scope`` (or lutcore's default).
 
     x            (1, C)          float32, updated in place
@@ -106,7 +107,14 @@ def run_layers(layers: list, x, Ks: list, Vs: list, pos: int, cos, sin, threads=
     """One token ``x`` (1, C) through ``layers`` (built by ``layer`` over one scratch), in place:
     each layer's K and V rows of position ``pos`` written into its cache.  Returns x; a
     non-finite activation reaching a block-quantized linear is a ValueError."""
-    if _m.run_layers(layers, x, Ks, Vs, int(pos), cos, sin, _simd.isa(), resolve_threads(threads)):
+    return _run_layers(layers, x, Ks, Vs, int(pos), cos, sin, resolve_threads(threads))
+
+
+def _run_layers(layers, x, Ks, Vs, pos, cos, sin, nt):
+    """``run_layers`` on ``nt`` threads, a count already resolved: the stage's per-token call (it
+    built the layers' linears for that count).  The native wrapper checks x, the caches and the
+    rope rows either way."""
+    if _m.run_layers(layers, x, Ks, Vs, pos, cos, sin, _simd.isa(), nt):
         raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
     return x
 

@@ -68,10 +68,11 @@ class PackedB:
         return self._form(("table", isa), lambda: (_g.table_pack_size(*self.shape, isa),
                                                    lambda f: _g.table_pack_b(f, self.b, isa, threads)))
 
-    def table_staged(self, threads=None) -> bool:
+    def table_staged(self, threads: int) -> bool:
         """Whether the current SIMD path's any-table body reads B staged (``table_form``, built
-        here on first use): then a table product with this B costs only its A side."""
-        return self.table_form(_simd.isa(), resolve_threads(threads)) is not None
+        here on first use with ``threads``, a count as the other methods take): then a table
+        product with this B costs only its A side."""
+        return self.table_form(_simd.isa(), threads) is not None
 
     def _form(self, key, build):
         """The read-only form under key (an isa value fixes the body), made on first use: build()

@@ -4,12 +4,17 @@ the codes, the dequantization of int32 products, and the weight check's memcmp
 (csrc/im2col/im2col.h, csrc/conv2d/conv2d.h).
 
 Design: the room of the ``im2col`` family.  ``lutcore.torch.functional`` owns the tensors,
-the geometry (``geo``: an object with N, H, W, C, KH, KW, OH, OW and the (h, w) pairs
+the geometry (``geo``: an object with ``nhwc``, KH, KW, OH, OW and the (h, w) pairs
 ``stride``, ``padding``, ``dilation``) and the scratch buffers; these functions read the
 SIMD path, resolve ``threads`` (None: the enclosing ``lutcore._threads.scope``) and call C.
+``geo.nhwc`` is the input's (N, H, W, C).
 The native wrappers check every buffer's size against the geometry (C never reads or
 writes out of bounds); every pass is integer or one float32 rounding per element, so the
-same bits at any thread count and on every SIMD path.
+same bits at any thread count and on every SIMD path.  Each public function has a private
+fast twin (``_absmax``, ``_quantize_nhwc``, ...) taking a thread count already resolved: a
+layer call runs four or five of these passes, and ``lutcore.torch.functional`` resolves its
+count once per call (a resolve of a number costs about a microsecond, 10-15 % of a small
+layer's call), so it calls the twins.
 
     base     float32 flat             a dense tensor's elements in memory order
     q        int8    (N*H*W*C,)       NHWC codes
@@ -38,26 +43,24 @@ def _geo(geo):
 
 def absmax(base, threads=None):
     """(max|x|, count of NaN/Inf) of a flat float32 buffer."""
-    return _im.absmax(base, _simd.isa(), resolve_threads(threads))
+    return _absmax(base, resolve_threads(threads))
 
 
 def quantize_nhwc(q, base, shape, strides, scale, threads=None, offset: int = 0) -> int:
     """q (N*H*W*C,) = clamp(round_half_even(x / scale), -127, 127) over the (N, H, W, C) view of
     ``base`` at element ``offset`` with element ``strides``; returns the count of NaN/Inf."""
-    return _im.quantize_nhwc(q, base, int(offset), shape, strides, float(scale), _simd.isa(),
-                             resolve_threads(threads))
+    return _quantize_nhwc(q, base, shape, strides, scale, resolve_threads(threads), offset)
 
 
 def im2col(A, q, geo, threads=None) -> None:
     """A (G, N*OH*OW, Kg) <- the patches of the NHWC codes q (padding: the code 0)."""
-    _im.im2col_nhwc(A, q, (geo.N, geo.H, geo.W, geo.C), *_geo(geo), resolve_threads(threads))
+    _im2col(A, q, geo, resolve_threads(threads))
 
 
 def grouped_direct(acc, q, geo, groups: int, Wt, mul, exact: bool, threads=None) -> None:
     """acc (N*OH*OW, O) = sum_k mul[patch, w] per group, straight from the codes q (no patches):
     for groups too narrow for a GEMM each (depthwise and the like)."""
-    _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), int(groups), *_geo(geo), Wt, mul, bool(exact),
-                       _simd.isa(), resolve_threads(threads))
+    _grouped_direct(acc, q, geo, groups, Wt, mul, exact, resolve_threads(threads))
 
 
 def direct_fast(exact: bool) -> bool:
@@ -69,16 +72,41 @@ def direct_fast(exact: bool) -> bool:
 def conv2d_direct(y, q, geo, Wt, mul, exact: bool, scale, bias=None, threads=None) -> None:
     """y (N, O, OH, OW) flat = float32(sum_k mul[x, w]) * scale[o] (+ bias[o]) over one group's
     patches of the codes q, with K = KH*KW*C <= KMAX and no patch matrix."""
-    _im.conv2d_direct(y, q, (geo.N, geo.H, geo.W, geo.C), *_geo(geo), Wt, mul, bool(exact), scale, bias,
-                      _simd.isa(), resolve_threads(threads))
+    _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, resolve_threads(threads))
 
 
 def dequant(y, acc, scale, bias, N: int, P: int, threads=None) -> None:
     """y (N, O, P) flat = float32(acc (N*P, O)) * scale[o] + bias[o] (bias None: none)."""
-    _im.dequant(y, acc, scale, bias, int(N), int(P), resolve_threads(threads))
+    _dequant(y, acc, scale, bias, N, P, resolve_threads(threads))
 
 
 def same_bytes(a, b, threads=None) -> bool:
     """Whether the uint8 buffers a and b hold the same bytes (a threaded memcmp; unequal
     lengths are not the same)."""
     return _im.same_bytes(a, b, resolve_threads(threads))
+
+
+# ---------------------------------------------------------------- the fast twins (nt: a number)
+
+def _absmax(base, nt):
+    return _im.absmax(base, _simd.isa(), nt)
+
+
+def _quantize_nhwc(q, base, shape, strides, scale, nt, offset=0):
+    return _im.quantize_nhwc(q, base, offset, shape, strides, float(scale), _simd.isa(), nt)
+
+
+def _im2col(A, q, geo, nt):
+    _im.im2col_nhwc(A, q, geo.nhwc, *_geo(geo), nt)
+
+
+def _grouped_direct(acc, q, geo, groups, Wt, mul, exact, nt):
+    _im.grouped_direct(acc, q, geo.nhwc, groups, *_geo(geo), Wt, mul, exact, _simd.isa(), nt)
+
+
+def _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, nt):
+    _im.conv2d_direct(y, q, geo.nhwc, *_geo(geo), Wt, mul, exact, scale, bias, _simd.isa(), nt)
+
+
+def _dequant(y, acc, scale, bias, N, P, nt):
+    _im.dequant(y, acc, scale, bias, N, P, nt)

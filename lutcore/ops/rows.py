@@ -9,6 +9,11 @@ or lutcore's default), reads the SIMD path itself and allocates what it returns.
 backwards ACCUMULATE into the given ``dw`` / ``db`` (the caller zeroes), as the models'
 layer math does.  The native wrappers check every buffer's dtype, layout and shape; here the
 arrays are made contiguous and the outputs allocated, so a caller cannot hand C a bad one.
+The private fast functions ``_rmsnorm_rows``, ``_layernorm_rows`` and ``_softmax_causal``
+are the native calls alone, on a thread count already resolved: for the per-token paths
+whose caller owns every buffer (the pipeline stage's rows, this package's attention), which
+would otherwise pay the checks on every layer of every token; a wrong buffer there is still
+a ValueError of the native wrapper, never a bad read.
 
     x, y, dy, dx, xhat   (..., C)     float32 | float64
     w, b, dw, db         (C,)
@@ -31,7 +36,10 @@ _F32 = np.dtype(np.float32)
 
 
 def _f32(*arrays) -> bool:
-    return all(a.dtype == _F32 for a in arrays)
+    for a in arrays:
+        if a.dtype != _F32:
+            return False
+    return True
 
 
 def _rows_out(out, shape, name="out"):
@@ -121,6 +129,23 @@ def layernorm_backward(dy, w, cache, dw, db, threads=None):
     n = xhat.shape[-1]
     return rstd * (g - np.mean(g, axis=-1, keepdims=True) - xhat * np.mean(g * xhat, axis=-1, keepdims=True)) \
         if n else g
+
+
+def _rmsnorm_rows(out, x, w, eps, rstd, nt) -> None:
+    """out (R, C) = RMSNorm of x (R, C) float32 C-contiguous rows with w (C,), rstd (R,) or None:
+    the native call unchecked, on ``nt`` threads (a number)."""
+    _n.rmsnorm_rows(out, x, w, eps, rstd, _simd.isa(), nt)
+
+
+def _layernorm_rows(out, xhat, rstd, x, w, b, eps, nt) -> None:
+    """out, xhat (R, C), rstd (R,) = LayerNorm of x (R, C) float32 C-contiguous rows: the native
+    call unchecked, on ``nt`` threads (a number)."""
+    _n.layernorm_rows(out, xhat, rstd, x, w, b, eps, _simd.isa(), nt)
+
+
+def _softmax_causal(s, T, pos, window, nt) -> None:
+    """``softmax_causal`` on a C-contiguous float32 (KV, R, S) ``s``, unchecked, on ``nt`` threads."""
+    _s.softmax_causal(s, T, pos, window, _simd.isa(), nt)
 
 
 def _scores(s, name):

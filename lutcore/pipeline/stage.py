@@ -318,11 +318,13 @@ class Stage:
         """RMSNorm (b None) or LayerNorm (with bias) over the last axis of x (T, C), eps from
         the spec: one native pass over the rows (csrc/norm/norm.h, the decode layer's steps)."""
         eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
+        # per layer per token: the room's unchecked calls (out, the scratch and the float32
+        # weights are this stage's own, x made contiguous here)
         if b is None:
-            _rows.rmsnorm(x, w, eps, nt, out=out, keep_rstd=False)
+            _rows._rmsnorm_rows(out, x, w, eps, None, nt)
         else:
             T, C = x.shape
-            _rows.layernorm(x, w, b, eps, nt, out=out, xhat=self._buf("xhat", T, C))
+            _rows._layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, nt)
         return out
 
     def _ew(self, n):
@@ -420,8 +422,8 @@ class Stage:
         kvs = [cache.layers[L.index] for L in self.layers]
         for kv in kvs:
             kv.reserve(pos + 1, pos)
-        return _decode.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
-                                  nt)
+        return _decode._run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
+                                   nt)                           # nt: the count the linears were built for
 
     # ------------------------------------------------------------------ layers
     def _attn_mlp(self, L: _Layer, x, kv, pos):
@@ -446,7 +448,7 @@ class Stage:
             Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
         s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
         # causal / window mask, minus the row max, exp, over the in-order row sum: one native pass
-        _rows.softmax_causal(s, T, pos, int(L.window or 0), self._ew(s.size))
+        _rows._softmax_causal(s, T, pos, int(L.window or 0), self._ew(s.size))     # s: _fmm's new array
         o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
         o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
         x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from lutcore import _check, _workspace
 from lutcore._threads import resolve_threads
-from lutcore.ops import im2col as _im2col
+from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
 from lutcore.torch import _gradtables
@@ -250,13 +250,13 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
     ``scale`` (static) or max|x| / 127 (dynamic, scale None)."""
     flat = _flat(x)
     if scale is None:
-        amax, bad = _im2col.absmax(flat, nt)
+        amax, bad = _im2col._absmax(flat, nt)
         if bad:
             raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
         scale = np.float32(amax) / _127
     shape, strides = _nhwc_view(x)
     q = _workspace.scratch(f"lt_q_{what}", x.numel(), np.int8)
-    bad = _im2col.quantize_nhwc(q, flat, shape, strides, scale, nt)
+    bad = _im2col._quantize_nhwc(q, flat, shape, strides, scale, nt)
     if bad:
         raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
     return q, np.float32(scale)
@@ -373,7 +373,7 @@ class _Conv:
         """A (G, M, Kg) int8 from NHWC codes (scratch)."""
         A = _workspace.scratch("lt_cols", self.groups * self.M * self.Kg, np.int8).reshape(
             self.groups, self.M, self.Kg)
-        _im2col.im2col(A, q, self, nt)
+        _im2col._im2col(A, q, self, nt)
         return A
 
     def narrow(self) -> bool:
@@ -390,7 +390,7 @@ def _dequant(acc: np.ndarray, qw: QWeight, s_x: np.float32, bias, shape, N: int,
     scale = (s_x * qw.scale).astype(np.float32)                  # (O,) float32 s_x * s_w[o]
     y = torch.empty(shape, dtype=torch.float32)
     b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
-    _im2col.dequant(y.view(-1).numpy(), acc, scale, b, N, P, nt)
+    _im2col._dequant(y.view(-1).numpy(), acc, scale, b, N, P, nt)
     return y
 
 
@@ -412,12 +412,12 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
         # and the same float32 scale as below: the same bits
         y = torch.empty(geo.out_shape(), dtype=torch.float32)
         b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
-        _im2col.conv2d_direct(y.view(-1).numpy(), q, geo, qw.qt, units.kernel_table[0], exact,
-                              qw.input_scaled(s_x), b, nt)
+        _im2col._conv2d_direct(y.view(-1).numpy(), q, geo, qw.qt, units.kernel_table[0], exact,
+                               qw.input_scaled(s_x), b, nt)
         return y, s_x
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
-        _im2col.grouped_direct(acc, q, geo, geo.groups, qw.qt, units.kernel_table[0], exact, nt)
+        _im2col._grouped_direct(acc, q, geo, geo.groups, qw.qt, units.kernel_table[0], exact, nt)
     else:
         A = geo.patches(q, nt)
         for g in range(geo.groups):

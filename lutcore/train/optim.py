@@ -11,8 +11,8 @@ same as ``global_grad_norm``.  The passes are ``lutcore.ops.optim``'s; ``step`` 
 every tensor by name, then calls that room's unchecked fast functions.
 
 Threads: an optimizer inside an entry point (``Trainer``) is built without ``threads``
-and runs in the entry point's ``lutcore._threads.scope``; one used on its own with
-``threads=n`` opens ``scope(n)`` around each step.
+and its passes take the count of the entry point's ``lutcore._threads.scope``; one used on
+its own with ``threads=n`` runs them with n.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class AdamW:
     ``max_delta > 0`` clamps each element's step to [-max_delta, max_delta]
     (the trust region; decay is applied outside it).  With ``max_delta = 0``
     the update is torch.optim.AdamW's.  ``threads``: None runs each step with the
-    enclosing scope's count (the Trainer's), a number opens ``scope(threads)`` around it.
+    enclosing scope's count (the Trainer's; lutcore's default outside any), a number with it.
     """
 
     def __init__(self, params: dict, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
@@ -128,10 +128,6 @@ class AdamW:
             max_grad_norm = _check.float_arg(max_grad_norm, "max_grad_norm", lo=0.0, lo_open=True)
         grad_scale = _check.float_arg(grad_scale, "grad_scale", lo=0.0, lo_open=True)
         self.lr = _check.float_arg(self.lr, "lr", lo=0.0)
-        with _threads.scope(self.threads) as nt:
-            return self._step(grads, max_grad_norm, grad_scale, nt)
-
-    def _step(self, grads, max_grad_norm, grad_scale, nt):
         for k, g in grads.items():
             if k not in self.params:
                 raise ValueError(f"grads: {k!r} is not a parameter of this optimizer")
@@ -142,6 +138,7 @@ class AdamW:
         b1, b2 = self.betas
         t = self.t + 1
         bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+        nt = _threads.resolve_threads(self.threads)      # None: the enclosing scope's (the Trainer's)
         names = sorted(grads)
         new = [n for n in names if n not in self.m]
         for name in new:
@@ -150,8 +147,8 @@ class AdamW:
         ps, gs = [self.params[n] for n in names], [grads[n] for n in names]
         ms, vs = [self.m[n] for n in names], [self.v[n] for n in names]
         # one native call: the norm pass, the decision below, the update (csrc/optim/optim.h
-        # lc_adamw_step_multi does this method's double arithmetic in its order)
-        # (every tensor checked above and by _writable: the room's unchecked pass)
+        # lc_adamw_step_multi does this method's double arithmetic in its order); every tensor
+        # was checked above (and by _writable), so the room's unchecked pass
         done, norm, clip, _ = _o._adamw_step(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay,
                                              self.max_delta, bc1, bc2, grad_scale,
                                              0.0 if max_grad_norm is None else max_grad_norm, _SAFE_NORM, nt)

@@ -6,9 +6,10 @@ Cython modules under lutcore/_native/.  AVX2 bodies are compiled with per-functi
 attributes inside the headers; bodies for wider ISAs live in their own translation units, each
 compiled alone with its ISA's flags into a static library that every extension links, and chosen
 at run time from the CPU's features -- so one binary runs on any x86-64 (and the portable C bodies
-run everywhere else).  ONE table, ``FAMILIES`` below, names every family's Cython module, generic
-sources, per-ISA bodies with their flags and SIMDe twin; every extension, body library and twin
-is built from it.
+run everywhere else).  The native modules are the one list in lutcore/_native/__init__.py
+(``MODULES``, read here as text: one extension each); ``FAMILIES`` below adds, per family with
+them, generic sources, per-ISA bodies with their flags and the SIMDe twin; every body library
+and twin is built from it.  A .pyx the list does not name stops the build.
 
 The SIMDe twins: the same AVX-512 sources compiled once more against SIMDe (the headers of the
 ``simde-py`` package, in the test extra) with AVX2+FMA flags, through .c files this script
@@ -96,8 +97,27 @@ AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]
 VNNI_FLAGS = AVX512_FLAGS + ["-mavx512vnni"]
 VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
 
-# The table of families: every extension, body library and SIMDe twin below is built from it.
-# Add a family (or an ISA body of one) here and nowhere else.  One dict per family:
+# The native modules: lutcore/_native/__init__.py's MODULES is the one list (the package reads it
+# for lutcore._threads.record and lutcore._simd.bodies; here it names the extensions).  Read as
+# text: the package cannot be imported before it is built.
+def _native_modules():
+    import ast
+    src = open(os.path.join(HERE, "lutcore", "_native", "__init__.py")).read()
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["MODULES"]:
+            return tuple(ast.literal_eval(node.value))
+    sys.exit("lutcore: lutcore/_native/__init__.py defines no MODULES")
+
+
+MODULES = _native_modules()
+_unlisted = sorted(os.path.basename(f)[:-4] for f in glob.glob(os.path.join(HERE, "lutcore", "_native", "*.pyx"))
+                   if not os.path.basename(f).startswith("_simde") and os.path.basename(f)[:-4] not in MODULES)
+if _unlisted:
+    sys.exit(f"lutcore: lutcore/_native/{_unlisted[0]}.pyx is not in lutcore/_native/__init__.py MODULES")
+
+# The table of families with per-ISA bodies or a SIMDe twin: every body library and twin below
+# is built from it (a module of MODULES without a row here is one extension of its generic C).
+# Add an ISA body of a family here and nowhere else.  One dict per family:
 #   name     the family; its C lives in csrc/<name>/ (<name>.h: declarations, body table and the
 #            generic body; x86/<isa>.c: the per-ISA bodies)
 #   module   the Cython module lutcore/_native/<module>.pyx wrapping it (several families may share one)
@@ -112,10 +132,6 @@ VBMI_FLAGS = AVX512_FLAGS + ["-mavx512vbmi", "-mavx512vnni"]
 #            with those copies; families of one module share one twin
 #   calls    other families whose bodies this family's code calls (its twin binds their copies too)
 FAMILIES = [
-    dict(name="core", module="_cpu", sources=[], bodies=[], simde=None, twin=None, calls=[]),
-    dict(name="alloc", module="alloc", sources=[], bodies=[], simde=None, twin=None, calls=[]),
-    # the exact float32 summation of the data-parallel reduction: plain C, no ISA bodies
-    dict(name="exactsum", module="exactsum", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     dict(name="gemm", module="gemm", sources=[], bodies=[
         ("avx512", ["csrc/gemm/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vnni", ["csrc/gemm/x86/avx512_vnni.c"], VNNI_FLAGS),
@@ -129,7 +145,6 @@ FAMILIES = [
         ("avx512", ["csrc/elementwise/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vbmi", ["csrc/elementwise/x86/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
         simde="LC_EW_SIMDE", twin="_simde_ew", calls=[]),
-    dict(name="im2col", module="im2col", sources=[], bodies=[], simde=None, twin=None, calls=[]),
     # the direct small-K convolution (a first conv): AVX-512 F/BW (madd), + VNNI (vpdpwssd)
     dict(name="conv2d", module="im2col", sources=[], bodies=[
         ("avx512", ["csrc/conv2d/x86/avx512.c"], AVX512_FLAGS),
@@ -159,8 +174,6 @@ FAMILIES = [
         ("avx2", ["csrc/norm/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/norm/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_NORM_SIMDE", twin="_simde_norm", calls=[]),
-    # causal softmax rows (header-only; the math functions' bodies)
-    dict(name="softmax", module="softmax", sources=[], bodies=[], simde=None, twin=None, calls=["mathfn"]),
     # decode attention (its scores: the sgemm's chains)
     dict(name="attn", module="attn", sources=[], bodies=[
         ("avx512", ["csrc/attn/x86/avx512.c"], AVX512_FLAGS)],
@@ -170,6 +183,10 @@ FAMILIES = [
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),
 ]
 _BY_NAME = {f["name"]: f for f in FAMILIES}
+for _f in FAMILIES:
+    if _f["module"] not in MODULES:
+        sys.exit(f"lutcore: setup.py FAMILIES: {_f['name']}'s module {_f['module']} is not in "
+                 f"lutcore/_native/__init__.py MODULES")
 
 libraries = []
 # Every extension is rebuilt when a header or a body source changes (it links the bodies' libraries).
@@ -248,10 +265,10 @@ def _extension(name, sources=(), extra_macros=()):
 
 
 def _modules():
-    """(module, generic sources) per Cython module, in table order."""
-    mods = {}
+    """(module, generic sources) per native module, in MODULES order."""
+    mods = {m: [] for m in MODULES}
     for fam in FAMILIES:
-        mods.setdefault(fam["module"], []).extend(fam["sources"])
+        mods[fam["module"]].extend(fam["sources"])
     return list(mods.items())
 
 

@@ -1,6 +1,8 @@
-"""Before/after A/B of a rebuild of the native core (issue 26: the C tree moved, same bits,
-no slowdown): the GEMM (exact table, any table), sgemm (ops.matmul), the selective scan
-and AdamW, each timed in the BEFORE tree and the AFTER tree, round by round.
+"""Before/after A/B of a rebuild of the native core (the C tree moved, the Python rooms
+moved: same bits, no slowdown): the kernels (GEMM exact and any table, sgemm, the selective scan,
+AdamW) and the paths through the Python rooms (a Mamba and a GPT train step, lutcore.torch's
+Linear and Conv2d, the llama decode), each timed in the BEFORE tree and the AFTER tree, round
+by round.
 
 Two builds of lutcore cannot share one process (their extension modules have the same
 names), so the script runs one long-lived worker process per tree and drives them in
@@ -15,6 +17,11 @@ the script also checks that the two builds give the same bits.
     sgemm                 ops.matmul(a, b, out=)                            1024x1024x1024
     scan fwd              ops.selective_scan(u, delta, A, B, C, D, z, bias) 2x512x1536x16
     AdamW wd 0.01         train.AdamW({p}, weight_decay=.01).step({g})     10M float32
+    Mamba train step      loss_and_grads + AdamW.step, exact units          d_model 256, 2 layers, 4 x 128
+    GPT train step        loss_and_grads + AdamW.step, float                dim 256, 2 layers, 8 x 256
+    torch Linear mitchell lutcore.torch.approximate(nn.Linear), no_grad     16 x 768 -> 3072
+    torch Conv2d exact    lutcore.torch.approximate(nn.Conv2d), no_grad     8 x 64 x 32 x 32, 3x3, 64
+    llama decode          Pipeline.generate(prompt, 16), exact units        llama 512 x 4 layers, 128 prompt
 
 Usage: python bench/ab_redesign.py BEFORE_DIR AFTER_DIR [--rounds 7] [--calls 5] [--threads 2]
 (each DIR is a checkout whose lutcore/_native holds its build). Prints a markdown table:
@@ -27,7 +34,8 @@ import os
 import subprocess
 import sys
 
-CASES = ["gemm exact", "gemm table", "sgemm", "scan fwd", "AdamW wd 0.01"]
+CASES = ["gemm exact", "gemm table", "sgemm", "scan fwd", "AdamW wd 0.01", "Mamba train step", "GPT train step",
+         "torch Linear mitchell", "torch Conv2d exact", "llama decode 16 tokens"]
 
 WORKER = r"""
 import hashlib, json, sys, time
@@ -74,7 +82,70 @@ def adamw():
     opt = AdamW({"p": p}, lr=1e-3, weight_decay=0.01)
     return lambda: opt.step({"p": g}), lambda: p
 
-made = {name: fn() for name, fn in zip(%(cases)r, [gemm_exact, gemm_table, sgemm, scan, adamw])}
+def mamba_step():
+    from lutcore.models import MambaConfig, MambaLM
+    m = MambaLM(MambaConfig(d_model=256, n_layer=2, vocab_size=256, d_state=16, seed=1), units="exact")
+    opt = AdamW(m.parameters(), lr=1e-3)
+    ids = rng.integers(0, 256, (4, 129)).astype(np.int64)
+    def run():
+        loss, g = m.loss_and_grads(ids[:, :-1], ids[:, 1:])
+        opt.step(g)
+    return run, lambda: np.concatenate([v.ravel() for v in m.parameters().values()])
+
+def gpt_step():
+    from lutcore.models.gpt import GPT, GPTConfig
+    m = GPT(GPTConfig(vocab=256, dim=256, context=256, layers=2, heads=4, seed=1))
+    opt = AdamW(m.parameters(), lr=1e-3)
+    ids = rng.integers(0, 256, (8, 257)).astype(np.int64)
+    def run():
+        loss, g = m.loss_and_grads(ids[:, :-1], ids[:, 1:])
+        opt.step(g)
+    return run, lambda: np.concatenate([v.ravel() for v in m.parameters().values()])
+
+def torch_linear():
+    import torch
+    from lutcore.torch import approximate
+    torch.manual_seed(0)
+    lin = approximate(torch.nn.Linear(768, 3072), "mitchell")
+    x = torch.randn(16, 768)
+    res = {}
+    def run():
+        with torch.no_grad():
+            res["y"] = lin(x)
+    return run, lambda: res["y"].numpy()
+
+def torch_conv():
+    import torch
+    from lutcore.torch import approximate
+    torch.manual_seed(0)
+    conv = approximate(torch.nn.Conv2d(64, 64, 3, padding=1), "exact")
+    x = torch.randn(8, 64, 32, 32)
+    res = {}
+    def run():
+        with torch.no_grad():
+            res["y"] = conv(x)
+    return run, lambda: res["y"].numpy()
+
+def decode():
+    import tempfile
+    import torch
+    import transformers as tf
+    from lutcore.pipeline import Pipeline
+    cfg = tf.LlamaConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                         intermediate_size=1408, vocab_size=4096, max_position_embeddings=512,
+                         tie_word_embeddings=False)
+    torch.manual_seed(0)
+    d = tempfile.mkdtemp()
+    tf.LlamaForCausalLM(cfg).save_pretrained(d)
+    pipe = Pipeline.from_pretrained(d, units="exact", threads=int(sys.argv[1]))
+    ids = rng.integers(0, 4096, 128).astype(np.int64)
+    res = {}
+    def run():
+        res["t"] = pipe.generate(ids, 16)
+    return run, lambda: np.asarray(res["t"], np.int64)
+
+made = {name: fn() for name, fn in zip(%(cases)r, [gemm_exact, gemm_table, sgemm, scan, adamw, mamba_step,
+                                                  gpt_step, torch_linear, torch_conv, decode])}
 for line in sys.stdin:
     cmd = json.loads(line)
     run, result = made[cmd["case"]]

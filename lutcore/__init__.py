@@ -27,7 +27,7 @@ def _native_missing(err: ImportError) -> ImportError:
 
 
 try:
-    from lutcore.kernels import _cpu as _cpu, alloc as _alloc_native  # noqa: F401
+    from lutcore._native import _cpu as _cpu, alloc as _alloc_native  # noqa: F401
 except ImportError as _e:
     raise _native_missing(_e) from None
 
@@ -83,7 +83,7 @@ def __dir__():
 def config() -> dict:
     """Build and runtime facts as a dict (what ``show_config`` prints)."""
     from lutcore import _alloc, _simd
-    from lutcore.kernels import _cpu
+    from lutcore._native import _cpu
     return {
         "version": __version__,
         "openmp": _cpu.openmp_enabled(),

@@ -20,7 +20,7 @@ import contextlib
 import functools
 import os
 
-from lutcore.kernels import alloc as _a
+from lutcore._native import alloc as _a
 
 ENABLED = os.environ.get("LUTCORE_REUSE_MEMORY", "1").strip() not in ("0", "false", "no", "off")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from lutcore.kernels import _cpu
+from lutcore._native import _cpu
 
 NAMES = ("generic", "avx2", "avx512bw", "avx512")
 _features = _cpu.cpu_features()
@@ -87,28 +87,14 @@ def cpu_flags() -> list[str]:
 
 
 def bodies(name: str | None = None) -> dict[str, str]:
-    """The body each kernel family runs on path ``name`` (default: the current one).
+    """The body each kernel family runs on path ``name`` (default: the current one), from every
+    native module that names its bodies (``body_names(isa)``, read from its C body table).
     Families without a body for an ISA run their best lower one, named here."""
-    from lutcore.kernels import elementwise as _e, gemm as _g, optim as _o, sgemm as _sg
-    from lutcore.kernels import attn as _at, conv as _cv, mathfn as _mf, norm as _nm, scan as _sc
-    name = _current if name is None else name
-    out = dict(_g.body_names(isa_of(name)))
-    out.update(_e.body_names(isa_of(name)))
-    out.update(_mf.body_names(isa_of(name)))
-    out.update(_cv.body_names(isa_of(name)))
-    out.update(_sc.body_names(isa_of(name)))
-    out.update(_o.body_names(isa_of(name)))
-    out["sgemm (ops.matmul)"] = _sg.body_name(isa_of(name))
-    lower = "avx2" if name != "generic" else "generic"
-    # softmax evaluates its exponentials through the math functions' body
-    mf = next((v for k, v in out.items() if k.startswith("math functions")), lower)
-    out["softmax"] = mf
-    # norms, decode attention, the float GEMV, and the decode layer made of them (+ gemm, math functions)
-    out.update(_nm.body_names(isa_of(name)))
-    out.update(_at.body_names(isa_of(name)))
-    out.update(_sg.body_names(isa_of(name)))
-    from lutcore.kernels import models as _mo
-    out.update(_mo.body_names(isa_of(name)))
-    from lutcore.kernels import gradtables as _gt
-    out.update(_gt.body_names(isa_of(name)))
+    import lutcore._native as native
+    isa_arg = isa_of(_current if name is None else name)
+    out = {}
+    for mod_name in native.MODULES:
+        f = getattr(getattr(native, mod_name), "body_names", None)
+        if f is not None:
+            out.update(f(isa_arg))
     return out

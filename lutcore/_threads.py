@@ -27,7 +27,7 @@ import functools
 import inspect
 import os
 
-from lutcore.kernels import _cpu
+from lutcore._native import _cpu
 
 _default: int | None = None
 
@@ -88,8 +88,6 @@ def entry(method):
 
 
 # ---------------------------------------------------------------- the debug hook
-_NATIVE = ("attn", "conv", "elementwise", "exactsum", "gemm", "im2col", "mathfn", "norm", "optim", "scan", "sgemm",
-           "softmax")
 
 
 @contextlib.contextmanager
@@ -98,11 +96,11 @@ def record():
     call of a native kernel that takes a thread count, however it is reached (the native
     modules' functions are wrapped for the block and restored after it; not thread-safe).
     Without OpenMP each kernel is serial whatever it is given."""
-    from lutcore import kernels
+    import lutcore._native as native
     calls: list = []
     saved = []
-    for mod_name in _NATIVE:
-        mod = getattr(kernels, mod_name)
+    for mod_name in native.MODULES:
+        mod = getattr(native, mod_name)
         for name, f in list(vars(mod).items()):
             if name.startswith("_") or isinstance(f, type) or not callable(f):
                 continue

@@ -237,8 +237,6 @@ def cmd_train(args) -> int:
     from lutcore.train import data as _data
     from lutcore.train.dp import WorkerFailure
 
-    if args.threads:
-        lutcore.set_num_threads(args.threads)
     from lutcore._io import writable_dir
     out = os.path.abspath(writable_dir(args.out, "--out"))       # before any work
     for spec in args.eval_units:
@@ -494,8 +492,6 @@ def cmd_generate(args) -> int:
                          "directory), not --checkpoint")
     if args.tokenizer:
         raise ValueError("--tokenizer: a --checkpoint holds its tokenizer; --tokenizer is for --model")
-    if args.threads:
-        lutcore.set_num_threads(args.threads)
     tr = load_checkpoint(args.checkpoint, units=args.units, threads=args.threads)
     model, tok = tr.model, tr.tokenizer
     units = getattr(model, "units", None)
@@ -595,9 +591,6 @@ def cmd_search(args) -> int:
     if (args.model is None) == (args.checkpoint is None):
         raise ValueError("search: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
     writable_dir(args.out, "--out")
-    if args.threads:
-        import lutcore
-        lutcore.set_num_threads(args.threads)
     units, reference = _search_units(args.units, args.power, args.reference)
     path, data, source, seq_len, tok, _ = _model_data(args)
     print(f"lutcore search: {path}; data: {source}; {len(units)} units: "
@@ -625,9 +618,6 @@ def cmd_eval(args) -> int:
     if (args.model is None) == (args.checkpoint is None):
         raise ValueError("eval: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
     writable_dir(args.out, "--out")                   # before any work: no rows computed to be discarded
-    if args.threads:
-        import lutcore
-        lutcore.set_num_threads(args.threads)
     path, data, source, seq_len, tok, trained = _model_data(args)
     if args.checkpoint:
         specs = args.units or ["none" if trained is None else trained]

@@ -200,18 +200,25 @@ class _HF:
 
 
 class _Own:
-    """A lutcore MambaLM / GPT: rebuilt per unit on the same parameters."""
+    """A lutcore MambaLM / GPT: one forward copy on the same parameters (built once, not per
+    unit), switched from unit to unit by ``set_units``; the caller's model is left as it is."""
 
     def __init__(self, model, threads, label):
         self.model, self.threads, self.label = model, threads, label
         self.vocab = model.config.vocab_size
         self.context = self.hard_context = getattr(model.config, "context", None)
+        self._work = None
 
     def layer_names(self):
         return self.model.layer_names()
 
     def scorer(self, units):
-        m = _rebuild(self.model, units, self.threads)
+        """The forward through ``units`` (valid until the next call)."""
+        if self._work is None:
+            self._work = _rebuild(self.model, units, self.threads)
+        else:
+            self._work.set_units("none" if units is None else units)
+        m = self._work
         return lambda wins: m.forward(np.stack(wins))
 
 

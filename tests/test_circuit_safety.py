@@ -491,9 +491,12 @@ lutcore.Units.from_c(sys.argv[1], "m", timeout=600)
 def test_model_ends_with_a_caller_killed_by_sigkill(tmp_path):
     """Issue 38 (14): a model that never returns, tabulated by a caller that is then killed with
     SIGKILL, kept running forever.  It must end with its caller, and so must a grandchild it
-    detached from its session (double fork + setsid)."""
-    me, grand = tmp_path / "model.pid", tmp_path / "grandchild.pid"
+    detached from its session (double fork + setsid); the keeper removes the temporary
+    directory the caller can no longer remove."""
+    me, grand, where = tmp_path / "model.pid", tmp_path / "grandchild.pid", tmp_path / "model.cwd"
     path = _write(tmp_path, "forever.c", HDR + DETACH + "int16_t m(int8_t a, int8_t b) {\n"
+                  f"  char cwd[4096]; FILE *w = fopen(\"{where}\", \"w\"); fputs(getcwd(cwd, sizeof cwd), w); "
+                  f"fclose(w);\n"
                   f"  FILE *f = fopen(\"{me}\", \"w\"); fprintf(f, \"%d\", (int)getpid()); fclose(f);\n"
                   f"  detach(\"{grand}\");\n"
                   "  for (;;) sleep(1);\n  return a * b; }\n")
@@ -507,6 +510,12 @@ def test_model_ends_with_a_caller_killed_by_sigkill(tmp_path):
         caller.kill()
         caller.communicate()
     assert _left_after(pids, 10) == []
+    tmp = where.read_text()                              # lutcore's temporary directory goes too
+    assert os.path.basename(tmp).startswith("lutcore-cc-")
+    end = time.monotonic() + 10
+    while os.path.exists(tmp) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not os.path.exists(tmp)
 
 
 @pytest.mark.skipif(not PROC, reason="reads /proc")

@@ -12,8 +12,9 @@ def body_name(int isa):
 
 
 def body_names(int isa):
-    """The bodies ``isa`` runs: {"sgemv (decode, ops.matmul M = 1)"} -> name (the tile: body_name)."""
-    return {"sgemv (decode, ops.matmul M = 1)": lc_sgemv_body_name(isa).decode()}
+    """The bodies ``isa`` runs: the register tile and the GEMV's."""
+    return {"sgemm (ops.matmul)": lc_sgemm_body_name(isa).decode(),
+            "sgemv (decode, ops.matmul M = 1)": lc_sgemv_body_name(isa).decode()}
 
 
 def work_size(int64_t M, int64_t N, int64_t K):

@@ -5,3 +5,6 @@ from libc.stdint cimport int64_t
 cdef extern from "softmax/softmax.h" nogil:
     void lc_softmax_row(float *s, int64_t S, int64_t qpos, int64_t window, int isa)
     void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t qpos, float scale)
+
+cdef extern from "mathfn/mathfn.h" nogil:
+    const char *lc_mathfn_body_name(int isa)

@@ -6,6 +6,11 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
 
+def body_names(int isa):
+    """{"softmax"} -> the body of its exponentials (the math functions')."""
+    return {"softmax": lc_mathfn_body_name(isa).decode()}
+
+
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):
     """In place on scores s (KV, g*T, S), rows (g, t): the query at row r sits at position
     pos + r % T; causal (and sliding-window) masking, then the stage's softmax steps."""

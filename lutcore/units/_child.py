@@ -1,13 +1,13 @@
 """Run programs lutcore does not trust (a C model, the C compiler on a user's file) so that
-all of them ends with the call: every process they start, however it detaches, and
+all of it ends with the call: every process they start, however it detaches, and
 whatever happens to the caller.
 
 Design: two sides in one file, which imports the standard library only.  ``run`` is the
 caller's side (lutcore's process).  It starts this file as a small Python of its own
 (``python -I -S _child.py``: none of the caller's imports, threads or state) — the
 *keeper* — in a new session, and talks to it through pipes: the keeper's stdin (the
-caller holds the only write end and never writes: its end-of-file, when the caller closes
-it or dies, means "stop now"), the keeper's stdout (one status line, at the end) and the
+caller holds the only write end: a byte then end-of-file is "stop now"; end-of-file
+alone means the caller died), the keeper's stdout (one status line, at the end) and the
 programs' stdout and stderr (the caller reads them, counting bytes against a cap).
 
 The keeper (``_keep``):
@@ -18,14 +18,16 @@ The keeper (``_keep``):
     forked into its own process group with a parent-death signal (SIGKILL: it dies with
     the keeper), RLIMIT_AS, RLIMIT_FSIZE, no core file, stdin /dev/null, and stops at the
     first that does not exit 0;
-  * meanwhile watches its stdin (end-of-file: the caller stopped it, or died) and its
-    parent (a change: the caller died while another process held the pipe's write end);
+  * meanwhile watches its stdin (a byte: the caller stops it; end-of-file alone: the
+    caller died) and its parent (a change: the caller died while another process — a
+    fork of the caller — held the pipe's write end);
   * after each command, and when stopped, kills every descendant left: SIGKILL to each
     child, reap, again until it has no child at all (those a dying child leaves come to it);
   * then writes ``exit N`` / ``signal N`` (of the last command run, with ``step K``) or
-    ``stopped`` and exits.
-The caller owns the time limit and the output cap: reaching either closes the keeper's
-stdin; a keeper that has not ended ``KEEPER_GRACE`` seconds later is killed with its
+    ``stopped`` and exits — when the caller died, after removing the caller's temporary
+    directory ``orphan_dir`` if one was named (nobody else would).
+The caller owns the time limit and the output cap: reaching either, or Ctrl-C, is "stop
+now" on the keeper's stdin; a keeper that has not ended ``KEEPER_GRACE`` seconds later is killed with its
 process group.
 
 The limit: a descendant outlives the call only if the keeper itself is killed with SIGKILL
@@ -34,7 +36,7 @@ started goes to init), or through another process it asks to run something (a da
 cron, ssh).  Without PR_SET_CHILD_SUBREAPER (not Linux) a process that leaves the
 command's process group (setsid) is not found.
 
-    run(cmds, cwd, timeout, *, memory, file_size, output_cap, keep=0, env=None) -> Ended
+    run(cmds, cwd, timeout, *, memory, file_size, output_cap, keep=0, env=None, orphan_dir=None) -> Ended
 """
 from __future__ import annotations
 
@@ -64,18 +66,19 @@ class Ended:
 
 
 # ------------------------------------------------------------------------- the caller's side
-def run(cmds, cwd, timeout, *, memory, file_size, output_cap, keep=0, env=None) -> Ended:
+def run(cmds, cwd, timeout, *, memory, file_size, output_cap, keep=0, env=None, orphan_dir=None) -> Ended:
     """Run the commands ``cmds`` (lists of str; one after another while each exits 0) in
     ``cwd`` under a keeper, for at most ``timeout`` seconds in all, ``memory`` bytes of
     address space and ``file_size`` bytes per file written, each; more than ``output_cap``
     bytes on stdout + stderr stops them.  Every process they started has ended when this
-    returns or raises (Ctrl-C included)."""
+    returns or raises (Ctrl-C included), and ends if this process is killed — the keeper
+    then removes ``orphan_dir`` (the caller's temporary directory), if given."""
     import selectors
     import subprocess
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(int(memory)), str(int(file_size))]
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
-    argv += [str(w_out), str(w_err)]
+    argv += [str(w_out), str(w_err), os.fspath(orphan_dir) if orphan_dir else ""]
     for c in cmds:
         argv += [str(len(c))] + [os.fspath(x) for x in c]
     try:
@@ -97,8 +100,10 @@ def run(cmds, cwd, timeout, *, memory, file_size, output_cap, keep=0, env=None) 
     head, tail, status = bytearray(), bytearray(), bytearray()
     written = 0
 
-    def close_stdin():                          # the keeper's "stop now"
+    def close_stdin():                          # the keeper's "stop now": a byte, then end-of-file
         try:
+            if not keeper.stdin.closed:
+                keeper.stdin.write(b"s")
             keeper.stdin.close()
         except OSError:
             pass
@@ -277,9 +282,10 @@ def _start(cmd, memory, file_size, out_fd, err_fd, libc):
             os._exit(127)
 
 
-def _wait(pid, parent):
-    """Wait for ``pid`` to end (-> its wait status) or for a stop (-> None): end-of-file on
-    stdin, or a new parent (the caller died).  Orphans that come here are reaped meanwhile."""
+def _wait(pid, parent, stop):
+    """Wait for ``pid`` to end (-> its wait status) or for a stop (-> None, ``stop["by"]``
+    "caller" or "death"): a byte or end-of-file on stdin, or a new parent (the caller died).
+    Orphans that come here are reaped meanwhile."""
     import select
     try:
         pidfd = os.pidfd_open(pid)
@@ -289,7 +295,15 @@ def _wait(pid, parent):
         while True:
             fds = [0] if pidfd is None else [0, pidfd]
             ready, _, _ = select.select(fds, [], [], 0.5 if pidfd is not None else 0.02)
-            if 0 in ready or os.getppid() != parent:
+            if 0 in ready:
+                try:
+                    said = os.read(0, 64)
+                except OSError:
+                    said = b""
+                stop["by"] = "caller" if said else "death"
+                return None
+            if os.getppid() != parent:
+                stop["by"] = "death"
                 return None
             try:
                 while True:
@@ -308,7 +322,8 @@ def _wait(pid, parent):
 def _keep(argv):
     parent = os.getppid()
     memory, file_size, out_fd, err_fd = (int(x) for x in argv[:4])
-    cmds, rest = [], argv[4:]
+    orphan_dir = argv[4]
+    cmds, rest = [], argv[5:]
     while rest:
         n = int(rest[0])
         cmds.append(rest[1:1 + n])
@@ -316,10 +331,10 @@ def _keep(argv):
     libc = _libc()
     if libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    report = "stopped"
+    report, stop = "stopped", {}
     for k, cmd in enumerate(cmds):
         pid = _start(cmd, memory, file_size, out_fd, err_fd, libc)
-        st = _wait(pid, parent)
+        st = _wait(pid, parent, stop)
         _kill_all(pid)
         if st is None:
             break
@@ -331,6 +346,9 @@ def _keep(argv):
             break
     os.close(out_fd)
     os.close(err_fd)
+    if stop.get("by") == "death" and orphan_dir:
+        import shutil
+        shutil.rmtree(orphan_dir, ignore_errors=True)
     try:
         os.write(1, report.encode() + b"\n")
     except OSError:

@@ -17,17 +17,25 @@ WebAssembly compile not counted); after ``PROGRESS_AFTER`` seconds a line on
 stderr names the pass it is in.  ``stat -json -tech cmos`` after constant folding
 gives the area proxy (``lutcore.units.cost``).
 
-``from_c`` compiles the file with the system C compiler (``-O1 -Wall -Wextra``)
-together with a driver whose ``main`` tabulates the function and writes the
-table to a file; the driver runs as a child process in its own process group in
-a temporary directory, for at most ``timeout`` seconds, so a crash, ``exit``,
-``abort`` or hang of the model (and whatever it writes, its constructors) never
-reaches the caller: each is one ValueError naming the file, the function and how
-the child ended.  The signature is checked twice before anything runs: a text
+``from_c`` reads the C file once and compiles exactly those bytes — a copy under a fixed
+name in a temporary directory, so no path is ever written into C source — with the system
+C compiler (``-O1 -Wall -Wextra``, the file's directory on the include path), as its own
+translation unit (its ``main`` renamed away, then the signature check and one function,
+``__lutcore_call``), linked with a driver compiled apart whose ``main`` tabulates the
+function and writes the table to a file: any C identifier may name the function.  The
+compiler and then the driver run under a keeper (``lutcore.units._child``: a child
+subreaper that kills every process they start — one that double-forks and calls setsid()
+too — when they end, at the time limit, on Ctrl-C, and when the caller itself is killed),
+each for at most ``timeout`` seconds and ``CHILD_MEMORY`` of address space; the model may
+write ``CHILD_OUTPUT`` bytes to stdout + stderr and to any one file.  So a crash, ``exit``,
+``abort``, hang or flood of the model (and whatever it writes, its constructors) never
+reaches the caller: each is one ValueError naming the file, the function and how the
+child ended.  The signature is checked twice before anything runs: a text
 reading of the definition (for the message: pointers, floats, structs, varargs,
 arity, wide types) and the compiler's own (a C11 ``_Generic`` over the function's
 type against the accepted ones: two of char / signed char / unsigned char, an
-integer return of at most 32 bits).
+integer return of at most 32 bits).  A ``.c``/``.v`` path that is not a regular file (a
+named pipe) is a ValueError, never opened for reading.
 
 Port rules (Verilog): exactly two inputs of 8 bits (the operands, two's
 complement bit patterns; the first declared is the table's row ``a``) and one
@@ -671,10 +679,10 @@ def _run_limited(cmds, tmp, timeout, file_size, keep=0):
     """The commands in ``tmp`` under lutcore.units._child (a keeper that ends every process
     they start, with the call or with the caller): CHILD_MEMORY of address space, at most
     ``file_size`` bytes per file and CHILD_OUTPUT on stdout + stderr, ``timeout`` seconds in
-    all; temporary files (TMPDIR) in ``tmp``."""
+    all; temporary files (TMPDIR) in ``tmp``, which the keeper removes if the caller dies."""
     from lutcore.units import _child
     return _child.run(cmds, tmp, timeout, memory=CHILD_MEMORY, file_size=file_size, output_cap=CHILD_OUTPUT,
-                      keep=keep, env=dict(os.environ, TMPDIR=tmp))
+                      keep=keep, env=dict(os.environ, TMPDIR=tmp), orphan_dir=tmp)
 
 
 def _timeout_arg(timeout):

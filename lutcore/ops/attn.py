@@ -72,7 +72,7 @@ def causal_attention_backward(dy, q, k, v, att, threads=None):
     scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
     dv = _bmm(att.swapaxes(-1, -2), dy, "a_upper", threads)                # (B, H, L, hd)
     # softmax backward, in place: ds = att * (datt - <datt, att>_row) * scale; masked entries have att = 0
-    ds = _bmm(dy, v.swapaxes(-1, -2), "out_lower", threads)                # datt (B, H, L, L), on and below the diagonal
+    ds = _bmm(dy, v.swapaxes(-1, -2), "out_lower", threads)                # datt (B, H, L, L), on/below the diagonal
     if _native_rows(ds) and att.dtype == np.float32 and att.flags.c_contiguous:
         L = ds.shape[-1]
         _rows.softmax_causal_backward(ds.reshape(-1, L, L), att.reshape(-1, L, L), L, 0, float(scale), threads)
@@ -80,7 +80,7 @@ def causal_attention_backward(dy, q, k, v, att, threads=None):
         ds -= np.sum(ds * att, axis=-1, keepdims=True)
         ds *= att
         ds *= scale
-    dq = _bmm(ds, k, "a_lower", threads)                                   # (B, H, L, hd); ds is zero above the diagonal
+    dq = _bmm(ds, k, "a_lower", threads)                                   # (B, H, L, hd); ds: 0 above the diagonal
     dk = _bmm(ds.swapaxes(-1, -2), q, "a_upper", threads)                  # (B, H, L, hd)
     return dq, dk, dv
 

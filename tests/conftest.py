@@ -20,7 +20,12 @@ import zlib
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for `import reference`
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _TESTS)  # for `import reference`, `_paths`, `simde_twins`
+# the rooms (tests/ops, tests/pipeline, ...): a test module may import another's helpers and
+# fixtures by its name (test_pipeline_models.hf_model) whichever room it sits in
+ROOMS = ("bodies", "cli", "models", "ops", "package", "pipeline", "search", "torch", "train", "units")
+sys.path[1:1] = [os.path.join(_TESTS, d) for d in ROOMS]
 
 import simde_twins  # noqa: E402
 

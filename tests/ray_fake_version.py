@@ -1,4 +1,4 @@
-"""A Ray ``worker_process_setup_hook`` for tests/test_dp.py: the worker reports the lutcore
+"""A Ray ``worker_process_setup_hook`` for tests/train/test_dp.py: the worker reports the lutcore
 version in ``LUTCORE_TEST_FAKE_VERSION`` (its runtime_env sets it), as a worker with another
 install would.  It imports the driver's lutcore (``LUTCORE_TEST_ROOT``, put first on the
 path: the hook runs before the worker takes the driver's sys.path) and changes its version."""

@@ -52,7 +52,7 @@ def cache_root():
 def source_files(src_root=ROOT):
     """The build's inputs under src_root, relative paths, sorted."""
     out = ["setup.py", "pyproject.toml", os.path.join("tests", "simde_twins.py"),
-           os.path.join("lutcore", "_native", "__init__.py")]          # its MODULES: setup.py reads the list
+           os.path.join("lutcore", "_native", "__init__.py")]          # MODULES: the list setup.py reads
     for top, exts in (("csrc", None), (os.path.join("lutcore", "_native"), (".pyx", ".pxd"))):
         for d, dirs, files in os.walk(os.path.join(src_root, top)):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")

@@ -1,6 +1,6 @@
 """Vectorised exp / exp2 / softplus / silu / sigmoid (float32: lutcore's own polynomial,
 the same bits on every SIMD path; float64: libm).  Error budgets are measured
-in tests/test_mathfns.py."""
+in tests/ops/test_mathfns.py."""
 from __future__ import annotations
 
 import numpy as np

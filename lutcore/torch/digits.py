@@ -1,7 +1,7 @@
 """A worked experiment: a small CNN on scikit-learn's 8x8 digits through the units.
 
 Design: the pieces the example (examples/torch_digits.py) and the test
-(tests/test_torch_digits.py) share — the data split, the network, a seeded
+(tests/torch/test_torch_digits.py) share — the data split, the network, a seeded
 training loop and the accuracy — and nothing that prints.  Needs scikit-learn
 (``load_digits`` ships with it: no download).  Everything is seeded, and the
 network is small enough to train in seconds on 2 cores.

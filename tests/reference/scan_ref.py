@@ -6,7 +6,7 @@ Design: written from the numeric contract only, never calling lutcore.  Every
 input is cast to float64; the scan is the plain sequential recurrence over t,
 vectorised over (batch, D, N); the backward is derived by hand (reverse-time
 recurrence for dh) and is self-checked against central differences in
-tests/test_reference_selfcheck_scan.py.
+tests/ops/test_reference_selfcheck_scan.py.
 
 selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None,
                    delta_softplus=True, discretization="zoh",

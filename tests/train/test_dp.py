@@ -3,6 +3,7 @@ same bits for 1, 2, 3 and 4 workers and equal the single-process Trainer with th
 micro-batch size (MambaLM and GPT); a killed worker is named; a restart resumes
 bit-identically; a 3-worker checkpoint resumes with 2; bad input.  One module-scoped Ray
 (``cluster``), tiny models, few steps."""
+from _paths import TESTS  # noqa: F401
 import os
 import signal
 import socket
@@ -115,8 +116,8 @@ def test_bad_input(cluster):
     import lutcore
     from ray._private import ray_constants
     # the hook of tests/ray_fake_version.py, named in the variable Ray's worker runs at start and
-    # found through PYTHONPATH (as tests/test_ray_stall.py does)
-    path = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))
+    # found through PYTHONPATH (as tests/pipeline/test_ray_stall.py does)
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH"))
                            if p)
     env = {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_fake_version.fake",
                         "PYTHONPATH": path, "LUTCORE_TEST_FAKE_VERSION": "0.0.0-fake",

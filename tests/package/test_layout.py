@@ -72,3 +72,43 @@ def test_bodies_names_every_module_that_names_its_bodies():
     for key in ("direct conv (exact table)", "gradient tables (backward='table')", "softmax", "sgemm (ops.matmul)",
                 "decode layer"):
         assert key in names
+
+
+# ------------------------------------------------------------------ the layering, read from the imports
+INFRA = {"lutcore", "lutcore._threads", "lutcore._simd", "lutcore._alloc", "lutcore._workspace"}
+
+
+def _modules():
+    """{dotted module name: source} of every lutcore Python module (not the native ones)."""
+    out = {}
+    for d, _, files in os.walk(os.path.join(ROOT, "lutcore")):
+        if "_native" in d.split(os.sep):
+            continue
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(d, f), ROOT)[:-3].replace(os.sep, ".")
+                out[rel[:-9] if rel.endswith(".__init__") else rel] = open(os.path.join(d, f)).read()
+    return out
+
+
+def _imports(src, mods):
+    """The lutcore modules a source imports (at module level or inside functions)."""
+    import ast
+    found = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in found if m in mods or m.startswith("lutcore._native")}
+
+
+def test_every_test_sits_in_a_room():
+    """tests/<room>/test_*.py only; conftest.ROOMS names every room (their helpers import
+    each other by module name)."""
+    import conftest
+    tests = os.path.join(ROOT, "tests")
+    assert not [f for f in os.listdir(tests) if f.startswith("test_")]
+    rooms = sorted(d for d in os.listdir(tests) if glob.glob(os.path.join(tests, d, "test_*.py")))
+    assert rooms == sorted(conftest.ROOMS)

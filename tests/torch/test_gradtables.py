@@ -1,5 +1,6 @@
 """Gradient tables (issue 27): Units.gradients / with_gradients / units directories, and
 backward="table" in lutcore.torch against a separately written numpy reference."""
+from _paths import TESTS  # noqa: F401
 import os
 import warnings
 
@@ -528,7 +529,7 @@ def test_native_pass_matches_numpy_on_every_isa(monkeypatch):
 def test_retrain_digits_example_runs(tmp_path, capsys):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "retrain_digits", os.path.join(os.path.dirname(__file__), "..", "examples", "retrain_digits.py"))
+        "retrain_digits", os.path.join(TESTS, "..", "examples", "retrain_digits.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     png = tmp_path / "c.png"

@@ -3,6 +3,7 @@ the sdist, so the sdist is complete), and the wheel installs and works in a
 fresh virtual environment, away from this source tree.  The wheel holds the
 package's extensions and none of the SIMDe test twins (tests/simde_twins.py builds
 those for the tests), and nothing is compiled for the build machine's CPU."""
+from _paths import ROOT  # noqa: F401
 import os
 import re
 import subprocess
@@ -12,7 +13,6 @@ import venv
 import zipfile
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SMOKE = r"""
 import os, sys, numpy as np, lutcore

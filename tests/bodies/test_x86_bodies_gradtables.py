@@ -4,7 +4,7 @@ against the generic body and a float32 numpy reference of the contract
 before its add), on odd shapes (1, 7, 33, non-multiples of 8/16/32: every tail of the
 32-, 16- and 8-lane blocks), both passes (dx and s), at 1 and 2 threads.
 
-As tests/test_x86_bodies_optim.py: the AVX-512 body runs through
+As tests/bodies/test_x86_bodies_optim.py: the AVX-512 body runs through
 lutcore._native._simde_gt (the same source compiled against SIMDe's exact emulation,
 AVX2+FMA flags -- any x86-64 CPU) and natively where this CPU has AVX-512; the AVX2
 body natively where this CPU has AVX2.

@@ -11,6 +11,7 @@ something else silently.  One test per item; each failed before its fix.
   is not byte-sized unless --tokenizer bytes; `--stages` above the layer count is refused.
 * `Pipeline.logits` windows text longer than a gpt2's learned positions (against transformers).
 """
+from _paths import ROOT  # noqa: F401
 import os
 import re
 import shutil
@@ -23,7 +24,6 @@ import pytest
 import lutcore
 from lutcore.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = "hello world, hello lutcore. the cat sat on the mat. " * 12
 
 

@@ -2,7 +2,7 @@
 numpy oracle and bit for bit against the generic body, on odd lengths (tails of
 every size below a vector, several OpenMP chunks), at 1 and 2 threads.
 
-As tests/test_x86_bodies.py: every body runs through lutcore._native._simde_ew
+As tests/bodies/test_x86_bodies.py: every body runs through lutcore._native._simde_ew
 (the same source compiled against SIMDe's exact emulation, AVX2+FMA flags — any
 x86-64 CPU, so CI checks every body) and natively where this CPU can.
 

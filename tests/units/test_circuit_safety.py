@@ -6,6 +6,7 @@ driven by z or x are refused with their own messages.
 Every crash and hang case here runs the model in lutcore's child process: the pytest
 process must survive each one (a regression on the old in-process ctypes call kills it).
 """
+from _paths import ROOT, TESTS  # noqa: F401
 import os
 import re
 import signal
@@ -24,7 +25,6 @@ from reference.units_ref import exact_mul_lut
 
 EXACT = exact_mul_lut()
 HDR = "#include <stdint.h>\n#include <stdlib.h>\n#include <stdio.h>\n"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = """import sys, lutcore
 fn = sys.argv[2] or None
 kw = {} if sys.argv[3] == "" else {"timeout": float(sys.argv[3])}
@@ -183,7 +183,7 @@ def test_compile_failure_shows_the_warnings(tmp_path):
 
 def test_bad_timeout():
     with pytest.raises(ValueError, match=r"timeout: expected a number of seconds > 0, got 0"):
-        lutcore.Units.from_c(os.path.join(os.path.dirname(__file__), "circuits", "array_mul.c"), "mul8_exact",
+        lutcore.Units.from_c(os.path.join(TESTS, "circuits", "array_mul.c"), "mul8_exact",
                              timeout=0)
 
 
@@ -203,7 +203,7 @@ def test_eval_with_a_crashing_c_unit_reports_it(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lutcore", "eval", "--checkpoint", str(ckpt), "--data", data,
                         "--seq-len", "16", "--units", "none", "exact", crash, "mitchell", "--out", str(out)],
                        capture_output=True, text=True, timeout=300,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                       cwd=ROOT)
     print(r.stdout, r.stderr)
     assert r.returncode == 2, r.returncode
     last = r.stderr.strip().splitlines()[-1]

@@ -7,6 +7,7 @@ interpreter and requires exit 0 with "OK" printed.  (The Ray items — a stalled
 stage, a malformed checkpoint — are in test_pipeline_ray.py; killed saves in
 test_crash_safety.py.)
 """
+from _paths import ROOT  # noqa: F401
 import json
 import os
 import resource
@@ -27,7 +28,6 @@ from lutcore.units import Units
 from reference.quant_ref import qmatmul_ref, quantize_ref
 from reference.scan_ref import causal_conv1d_ref
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(d_model=8, n_layer=1, vocab_size=256, d_state=4, d_conv=4, expand=2)
 TEXT = "the quick brown fox jumps over the lazy dog. " * 12
 

@@ -7,7 +7,7 @@ at, across 16-lane units — and 137: several spans and backward groups; L 1, 7,
 and 130: across chunks; N 1, 5, 16; batch 1 and 2), at 1 and 2 threads; and the
 exp range check per unit (a unit whose dt A leaves the fast range, a NaN).
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_scan
+As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde_scan
 (the same source compiled against SIMDe's exact emulation with the AVX2 flags —
 any x86-64 CPU) and natively where this CPU has AVX-512.  The kernels are driven
 through lutcore.ops.scan (its validation and buffers) with the module and the isa
@@ -45,12 +45,12 @@ OPTS = {   # D, z, delta_bias, initial_state, delta_softplus; chunk (None: the d
     "noz-chunk5": dict(D=1, z=0, delta_bias=1, initial_state=1, softplus=1, chunk=5),
     "nosoftplus-chunk3": dict(D=1, z=1, delta_bias=0, initial_state=0, softplus=0, chunk=3),
 }
-F32_REL = 1e-5          # norm-wise relative error against the float64 oracle (tests/test_scan.py)
+F32_REL = 1e-5          # norm-wise relative error against the float64 oracle (tests/ops/test_scan.py)
 F32_GRAD_REL = 1e-4
 
 
 def make_inputs(rng, batch, L, Dm, N, opts):
-    """tests/test_scan.py's Mamba-like inputs, float32."""
+    """tests/ops/test_scan.py's Mamba-like inputs, float32."""
     return _scan_inputs(rng, batch, L, Dm, N, np.float32, opts)
 
 

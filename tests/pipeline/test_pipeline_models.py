@@ -70,7 +70,7 @@ def hf_model(kind, seed=0, **over):
     with torch.no_grad():
         for name, p in model.named_parameters():
             r = torch.randn(p.shape, generator=gen)
-            if kind == "mamba":                       # as tests/test_mamba_model.py: livelier dt
+            if kind == "mamba":                       # as tests/models/test_mamba_model.py: livelier dt
                 if name.endswith("dt_proj.bias"):
                     p.copy_(torch.rand(p.shape, generator=gen) * 3.5 - 3.0)
                 else:

@@ -5,6 +5,7 @@ directories, lutcore.units.library(DIR) and `lutcore units DIR --table`.
 The circuits in tests/data/circuits were written for these tests; their error figures
 were computed from their own tables and their PDK45 figures are made up (stated in each
 file's header)."""
+from _paths import ROOT, TESTS  # noqa: F401
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ from lutcore.units.cost import PublishedFigureWarning, read_header
 from lutcore.units.library import LibraryWarning
 from reference.units_ref import exact_mul_lut
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "circuits")
+DATA = os.path.join(TESTS, "data", "circuits")
 EXACT_V = os.path.join(DATA, "mul8s_exact.v")
 RES6_V = os.path.join(DATA, "mul8s_res6.v")
 TRUNC4_C = os.path.join(DATA, "mul8s_trunc4.c")
@@ -212,7 +213,6 @@ def test_bad_cost_json_names_the_file(tmp_path, text, pattern):
         lutcore.Units.load(str(d))
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _python(code, *args, timeout=120):

@@ -3,11 +3,11 @@ sigmoid, GELU and its backward, SiLU's backward) against the generic body, bit f
 bit, on a dense grid with the range edges and special values, odd lengths (every
 tail below a vector, several OpenMP chunks), at 1 and 2 threads.
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_mathfn
+As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde_mathfn
 (the same source compiled against SIMDe's exact emulation, AVX2+FMA flags — any
 x86-64 CPU) and natively where this CPU has AVX-512.  The body is the AVX2 one at
 16 lanes, so it also equals the AVX2 body bit for bit, NaN payloads included;
-against the generic body a NaN only has to be a NaN (as tests/test_mathfns.py).
+against the generic body a NaN only has to be a NaN (as tests/ops/test_mathfns.py).
 """
 import platform
 

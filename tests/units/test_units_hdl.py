@@ -8,6 +8,7 @@ and a C model of the same array.  Each table is held to a numpy definition in
 tests/reference/circuits_ref.py.  (Yosys's first run in a fresh environment
 compiles its WebAssembly, about a minute, once.)
 """
+from _paths import TESTS  # noqa: F401
 import math
 import os
 import re
@@ -22,7 +23,7 @@ from lutcore.units import approx, hdl, resolve
 from reference.circuits_ref import metrics_ref, operands, truncated_columns_lut
 from reference.units_ref import exact_mul_lut
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+HERE = os.path.join(TESTS, "circuits")
 ARRAY_V = os.path.join(HERE, "array_mul.v")
 BEHAV_V = os.path.join(HERE, "behavioural_mul.v")
 ARRAY_C = os.path.join(HERE, "array_mul.c")

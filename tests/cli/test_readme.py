@@ -8,13 +8,13 @@ placeholders name: ``my_unit/`` (a units directory: mitchell's tables), ``mul8.v
 tokenizer.json) and ``text.txt`` (words of that tokenizer); the names the prose leaves to the
 reader (``ids``, ``targets``, ``prompt_ids``) are small token arrays.
 """
+from _paths import ROOT  # noqa: F401
 import os
 import re
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def python_blocks(path=os.path.join(ROOT, "README.md")):

@@ -4,7 +4,7 @@ against the generic body, on odd lengths (every tail below a vector, several
 chunks), with non-finite steps, the trust-region clamp and gradient scaling, at 1
 and 2 threads; one tensor and the multi-tensor entry point.
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_optim
+As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde_optim
 (the same source compiled against SIMDe's exact emulation, AVX2+FMA flags — any
 x86-64 CPU) and natively where this CPU has AVX-512.
 """

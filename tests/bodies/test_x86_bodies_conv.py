@@ -4,7 +4,7 @@ to the float64 numpy oracle, forward and backward, on odd shapes (channels 1, 7,
 33, 100: below, across and between 16-lane vectors; lengths past a 16-row work
 unit; K 1..5), with and without bias, at 1 and 2 threads.
 
-As tests/test_x86_bodies.py: the body runs through lutcore._native._simde_conv
+As tests/bodies/test_x86_bodies.py: the body runs through lutcore._native._simde_conv
 (the same source built with the AVX2 flags) and natively where this CPU has
 AVX-512.
 """

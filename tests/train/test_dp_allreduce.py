@@ -1,4 +1,4 @@
-"""The counter-test of tests/test_dp.py: a plain all-reduce (torch.distributed, gloo, 1-3
+"""The counter-test of tests/train/test_dp.py: a plain all-reduce (torch.distributed, gloo, 1-3
 processes) of the SAME per-micro-batch gradients, each process summing its share in worker
 order, gives different bits for different worker counts — so "same bits for any worker
 count" is a property of lutcore's exact reduction, and the test of it can fail."""

@@ -1,10 +1,10 @@
 """examples/search_digits.py: its unit library (the stated cell-count costs and the test
 circuits' header costs) is what the README's outcome table was computed with."""
+from _paths import ROOT  # noqa: F401
 import importlib.util
 import os
 import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _example():

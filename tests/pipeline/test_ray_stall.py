@@ -14,6 +14,7 @@ tiny random llama (transformers ``save_pretrained``) with room for long generati
 Every run waits in a thread with a limit, so a regression fails instead of hanging;
 stopped processes are continued and the pipelines closed whatever happens.
 """
+from _paths import TESTS  # noqa: F401
 import os
 import signal
 import threading
@@ -117,7 +118,7 @@ def _slow_start(seconds):
     itself sets it from a job-level ``worker_process_setup_hook`` only), found through
     PYTHONPATH (the hook runs before the worker takes the driver's sys.path)."""
     from ray._private import ray_constants
-    path = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH"))
                            if p)
     return {"runtime_env": {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "ray_slow_start.sleep",
                                          "PYTHONPATH": path, "LUTCORE_TEST_START_DELAY": str(seconds)}}}

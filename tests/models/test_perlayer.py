@@ -7,6 +7,7 @@ own with the unit it was assigned (torch: the numpy oracle of the layer contract
 tests/reference/torch_layers_ref.py; the language models: the single-units model run
 block by block), bit for bit.
 """
+from _paths import TESTS  # noqa: F401
 import json
 import os
 
@@ -391,7 +392,7 @@ def test_assignment_with_circuits_by_path(tmp_path):
     """Units from a Verilog module (mul.v:top) and a C function (mul.c:fn) are saved by path,
     relative to the file, and read back with their digests checked."""
     import shutil
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+    here = os.path.join(TESTS, "circuits")
     shutil.copy(os.path.join(here, "behavioural_mul.v"), tmp_path / "b.v")
     shutil.copy(os.path.join(here, "array_mul.c"), tmp_path / "a.c")
     net = _net()

@@ -9,6 +9,7 @@ every k.  After each kill the directory must load (resume, from_pretrained,
 Units.load) as exactly the old save or exactly the new one, never a mixture, and
 the next save must finish or sweep what the killed one left.
 """
+from _paths import ROOT  # noqa: F401
 import os
 import subprocess
 import sys
@@ -22,7 +23,6 @@ from lutcore.models.mamba import MambaConfig, MambaLM
 from lutcore.train.trainer import Trainer
 from lutcore.units import Units, approx
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(d_model=8, n_layer=2, vocab_size=256, d_state=4, d_conv=4, expand=2)
 TEXT = "a crash between renames must not cost the run. " * 10
 KILLED = 77

@@ -14,6 +14,7 @@
   only when it resolves inside the directory (a Hugging Face hub cache snapshot's links
   into its blobs/ excepted).
 """
+from _paths import ROOT  # noqa: F401
 import fcntl
 import json
 import os
@@ -38,7 +39,6 @@ from lutcore.cli import main
 from lutcore.evaluate import EvalInterrupted, evaluate_units, write_report
 from lutcore.train.data import builtin_corpus
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = builtin_corpus()[:200_000].encode("ascii", "ignore").decode()
 TINY = ["--d-model", "16", "--layers", "1", "--d-state", "4", "--seq-len", "32", "--batch-size", "2",
         "--sample-tokens", "0", "--eval-units", "none", "--threads", "1"]

@@ -11,6 +11,7 @@ Error budget:
                    logits that differ by summation order (<= ~1e-6 relative, see
                    test_pipeline_hf's HF_LOGIT_TOL); lutcore accumulates the mean in float64.
 """
+from _paths import TESTS  # noqa: F401
 import json
 import math
 import os
@@ -129,7 +130,7 @@ def test_bad_arguments(tmp_path, tokenizer_json):
 def test_cli_eval_model_writes_table_json_and_png(tmp_path, tokenizer_json, data_file, capsys):
     path, _ = _hf_dir(tmp_path / "m", "llama", tokenizer_json, num_hidden_layers=2)
     out = tmp_path / "out"
-    circuits = os.path.join(os.path.dirname(os.path.abspath(__file__)), "circuits")
+    circuits = os.path.join(TESTS, "circuits")
     v, c = os.path.join(circuits, "behavioural_mul.v"), os.path.join(circuits, "array_mul.c") + ":mul8_trunc4"
     assert main(["eval", "--model", path, "--data", data_file, "--units", "none", "exact", "truncated:6",
                  "mitchell", v, c, "--seq-len", "32", "--out", str(out), "--threads", "1"]) == 0

@@ -130,7 +130,7 @@ def test_direct_conv_only_where_it_is_faster():
     """The direct pass runs only for the exact table on the AVX-512 bodies (any table, or the
     generic / AVX2 levels: im2col + the LUT GEMM, several times faster, BENCHMARKS.md)."""
     from lutcore import _simd
-    from lutcore.kernels import im2col
+    from lutcore._native import im2col
     for name in lutcore.available_simd():
         isa = _simd.isa_of(name)
         assert not im2col.direct_fast(isa, False)

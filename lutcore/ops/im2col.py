@@ -4,10 +4,10 @@ the codes, the dequantization of int32 products, and the weight check's memcmp
 (csrc/im2col/im2col.h, csrc/conv2d/conv2d.h).
 
 Design: the room of the ``im2col`` family.  ``lutcore.torch.functional`` owns the tensors,
-the geometry (``geo``: an object with ``nhwc``, KH, KW, OH, OW and the (h, w) pairs
-``stride``, ``padding``, ``dilation``) and the scratch buffers; these functions read the
+the geometry (``geo``: an object with ``nhwc`` = the input's (N, H, W, C) and ``window`` =
+(KH, KW, OH, OW, stride h, w, padding h, w, dilation h, w), made once per geometry) and the
+scratch buffers; these functions read the
 SIMD path, resolve ``threads`` (None: the enclosing ``lutcore._threads.scope``) and call C.
-``geo.nhwc`` is the input's (N, H, W, C).
 The native wrappers check every buffer's size against the geometry (C never reads or
 writes out of bounds); every pass is integer or one float32 rounding per element, so the
 same bits at any thread count and on every SIMD path.  Each public function has a private
@@ -34,11 +34,6 @@ __all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direc
            "dequant", "same_bytes"]
 
 KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
-
-
-def _geo(geo):
-    return (geo.KH, geo.KW, geo.OH, geo.OW, geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1],
-            geo.dilation[0], geo.dilation[1])
 
 
 def absmax(base, threads=None):
@@ -97,15 +92,15 @@ def _quantize_nhwc(q, base, shape, strides, scale, nt, offset=0):
 
 
 def _im2col(A, q, geo, nt):
-    _im.im2col_nhwc(A, q, geo.nhwc, *_geo(geo), nt)
+    _im.im2col_nhwc(A, q, geo.nhwc, *geo.window, nt)
 
 
 def _grouped_direct(acc, q, geo, groups, Wt, mul, exact, nt):
-    _im.grouped_direct(acc, q, geo.nhwc, groups, *_geo(geo), Wt, mul, exact, _simd.isa(), nt)
+    _im.grouped_direct(acc, q, geo.nhwc, groups, *geo.window, Wt, mul, exact, _simd.isa(), nt)
 
 
 def _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, nt):
-    _im.conv2d_direct(y, q, geo.nhwc, *_geo(geo), Wt, mul, exact, scale, bias, _simd.isa(), nt)
+    _im.conv2d_direct(y, q, geo.nhwc, *geo.window, Wt, mul, exact, scale, bias, _simd.isa(), nt)
 
 
 def _dequant(y, acc, scale, bias, N, P, nt):

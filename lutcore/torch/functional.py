@@ -365,6 +365,7 @@ class _Conv:
         self.N, self.C, self.H, self.W, self.O, self.Cg, self.KH, self.KW = N, C, H, W, O, Cg, KH, KW
         self.OH, self.OW, self.M, self.Kg, self.Og = OH, OW, N * OH * OW, KH * KW * Cg, O // G
         self.nhwc = (N, H, W, C)
+        self.window = (KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1])     # ops.im2col's geometry
 
     def out_shape(self):
         return (self.N, self.O, self.OW) if self.d1 else (self.N, self.O, self.OH, self.OW)

@@ -24,23 +24,10 @@
 
 #include <math.h>
 #include "core/common.h"
+#include "core/dispatch.h"
 #include "core/transpose.h"   /* lc_tr8x8 */
 
 #define LC_ATTN_KT(hd) ((hd) * 16 + 16)
-
-/* The AVX-512 bodies, built where setup.py defines LC_HAVE_X86_BODIES; LC_ATTN_SIMDE binds
- * their SIMDe copies (the test-only extension _simde_decode). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "attn/x86/x86.h"
-#define LC_ATTN_X86 1
-#if defined(LC_ATTN_SIMDE)
-#define LC_ATTN_X(fn) lc_simde_avx512_##fn
-#else
-#define LC_ATTN_X(fn) lc_avx512_##fn
-#endif
-#else
-#define LC_ATTN_X86 0
-#endif
 
 /* out[r][c] = the fma chain over k < nk of a[r][k] * b[k * sbk + c * sbc], from zero */
 static void lc_attn_chain_generic(float *out, int64_t ldo, const float *a, int64_t lda, int64_t R,
@@ -68,37 +55,49 @@ static void lc_attn_chain_generic(float *out, int64_t ldo, const float *a, int64
 #undef LC_VA_TR
 #endif
 
-/* the body lc_attn_scores/values run for `isa`, for show_config */
-static const char *lc_attn_body_name(int isa) {
-#if LC_ATTN_X86
-    if (isa >= LC_ISA_AVX512) return "avx512";
-#endif
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
-
-/* dispatch; kt: LC_ATTN_KT(hd) floats of scratch */
-static void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
-                           int64_t S, int64_t hd, float *kt, int isa) {
-#if LC_ATTN_X86
-    if (isa >= LC_ISA_AVX512) { LC_ATTN_X(attn_scores)(sc, lds, q, ldq, R, K, S, hd, kt); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_attn_scores_avx2(sc, lds, q, ldq, R, K, S, hd, kt); return; }
-#endif
-    (void)kt; (void)isa;
+/* the generic bodies: the scalar chains (kt unused) */
+static void lc_attn_scores_generic(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
+                                   int64_t S, int64_t hd, float *kt) {
+    (void)kt;
     lc_attn_chain_generic(sc, lds, q, ldq, R, K, 1, hd, hd, S);         /* K[j][i]: k = i, c = j */
 }
+static void lc_attn_values_generic(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
+                                   int64_t S, int64_t hd) {
+    lc_attn_chain_generic(out, ldo, p, ldp, R, V, hd, 1, S, hd);        /* V[j][d]: k = j, c = d */
+}
 
-static void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
-                           int64_t S, int64_t hd, int isa) {
-#if LC_ATTN_X86
-    if (isa >= LC_ISA_AVX512) { LC_ATTN_X(attn_values)(out, ldo, p, ldp, R, V, S, hd); return; }
+/* ------------------------------------------------------------ the body table
+ * The AVX-512 bodies live in their own translation unit (attn/x86/x86.h, csrc/attn/x86/avx512.c);
+ * LC_ATTN_SIMDE (setup.py: 1 in the test twins' builds) binds their SIMDe copies. */
+#include "attn/x86/x86.h"
+#ifndef LC_ATTN_SIMDE
+#define LC_ATTN_SIMDE 0
+#endif
+typedef struct {
+    lc_body_head head;
+    void (*scores)(float *, int64_t, const float *, int64_t, int64_t, const float *, int64_t, int64_t, float *);
+    void (*values)(float *, int64_t, const float *, int64_t, int64_t, const float *, int64_t, int64_t);
+} lc_attn_body;
+static const lc_attn_body lc_attn_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_ATTN_SIMDE, avx512, attn_scores),
+     LC_XBODY(LC_ATTN_SIMDE, avx512, attn_values)},
 #endif
 #if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_attn_values_avx2(out, ldo, p, ldp, R, V, S, hd); return; }
+    {{"avx2", LC_ISA_AVX2}, lc_attn_scores_avx2, lc_attn_values_avx2},
 #endif
-    (void)isa;
-    lc_attn_chain_generic(out, ldo, p, ldp, R, V, hd, 1, S, hd);        /* V[j][d]: k = j, c = d */
+    {{"generic", LC_ISA_GENERIC}, lc_attn_scores_generic, lc_attn_values_generic},
+};
+LC_BODY_TABLE(lc_attn_body, lc_attn, lc_attn_bodies)   /* lc_attn_pick(isa), lc_attn_body_name(isa) */
+
+/* kt: LC_ATTN_KT(hd) floats of scratch */
+static void lc_attn_scores(float *sc, int64_t lds, const float *q, int64_t ldq, int64_t R, const float *K,
+                           int64_t S, int64_t hd, float *kt, int isa) {
+    lc_attn_pick(isa)->scores(sc, lds, q, ldq, R, K, S, hd, kt);
+}
+static void lc_attn_values(float *out, int64_t ldo, const float *p, int64_t ldp, int64_t R, const float *V,
+                           int64_t S, int64_t hd, int isa) {
+    lc_attn_pick(isa)->values(out, ldo, p, ldp, R, V, S, hd);
 }
 
 #endif /* LUTCORE_ATTN_H */

@@ -15,6 +15,7 @@
 #define LUTCORE_CONV_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 
 #define LC_CONV_ROWS 16
 #define LC_CONV_DCH 64
@@ -68,25 +69,6 @@ static inline __attribute__((always_inline)) void lc_conv_dw_chunk_##SUF(ST *dwt
 LC_CONV_BODIES(float, f32)
 LC_CONV_BODIES(double, f64)
 
-/* The AVX-512 body lives in its own translation unit (conv/x86.h, csrc/conv/x86/avx512.c),
- * built where setup.py defines LC_HAVE_X86_BODIES; LC_CONV_SIMDE binds its copy
- * built with the AVX2 flags (the test-only extension). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "conv/x86/x86.h"
-#define LC_CONV_X86 1
-#if defined(LC_CONV_SIMDE)
-#define LC_CONV_X512(fn) lc_simde_avx512_##fn
-#else
-#define LC_CONV_X512(fn) lc_avx512_##fn
-#endif
-#else
-#define LC_CONV_X86 0
-#endif
-static const char *lc_conv_body_name(int isa) {
-    if (LC_CONV_X86 && isa >= LC_ISA_AVX512) return "avx512";
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
-
 #if LC_X86
 LC_TARGET_AVX2 static void lc_conv_fwd_rows_f32_avx2(float *y, const float *x, const float *wt, const float *bias,
         int64_t b, int64_t t0, int64_t t1, int64_t L, int64_t D, int64_t K) {
@@ -100,24 +82,38 @@ LC_TARGET_AVX2 static void lc_conv_dw_chunk_f32_avx2(float *dwt, float *db, cons
         int64_t d0, int64_t d1, int64_t Bsz, int64_t L, int64_t D, int64_t K) {
     lc_conv_dw_chunk_f32(dwt, db, dy, x, d0, d1, Bsz, L, D, K);
 }
-#if LC_CONV_X86
-/* fn is lc_conv_<name>_f32: the AVX-512 body is lc_avx512_conv_<name> */
-#define LC_CONV_AVX512_lc_conv_fwd_rows_f32 LC_CONV_X512(conv_fwd_rows)
-#define LC_CONV_AVX512_lc_conv_dx_rows_f32 LC_CONV_X512(conv_dx_rows)
-#define LC_CONV_AVX512_lc_conv_dw_chunk_f32 LC_CONV_X512(conv_dw_chunk)
-#define LC_CONV_ISA(fn, ...)                                                                         \
-    do {                                                                                             \
-        if (isa >= LC_ISA_AVX512) LC_CONV_AVX512_##fn(__VA_ARGS__);                                  \
-        else if (isa >= LC_ISA_AVX2) fn##_avx2(__VA_ARGS__);                                         \
-        else fn(__VA_ARGS__);                                                                        \
-    } while (0)
-#else
-#define LC_CONV_ISA(fn, ...) do { if (isa >= LC_ISA_AVX2) fn##_avx2(__VA_ARGS__); else fn(__VA_ARGS__); } while (0)
 #endif
-#else
-#define LC_CONV_ISA(fn, ...) fn(__VA_ARGS__)
+
+/* ------------------------------------------------------------ the float32 body table
+ * The AVX-512 body lives in its own translation unit (conv/x86/x86.h, csrc/conv/x86/avx512.c);
+ * LC_CONV_SIMDE (setup.py: 1 in the test twin's build) binds its SIMDe copy. */
+#include "conv/x86/x86.h"
+#ifndef LC_CONV_SIMDE
+#define LC_CONV_SIMDE 0
 #endif
-#define LC_CONV_PLAIN(fn, ...) fn(__VA_ARGS__)
+typedef struct {
+    lc_body_head head;
+    void (*fwd_rows)(float *, const float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t,
+                     int64_t, int64_t);
+    void (*dx_rows)(float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+    void (*dw_chunk)(float *, float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                     int64_t);
+} lc_conv_body;
+static const lc_conv_body lc_conv_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_CONV_SIMDE, avx512, conv_fwd_rows),
+     LC_XBODY(LC_CONV_SIMDE, avx512, conv_dx_rows), LC_XBODY(LC_CONV_SIMDE, avx512, conv_dw_chunk)},
+#endif
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_conv_fwd_rows_f32_avx2, lc_conv_dx_rows_f32_avx2, lc_conv_dw_chunk_f32_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_conv_fwd_rows_f32, lc_conv_dx_rows_f32, lc_conv_dw_chunk_f32},
+};
+LC_BODY_TABLE(lc_conv_body, lc_conv, lc_conv_bodies)   /* lc_conv_pick(isa), lc_conv_body_name(isa) */
+
+/* the row functions: float32 through the table's body for isa, float64 the generic ones */
+#define LC_CONV_F32(fn, ...) lc_conv_pick(isa)->fn(__VA_ARGS__)
+#define LC_CONV_F64(fn, ...) lc_conv_##fn##_f64(__VA_ARGS__)
 
 #define LC_CONV_DRIVERS(ST, SUF, DISP)                                                               \
 static void lc_conv_fwd_##SUF(ST *y, const ST *x, const ST *wt, const ST *bias, int64_t Bsz, int64_t L, \
@@ -127,7 +123,7 @@ static void lc_conv_fwd_##SUF(ST *y, const ST *x, const ST *wt, const ST *bias, 
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                               \
     for (int64_t w = 0; w < Bsz * nr; w++) {                                                         \
         int64_t b = w / nr, t0 = (w % nr) * LC_CONV_ROWS, t1 = t0 + LC_CONV_ROWS < L ? t0 + LC_CONV_ROWS : L; \
-        DISP(lc_conv_fwd_rows_##SUF, y, x, wt, bias, b, t0, t1, L, D, K);                             \
+        DISP(fwd_rows, y, x, wt, bias, b, t0, t1, L, D, K);                                          \
     }                                                                                                \
 }                                                                                                    \
 static void lc_conv_bwd_##SUF(ST *dx, ST *dwt, ST *db, const ST *dy, const ST *x, const ST *wt,       \
@@ -141,13 +137,13 @@ static void lc_conv_bwd_##SUF(ST *dx, ST *dwt, ST *db, const ST *dy, const ST *x
             LC_PRAGMA(omp for schedule(static) nowait)                                               \
             for (int64_t w = 0; w < Bsz * nr; w++) {                                                 \
                 int64_t b = w / nr, s0 = (w % nr) * LC_CONV_ROWS, s1 = s0 + LC_CONV_ROWS < L ? s0 + LC_CONV_ROWS : L; \
-                DISP(lc_conv_dx_rows_##SUF, dx, dy, wt, b, s0, s1, L, D, K);                          \
+                DISP(dx_rows, dx, dy, wt, b, s0, s1, L, D, K);                                       \
             }                                                                                        \
         }                                                                                            \
         LC_PRAGMA(omp for schedule(static))                                                          \
         for (int64_t c = 0; c < nd; c++) {                                                           \
             int64_t d0 = c * LC_CONV_DCH, d1 = d0 + LC_CONV_DCH < D ? d0 + LC_CONV_DCH : D;           \
-            DISP(lc_conv_dw_chunk_##SUF, dwt, db, dy, x, d0, d1, Bsz, L, D, K);                       \
+            DISP(dw_chunk, dwt, db, dy, x, d0, d1, Bsz, L, D, K);                                    \
         }                                                                                            \
     }                                                                                                \
 }                                                                                                    \
@@ -169,7 +165,7 @@ static void lc_conv_step_##SUF(ST *y, ST *state, const ST *xt, const ST *wt, con
     }                                                                                                \
 }
 
-LC_CONV_DRIVERS(float, f32, LC_CONV_ISA)
-LC_CONV_DRIVERS(double, f64, LC_CONV_PLAIN)
+LC_CONV_DRIVERS(float, f32, LC_CONV_F32)
+LC_CONV_DRIVERS(double, f64, LC_CONV_F64)
 
 #endif /* LUTCORE_CONV_H */

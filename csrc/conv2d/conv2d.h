@@ -31,6 +31,7 @@
 #define LUTCORE_CONV2D_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include <stdlib.h>
 #include <string.h>
 #include "conv2d/geo.h"
@@ -73,37 +74,40 @@ static void lc_c2d_rows_generic(float *y, const int8_t *q, const lc_c2d_geo *g, 
     }
 }
 
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+/* ------------------------------------------------------------ the body table
+ * The AVX-512 bodies live in their own translation units (conv2d/x86/x86.h); LC_C2D_SIMDE
+ * (setup.py: 1 in the test twin's build) binds their SIMDe copies.  The VNNI body differs
+ * only in the exact products: any other table runs the AVX-512 one (lc_c2d_pick). */
 #include "conv2d/x86/x86.h"
-#define LC_C2D_X86 1
-#if defined(LC_C2D_SIMDE)
-#define LC_C2D_AVX512 lc_simde_avx512_c2d_rows
-#define LC_C2D_VNNI lc_simde_avx512vnni_c2d_rows
-#else
-#define LC_C2D_AVX512 lc_avx512_c2d_rows
-#define LC_C2D_VNNI lc_avx512vnni_c2d_rows
+#ifndef LC_C2D_SIMDE
+#define LC_C2D_SIMDE 0
 #endif
-#else
-#define LC_C2D_X86 0
+typedef struct {
+    lc_body_head head;
+    void (*rows)(float *, const int8_t *, const lc_c2d_geo *, const int32_t *, const int8_t *, const int32_t *, int,
+                 const float *, const float *, int64_t, int64_t);
+    int wp_vnni;   /* the exact weight's layout for the body (x86.h lc_c2d_pack_weight); -1: none (reads Wt) */
+    /* Whether the direct pass beats im2col + the LUT GEMM with the exact table: only the AVX-512
+     * bodies do (K = 27, 64 channels, batch 8 on Zen 4: 0.24 against 0.53 ms; any table: 3.0
+     * against 0.79 ms through the packed table GEMM; the generic body at any table: 4.7 against
+     * 1.5 ms; BENCHMARKS.md, Run AD; same bits on both routes). */
+    int fast;
+} lc_c2d_body;
+static const lc_c2d_body lc_c2d_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512vnni", LC_ISA_AVX512 | LC_ISA_VNNI}, LC_XBODY(LC_C2D_SIMDE, avx512vnni, c2d_rows), 1, 1},
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_C2D_SIMDE, avx512, c2d_rows), 0, 1},
 #endif
-
-typedef void (*lc_c2d_body)(float *, const int8_t *, const lc_c2d_geo *, const int32_t *, const int8_t *,
-                            const int32_t *, int, const float *, const float *, int64_t, int64_t);
-
-/* the body lc_conv2d_direct runs at isa (exact: the exact-table body) */
-static const char *lc_c2d_body_name(int isa, int exact) {
-    const int lvl = isa & 3;
-    if (LC_C2D_X86 && lvl >= LC_ISA_AVX512) return exact && (isa & LC_ISA_VNNI) ? "avx512vnni" : "avx512";
-    return "generic";
+    {{"generic", LC_ISA_GENERIC}, lc_c2d_rows_generic, -1, 0},
+};
+/* the body lc_conv2d_direct runs at isa (exact: the exact table's) */
+static inline const lc_c2d_body *lc_c2d_pick(int isa, int exact) {
+    return LC_BODY_PICK(lc_c2d_body, lc_c2d_bodies, exact ? isa : isa & ~LC_ISA_VNNI);
 }
+static const char *lc_c2d_body_name(int isa, int exact) { return lc_c2d_pick(isa, exact)->head.name; }
 
-/* Whether the direct pass beats im2col + the LUT GEMM at isa: only the exact table's AVX-512
- * bodies do (K = 27, 64 channels, batch 8 on Zen 4: 0.24 against 0.53 ms; any table: 3.0
- * against 0.79 ms through the packed table GEMM; the generic body at any table: 4.7 against
- * 1.5 ms; BENCHMARKS.md, Run AD; same bits on both routes). */
-static inline int lc_c2d_fast(int isa, int exact) {
-    return LC_C2D_X86 && exact && (isa & 3) >= LC_ISA_AVX512;
-}
+/* Whether the direct pass beats im2col + the LUT GEMM at isa (the body's `fast`). */
+static inline int lc_c2d_fast(int isa, int exact) { return exact && lc_c2d_pick(isa, exact)->fast; }
 
 /* Below this many multiply-accumulates the pass runs on one thread (a team's start and
  * barrier cost more than the work); bits never depend on it. */
@@ -113,25 +117,16 @@ static inline int lc_c2d_fast(int isa, int exact) {
 static int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
                             int exact, const float *scale, const float *bias, int isa, int nthreads) {
     const int64_t R = g->N * g->OH, O = g->O, K = g->K;
-    lc_c2d_body body = lc_c2d_rows_generic;
+    const lc_c2d_body *B = lc_c2d_pick(isa, exact);
     int32_t *wp = NULL;
-#if LC_C2D_X86
-    const int lvl = isa & 3;
-    if (lvl >= LC_ISA_AVX512) {
-        const int vnni = exact && (isa & LC_ISA_VNNI);
-        body = vnni ? LC_C2D_VNNI : LC_C2D_AVX512;
-        if (exact) {                 /* the weight as the body reads it (conv2d/x86/x86.h) */
-            wp = (int32_t *)malloc((size_t)lc_c2d_wp_len(g, vnni) * sizeof(int32_t));
-            if (!wp) return -1;
-            lc_c2d_pack_weight(wp, g, Wt, vnni);
-        }
+    if (exact && B->wp_vnni >= 0) {   /* the weight as the body reads it (conv2d/x86/x86.h) */
+        wp = (int32_t *)malloc((size_t)lc_c2d_wp_len(g, B->wp_vnni) * sizeof(int32_t));
+        if (!wp) return -1;
+        lc_c2d_pack_weight(wp, g, Wt, B->wp_vnni);
     }
-#else
-    (void)isa;
-#endif
     const int64_t work = R * g->OW * K * O;
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads) if(work > LC_C2D_PAR_MIN))
-    for (int64_t r = 0; r < R; r++) body(y, q, g, wp, Wt, mul, exact, scale, bias, r, r + 1);
+    for (int64_t r = 0; r < R; r++) B->rows(y, q, g, wp, Wt, mul, exact, scale, bias, r, r + 1);
     free(wp);
     return 0;
 }

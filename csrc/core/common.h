@@ -52,12 +52,13 @@ static inline int omp_get_num_threads(void) { return 1; }
 #define LC_PRAGMA(x)
 #endif
 
-/* ISA identifiers, ordered: a higher one implies every lower one.  With
+/* ISA identifiers, ordered: a higher level implies every lower one.  With
  * LC_ISA_AVX512 the caller may add the extensions' bits (LC_ISA_VNNI,
- * LC_ISA_VBMI): a family picks its body from level and bits, so a body that
- * needs VNNI never runs on an AVX-512 CPU without it.  `isa >= LC_ISA_AVX2`
- * and `isa >= LC_ISA_AVX512` stay true tests of the level. */
+ * LC_ISA_VBMI): a family picks its body from level and bits (its body table,
+ * core/dispatch.h: the level is isa & LC_ISA_LEVEL), so a body that needs VNNI
+ * never runs on an AVX-512 CPU without it. */
 enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2, LC_ISA_VNNI = 4, LC_ISA_VBMI = 8 };
+#define LC_ISA_LEVEL 3   /* the level bits of isa (the rest: extension bits) */
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define LC_X86 1
@@ -85,6 +86,20 @@ static int lc_cpu_features(void) {
 #endif
     return f;
 }
+
+/* A pass over n elements in chunks of `chunk` (the last one shorter), the chunks dealt to
+ * nthreads threads in a static schedule: the body (the trailing arguments) sees its chunk
+ * as i0 and len; `continue` ends a chunk.  Element-wise kernels split this way, so the
+ * partition is the chunk size's, never the thread count's. */
+#define LC_FOR_CHUNKS(n, chunk, nthreads, ...)                                                   \
+    do {                                                                                         \
+        const int64_t nch_ = ((n) + (chunk) - 1) / (chunk);                                      \
+        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                       \
+        for (int64_t ch_ = 0; ch_ < nch_; ch_++) {                                               \
+            const int64_t i0 = ch_ * (chunk), len = (n) - i0 < (chunk) ? (n) - i0 : (chunk);      \
+            __VA_ARGS__;                                                                         \
+        }                                                                                        \
+    } while (0)
 
 static inline size_t lc_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 

@@ -15,61 +15,16 @@
  * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
  * SIMD bodies are chosen by `isa`: the generic and AVX2 bodies live here, the
  * AVX-512 ones (16 lanes; relu8 with VBMI byte permutes) in their own
- * translation units (x86/x86.h, csrc/elementwise/x86/), picked per chunk
- * from lc_ew_bodies by the isa argument's level and VBMI bit.
+ * translation units (x86/x86.h, csrc/elementwise/x86/); one pick per call
+ * from the body table lc_ew_bodies by the isa argument's level and VBMI bit.
  */
 #ifndef LUTCORE_ELEMENTWISE_H
 #define LUTCORE_ELEMENTWISE_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 
 #define LC_EW_CHUNK 65536
-
-/* ------------------------------------------------------------ the x86 bodies' table
- * Built where setup.py defines LC_HAVE_X86_BODIES; LC_EW_SIMDE binds their SIMDe
- * copies (the test-only extension).  NULL: the AVX2 (or generic) body here. */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "elementwise/x86/x86.h"
-#define LC_EW_X86 1
-#else
-#define LC_EW_X86 0
-#endif
-typedef struct {
-    const char *name, *relu8_name;
-    void (*requant_clamp)(int8_t *, const int32_t *, int64_t, int, int, int);
-    void (*fp16_encode)(uint16_t *, const float *, int64_t, int);
-    void (*fp16_decode)(float *, const uint16_t *, int64_t);
-    void (*fp16_round)(float *, const float *, int64_t, int);
-    void (*relu8)(int8_t *, const int8_t *, int64_t, const int8_t *);
-} lc_ew_body;
-#if LC_EW_X86
-#if defined(LC_EW_SIMDE)
-#define LC_EW_X(isa, fn) lc_simde_##isa##_##fn
-#else
-#define LC_EW_X(isa, fn) lc_##isa##_##fn
-#endif
-#define LC_EW_AVX512_FNS LC_EW_X(avx512, ew_requant_clamp), LC_EW_X(avx512, ew_fp16_encode), \
-    LC_EW_X(avx512, ew_fp16_decode), LC_EW_X(avx512, ew_fp16_round)
-static const lc_ew_body lc_ew_bodies[2] = {
-    {"avx512", "generic (a table per byte)", LC_EW_AVX512_FNS, NULL},
-    {"avx512", "avx512vbmi (vpermi2b)", LC_EW_AVX512_FNS, LC_EW_X(avx512vbmi, ew_relu8)},
-};
-#endif
-/* The AVX-512 bodies for `isa` (NULL below AVX-512 or without the libraries). */
-static inline const lc_ew_body *lc_ew_body_of(int isa) {
-#if LC_EW_X86
-    if (isa >= LC_ISA_AVX512) return &lc_ew_bodies[(isa & LC_ISA_VBMI) ? 1 : 0];
-#endif
-    (void)isa;
-    return NULL;
-}
-/* For show_config: which = 0 requant/fp16, 1 relu8. */
-static const char *lc_ew_body_name(int isa, int which) {
-    const lc_ew_body *b = lc_ew_body_of(isa);
-    if (b) return which == 0 ? b->name : b->relu8_name;
-    if (which == 1) return "generic (a table per byte)";
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
 
 static inline int16_t lc_requant_t(int32_t acc, int shift) {
     int64_t t = shift == 0 ? (int64_t)acc : (((int64_t)acc + ((int64_t)1 << (shift - 1))) >> shift);
@@ -127,35 +82,8 @@ LC_TARGET_AVX2 static void lc_requant_clamp_avx2(int8_t *out, const int32_t *acc
 }
 #endif
 
-static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
-                       int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads) {
-    const lc_ew_body *xb = lc_ew_body_of(isa);
-    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
-        if (!is_clamp) { lc_requant_generic(out + i0, acc + i0, len, shift, lut); continue; }
-        if (xb) { xb->requant_clamp(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi); continue; }
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_requant_clamp_avx2(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi); continue; }
-#endif
-        lc_requant_clamp_generic(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi);
-    }
-}
-
 static inline void lc_relu8_generic(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut) {
     for (int64_t i = 0; i < n; i++) out[i] = lut[(uint8_t)x[i]];
-}
-
-static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads) {
-    const lc_ew_body *xb = lc_ew_body_of(isa);
-    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
-        if (xb && xb->relu8) { xb->relu8(out + i0, x + i0, len, lut); continue; }
-        lc_relu8_generic(out + i0, x + i0, len, lut);
-    }
 }
 
 /* ---------------------------------------------------------------- fp16 */
@@ -282,44 +210,75 @@ LC_TARGET_AVX2 static void lc_fp16_round_avx2(float *out, const float *x, int64_
 }
 #endif
 
-static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
-    const lc_ew_body *xb = lc_ew_body_of(isa);
-    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
-        if (xb) { xb->fp16_encode(out + i0, x + i0, len, mode); continue; }
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_fp16_encode_avx2(out + i0, x + i0, len, mode); continue; }
+/* ------------------------------------------------------------ the body table
+ * The AVX-512 bodies live in their own translation units (elementwise/x86/x86.h,
+ * csrc/elementwise/x86/); LC_EW_SIMDE (setup.py: 1 in the test twin's build) binds their SIMDe
+ * copies.  relu8 has one SIMD body (VBMI byte permutes); every other entry runs the generic
+ * one, named apart for show_config. */
+#include "elementwise/x86/x86.h"
+#ifndef LC_EW_SIMDE
+#define LC_EW_SIMDE 0
 #endif
-        lc_fp16_encode_generic(out + i0, x + i0, len, mode);
-    }
+typedef struct {
+    lc_body_head head;
+    const char *relu8_name;
+    void (*requant_clamp)(int8_t *, const int32_t *, int64_t, int, int, int);
+    void (*fp16_encode)(uint16_t *, const float *, int64_t, int);
+    void (*fp16_decode)(float *, const uint16_t *, int64_t);
+    void (*fp16_round)(float *, const float *, int64_t, int);
+    void (*relu8)(int8_t *, const int8_t *, int64_t, const int8_t *);
+} lc_ew_body;
+#define LC_EW_X(isa, fn) LC_XBODY(LC_EW_SIMDE, isa, fn)
+#define LC_EW_AVX512_FNS LC_EW_X(avx512, ew_requant_clamp), LC_EW_X(avx512, ew_fp16_encode), \
+    LC_EW_X(avx512, ew_fp16_decode), LC_EW_X(avx512, ew_fp16_round)
+#define LC_EW_RELU8_GENERIC "generic (a table per byte)"
+static const lc_ew_body lc_ew_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512 | LC_ISA_VBMI}, "avx512vbmi (vpermi2b)", LC_EW_AVX512_FNS,
+     LC_EW_X(avx512vbmi, ew_relu8)},
+    {{"avx512", LC_ISA_AVX512}, LC_EW_RELU8_GENERIC, LC_EW_AVX512_FNS, lc_relu8_generic},
+#endif
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, LC_EW_RELU8_GENERIC, lc_requant_clamp_avx2, lc_fp16_encode_avx2, lc_fp16_decode_avx2,
+     lc_fp16_round_avx2, lc_relu8_generic},
+#endif
+    {{"generic", LC_ISA_GENERIC}, LC_EW_RELU8_GENERIC, lc_requant_clamp_generic, lc_fp16_encode_generic,
+     lc_fp16_decode_generic, lc_fp16_round_generic, lc_relu8_generic},
+};
+static inline const lc_ew_body *lc_ew_pick(int isa) { return LC_BODY_PICK(lc_ew_body, lc_ew_bodies, isa); }
+/* For show_config: which = 0 requant/fp16, 1 relu8. */
+static const char *lc_ew_body_name(int isa, int which) {
+    const lc_ew_body *b = lc_ew_pick(isa);
+    return which == 0 ? b->head.name : b->relu8_name;
+}
+
+/* One pass over n values in chunks of LC_EW_CHUNK over the threads (core/common.h), each
+ * chunk on isa's body B. */
+#define LC_EW_CHUNKS(n, isa, nthreads, ...)                                                        \
+    do {                                                                                           \
+        const lc_ew_body *B = lc_ew_pick(isa);                                                     \
+        LC_FOR_CHUNKS(n, LC_EW_CHUNK, nthreads, __VA_ARGS__);                                      \
+    } while (0)
+
+/* is_clamp: lut is clamp(int16, clamp_lo, clamp_hi) (the caller checked it): the body's
+ * saturating path; else the table, generic. */
+static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
+                       int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads) {
+    LC_EW_CHUNKS(n, isa, nthreads,
+                 if (is_clamp) B->requant_clamp(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi);
+                 else lc_requant_generic(out + i0, acc + i0, len, shift, lut));
+}
+static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads) {
+    LC_EW_CHUNKS(n, isa, nthreads, B->relu8(out + i0, x + i0, len, lut));
+}
+static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
+    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_encode(out + i0, x + i0, len, mode));
 }
 static void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads) {
-    const lc_ew_body *xb = lc_ew_body_of(isa);
-    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
-        if (xb) { xb->fp16_decode(out + i0, h + i0, len); continue; }
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_fp16_decode_avx2(out + i0, h + i0, len); continue; }
-#endif
-        lc_fp16_decode_generic(out + i0, h + i0, len);
-    }
+    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_decode(out + i0, h + i0, len));
 }
 static void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
-    const lc_ew_body *xb = lc_ew_body_of(isa);
-    int64_t nch = (n + LC_EW_CHUNK - 1) / LC_EW_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_EW_CHUNK, len = n - i0 < LC_EW_CHUNK ? n - i0 : LC_EW_CHUNK;
-        if (xb) { xb->fp16_round(out + i0, x + i0, len, mode); continue; }
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { lc_fp16_round_avx2(out + i0, x + i0, len, mode); continue; }
-#endif
-        lc_fp16_round_generic(out + i0, x + i0, len, mode);
-    }
+    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_round(out + i0, x + i0, len, mode));
 }
 
 /* grad (V, C) rows ids[t] += dy (n, C) rows t, t in order; ids already checked < V. */

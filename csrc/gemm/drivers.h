@@ -1,7 +1,11 @@
-/* csrc/gemm/drivers.h — the threaded exact drivers (plain and block-scaled) over the body table.
- * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+/* csrc/gemm/drivers.h — the threaded exact drivers (plain and block-scaled) over the exact body
+ * table (gemm/body.h).  Part of the gemm family (gemm.h includes every part; a part includes
+ * the parts it uses). */
 #ifndef LUTCORE_GEMM_DRIVERS_H
 #define LUTCORE_GEMM_DRIVERS_H
+
+#include "gemm/pack.h"
+#include "gemm/body.h"
 
 /* ------------------------------------------------------ exact drivers */
 
@@ -13,10 +17,9 @@
 
 /* A body's whole call (gemm/x86/x86.h): its conversions, then its units, on the team;
  * 0 = done, -1 = not taken (the caller runs the per-unit loop). */
-#if LC_GEMM_X86
-static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthreads) {
+static int lc_gemm_x_whole(const lc_gemm_ebody *xb, lc_gemm_x_call *x, int nthreads) {
     x->nthreads = nthreads;
-    if (!xb || !xb->x_begin || xb->x_begin(x) != 0) return -1;
+    if (!xb->x_begin || xb->x_begin(x) != 0) return -1;
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         LC_PRAGMA(omp for schedule(dynamic, 1))
@@ -27,7 +30,6 @@ static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthrea
     xb->x_end(x);
     return 0;
 }
-#endif
 
 /* B's form for the exact whole calls, made once (a PackedB keeps it): a header naming the body
  * and (Kp, N), then the body's x_bform bytes.  A call given a form that does not match its body
@@ -36,21 +38,11 @@ static int lc_gemm_x_whole(const lc_gemm_body *xb, lc_gemm_x_call *x, int nthrea
 #define LC_BFORM_HDR LC_FORM_HDR
 
 /* The body's id for isa (1: VNNI), or 0 when it takes no B form. */
-static inline int64_t lc_bform_body(int isa) {
-#if LC_GEMM_X86
-    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
-    if (xb && xb->x_bform) return 1;
-#endif
-    (void)isa;
-    return 0;
-}
+static inline int64_t lc_bform_body(int isa) { return lc_gemm_exact_pick(isa)->x_bform ? 1 : 0; }
 
 /* Bytes of B (Kp, N)'s form for isa's exact body (header included); 0 when it has none. */
 static inline size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa) {
-#if LC_GEMM_X86
-    if (lc_bform_body(isa) && Kp > 0 && N > 0) return LC_BFORM_HDR + lc_gemm_exact_body(isa)->x_bform_bytes(Kp, N);
-#endif
-    (void)Kp, (void)N, (void)isa;
+    if (lc_bform_body(isa) && Kp > 0 && N > 0) return LC_BFORM_HDR + lc_gemm_exact_pick(isa)->x_bform_bytes(Kp, N);
     return 0;
 }
 
@@ -58,15 +50,11 @@ static inline size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa) {
  * written) when isa's body has none. */
 static int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_t N, int isa, int nthreads) {
     if (!lc_gemm_exact_bform_size(Kp, N, isa)) return -1;
-#if LC_GEMM_X86
-    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+    const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
     lc_form_header_write(Bf, LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N, 0);
     const int64_t npair = (N + 2 * LC_NR - 1) / (2 * LC_NR);
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
     for (int64_t j = 0; j < npair; j++) xb->x_bform(Bf + LC_BFORM_HDR, Bp, Kp, N, j);
-#else
-    (void)Bf, (void)Bp, (void)nthreads;
-#endif
     return 0;
 }
 
@@ -82,30 +70,26 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     int64_t P = Kp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
-    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
-#if LC_GEMM_X86
+    const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
     lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .bq_in = lc_bform_use(Bf, Kp, N, isa),
                         .nblk = 1, .bkp = Kp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
-#else
-    (void)Bf;
-#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         int32_t tile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb && xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
-                                      Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC,
-                                      n_end - nu * LC_NC) == 0)
+        if (xb->gemm_exact_unit &&
+            xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
+                                Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
             continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
             int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
             for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
                 int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
-                lc_mk_exact(isa, tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
+                xb->mk_exact(tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
                 for (int r = 0; r < R; r++)
                     memcpy(C + (m0 + r) * ldc + n0, tile + r * LC_NR, (size_t)nc * sizeof(int32_t));
             }
@@ -118,33 +102,27 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
  * taken (the caller packs A and runs lc_gemm_exact_packed: same bits). */
 static int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp,
                             const uint8_t *Bf, int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads) {
-#if LC_GEMM_X86
     lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .Bp = Bp,
                         .bq_in = lc_bform_use(Bf, Kp, N, isa), .nblk = 1, .bkp = Kp, .M = M, .N = N};
-    return lc_gemm_x_whole(lc_gemm_exact_body(isa), &x, nthreads);
-#else
-    (void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)Bf, (void)M, (void)N, (void)K, (void)Kp, (void)isa,
-        (void)nthreads;
-    return -1;
-#endif
+    return lc_gemm_x_whole(lc_gemm_exact_pick(isa), &x, nthreads);
 }
 
 /* One register tile of the block-scaled product: R <= LC_MR packed rows (sa's
  * rows lds apart) against one packed panel, y (R x LC_NR) from zero, blocks in order. */
 static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const int8_t *Bpan, const float *sa,
                                   int64_t nblk, const float *sbpan, int64_t pb, int R, int isa) {
-    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
-    if (xb && xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0) return;
+    const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
+    if (xb->qmatmul_exact_unit &&
+        xb->qmatmul_exact_unit(y, LC_NR, Ap, Kp, sa, Bpan, sbpan, nblk, 2 * pb, R, LC_NR) == 0)
+        return;
     memset(y, 0, (size_t)R * LC_NR * sizeof(float));           /* the rows in use */
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) {
-        lc_qmk_exact_avx2(y, Ap, Kp, Bpan, sa, nblk, sbpan, nblk, pb, R);
+    if (xb->qmk_exact) {
+        xb->qmk_exact(y, Ap, Kp, Bpan, sa, nblk, sbpan, nblk, pb, R);
         return;
     }
-#endif
     int32_t tile[LC_MR * LC_NR];
     for (int64_t b = 0; b < nblk; b++) {
-        lc_mk_exact(isa, tile, Ap, Kp, Bpan, b * pb, (b + 1) * pb, R);
+        xb->mk_exact(tile, Ap, Kp, Bpan, b * pb, (b + 1) * pb, R);
         lc_fold_generic(y, tile, sa + b, nblk, sbpan + b * LC_NR, R);
     }
 }
@@ -157,22 +135,21 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     int64_t Kp = nblk * bkp, P = Kp / 2, pb = bkp / 2;
     int64_t nmu = (M + LC_MC - 1) / LC_MC, nnu = (N + LC_NC - 1) / LC_NC;
     int64_t units = nmu * nnu;
-    const lc_gemm_body *xb = lc_gemm_exact_body(isa);
-#if LC_GEMM_X86
+    const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
     lc_gemm_x_call x = {.Y = Y, .ldc = ldy, .Ap = Ap, .Kp = Kp, .Bp = Bp, .sa = sa, .sbp = sbp, .nblk = nblk,
                         .bkp = bkp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
-#endif
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t mu = u / nnu, nu = u % nnu;
         float ytile[LC_MR * LC_NR];
         int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
         int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb && xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
-                                         sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
-                                         sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp,
-                                         m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+        if (xb->qmatmul_exact_unit &&
+            xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
+                                   sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
+                                   sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp, m_end - mu * LC_MC,
+                                   n_end - nu * LC_NC) == 0)
             continue;
         for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
             const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;

@@ -1,7 +1,9 @@
 /* csrc/gemm/kernels.h — the exact micro-kernels (generic and AVX2, with inline assembly) and the block fold.
- * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+ * Part of the gemm family: the body table (gemm/body.h) names them. */
 #ifndef LUTCORE_GEMM_KERNELS_H
 #define LUTCORE_GEMM_KERNELS_H
+
+#include "gemm/pack.h"    /* LC_MR, LC_NR */
 
 /* ------------------------------------------------- exact micro-kernels */
 
@@ -305,15 +307,6 @@ LC_TARGET_AVX2 static void lc_mk_exact_avx2(int32_t *out, const int16_t *Ap, int
     }
 }
 #endif
-
-static inline void lc_mk_exact(int isa, int32_t *out, const int16_t *Ap, int64_t Kp,
-                               const int8_t *Bpan, int64_t p0, int64_t p1, int R) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_mk_exact_avx2(out, Ap, Kp, Bpan, p0, p1, R); return; }
-#endif
-    (void)isa;
-    lc_mk_exact_generic(out, Ap, Kp, Bpan, p0, p1, R);
-}
 
 /* Fold one block's int32 tile into float32 rows: y[r][c] += (sa[r]*sb[c]) * (float)acc[r][c].
  * sa: per-row scale of this block (stride lds), sb: 16 column scales of this block. */

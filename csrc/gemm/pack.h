@@ -1,7 +1,14 @@
-/* csrc/gemm/pack.h — packing: A as int16 rows, B as int8 panels of 16 columns x k-pairs.
- * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+/* csrc/gemm/pack.h — packing: A as int16 rows, B as int8 panels of 16 columns x k-pairs (the
+ * exact micro-kernels' register tile, LC_MR x LC_NR), and the header of a form kept per packed
+ * operand.  Part of the gemm family (gemm.h includes every part; a part includes the parts it
+ * uses, never gemm.h). */
 #ifndef LUTCORE_GEMM_PACK_H
 #define LUTCORE_GEMM_PACK_H
+
+#include "core/common.h"
+
+#define LC_MR 6    /* rows of the exact register tile: Ap is padded to a multiple */
+#define LC_NR 16   /* columns of a packed B panel */
 
 /* ------------------------------------------------------------------ packing */
 

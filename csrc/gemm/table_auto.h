@@ -1,7 +1,9 @@
 /* csrc/gemm/table_auto.h — the any-table drivers' orientation: the transposes and the _auto entry points.
- * Part of the gemm family: included by gemm.h only (after the body table), not on its own. */
+ * Part of the gemm family (gemm.h includes every part; a part includes the parts it uses). */
 #ifndef LUTCORE_GEMM_TABLE_AUTO_H
 #define LUTCORE_GEMM_TABLE_AUTO_H
+
+#include "gemm/table.h"
 
 /* ------------------------------------------------------ any-table drivers: orientation */
 

@@ -1,5 +1,5 @@
 /* csrc/gemm/table_packed.h — the any-table path with the right operand packed once (a weight).
- * Part of the gemm family: included by gemm.h only (after table_auto.h), not on its own.
+ * Part of the gemm family (gemm.h includes every part; a part includes the parts it uses).
  *
  * Design: the wide table bodies (gemm/x86/: vpermi2b planes, vpermi2w) read B as staged
  * indices of one unit's 256 columns (and their permutes' masks), which table_unit builds per
@@ -22,21 +22,24 @@
 #ifndef LUTCORE_GEMM_TABLE_PACKED_H
 #define LUTCORE_GEMM_TABLE_PACKED_H
 
+#include "gemm/pack.h"
+#include "gemm/table.h"
+
 #define LC_TABLE_PACK_HDR LC_FORM_HDR                 /* gemm/pack.h's header; extra = a unit's bytes */
 #define LC_TABLE_PACK_MAGIC 0x31304b5042544c43ULL   /* "CLTBPK01" little-endian */
 
 /* The body the packed path runs for isa (NULL: none, the caller keeps the plain B), and its id. */
-static inline const lc_gemm_body *lc_table_packed_body(int isa, int64_t *id) {
-    const lc_gemm_body *xb = lc_gemm_table_body(isa);
-    if (!xb || !xb->table_unit_staged) return NULL;
-    *id = xb->gemm_exact_unit == NULL ? 2 : 1;     /* 2: VBMI byte planes, 1: vpermi2w int16 rows */
+static inline const lc_gemm_tbody *lc_table_packed_body(int isa, int64_t *id) {
+    const lc_gemm_tbody *xb = lc_gemm_table_pick(isa);
+    if (!xb->table_unit_staged) return NULL;
+    *id = xb->planes ? 2 : 1;     /* 2: VBMI byte planes, 1: vpermi2w int16 rows */
     return xb;
 }
 
 /* Bytes of B (K, N) packed for isa's table body; 0 when isa has none. */
 static inline size_t lc_table_pack_size(int64_t K, int64_t N, int isa) {
     int64_t id;
-    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    const lc_gemm_tbody *xb = lc_table_packed_body(isa, &id);
     if (!xb || K < 1 || N < 1) return 0;
     return LC_TABLE_PACK_HDR + (size_t)((N + LC_TABLE_WNB - 1) / LC_TABLE_WNB) * xb->table_stage_bytes(K, LC_TABLE_WNB);
 }
@@ -52,7 +55,7 @@ static inline void lc_table_form(int16_t *T16, const int32_t *T, int isa) {
  * returns -1 (nothing written) when isa has no staged body. */
 static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int isa, int nthreads) {
     int64_t id;
-    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    const lc_gemm_tbody *xb = lc_table_packed_body(isa, &id);
     if (!xb || K < 1 || N < 1) return -1;
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
@@ -69,7 +72,7 @@ static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, i
 /* Whether Bq was packed for isa's body and this (K, N): 0 yes, -2 no. */
 static inline int lc_table_pack_check(const uint8_t *Bq, int64_t K, int64_t N, int isa) {
     int64_t id;
-    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    const lc_gemm_tbody *xb = lc_table_packed_body(isa, &id);
     if (!xb || !lc_form_header_ok(Bq, LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)xb->table_stage_bytes(K, LC_TABLE_WNB)))
         return -2;
     return 0;
@@ -82,14 +85,14 @@ static int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_
                                 const int16_t *T16, int64_t M, int64_t N, int64_t K, int isa, int nthreads) {
     if (lc_table_pack_check(Bq, K, N, isa)) return -2;
     int64_t id;
-    const lc_gemm_body *xb = lc_table_packed_body(isa, &id);
+    const lc_gemm_tbody *xb = lc_table_packed_body(isa, &id);
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
     int64_t nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
     LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
     for (int64_t u = 0; u < units; u++) {
         int64_t m0, m1, n0;
         int nc;
-        if (!lc_table_wide_unit(u, nrc, rows_per, M, N, &m0, &m1, &n0, &nc)) continue;
+        if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
         xb->table_unit_staged(C + m0 * ldc + n0, ldc, A + m0 * lda, lda,
                               Bq + LC_TABLE_PACK_HDR + (size_t)(n0 / LC_TABLE_WNB) * ub, T16, m1 - m0, nc, K);
     }

@@ -29,11 +29,15 @@
 #define LUTCORE_IM2COL_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include "q8/q8.h"        /* lc_q8_code: the one scalar quantizer; lc_absmax_generic */
 #include <float.h>
 #include <math.h>
 
-/* ------------------------------------------------------------------ max|x| */
+/* Below this many bytes of output a pass runs on one thread: a team's start and barrier
+ * cost more than the work (batch-1 inference), and on a busy machine a descheduled
+ * thread stalls the whole team.  Partitions never change the bits. */
+#define LC_IM2COL_PAR_MIN 32768
 
 /* ------------------------------------------------------------ same bytes? */
 
@@ -54,7 +58,8 @@ static int lc_same_bytes(const void *a, const void *b, int64_t n, int nthreads) 
     return diff == 0;
 }
 
-/* lc_absmax_generic: gemm.h (the Q8 block quantizer uses it too) */
+/* ------------------------------------------------------------------ max|x|: the bodies
+ * (lc_absmax_generic: q8/q8.h, the Q8 block quantizer uses it too) */
 
 #if LC_X86
 LC_TARGET_AVX2 static float lc_absmax_avx2(const float *x, int64_t n, int64_t *bad) {
@@ -78,34 +83,7 @@ LC_TARGET_AVX2 static float lc_absmax_avx2(const float *x, int64_t n, int64_t *b
 }
 #endif
 
-#define LC_ABSMAX_CHUNK 65536
-/* Below this many bytes of output a pass runs on one thread: a team's start and barrier
- * cost more than the work (batch-1 inference), and on a busy machine a descheduled
- * thread stalls the whole team.  Partitions never change the bits. */
-#define LC_IM2COL_PAR_MIN 32768
-
-/* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless). */
-static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
-    int64_t nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK, nf = 0;
-    float m = 0.0f;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf) \
-              if(n > 4 * LC_IM2COL_PAR_MIN))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * LC_ABSMAX_CHUNK, len = n - i0 < LC_ABSMAX_CHUNK ? n - i0 : LC_ABSMAX_CHUNK;
-        float v;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) v = lc_absmax_avx2(x + i0, len, &nf);
-        else
-#endif
-            v = lc_absmax_generic(x + i0, len, &nf);
-        m = v > m ? v : m;
-    }
-    (void)isa;
-    *bad = nf;
-    return m;
-}
-
-/* ---------------------------------------------------------------- quantize */
+/* ---------------------------------------------------------------- quantize: the bodies */
 
 /* q[i] = lc_q8_code(x[i * sx], s) for i < n; returns the count of NaN/Inf seen. */
 static inline int64_t lc_q8_run_generic(int8_t *q, const float *x, int64_t sx, int64_t n, float s) {
@@ -146,43 +124,6 @@ LC_TARGET_AVX2 static int64_t lc_q8_run_avx2(int8_t *q, const float *x, int64_t 
 }
 #endif
 
-static inline int64_t lc_q8_run(int8_t *q, const float *x, int64_t sx, int64_t n, float s, int isa) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2 && sx == 1) return lc_q8_run_avx2(q, x, n, s);
-#endif
-    (void)isa;
-    return lc_q8_run_generic(q, x, sx, n, s);
-}
-
-#define LC_Q8_WTILE 256     /* w values per NCHW tile: a tile's codes (W x C bytes) stay in L1 */
-
-/* q (N, H, W, C) contiguous = the codes of x at scale s, x given by its element
- * strides (sn, sh, sw, sc).  Threads over (n, h) rows.  Returns the count of NaN/Inf. */
-static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
-                                int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
-                                int nthreads) {
-    int64_t bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad) \
-              if(N * H * W * C > LC_IM2COL_PAR_MIN))
-    for (int64_t r = 0; r < N * H; r++) {
-        int64_t n = r / H, h = r % H;
-        const float *xr = x + n * sn + h * sh;
-        int8_t *qr = q + r * W * C;
-        if (C > 1 && sc == 1) {                      /* channels contiguous (NHWC, a linear layer) */
-            for (int64_t w = 0; w < W; w++) bad += lc_q8_run(qr + w * C, xr + w * sw, sc, C, s, isa);
-        } else {                                     /* NCHW: quantize each channel's run, then scatter */
-            int8_t tmp[LC_Q8_WTILE];
-            for (int64_t w0 = 0; w0 < W; w0 += LC_Q8_WTILE) {
-                int64_t nw = W - w0 < LC_Q8_WTILE ? W - w0 : LC_Q8_WTILE;
-                for (int64_t c = 0; c < C; c++) {
-                    bad += lc_q8_run(tmp, xr + c * sc + w0 * sw, sw, nw, s, isa);
-                    for (int64_t w = 0; w < nw; w++) qr[(w0 + w) * C + c] = tmp[w];
-                }
-            }
-        }
-    }
-    return bad;
-}
 
 /* ------------------------------------------------------------------ im2col */
 
@@ -216,7 +157,7 @@ static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int
     }
 }
 
-/* ------------------------------------------------------- narrow groups */
+/* ------------------------------------------------------- narrow groups: the bodies */
 
 /* acc[m, o] = sum over taps (i, j) and c < Cg of mul[q[pixel(m, i, j), g*Cg + c], w]
  * with g = o / Og, w = Wt[(i*KW + j)*Cg + c, o], a padding pixel giving the code 0
@@ -276,21 +217,96 @@ static void lc_gd_rows_generic(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_row
 LC_TARGET_AVX2 static void lc_gd_rows_avx2(LC_GD_PARAMS, int64_t m0, int64_t m1) { lc_gd_rows(LC_GD_ARGS, m0, m1); }
 #endif
 
+/* ------------------------------------------------------------ the body table
+ * (no bodies of other translation units: generic and AVX2, here) */
+static inline int64_t lc_q8_run1_generic(int8_t *q, const float *x, int64_t n, float s) {
+    return lc_q8_run_generic(q, x, 1, n, s);
+}
+typedef struct {
+    lc_body_head head;
+    float (*absmax)(const float *, int64_t, int64_t *);
+    int64_t (*q8_run1)(int8_t *, const float *, int64_t, float);   /* a contiguous run */
+    void (*gd_rows)(LC_GD_PARAMS, int64_t, int64_t);
+} lc_im2col_body;
+static const lc_im2col_body lc_im2col_bodies[] = {
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_absmax_avx2, lc_q8_run_avx2, lc_gd_rows_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_absmax_generic, lc_q8_run1_generic, lc_gd_rows_generic},
+};
+LC_BODY_TABLE(lc_im2col_body, lc_im2col, lc_im2col_bodies)   /* lc_im2col_pick(isa), lc_im2col_body_name(isa) */
+
+/* ------------------------------------------------------------------ max|x| */
+
+#define LC_ABSMAX_CHUNK 65536
+
+/* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless). */
+static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
+    const lc_im2col_body *B = lc_im2col_pick(isa);
+    int64_t nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK, nf = 0;
+    float m = 0.0f;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf) \
+              if(n > 4 * LC_IM2COL_PAR_MIN))
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * LC_ABSMAX_CHUNK, len = n - i0 < LC_ABSMAX_CHUNK ? n - i0 : LC_ABSMAX_CHUNK;
+        float v = B->absmax(x + i0, len, &nf);
+        m = v > m ? v : m;
+    }
+    *bad = nf;
+    return m;
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+/* q[i] = lc_q8_code(x[i * sx], s) for i < n on B; returns the count of NaN/Inf seen. */
+static inline int64_t lc_q8_run(const lc_im2col_body *B, int8_t *q, const float *x, int64_t sx, int64_t n, float s) {
+    return sx == 1 ? B->q8_run1(q, x, n, s) : lc_q8_run_generic(q, x, sx, n, s);
+}
+
+#define LC_Q8_WTILE 256     /* w values per NCHW tile: a tile's codes (W x C bytes) stay in L1 */
+
+/* q (N, H, W, C) contiguous = the codes of x at scale s, x given by its element
+ * strides (sn, sh, sw, sc).  Threads over (n, h) rows.  Returns the count of NaN/Inf. */
+static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
+                                int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
+                                int nthreads) {
+    const lc_im2col_body *B = lc_im2col_pick(isa);
+    int64_t bad = 0;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad) \
+              if(N * H * W * C > LC_IM2COL_PAR_MIN))
+    for (int64_t r = 0; r < N * H; r++) {
+        int64_t n = r / H, h = r % H;
+        const float *xr = x + n * sn + h * sh;
+        int8_t *qr = q + r * W * C;
+        if (C > 1 && sc == 1) {                      /* channels contiguous (NHWC, a linear layer) */
+            for (int64_t w = 0; w < W; w++) bad += lc_q8_run(B, qr + w * C, xr + w * sw, sc, C, s);
+        } else {                                     /* NCHW: quantize each channel's run, then scatter */
+            int8_t tmp[LC_Q8_WTILE];
+            for (int64_t w0 = 0; w0 < W; w0 += LC_Q8_WTILE) {
+                int64_t nw = W - w0 < LC_Q8_WTILE ? W - w0 : LC_Q8_WTILE;
+                for (int64_t c = 0; c < C; c++) {
+                    bad += lc_q8_run(B, tmp, xr + c * sc + w0 * sw, sw, nw, s);
+                    for (int64_t w = 0; w < nw; w++) qr[(w0 + w) * C + c] = tmp[w];
+                }
+            }
+        }
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------- narrow groups (the driver) */
+
 #define LC_GD_MB 16      /* rows per work unit */
 
 static void lc_grouped_direct(LC_GD_PARAMS, int64_t N, int isa, int nthreads) {
+    const lc_im2col_body *B = lc_im2col_pick(isa);
     int64_t M = N * OH * OW, nmb = (M + LC_GD_MB - 1) / LC_GD_MB;
     int64_t work = M * KH * KW * (C / G) * O;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(work > LC_IM2COL_PAR_MIN))
     for (int64_t mb = 0; mb < nmb; mb++) {
         int64_t m0 = mb * LC_GD_MB, m1 = m0 + LC_GD_MB < M ? m0 + LC_GD_MB : M;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) lc_gd_rows_avx2(LC_GD_ARGS, m0, m1);
-        else
-#endif
-            lc_gd_rows_generic(LC_GD_ARGS, m0, m1);
+        B->gd_rows(LC_GD_ARGS, m0, m1);
     }
-    (void)isa;
 }
 
 /* --------------------------------------------------------------- dequantize */

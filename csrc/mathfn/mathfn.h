@@ -22,6 +22,7 @@
 #define LUTCORE_MATHFN_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include <math.h>
 
 #define LC_EXP_HI 88.72283935546875f
@@ -233,25 +234,6 @@ static inline double lc_dphi1_d(double x, double ex, double phi) {
 #endif
 
 /* ------------------------------------------------ whole-array entry points */
-/* The AVX-512 bodies live in their own translation unit (mathfn/x86.h,
- * csrc/mathfn/x86/avx512.c), built where setup.py defines LC_HAVE_X86_BODIES;
- * LC_MATHFN_SIMDE binds their SIMDe copies (the test-only extension). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "mathfn/x86/x86.h"
-#define LC_MATHFN_X86 1
-#if defined(LC_MATHFN_SIMDE)
-#define LC_MATHFN_X(fn) lc_simde_avx512_##fn
-#else
-#define LC_MATHFN_X(fn) lc_avx512_##fn
-#endif
-#else
-#define LC_MATHFN_X86 0
-#endif
-/* the body the whole-array functions run for `isa`, for show_config */
-static const char *lc_mathfn_body_name(int isa) {
-    if (LC_MATHFN_X86 && isa >= LC_ISA_AVX512) return "avx512";
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
 enum { LC_FN_EXP = 0, LC_FN_SOFTPLUS = 1, LC_FN_SILU = 2, LC_FN_SIGMOID = 3, LC_FN_EXP2 = 4 };
 
 static inline float lc_apply_f(int fn, float x) {
@@ -307,35 +289,61 @@ static inline float lc_silu_dxf(float dy, float x) {
 #undef LC_VR_NAME
 #undef LC_VR_FN
 #endif
-/* fn over n values on the calling thread (a row of a caller's own loop) */
-static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
-#if LC_MATHFN_X86
-    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(mathfn_row)(out, x, n, fn); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_mathfn_row_avx2(out, x, n, fn); return; }
-#endif
-    (void)isa;
+/* the generic bodies: the scalar functions over n values */
+static void lc_mathfn_row_generic(float *out, const float *x, int64_t n, int fn) {
     for (int64_t i = 0; i < n; i++) out[i] = lc_apply_f(fn, x[i]);
 }
-/* An elementwise pass over n values in chunks of LC_EW_CHUNK (a multiple of 8, so
- * every chunk's SIMD body and tail split as one pass over all n would), the chunks
- * dealt to nthreads threads: the body (the trailing arguments) sees i0 and len;
- * `continue` ends a chunk. */
-#define LC_EW_CHUNK 16384
-#define LC_FOR_EW_CHUNKS(n, nthreads, ...)                                                    \
-    do {                                                                                      \
-        const int64_t nch_ = ((n) + LC_EW_CHUNK - 1) / LC_EW_CHUNK;                           \
-        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                    \
-        for (int64_t ch_ = 0; ch_ < nch_; ch_++) {                                            \
-            const int64_t i0 = ch_ * LC_EW_CHUNK, len = (n) - i0 < LC_EW_CHUNK ? (n) - i0 : LC_EW_CHUNK; \
-            __VA_ARGS__                                                                       \
-        }                                                                                     \
-    } while (0)
+static void lc_gelu_generic(float *y, float *t, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
+}
+static void lc_gelu_bwd_generic(float *dx, const float *dy, const float *u, const float *t, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
+}
+static void lc_silu_bwd_generic(float *dx, const float *dy, const float *dy2, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
+}
+
+/* ------------------------------------------------------------ the body table
+ * The AVX-512 bodies live in their own translation unit (mathfn/x86/x86.h,
+ * csrc/mathfn/x86/avx512.c); LC_MATHFN_SIMDE (setup.py: 1 in the test twin's build) binds
+ * their SIMDe copies.  Each runs n values on the calling thread (a chunk, or a row of a
+ * caller's own loop: lc_mathfn_row). */
+#include "mathfn/x86/x86.h"
+#ifndef LC_MATHFN_SIMDE
+#define LC_MATHFN_SIMDE 0
+#endif
+typedef struct {
+    lc_body_head head;
+    void (*row)(float *, const float *, int64_t, int);
+    void (*gelu)(float *, float *, const float *, int64_t);
+    void (*gelu_bwd)(float *, const float *, const float *, const float *, int64_t);
+    void (*silu_bwd)(float *, const float *, const float *, const float *, int64_t);
+} lc_mathfn_body;
+#define LC_MATHFN_X(fn) LC_XBODY(LC_MATHFN_SIMDE, avx512, fn)
+static const lc_mathfn_body lc_mathfn_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512}, LC_MATHFN_X(mathfn_row), LC_MATHFN_X(gelu), LC_MATHFN_X(gelu_bwd),
+     LC_MATHFN_X(silu_bwd)},
+#endif
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_mathfn_row_avx2, lc_gelu_avx2, lc_gelu_bwd_avx2, lc_silu_bwd_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_mathfn_row_generic, lc_gelu_generic, lc_gelu_bwd_generic, lc_silu_bwd_generic},
+};
+LC_BODY_TABLE(lc_mathfn_body, lc_mathfn, lc_mathfn_bodies)   /* lc_mathfn_pick(isa), lc_mathfn_body_name(isa) */
+
+/* fn over n values on the calling thread (a row of a caller's own loop) */
+static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, int isa) {
+    lc_mathfn_pick(isa)->row(out, x, n, fn);
+}
+/* The whole-array passes run in chunks of LC_MATHFN_CHUNK values (a multiple of 8 and 16, so
+ * every chunk's SIMD body and tail split as one pass over all n would) over the threads. */
+#define LC_MATHFN_CHUNK 16384
 
 /* in chunks (the same bits as one lc_mathfn_row over all n) */
 static void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads) {
-    LC_FOR_EW_CHUNKS(n, nthreads, lc_mathfn_row(out + i0, x + i0, len, fn, isa););
+    const lc_mathfn_body *B = lc_mathfn_pick(isa);
+    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->row(out + i0, x + i0, len, fn));
 }
 
 /* One in-order chain from 0 (the stage's rowsum, the norms' and softmax's sums). */
@@ -349,49 +357,20 @@ static void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int n
     for (int64_t i = 0; i < n; i++) out[i] = lc_apply_d(fn, x[i]);
 }
 
-/* one run of each elementwise kernel below, by isa */
-static inline void lc_gelu_run(float *y, float *t, const float *u, int64_t n, int isa) {
-#if LC_MATHFN_X86
-    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(gelu)(y, t, u, n); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_gelu_avx2(y, t, u, n); return; }
-#endif
-    (void)isa;
-    for (int64_t i = 0; i < n; i++) { t[i] = lc_gelu_tf(u[i]); y[i] = lc_gelu_yf(u[i], t[i]); }
-}
-static inline void lc_gelu_bwd_run(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa) {
-#if LC_MATHFN_X86
-    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(gelu_bwd)(dx, dy, u, t, n); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_gelu_bwd_avx2(dx, dy, u, t, n); return; }
-#endif
-    (void)isa;
-    for (int64_t i = 0; i < n; i++) dx[i] = lc_gelu_dxf(dy[i], u[i], t[i]);
-}
-/* y, t (n) <- GELU of u;  dx (n) <- its backward.  Chunks of 16384 over threads. */
+/* y, t (n) <- GELU of u;  dx (n) <- its backward;  dx (n) <- SiLU's backward (dy2 NULL: none). */
 static void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads) {
-    LC_FOR_EW_CHUNKS(n, nthreads, lc_gelu_run(y + i0, t + i0, u + i0, len, isa););
+    const lc_mathfn_body *B = lc_mathfn_pick(isa);
+    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->gelu(y + i0, t + i0, u + i0, len));
 }
 static void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
                             int nthreads) {
-    LC_FOR_EW_CHUNKS(n, nthreads, lc_gelu_bwd_run(dx + i0, dy + i0, u + i0, t + i0, len, isa););
-}
-
-static inline void lc_silu_bwd_run(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa) {
-#if LC_MATHFN_X86
-    if (isa >= LC_ISA_AVX512) { LC_MATHFN_X(silu_bwd)(dx, dy, dy2, x, n); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_silu_bwd_avx2(dx, dy, dy2, x, n); return; }
-#endif
-    (void)isa;
-    for (int64_t i = 0; i < n; i++) dx[i] = lc_silu_dxf(dy2 ? dy[i] + dy2[i] : dy[i], x[i]);
+    const lc_mathfn_body *B = lc_mathfn_pick(isa);
+    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->gelu_bwd(dx + i0, dy + i0, u + i0, t + i0, len));
 }
 static void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
                             int nthreads) {
-    LC_FOR_EW_CHUNKS(n, nthreads, lc_silu_bwd_run(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len, isa););
+    const lc_mathfn_body *B = lc_mathfn_pick(isa);
+    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->silu_bwd(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len));
 }
 
 #endif /* LUTCORE_MATHFN_H */

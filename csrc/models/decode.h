@@ -104,12 +104,12 @@ static void lc_dlin_panels(const lc_dlin *L, float *y, const float *x, const int
         lc_sgemv_panels(y, x, L->panels, L->K, N, q0, q1, 0, isa);
     } else {
         const int64_t Kp = L->nblk * L->bkp, P = Kp / 2, pb = L->bkp / 2;
-        const lc_gemm_body *xb = lc_gemm_exact_body(isa);
+        const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
         const int64_t c1 = q1 * LC_NR < N ? q1 * LC_NR : N;
         int64_t qe = q1;
         /* an x86 body's unit takes the whole share at once: the row is converted once
            (not once per panel), and its tiles stream the panels (same fold, same bits) */
-        if (xb && xb->qmatmul_exact_unit &&
+        if (xb->qmatmul_exact_unit &&
             xb->qmatmul_exact_unit(y + q0 * LC_NR, N, ap, Kp, sa, L->bp + q0 * P * 2 * LC_NR,
                                    L->sbp + q0 * L->nblk * LC_NR, L->nblk, L->bkp, 1, c1 - q0 * LC_NR) == 0)
             qe = q0;

@@ -27,24 +27,11 @@
 
 #include <math.h>
 #include "core/common.h"
+#include "core/dispatch.h"
 #include "mathfn/mathfn.h"   /* lc_rowsum_f */
 
 #define LC_NORM_ROWS 64
 #define LC_NORM_GROUP 16   /* rows a body call: a multiple of every body's width, divides LC_NORM_ROWS */
-
-/* The SIMD bodies, built where setup.py defines LC_HAVE_X86_BODIES; LC_NORM_SIMDE binds
- * the SIMDe copy of the AVX-512 one (the test-only extension _simde_decode). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "norm/x86/x86.h"
-#define LC_NORM_X86 1
-#if defined(LC_NORM_SIMDE)
-#define LC_NORM_X(fn) lc_simde_avx512_##fn
-#else
-#define LC_NORM_X(fn) lc_avx512_##fn
-#endif
-#else
-#define LC_NORM_X86 0
-#endif
 
 static float lc_rmsnorm_row(float *out, const float *x, const float *w, int64_t C, float eps) {
     for (int64_t i = 0; i < C; i++) out[i] = x[i] * x[i];
@@ -132,8 +119,16 @@ static void lc_norm_ln_bwd_generic(float *dx, float *pw, float *pb, const float 
     }
 }
 
-/* ---------------------------------------------------------------- dispatch */
+/* ---------------------------------------------------------------- the body table
+ * The SIMD bodies live in their own translation units (norm/x86/x86.h, csrc/norm/x86/: the
+ * AVX2 one needs no twin, it runs natively wherever the twins do); LC_NORM_SIMDE (setup.py:
+ * 1 in the test twins' builds) binds the SIMDe copy of the AVX-512 one. */
+#include "norm/x86/x86.h"
+#ifndef LC_NORM_SIMDE
+#define LC_NORM_SIMDE 0
+#endif
 typedef struct {
+    lc_body_head head;
     int w;   /* rows a call (<= LC_NORM_GROUP, divides it) */
     void (*rms)(float *, float *, const float *, const float *, int, int64_t, float);
     void (*rms_bwd)(float *, float *, const float *, const float *, const float *, const float *, int, int64_t);
@@ -141,34 +136,18 @@ typedef struct {
     void (*ln_bwd)(float *, float *, float *, const float *, const float *, const float *, const float *, int,
                    int64_t);
 } lc_norm_body;
-
-static const lc_norm_body lc_norm_generic_body = {LC_NORM_GROUP, lc_norm_rms_generic, lc_norm_rms_bwd_generic,
-                                                  lc_norm_ln_generic, lc_norm_ln_bwd_generic};
-#if LC_NORM_X86
-static const lc_norm_body lc_norm_avx2_body = {8, lc_avx2_norm_rms, lc_avx2_norm_rms_bwd, lc_avx2_norm_ln,
-                                               lc_avx2_norm_ln_bwd};
-static const lc_norm_body lc_norm_avx512_body = {16, LC_NORM_X(norm_rms), LC_NORM_X(norm_rms_bwd),
-                                                 LC_NORM_X(norm_ln), LC_NORM_X(norm_ln_bwd)};
+#define LC_NORM_X(fn) LC_XBODY(LC_NORM_SIMDE, avx512, fn)
+static const lc_norm_body lc_norm_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512 (16 rows a vector)", LC_ISA_AVX512}, 16, LC_NORM_X(norm_rms), LC_NORM_X(norm_rms_bwd),
+     LC_NORM_X(norm_ln), LC_NORM_X(norm_ln_bwd)},
+    {{"avx2 (8 rows a vector)", LC_ISA_AVX2}, 8, lc_avx2_norm_rms, lc_avx2_norm_rms_bwd, lc_avx2_norm_ln,
+     lc_avx2_norm_ln_bwd},
 #endif
-
-static const lc_norm_body *lc_norm_pick(int isa) {
-#if LC_NORM_X86
-    if (isa >= LC_ISA_AVX512) return &lc_norm_avx512_body;
-    if (isa >= LC_ISA_AVX2) return &lc_norm_avx2_body;
-#endif
-    (void)isa;
-    return &lc_norm_generic_body;
-}
-
-/* the body the row functions run for `isa`, for show_config */
-static const char *lc_norm_body_name(int isa) {
-#if LC_NORM_X86
-    if (isa >= LC_ISA_AVX512) return "avx512 (16 rows a vector)";
-    if (isa >= LC_ISA_AVX2) return "avx2 (8 rows a vector)";
-#endif
-    (void)isa;
-    return "generic";
-}
+    {{"generic", LC_ISA_GENERIC}, LC_NORM_GROUP, lc_norm_rms_generic, lc_norm_rms_bwd_generic, lc_norm_ln_generic,
+     lc_norm_ln_bwd_generic},
+};
+LC_BODY_TABLE(lc_norm_body, lc_norm, lc_norm_bodies)   /* lc_norm_pick(isa), lc_norm_body_name(isa) */
 
 /* rows [r0, r0 + n) in calls of the body's width, in row order (CALL sees rr, nr) */
 #define LC_NORM_CALLS(B, r0, n, CALL)                                              \

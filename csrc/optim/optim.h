@@ -21,6 +21,7 @@
 #define LUTCORE_OPTIM_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include <math.h>
 
 #define LC_OPT_CHUNK 32768
@@ -30,25 +31,6 @@
 typedef struct {
     float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale;
 } lc_adamw_hp;
-
-/* AdamW's AVX-512 body lives in its own translation unit (optim/x86.h,
- * csrc/optim/x86/avx512.c), built where setup.py defines LC_HAVE_X86_BODIES;
- * LC_OPTIM_SIMDE binds its SIMDe copy (the test-only extension). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "optim/x86/x86.h"
-#define LC_OPTIM_X86 1
-#if defined(LC_OPTIM_SIMDE)
-#define LC_ADAMW_AVX512 lc_simde_avx512_adamw
-#else
-#define LC_ADAMW_AVX512 lc_avx512_adamw
-#endif
-#else
-#define LC_OPTIM_X86 0
-#endif
-static const char *lc_adamw_body_name(int isa) {
-    if (LC_OPTIM_X86 && isa >= LC_ISA_AVX512) return "avx512";
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
 
 static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
                                     const lc_adamw_hp *h) {
@@ -76,29 +58,6 @@ static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v
 #undef LC_VR_NAME
 #undef LC_VR_FN
 #endif
-
-/* One piece (a chunk) of the update on the ISA's body. */
-static inline void lc_adamw_piece(float *p, const float *g, float *m, float *v, int64_t len, const lc_adamw_hp *h,
-                                  int isa) {
-#if LC_OPTIM_X86
-    if (isa >= LC_ISA_AVX512) { LC_ADAMW_AVX512(p, g, m, v, len, h); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_adamw_avx2(p, g, m, v, len, h); return; }
-#endif
-    lc_adamw_generic(p, g, m, v, len, h);
-    (void)isa;
-}
-
-static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
-                     int isa, int nthreads) {
-    int64_t nch = (n + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * LC_OPT_CHUNK, len = n - i0 < LC_OPT_CHUNK ? n - i0 : LC_OPT_CHUNK;
-        lc_adamw_piece(p + i0, g + i0, m + i0, v + i0, len, h, isa);
-    }
-}
 
 static inline double lc_sumsq_chunk_generic(const float *x, int64_t n) {
     double l[4] = {0, 0, 0, 0};
@@ -143,23 +102,53 @@ LC_TARGET_AVX2 static void lc_sumsq_chunk4_avx2(double *out, const float *const 
 }
 #endif
 
+/* ------------------------------------------------------------ the body table
+ * AdamW's AVX-512 body lives in its own translation unit (optim/x86/x86.h,
+ * csrc/optim/x86/avx512.c); LC_OPTIM_SIMDE (setup.py: 1 in the test twin's build) binds its
+ * SIMDe copy.  The sum of squares has no AVX-512 body: that entry runs the AVX2 one. */
+#include "optim/x86/x86.h"
+#ifndef LC_OPTIM_SIMDE
+#define LC_OPTIM_SIMDE 0
+#endif
+typedef struct {
+    lc_body_head head;
+    void (*adamw)(float *, const float *, float *, float *, int64_t, const lc_adamw_hp *);   /* one chunk */
+    double (*sumsq_chunk)(const float *, int64_t);
+    void (*sumsq_chunk4)(double *, const float *const *);   /* four whole chunks (NULL: one by one) */
+} lc_optim_body;
+static const lc_optim_body lc_optim_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_OPTIM_SIMDE, avx512, adamw), lc_sumsq_chunk_avx2, lc_sumsq_chunk4_avx2},
+#endif
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_adamw_avx2, lc_sumsq_chunk_avx2, lc_sumsq_chunk4_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_adamw_generic, lc_sumsq_chunk_generic, NULL},
+};
+LC_BODY_TABLE(lc_optim_body, lc_optim, lc_optim_bodies)   /* lc_optim_pick(isa), lc_optim_body_name(isa) */
+
+/* One piece (a chunk) of the update on the ISA's body. */
+static inline void lc_adamw_piece(float *p, const float *g, float *m, float *v, int64_t len, const lc_adamw_hp *h,
+                                  int isa) {
+    lc_optim_pick(isa)->adamw(p, g, m, v, len, h);
+}
+
 /* cnt <= 4 chunks (xs[q], ls[q]) into part[0 .. cnt): four whole ones together,
  * else one by one; the same sums either way. */
 static inline void lc_sumsq_group(double *part, const float *const *xs, const int64_t *ls, int cnt, int isa) {
-#if LC_X86
-    if (isa >= LC_ISA_AVX2 && cnt == 4 && ls[0] == LC_SS_CHUNK && ls[1] == LC_SS_CHUNK && ls[2] == LC_SS_CHUNK &&
+    const lc_optim_body *b = lc_optim_pick(isa);
+    if (b->sumsq_chunk4 && cnt == 4 && ls[0] == LC_SS_CHUNK && ls[1] == LC_SS_CHUNK && ls[2] == LC_SS_CHUNK &&
         ls[3] == LC_SS_CHUNK) {
-        lc_sumsq_chunk4_avx2(part, xs);
+        b->sumsq_chunk4(part, xs);
         return;
     }
-#endif
-    for (int q = 0; q < cnt; q++) {
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { part[q] = lc_sumsq_chunk_avx2(xs[q], ls[q]); continue; }
-#endif
-        part[q] = lc_sumsq_chunk_generic(xs[q], ls[q]);
-    }
-    (void)isa;
+    for (int q = 0; q < cnt; q++) part[q] = b->sumsq_chunk(xs[q], ls[q]);
+}
+
+static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
+                     int isa, int nthreads) {
+    const lc_optim_body *B = lc_optim_pick(isa);
+    LC_FOR_CHUNKS(n, LC_OPT_CHUNK, nthreads, B->adamw(p + i0, g + i0, m + i0, v + i0, len, h));
 }
 
 /* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element

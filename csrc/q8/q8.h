@@ -6,6 +6,7 @@
 #define LUTCORE_Q8_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include <math.h>
 #include <float.h>
 
@@ -75,30 +76,6 @@ LC_TARGET_AVX2 static int64_t lc_q8_block_avx2(int8_t *q, float *s, const float 
 }
 #endif
 
-/* Q8 along contiguous rows: x (R, K) -> q (R, nblk*bk), s (R, nblk).
- * Returns the number of non-finite inputs seen (0 = ok). */
-static int64_t lc_quantize_row(int8_t *qr, float *sr, const float *xr, int64_t K, int64_t bk, int64_t nblk,
-                               int isa) {
-    int64_t bad = 0;
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t k0 = b * bk, len = K - k0 < bk ? (K - k0 > 0 ? K - k0 : 0) : bk;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) { bad += lc_q8_block_avx2(qr + k0, sr + b, xr + k0, len, bk); continue; }
-#endif
-        bad += lc_q8_block_generic(qr + k0, sr + b, xr + k0, len, bk);
-    }
-    (void)isa;
-    return bad;
-}
-static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
-                                int64_t bk, int64_t nblk, int isa, int nthreads) {
-    int64_t bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
-    for (int64_t r = 0; r < R; r++)
-        bad += lc_quantize_row(q + r * nblk * bk, s + r * nblk, x + r * ldx, K, bk, nblk, isa);
-    return bad;
-}
-
 /* Columns [c0, c1) of block rows [k0, k0 + bk) (rows past k1 = K's end are zero):
  * the scales, then the codes.  Returns the count of non-finite values. */
 static int64_t lc_q8_cols_generic(int8_t *q, float *s, const float *x, int64_t ldx, int64_t N, int64_t k0,
@@ -156,24 +133,59 @@ LC_TARGET_AVX2 static int64_t lc_q8_cols_avx2(int8_t *q, float *s, const float *
 }
 #endif
 
+/* ------------------------------------------------------------ the body table
+ * (no bodies of other translation units: generic and AVX2, here) */
+typedef struct {
+    lc_body_head head;
+    int64_t (*block)(int8_t *, float *, const float *, int64_t, int64_t);     /* one block of a row */
+    /* columns [c0, c1) of a block row, c1 - c0 a multiple of 8 (NULL: the generic loop takes all) */
+    int64_t (*cols8)(int8_t *, float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+} lc_q8_body;
+static const lc_q8_body lc_q8_bodies[] = {
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_q8_block_avx2, lc_q8_cols_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_q8_block_generic, NULL},
+};
+LC_BODY_TABLE(lc_q8_body, lc_q8, lc_q8_bodies)   /* lc_q8_pick(isa), lc_q8_body_name(isa) */
+
+/* Q8 along contiguous rows: x (R, K) -> q (R, nblk*bk), s (R, nblk).
+ * Returns the number of non-finite inputs seen (0 = ok). */
+static int64_t lc_quantize_row(int8_t *qr, float *sr, const float *xr, int64_t K, int64_t bk, int64_t nblk,
+                               int isa) {
+    const lc_q8_body *B = lc_q8_pick(isa);
+    int64_t bad = 0;
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t k0 = b * bk, len = K - k0 < bk ? (K - k0 > 0 ? K - k0 : 0) : bk;
+        bad += B->block(qr + k0, sr + b, xr + k0, len, bk);
+    }
+    return bad;
+}
+static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
+                                int64_t bk, int64_t nblk, int isa, int nthreads) {
+    int64_t bad = 0;
+    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
+    for (int64_t r = 0; r < R; r++)
+        bad += lc_quantize_row(q + r * nblk * bk, s + r * nblk, x + r * ldx, K, bk, nblk, isa);
+    return bad;
+}
+
 /* Q8 along the leading axis: x (K, N) (row stride ldx) -> q (nblk*bk, N), s (nblk, N). */
 static int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
                                 int64_t bk, int64_t nblk, int isa, int nthreads) {
+    const lc_q8_body *B = lc_q8_pick(isa);
     int64_t bad = 0;
     const int64_t CB = 256;
     int64_t ncb = (N + CB - 1) / CB;
-    (void)isa;
     LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
     for (int64_t u = 0; u < nblk * ncb; u++) {
         int64_t b = u / ncb, c0 = (u % ncb) * CB, c1 = c0 + CB < N ? c0 + CB : N;
         int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
         int64_t cv = c0;
-#if LC_X86
-        if (isa >= LC_ISA_AVX2) {
+        if (B->cols8) {
             cv = c0 + (c1 - c0) / 8 * 8;
-            bad += lc_q8_cols_avx2(q, s + b * N, x, ldx, N, k0, k1, bk, c0, cv);
+            bad += B->cols8(q, s + b * N, x, ldx, N, k0, k1, bk, c0, cv);
         }
-#endif
         bad += lc_q8_cols_generic(q, s + b * N, x, ldx, N, k0, k1, bk, cv, c1);
     }
     return bad;

@@ -20,6 +20,7 @@
 #define LUTCORE_SCAN_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include "mathfn/mathfn.h"
 
 #define LC_SCAN_GROUP_UNITS 4    /* backward work item: 4 units of 16 lanes = 64 channels */
@@ -267,46 +268,38 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
     return fail;                                                                                     \
 }
 
-/* The AVX-512 body lives in its own translation unit (scan/x86.h, csrc/scan/x86/avx512.c),
- * built where setup.py defines LC_HAVE_X86_BODIES; LC_SCAN_SIMDE binds its copy
- * built against SIMDe with the AVX2 flags (the test-only extension). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
+/* ------------------------------------------------------------ the float32 body table
+ * The AVX-512 body lives in its own translation unit (scan/x86/x86.h, csrc/scan/x86/avx512.c);
+ * LC_SCAN_SIMDE (setup.py: 1 in the test twin's build) binds its SIMDe copy.  float64 runs
+ * the generic body (_gd) always. */
 #include "scan/x86/x86.h"
-#define LC_SCAN_X86 1
-#if defined(LC_SCAN_SIMDE)
-#define LC_SCAN_X512(fn) lc_simde_avx512_##fn
-#else
-#define LC_SCAN_X512(fn) lc_avx512_##fn
+#ifndef LC_SCAN_SIMDE
+#define LC_SCAN_SIMDE 0
 #endif
-#else
-#define LC_SCAN_X86 0
+typedef struct {
+    lc_body_head head;
+    void (*fwd_span)(float *, float *, float *, float *, const float *, const float *, const float *, const float *,
+                     const float *, const float *, const float *, const float *, const float *, int64_t, int64_t,
+                     int64_t, int64_t, int64_t, int64_t, int64_t, int, int, float *);
+    void (*bwd_group)(float *, float *, float *, float *, float *, float *, float *, float *, float *, const float *,
+                      const float *, const float *, const float *, const float *, const float *, const float *,
+                      const float *, const float *, const float *, const float *, int64_t, int64_t, int64_t,
+                      int64_t, int64_t, int64_t, int64_t, int, int, float *);
+} lc_scan_body;
+static const lc_scan_body lc_scan_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512", LC_ISA_AVX512}, LC_XBODY(LC_SCAN_SIMDE, avx512, scan_fwd_span),
+     LC_XBODY(LC_SCAN_SIMDE, avx512, scan_bwd_group)},
 #endif
-/* the body the float32 scan runs for `isa`, for show_config */
-static const char *lc_scan_body_name(int isa) {
-    if (LC_SCAN_X86 && isa >= LC_ISA_AVX512) return "avx512";
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, lc_scan_fwd_span_avx2, lc_scan_bwd_group_avx2},
+#endif
+    {{"generic", LC_ISA_GENERIC}, lc_scan_fwd_span_gf, lc_scan_bwd_group_gf},
+};
+LC_BODY_TABLE(lc_scan_body, lc_scan, lc_scan_bodies)   /* lc_scan_pick(isa), lc_scan_body_name(isa) */
 
-#if LC_SCAN_X86
-#define LC_SCAN_FWD_F32(...)                                                                         \
-    do {                                                                                             \
-        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_fwd_span)(__VA_ARGS__);                          \
-        else if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__);                            \
-        else lc_scan_fwd_span_gf(__VA_ARGS__);                                                       \
-    } while (0)
-#define LC_SCAN_BWD_F32(...)                                                                         \
-    do {                                                                                             \
-        if (isa >= LC_ISA_AVX512) LC_SCAN_X512(scan_bwd_group)(__VA_ARGS__);                         \
-        else if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__);                           \
-        else lc_scan_bwd_group_gf(__VA_ARGS__);                                                      \
-    } while (0)
-#elif LC_X86
-#define LC_SCAN_FWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_fwd_span_avx2(__VA_ARGS__); else lc_scan_fwd_span_gf(__VA_ARGS__); } while (0)
-#define LC_SCAN_BWD_F32(...) do { if (isa >= LC_ISA_AVX2) lc_scan_bwd_group_avx2(__VA_ARGS__); else lc_scan_bwd_group_gf(__VA_ARGS__); } while (0)
-#else
-#define LC_SCAN_FWD_F32(...) lc_scan_fwd_span_gf(__VA_ARGS__)
-#define LC_SCAN_BWD_F32(...) lc_scan_bwd_group_gf(__VA_ARGS__)
-#endif
+#define LC_SCAN_FWD_F32(...) lc_scan_pick(isa)->fwd_span(__VA_ARGS__)
+#define LC_SCAN_BWD_F32(...) lc_scan_pick(isa)->bwd_group(__VA_ARGS__)
 #define LC_SCAN_FWD_F64(...) lc_scan_fwd_span_gd(__VA_ARGS__)
 #define LC_SCAN_BWD_F64(...) lc_scan_bwd_group_gd(__VA_ARGS__)
 

@@ -22,24 +22,8 @@
 #define LUTCORE_SGEMM_H
 
 #include "core/common.h"
+#include "core/dispatch.h"
 #include <math.h>
-
-/* The bodies in their own translation units (sgemm/x86.h): built where setup.py
- * defines LC_HAVE_X86_BODIES; LC_SGEMM_SIMDE binds their SIMDe copies instead
- * (the test-only extension _simde_sgemm). */
-#if LC_X86 && defined(LC_HAVE_X86_BODIES)
-#include "sgemm/x86/x86.h"
-#if defined(LC_SGEMM_SIMDE)
-#define LC_SGEMM_TILE512 lc_simde_avx512_sgemm_tile
-#define LC_SGEMV512 lc_simde_avx512_sgemv_panels
-#else
-#define LC_SGEMM_TILE512 lc_avx512_sgemm_tile
-#define LC_SGEMV512 lc_avx512_sgemv_panels
-#endif
-#define LC_SGEMM_X86 1
-#else
-#define LC_SGEMM_X86 0
-#endif
 
 #define LC_SMR 6
 #define LC_SNR 16
@@ -273,33 +257,63 @@ LC_TARGET_AVX2 static void lc_sgemv_panels_avx2(float *y, const float *x, const 
 }
 #endif
 
+/* the register tiles with the x86 body's signature (sgemm/x86/x86.h sgemm_tile): one panel a
+ * call (NP 1, bps unused) */
+static void lc_smk_generic_tile(float *t, const float *ap, int64_t aks, int64_t ars, const float *bp, int64_t bps,
+                                int64_t K, int init, int R, int NP) {
+    (void)bps, (void)NP;
+    lc_smk_generic(t, ap, aks, ars, bp, K, init, R);
+}
+#if LC_X86
+LC_TARGET_AVX2 static void lc_smk_avx2_tile(float *t, const float *ap, int64_t aks, int64_t ars, const float *bp,
+                                            int64_t bps, int64_t K, int init, int R, int NP) {
+    (void)bps, (void)NP;
+    switch (R) {
+    case 1: lc_smk_avx2_1(t, ap, aks, ars, bp, K, init); break;
+    case 2: lc_smk_avx2_2(t, ap, aks, ars, bp, K, init); break;
+    case 3: lc_smk_avx2_3(t, ap, aks, ars, bp, K, init); break;
+    case 4: lc_smk_avx2_4(t, ap, aks, ars, bp, K, init); break;
+    case 5: lc_smk_avx2_5(t, ap, aks, ars, bp, K, init); break;
+    default: lc_smk_avx2(t, ap, aks, ars, bp, K, init);
+    }
+}
+#endif
+
+/* ------------------------------------------------------------ the body table
+ * The AVX-512 bodies live in their own translation unit (sgemm/x86/x86.h, csrc/sgemm/x86/);
+ * LC_SGEMM_SIMDE (setup.py: 1 in the test twins' builds) binds their SIMDe copies. */
+#include "sgemm/x86/x86.h"
+#ifndef LC_SGEMM_SIMDE
+#define LC_SGEMM_SIMDE 0
+#endif
+typedef struct {
+    lc_body_head head;          /* the tile's name */
+    const char *gemv_name;
+    void (*tile)(float *, const float *, int64_t, int64_t, const float *, int64_t, int64_t, int, int, int);
+    int np;                     /* panels a tile call takes (2: the 6x32 zmm tile) */
+    int64_t kc;                 /* the k block (operands L1-resident) */
+    void (*gemv)(float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, int);
+    int64_t gemv_group;         /* panels a GEMV work item: the body's weight streams */
+} lc_sgemm_body;
+static const lc_sgemm_body lc_sgemm_bodies[] = {
+#if LC_X86_BODIES
+    {{"avx512 (6x32 zmm tile)", LC_ISA_AVX512}, "avx512 (a zmm per panel)", LC_XBODY(LC_SGEMM_SIMDE, avx512, sgemm_tile),
+     2, LC_SKC_WIDE, LC_XBODY(LC_SGEMM_SIMDE, avx512, sgemv_panels), 8},
+#endif
+#if LC_X86
+    {{"avx2", LC_ISA_AVX2}, "avx2", lc_smk_avx2_tile, 1, LC_SKC, lc_sgemv_panels_avx2, 4},
+#endif
+    {{"generic", LC_ISA_GENERIC}, "generic", lc_smk_generic_tile, 1, LC_SKC, lc_sgemv_panels_generic, 4},
+};
+static inline const lc_sgemm_body *lc_sgemm_pick(int isa) { return LC_BODY_PICK(lc_sgemm_body, lc_sgemm_bodies, isa); }
+/* for show_config: the tile body `isa` runs, and its GEMV body (lc_sgemv_panels) */
+static const char *lc_sgemm_body_name(int isa) { return lc_sgemm_pick(isa)->head.name; }
+static const char *lc_sgemv_body_name(int isa) { return lc_sgemm_pick(isa)->gemv_name; }
+
 /* panels [q0, q1) of the one-row product, by isa */
 static inline void lc_sgemv_panels(float *y, const float *x, const float *Bp, int64_t K, int64_t N, int64_t q0,
                                    int64_t q1, int accumulate, int isa) {
-#if LC_SGEMM_X86
-    if (isa >= LC_ISA_AVX512) { LC_SGEMV512(y, x, Bp, K, N, q0, q1, accumulate); return; }
-#endif
-#if LC_X86
-    if (isa >= LC_ISA_AVX2) { lc_sgemv_panels_avx2(y, x, Bp, K, N, q0, q1, accumulate); return; }
-#endif
-    (void)isa;
-    lc_sgemv_panels_generic(y, x, Bp, K, N, q0, q1, accumulate);
-}
-
-/* The tile body `isa` runs, for show_config. */
-static const char *lc_sgemm_body_name(int isa) {
-#if LC_SGEMM_X86
-    if (isa >= LC_ISA_AVX512) return "avx512 (6x32 zmm tile)";
-#endif
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
-}
-
-/* The GEMV body (lc_sgemv_panels) `isa` runs, for show_config. */
-static const char *lc_sgemv_body_name(int isa) {
-#if LC_SGEMM_X86
-    if (isa >= LC_ISA_AVX512) return "avx512 (a zmm per panel)";
-#endif
-    return isa >= LC_ISA_AVX2 && LC_X86 ? "avx2" : "generic";
+    lc_sgemm_pick(isa)->gemv(y, x, Bp, K, N, q0, q1, accumulate);
 }
 
 /* a finished tile (R rows, nc columns, rows of LC_SNR in t) into C at (i0, j0), or added */
@@ -322,24 +336,21 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
                          const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                          int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
+    const lc_sgemm_body *SB = lc_sgemm_pick(isa);
     if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
-        /* groups of panels: the zmm body streams eight at a time, the ymm one four */
-        const int64_t gp = isa >= LC_ISA_AVX512 ? 8 : 4, np = (N + LC_SNR - 1) / LC_SNR, ng = (np + gp - 1) / gp;
+        /* groups of panels: as many as the body streams at a time */
+        const int64_t gp = SB->gemv_group, np = (N + LC_SNR - 1) / LC_SNR, ng = (np + gp - 1) / gp;
         LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
         for (int64_t gi = 0; gi < ng; gi++) {
             const int64_t q0 = gi * gp, q1 = q0 + gp < np ? q0 + gp : np;
-            lc_sgemv_panels(C, A, Bpre, K, N, q0, q1, accumulate, isa);
+            SB->gemv(C, A, Bpre, K, N, q0, q1, accumulate);
         }
         return;
     }
     int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
     size_t per = lc_sgemm_work(M, N, K);
     int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;
-#if LC_SGEMM_X86
-    const int wide = isa >= LC_ISA_AVX512;      /* the 6x32 zmm tile (two panels a call) */
-#else
-    const int wide = 0;
-#endif
+    const int wide = SB->np == 2;      /* the 6x32 zmm tile (two panels a call) */
     LC_PRAGMA(omp parallel num_threads(nthreads))
     {
         /* pack every batch's operands (independent of the thread count): A is read in
@@ -393,7 +404,7 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
             int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
             int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
             int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
-            const int64_t kstep = part ? (wide ? LC_SKC_WIDE : LC_SKC) : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+            const int64_t kstep = part ? SB->kc : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
             for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
                 for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
                     /* panels this column step: two side by side for the zmm tile */
@@ -427,23 +438,7 @@ static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int
                         const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
                         const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1, kn = hi - lo;
                         const int init = lo > klo;
-#if LC_SGEMM_X86
-                        if (wide) LC_SGEMM_TILE512(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
-                        else
-#endif
-#if LC_X86
-                        if (isa >= LC_ISA_AVX2) {
-                            switch (R) {
-                            case 1: lc_smk_avx2_1(t, ap, aks, ars, bp, kn, init); break;
-                            case 2: lc_smk_avx2_2(t, ap, aks, ars, bp, kn, init); break;
-                            case 3: lc_smk_avx2_3(t, ap, aks, ars, bp, kn, init); break;
-                            case 4: lc_smk_avx2_4(t, ap, aks, ars, bp, kn, init); break;
-                            case 5: lc_smk_avx2_5(t, ap, aks, ars, bp, kn, init); break;
-                            default: lc_smk_avx2(t, ap, aks, ars, bp, kn, init);
-                            }
-                        } else
-#endif
-                        lc_smk_generic(t, ap, aks, ars, bp, kn, init, R);
+                        SB->tile(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
                         if (hi == khi)                  /* the tiles' chains are complete */
                             for (int p = 0; p < npc; p++)
                                 lc_stile_out(Cb, ldc, t + p * (LC_SMR * LC_SNR), i0, j0 + p * LC_SNR, R, ncp[p],

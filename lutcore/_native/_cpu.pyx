@@ -1,4 +1,3 @@
-# cython: language_level=3
 """CPU features and OpenMP facts, read by lutcore._threads (thread counts) and lutcore._simd (show_config)."""
 
 cdef extern from "core/common.h" nogil:

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Test-only: lutcore._native.conv's wrappers, linked with the SIMDe copies of causal conv1d's AVX-512 body
 (build/simde-src/, built with AVX2+FMA flags), so the tests run the zmm bodies on any x86-64
 CPU and compare their bits with the generic body.  Pass LC_ISA_AVX512 (2) as ``isa``."""

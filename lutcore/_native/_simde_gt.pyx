@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Test-only: lutcore._native.gradtables's wrappers, linked with the SIMDe copy of the
 gradient-table pass's AVX-512 body (csrc/gradtables/x86/avx512.c compiled against SIMDe, built with AVX2+FMA
 flags), so the tests run it on any x86-64 CPU and compare its bits with the generic

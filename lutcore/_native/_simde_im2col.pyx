@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Test-only: lutcore._native.im2col's wrappers, linked with the SIMDe copies of the direct
 small-K convolution's AVX-512 bodies (csrc/conv2d/x86/avx512.c, avx512_vnni.c, built with
 AVX2+FMA flags), so the tests run them on any x86-64 CPU and compare their bits with the

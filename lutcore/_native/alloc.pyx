@@ -1,9 +1,6 @@
-# cython: language_level=3
 """numpy data-memory handler over csrc/core/alloc.h (see lutcore._alloc)."""
 from cpython.pycapsule cimport PyCapsule_New
-
-cimport numpy as cnp
-
+from lutcore._native._common cimport *
 cnp.import_array()
 
 cdef extern from "numpy/arrayobject.h":

@@ -1,6 +1,6 @@
-# cython: language_level=3
 """Thin wrappers over csrc/elementwise/elementwise.h (arguments validated by lutcore.ops)."""
-from libc.stdint cimport int8_t, uint16_t, int32_t, int64_t
+from lutcore._native._common cimport *
+
 
 def requant(int8_t[::1] out, const int32_t[::1] acc, int shift, const int8_t[::1] lut,
             int clamp_lo, int clamp_hi, bint is_clamp, int isa, int nthreads):

@@ -1,8 +1,7 @@
-# cython: language_level=3
 """Thin wrappers over csrc/exactsum/exactsum.h: the exact float32 summation's element passes
 (the accumulator and its contract: lutcore.train.exactsum).  Buffers are checked here: the
 limbs (nl, n) C-contiguous int64, x (n,) float32, flags (n,) uint8 or None."""
-from libc.stdint cimport int64_t, uint8_t
+from lutcore._native._common cimport *
 import numpy as np
 
 MAX_LIMBS = LC_XSUM_MAXL - 2

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Thin wrappers over csrc/gemm/gemm.h (and csrc/q8/q8.h).
 
 Design: these functions trust their arguments — lutcore.ops / lutcore.quant
@@ -7,7 +6,7 @@ pointers, release the GIL and call C.  Every input buffer is C-contiguous; the
 outputs of the public products may be row-strided (``ldc`` elements between rows,
 checked against the view here, so the kernel never writes outside it).
 """
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
+from lutcore._native._common cimport *
 
 MR = LC_MR
 NR = LC_NR
@@ -20,6 +19,8 @@ cdef int _check_ld(Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t srow, Py_ssize_t
         raise ValueError(f"out: expected rows {ld} elements apart with unit stride, got strides "
                          f"({srow}, {scol}) bytes for shape ({rows}, {cols})")
     return 0
+
+
 def body_names(int isa):
     """The bodies ``isa`` runs: {"lut_gemm exact", "qmatmul exact", "lut_gemm any table"} -> name."""
     return {fam: lc_gemm_body_name(isa, i).decode() for i, fam in
@@ -49,16 +50,14 @@ def pack_b(int8_t[::1] Bp, const int8_t[:, ::1] B, int64_t bk, int64_t bkp, int6
         lc_pack_b(&Bp[0], &B[0, 0] if K > 0 and N > 0 else NULL, K, N, N, bk, bkp, Kp, nthreads)
 
 
-cdef const uint8_t *_bform_ptr(Bf, int64_t Kp, int64_t N, int isa) except? NULL:
+cdef const uint8_t *_bform_ptr(const uint8_t[::1] Bf, int64_t Kp, int64_t N, int isa) except? NULL:
     """The pointer of B's form Bf (exact_bform's bytes), NULL for None; its size checked."""
-    cdef const uint8_t[::1] f
     cdef size_t need = lc_gemm_exact_bform_size(Kp, N, isa)
     if Bf is None or need == 0:                  # none, or a body that reads no form
         return NULL
-    f = Bf
-    if <size_t>f.shape[0] < need:
-        raise ValueError(f"Bf: expected {need} bytes, got {f.shape[0]}")
-    return &f[0]
+    if <size_t>Bf.shape[0] < need:
+        raise ValueError(f"Bf: expected {need} bytes, got {Bf.shape[0]}")
+    return &Bf[0]
 
 
 def exact_bform_size(int64_t Kp, int64_t N, int isa):
@@ -84,7 +83,7 @@ def exact_bform(uint8_t[::1] Bf, const int8_t[::1] Bp, int64_t Kp, int64_t N, in
 
 
 def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::1] Bp,
-                      int64_t Kp, int isa, int nthreads, int64_t ldc=-1, Bf=None):
+                      int64_t Kp, int isa, int nthreads, int64_t ldc=-1, const uint8_t[::1] Bf=None):
     """C (rows ldc apart; -1: C's own width) = the exact product of packed operands (Bf: B's form,
     exact_bform, or None)."""
     cdef int64_t M = C.shape[0], N = C.shape[1]
@@ -99,7 +98,7 @@ def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::
 
 
 def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp,
-               int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1, Bf=None):
+               int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1, const uint8_t[::1] Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), through
     the one exact dispatcher (gemm.h lc_gemm_exact: the body table decides whether A is
     widened into the scratch Ap, round_up(M, MR) * Kp int16 values, contents undefined).
@@ -124,7 +123,7 @@ def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, in
 
 
 def gemm_exact_a8(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp, int isa,
-                  int nthreads, int64_t ldc=-1, Bf=None):
+                  int nthreads, int64_t ldc=-1, const uint8_t[::1] Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), when
     the body for ``isa`` takes A unpacked (VNNI, more than 4 rows): True; else False and
     nothing written (pack A with pack_a16 and call gemm_exact_packed: same bits)."""

@@ -1,11 +1,11 @@
-# cython: language_level=3
 """Thin wrapper over csrc/gradtables/gradtables.h (backward="table"'s gradient pass).
 
 Design: lutcore.torch._gradtables validates shapes and allocates; here we check the
 buffers' sizes (the native layer never reads or writes out of bounds), release the
 GIL and call C.
 """
-from libc.stdint cimport int8_t, uint8_t, int64_t
+from lutcore._native._common cimport *
+
 
 def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint8_t[:, ::1] qw,
                const float[:, ::1] w, const float[::1] table, int isa, int nthreads):

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Thin wrappers over csrc/im2col/im2col.h (the approximate PyTorch layers' operands) and
 csrc/conv2d/conv2d.h (their direct small-K convolution).
 
@@ -7,7 +6,7 @@ every buffer; here we take pointers, release the GIL and call C.  The float inpu
 of ``quantize_nhwc`` is read through its element strides (any layout of a dense
 tensor); every other buffer is C-contiguous.
 """
-from libc.stdint cimport int8_t, int32_t, int64_t
+from lutcore._native._common cimport *
 
 KMAX = LC_C2D_KMAX
 
@@ -25,13 +24,12 @@ def direct_fast(int isa, bint exact):
 
 def conv2d_direct(float[::1] y, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                  const int8_t[:, ::1] Wt, const int32_t[::1] mul, bint exact, const float[::1] scale, bias,
-                  int isa, int nthreads):
+                  const int8_t[:, ::1] Wt, const int32_t[::1] mul, bint exact, const float[::1] scale,
+                  const float[::1] bias, int isa, int nthreads):
     """y (N, O, OH, OW) flat = float32(sum_k mul[x, w]) * scale[o] (+ bias[o]) over the patches of
     the NHWC codes q of ``shape`` (N, H, W, C) (one group) and Wt (KH*KW*C, O), K <= KMAX, with no
     patch matrix (csrc/conv2d/conv2d.h)."""
     cdef lc_c2d_geo g
-    cdef const float[::1] b
     cdef const float *bp = NULL
     cdef int rc = 0
     g.N, g.H, g.W, g.C = shape[0], shape[1], shape[2], shape[3]
@@ -45,10 +43,9 @@ def conv2d_direct(float[::1] y, const int8_t[::1] q, shape, int64_t KH, int64_t 
             or scale.shape[0] != g.O:
         raise ValueError("y, q, mul, scale: sizes do not match the geometry")
     if bias is not None:
-        b = bias
-        if b.shape[0] != g.O:
-            raise ValueError(f"bias: expected {g.O} values, got {b.shape[0]}")
-        bp = &b[0]
+        if bias.shape[0] != g.O:
+            raise ValueError(f"bias: expected {g.O} values, got {bias.shape[0]}")
+        bp = &bias[0]
     if g.O == 0:
         return
     with nogil:
@@ -132,19 +129,17 @@ def grouped_direct(int32_t[:, ::1] acc, const int8_t[::1] q, shape, int64_t G, i
                           &mul[0], exact, O, N, isa, nthreads)
 
 
-def dequant(float[::1] y, const int32_t[:, ::1] acc, const float[::1] scale, bias, int64_t N, int64_t P,
-            int nthreads):
+def dequant(float[::1] y, const int32_t[:, ::1] acc, const float[::1] scale, const float[::1] bias, int64_t N,
+            int64_t P, int nthreads):
     """y (N, O, P) flat = float(acc (N*P, O)) * scale[o] + bias[o] (bias None: none)."""
     cdef int64_t O = acc.shape[1]
-    cdef const float[::1] b
     cdef const float *bp = NULL
     if acc.shape[0] != N * P or y.shape[0] != N * P * O or scale.shape[0] != O:
         raise ValueError("y, acc, scale: shapes do not match")
     if bias is not None:
-        b = bias
-        if b.shape[0] != O:
+        if bias.shape[0] != O:
             raise ValueError("bias: shape does not match")
-        bp = &b[0]
+        bp = &bias[0]
     if N * P * O == 0:
         return
     with nogil:

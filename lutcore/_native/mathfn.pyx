@@ -1,17 +1,26 @@
-# cython: language_level=3
 """Thin wrappers over csrc/mathfn/ (exp, softplus, silu, sigmoid, exp2; GELU; SiLU's backward):
-arguments validated by lutcore.ops.mathfn."""
-from libc.stdint cimport int64_t
-import numpy as np
-cimport numpy as cnp
+arguments validated by lutcore.ops.mathfn.  Element-wise over C-contiguous arrays of any
+shape (one size, one dtype: read flat), so the buffers go through `data_of`'s checks rather
+than a memoryview of one number of dimensions (_common.pxd)."""
+from lutcore._native._common cimport *
 cnp.import_array()
 
 
-cdef inline void* _p(object a):
-    """Data pointer of a C-contiguous ndarray, or NULL for None."""
-    if a is None:
-        return NULL
-    return cnp.PyArray_DATA(<cnp.ndarray>a)
+cdef int64_t _flat(tuple arrays, tuple names, int typenum, void **p) except -1:
+    """p[j] <- the data of arrays[j] (None: NULL) once it is a C-contiguous `typenum` array;
+    every array of one size, returned."""
+    cdef int64_t n = -1
+    cdef Py_ssize_t j
+    for j in range(len(arrays)):
+        a = arrays[j]
+        p[j] = data_or_null(a, typenum, True, names[j])
+        if a is None:
+            continue
+        if n < 0:
+            n = cnp.PyArray_SIZE(<cnp.ndarray>a)
+        elif cnp.PyArray_SIZE(<cnp.ndarray>a) != n:
+            raise ValueError(f"{names[j]}: expected {n} values like {names[0]}, got {a.size}")
+    return n
 
 
 def body_names(int isa):
@@ -19,46 +28,43 @@ def body_names(int isa):
     return {"math functions (exp, silu, gelu, ...)": lc_mathfn_body_name(isa).decode()}
 
 
-def mathfn(cnp.ndarray out, cnp.ndarray x, int fn, int isa, int nthreads):
-    cdef int64_t n = x.size
-    cdef void *po = _p(out)
-    cdef void *px = _p(x)
+def mathfn(cnp.ndarray out not None, cnp.ndarray x not None, int fn, int isa, int nthreads):
+    """out = fn(x), float32 (lutcore's bodies) or float64 (libm)."""
+    cdef int t = cnp.NPY_FLOAT64 if cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT64 else cnp.NPY_FLOAT32
+    cdef void *p[2]
+    cdef int64_t n = _flat((out, x), ("out", "x"), t, p)
     if n == 0:
         return
-    if x.dtype == np.float32:
-        with nogil:
-            lc_mathfn_f32(<float *>po, <const float *>px, n, fn, isa, nthreads)
-    else:
-        with nogil:
-            lc_mathfn_f64(<double *>po, <const double *>px, n, fn, nthreads)
-
-
-def gelu(cnp.ndarray y, cnp.ndarray t, cnp.ndarray u, int isa, int nthreads):
-    """float32 C-contiguous, same size (checked by the caller)."""
-    cdef float *py = <float *>cnp.PyArray_DATA(y)
-    cdef float *pt = <float *>cnp.PyArray_DATA(t)
-    cdef const float *pu = <const float *>cnp.PyArray_DATA(u)
-    cdef int64_t n = u.size
     with nogil:
-        lc_gelu_f32(py, pt, pu, n, isa, nthreads)
+        if t == cnp.NPY_FLOAT32:
+            lc_mathfn_f32(<float *>p[0], <const float *>p[1], n, fn, isa, nthreads)
+        else:
+            lc_mathfn_f64(<double *>p[0], <const double *>p[1], n, fn, nthreads)
 
 
-def silu_bwd(cnp.ndarray dx, cnp.ndarray dy, object dy2, cnp.ndarray x, int isa, int nthreads):
-    """dx = (dy + dy2) * silu'(x), float32, C-contiguous, same shapes (the caller checks)."""
-    cdef float *pdx = <float *>cnp.PyArray_DATA(dx)
-    cdef const float *pdy = <const float *>cnp.PyArray_DATA(dy)
-    cdef const float *pdy2 = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy2) if dy2 is not None else NULL
-    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
-    cdef int64_t n = x.size
+def gelu(cnp.ndarray y not None, cnp.ndarray t not None, cnp.ndarray u not None, int isa, int nthreads):
+    """y, t = GELU(u) and its tanh; float32, one size (checked by the caller)."""
+    cdef void *p[3]
+    cdef int64_t n = _flat((y, t, u), ("y", "t", "u"), cnp.NPY_FLOAT32, p)
     with nogil:
-        lc_silu_bwd_f32(pdx, pdy, pdy2, px, n, isa, nthreads)
+        lc_gelu_f32(<float *>p[0], <float *>p[1], <const float *>p[2], n, isa, nthreads)
 
 
-def gelu_bwd(cnp.ndarray dx, cnp.ndarray dy, cnp.ndarray u, cnp.ndarray t, int isa, int nthreads):
-    cdef float *pdx = <float *>cnp.PyArray_DATA(dx)
-    cdef const float *pdy = <const float *>cnp.PyArray_DATA(dy)
-    cdef const float *pu = <const float *>cnp.PyArray_DATA(u)
-    cdef const float *pt = <const float *>cnp.PyArray_DATA(t)
-    cdef int64_t n = u.size
+def silu_bwd(cnp.ndarray dx not None, cnp.ndarray dy not None, cnp.ndarray dy2, cnp.ndarray x not None, int isa,
+             int nthreads):
+    """dx = (dy + dy2) * silu'(x), float32, one size (the caller checks); dy2 may be None."""
+    cdef void *p[4]
+    cdef int64_t n = _flat((dx, dy, dy2, x), ("dx", "dy", "dy2", "x"), cnp.NPY_FLOAT32, p)
     with nogil:
-        lc_gelu_bwd_f32(pdx, pdy, pu, pt, n, isa, nthreads)
+        lc_silu_bwd_f32(<float *>p[0], <const float *>p[1], <const float *>p[2], <const float *>p[3], n, isa,
+                        nthreads)
+
+
+def gelu_bwd(cnp.ndarray dx not None, cnp.ndarray dy not None, cnp.ndarray u not None, cnp.ndarray t not None,
+             int isa, int nthreads):
+    """dx = GELU's backward given dy, u and the forward's t; float32, one size."""
+    cdef void *p[4]
+    cdef int64_t n = _flat((dx, dy, u, t), ("dx", "dy", "u", "t"), cnp.NPY_FLOAT32, p)
+    with nogil:
+        lc_gelu_bwd_f32(<float *>p[0], <const float *>p[1], <const float *>p[2], <const float *>p[3], n, isa,
+                        nthreads)

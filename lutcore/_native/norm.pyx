@@ -1,15 +1,8 @@
-# cython: language_level=3
 """Rows of RMSNorm and LayerNorm, forward and backward (csrc/norm/norm.h).
-Python validates; these wrappers take pointers, release the GIL and call C.
+Python validates; these wrappers check the buffers' shapes, release the GIL and call C.
 """
-from libc.stdint cimport int64_t
+from lutcore._native._common cimport *
 import numpy as np
-cimport numpy as cnp
-cnp.import_array()
-
-
-cdef inline float* _f(object a):
-    return <float *>cnp.PyArray_DATA(<cnp.ndarray>a) if a is not None else NULL
 
 
 def body_names(int isa):
@@ -17,22 +10,20 @@ def body_names(int isa):
     return {"norms (RMSNorm, LayerNorm)": lc_norm_body_name(isa).decode()}
 
 
-def rmsnorm_rows(float[:, ::1] out, const float[:, ::1] x, const float[::1] w, double eps, rstd, int isa,
-                 int nthreads):
+def rmsnorm_rows(float[:, ::1] out not None, const float[:, ::1] x not None, const float[::1] w not None,
+                 double eps, float[::1] rstd, int isa, int nthreads):
     """Rows of RMSNorm (csrc/norm/norm.h): out = (x * r) * w, r = 1/sqrt(in-order mean(x*x) + eps);
     r per row into rstd (R,) float32 when given (else None); the body for `isa`."""
     cdef int64_t R = x.shape[0], C = x.shape[1]
-    cdef float[::1] rs
     cdef float *pr = NULL
     if out.shape[0] != R or out.shape[1] != C or w.shape[0] != C:
         raise ValueError(f"out, w: expected ({R}, {C}) and ({C},), got ({out.shape[0]}, {out.shape[1]}) "
                          f"and ({w.shape[0]},)")
     if rstd is not None:
-        rs = rstd
-        if rs.shape[0] != R:
-            raise ValueError(f"rstd: expected ({R},), got ({rs.shape[0]},)")
+        if rstd.shape[0] != R:
+            raise ValueError(f"rstd: expected ({R},), got ({rstd.shape[0]},)")
         if R:
-            pr = &rs[0]
+            pr = &rstd[0]
     if R and C:
         with nogil:
             lc_rmsnorm_rows(&out[0, 0], pr, &x[0, 0], &w[0], R, C, <float>eps, isa, nthreads)

@@ -14,4 +14,4 @@ cdef extern from "optim/optim.h" nogil:
     int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float **m, float **v, const int64_t *n,
                             int64_t ntensors, lc_adamw_hp *h, int isa, int nthreads)
     int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads)
-    const char *lc_adamw_body_name(int isa)
+    const char *lc_optim_body_name(int isa)

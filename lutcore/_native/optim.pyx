@@ -1,16 +1,13 @@
-# cython: language_level=3
-"""Thin wrappers over csrc/optim/optim.h (validated by lutcore.train.optim)."""
-from libc.stdint cimport int64_t
+"""Thin wrappers over csrc/optim/optim.h (validated by lutcore.train.optim).  One tensor: typed
+memoryviews; many: lists of C-contiguous float32 arrays of any shape, read flat (`data_of`)."""
 from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
-cimport numpy as cnp
+from lutcore._native._common cimport *
 cnp.import_array()
-
-
 
 def body_names(int isa):
     """The bodies ``isa`` runs: {"AdamW": name}."""
-    return {"AdamW": lc_adamw_body_name(isa).decode()}
+    return {"AdamW": lc_optim_body_name(isa).decode()}
 
 
 def adamw(float[::1] p, const float[::1] g, float[::1] m, float[::1] v, double b1, double b2, double eps,
@@ -52,11 +49,14 @@ cdef int _pointers(list ps, list gs, list ms, list vs, float ***Pp, int64_t **Np
     cdef float **P = Pp[0]
     cdef int64_t *N = Np[0]
     for i in range(nt):
-        P[i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ps[i])
-        P[nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>gs[i])
-        P[2 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>ms[i])
-        P[3 * nt + i] = <float *>cnp.PyArray_DATA(<cnp.ndarray>vs[i])
-        N[i] = (<cnp.ndarray>ps[i]).size
+        P[i] = <float *>data_of(ps[i], cnp.NPY_FLOAT32, True, "ps[i]")
+        P[nt + i] = <float *>data_of(gs[i], cnp.NPY_FLOAT32, True, "gs[i]")
+        P[2 * nt + i] = <float *>data_of(ms[i], cnp.NPY_FLOAT32, True, "ms[i]")
+        P[3 * nt + i] = <float *>data_of(vs[i], cnp.NPY_FLOAT32, True, "vs[i]")
+        N[i] = cnp.PyArray_SIZE(<cnp.ndarray>ps[i])
+        if cnp.PyArray_SIZE(<cnp.ndarray>gs[i]) != N[i] or cnp.PyArray_SIZE(<cnp.ndarray>ms[i]) != N[i] or \
+                cnp.PyArray_SIZE(<cnp.ndarray>vs[i]) != N[i]:
+            raise ValueError(f"gs, ms, vs [{i}]: expected {N[i]} values like ps[{i}]")
     return 0
 
 
@@ -116,8 +116,8 @@ def sumsq_multi(list xs, int isa, int nthreads):
         raise MemoryError()
     try:
         for i in range(nt):
-            X[i] = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xs[i])
-            N[i] = (<cnp.ndarray>xs[i]).size
+            X[i] = <const float *>data_of(xs[i], cnp.NPY_FLOAT32, True, "xs[i]")
+            N[i] = cnp.PyArray_SIZE(<cnp.ndarray>xs[i])
         with nogil:
             fail = lc_sumsq_multi(out, X, N, nt, isa, nthreads)
         if fail:

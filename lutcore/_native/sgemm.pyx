@@ -1,9 +1,8 @@
-# cython: language_level=3
-"""Thin wrapper over csrc/sgemm/sgemm.h (validated by lutcore.ops.matmul)."""
-from libc.stdint cimport int64_t
-cimport numpy as cnp
+"""Thin wrapper over csrc/sgemm/sgemm.h (validated by lutcore.ops.matmul).  The operands are
+float32 ndarrays read through element strides the caller gives (any layout, any number of
+dimensions: `data_of` checks the dtype; work and packed panels are C-contiguous)."""
+from lutcore._native._common cimport *
 cnp.import_array()
-
 
 
 def body_name(int isa):
@@ -27,13 +26,11 @@ def sgemm(cnp.ndarray C, int64_t scb, int64_t ldc, cnp.ndarray A, int64_t sab, i
     """Strides in elements; the caller guarantees every index stays inside the arrays.
     ``Bpre``: panels from ``pack_b`` (then B is not read), or None.  ``tri``: one of
     the TRI_* known-zero structures (sgemm.h)."""
-    cdef float *pc = <float *>cnp.PyArray_DATA(C)
-    cdef const float *pa = <const float *>cnp.PyArray_DATA(A)
-    cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
-    cdef float *pw = <float *>cnp.PyArray_DATA(work)
-    cdef const float *pp = NULL
-    if Bpre is not None:
-        pp = <const float *>cnp.PyArray_DATA(<cnp.ndarray>Bpre)
+    cdef float *pc = <float *>data_of(C, cnp.NPY_FLOAT32, False, "C")
+    cdef const float *pa = <const float *>data_of(A, cnp.NPY_FLOAT32, False, "A")
+    cdef const float *pb = <const float *>data_of(B, cnp.NPY_FLOAT32, False, "B")
+    cdef float *pw = <float *>data_of(work, cnp.NPY_FLOAT32, True, "work")
+    cdef const float *pp = <const float *>data_or_null(Bpre, cnp.NPY_FLOAT32, True, "Bpre")
     with nogil:
         lc_sgemm_tri(pc, scb, ldc, pa, sab, sar, sac, pb, sbb, sbr, sbc, nbatch, M, N, K, accumulate, tri, pw, pp,
                      isa, nthreads)
@@ -43,10 +40,13 @@ NR = LC_SNR
 TRI = {None: LC_TRI_NONE, "a_lower": LC_TRI_A_LOWER, "a_upper": LC_TRI_A_UPPER, "out_lower": LC_TRI_C_LOWER}
 
 
-def pack_b(cnp.ndarray out, cnp.ndarray B, int64_t K, int64_t N, int64_t sbr, int64_t sbc):
-    cdef float *po = <float *>cnp.PyArray_DATA(out)
-    cdef const float *pb = <const float *>cnp.PyArray_DATA(B)
+def pack_b(float[::1] out not None, cnp.ndarray B, int64_t K, int64_t N, int64_t sbr, int64_t sbc):
+    """out (ceil(N / NR) * NR * K,) <- B (K, N) given by element strides, as NR-column panels."""
+    cdef const float *pb = <const float *>data_of(B, cnp.NPY_FLOAT32, False, "B")
     cdef int64_t np_ = (N + LC_SNR - 1) // LC_SNR, p
+    if out.shape[0] < np_ * LC_SNR * K:
+        raise ValueError(f"out: expected {np_ * LC_SNR * K} floats, got {out.shape[0]}")
+    cdef float *po = &out[0] if out.shape[0] else NULL
     if K == 0 or N == 0:
         return
     with nogil:

@@ -1,9 +1,8 @@
-# cython: language_level=3
 """Causal (and sliding-window) softmax rows, forward and backward (csrc/softmax/softmax.h);
 their exponentials are the math functions' (csrc/mathfn/).
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t
+from lutcore._native._common cimport *
 
 
 def body_names(int isa):

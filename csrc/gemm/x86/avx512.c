@@ -227,7 +227,7 @@ static void lc_table_pass_rows(int32_t *C, int64_t ldc, const int8_t *A, int64_t
 
 /* The staged form of a unit's columns n0 .. n0 + nc (<= LC_TABLE_WNB = 256) for k0 <= k < k1:
  * its passes of LC_TW columns one after the other (lc_table_pass_bytes(kn) apart), as the row
- * loop reads them.  table_unit stages per call; a packed B (gemm.h lc_table_pack_b) holds it
+ * loop reads them.  table_unit stages per call; a packed B (gemm/table_packed.h lc_table_pack_b) holds it
  * once per weight. */
 size_t LC_BODY(table_stage_bytes)(int64_t kn, int nc) {
     return (size_t)((nc + LC_TW - 1) / LC_TW) * lc_table_pass_bytes(kn);

@@ -9,7 +9,7 @@
  * second time against SIMDe (a .c setup.py generates from its table, AVX2+FMA flags) defines
  * them under lc_simde_<isa>_ — that copy backs the test-only extension
  * lutcore._native._simde, so every body is checked on any x86-64 CPU.
- * gemm.h's dispatch table (lc_gemm_bodies) binds one of the two sets.
+ * gemm/body.h's body tables bind one of the two sets (LC_GEMM_SIMDE).
  *
  * Unit functions: one driver work unit (rows <= LC_MC, ncols <= LC_NC; the decode layer's
  * GEMV passes rows = 1 and a thread's whole share of a linear's columns: any ncols):
@@ -87,7 +87,7 @@ LC_GEMM_X86_DECLARE_WHOLE(lc_simde_avx512vnni_)
                       const int16_t *T16, int64_t rows, int64_t n0, int nc, int64_t k0, int64_t k1);      \
     LC_GEMM_X86_DECLARE_STAGED(P)
 
-/* The any-table bodies' staged B (a packed B holds it once per weight, gemm.h lc_table_pack_b):
+/* The any-table bodies' staged B (a packed B holds it once per weight, gemm/table_packed.h lc_table_pack_b):
  *   table_stage_bytes(kn, nc)   bytes of one unit's staged columns (nc <= 256) over kn k, a multiple of 64
  *   table_stage(S, B, ldb, n0, nc, k0, k1)   S (64-byte aligned) <- B's columns n0 .. n0+nc, k0 <= k < k1  OUT
  *   table_unit_staged(C, ldc, A, lda, S, T16, rows, nc, kn)   as table_unit, B read from S (A at its k0)

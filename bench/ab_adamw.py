@@ -6,8 +6,8 @@ process (issue 28's AdamW row; the numbers in BENCHMARKS.md, "AdamW weight decay
     row                  call (2 threads, 10M float32: 1 tensor x 10M and 100 x 100k)
     lutcore step         train.AdamW(params, lr, betas, eps, weight_decay).step(grads)
     torch fused          torch.optim.AdamW(params, ..., fused=True).step()   (.grad set once)
-    lutcore update       the step's native update pass alone (kernels.optim.adamw_multi)
-    lutcore norm         the step's gradient-norm pass alone (kernels.optim.sumsq_multi)
+    lutcore update       the step's native update pass alone (_native.optim.adamw_multi)
+    lutcore norm         the step's gradient-norm pass alone (_native.optim.sumsq_multi)
 
 The step is the norm pass (the whole-step NaN guard and clipping need every gradient before
 the first write: one read of g, 4 bytes a parameter), then the update pass (read p, g, m, v,
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import lutcore  # noqa: E402
 from lutbench import THREADS, alternate, cpu_name, rel_err, torch  # noqa: E402
 from lutcore import _simd  # noqa: E402
-from lutcore.kernels import optim as _o  # noqa: E402
+from lutcore._native import optim as _o  # noqa: E402
 from lutcore.train import AdamW  # noqa: E402
 
 SEED = 20261203

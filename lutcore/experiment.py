@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from lutcore import _check
+from lutcore import _check, _threads
 
 __all__ = ["compare", "format_table", "write_report", "report_steps", "unigram_entropy", "lr_at", "CompareResult",
            "Run", "TAIL", "CONVERGE_FRACTION", "VIABLE_RATIO", "LEARNED_FRACTION"]
@@ -172,8 +172,8 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
     ``data``: text, a file path (read strictly as ``encoding``) or token ids (default: the
     built-in corpus); ``tokenizer``: a
     ``lutcore.tokenizer.Tokenizer`` (default byte-level, vocab 256).  ``two_pass`` is passed to
-    the GPT's unit matmuls.  ``threads`` sets lutcore's thread count for the duration (restored
-    after).  ``backward="table"`` adds a third run per units spec, "<units> fwd+table": the
+    the GPT's unit matmuls.  ``threads`` is the thread count of every kernel of the runs (a
+    ``lutcore._threads.scope`` for the duration; lutcore's default is not changed).  ``backward="table"`` adds a third run per units spec, "<units> fwd+table": the
     backward through the unit's gradient tables (``unit_backward="table"``).
     ``on_step(rec)`` gets {run, step, loss, seconds} after every step."""
     import lutcore
@@ -222,14 +222,11 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
         if backward == "table":
             plan.append((f"{u.name} fwd+table", u, "table"))
 
-    prev_threads = lutcore.get_num_threads()
-    if threads is not None:
-        lutcore.set_num_threads(threads)
-    try:
+    with _threads.scope(threads):            # every kernel of the runs below (models, AdamW) takes this count
         runs = []
         for label, u, ub in plan:
             m = _build(model, vocab, dim, context, layers, heads, seed, u, ub, two_pass and u is not None, threads)
-            opt = AdamW(m.parameters(), lr=lr, weight_decay=weight_decay, threads=threads)
+            opt = AdamW(m.parameters(), lr=lr, weight_decay=weight_decay)
             grads = m.zero_grads()
             losses, error, total = [], None, 0.0
             for s in range(steps):
@@ -262,9 +259,6 @@ def compare(model: str = "gpt", units=("exact",), steps: int = 600, dim: int = 3
                             units_digest=None if u is None else u.digest, unit_backward=ub, losses=losses,
                             ms_per_step=1e3 * total / done, first=first, tail=tail, converged=converged,
                             error=error, units_defaulted=None if u is None else list(u.defaulted)))
-    finally:
-        if threads is not None:
-            lutcore.set_num_threads(prev_threads)
     ref = runs[0].tail
     for r in runs[1:]:
         r.ratio = float(r.tail / ref)

@@ -11,6 +11,11 @@ float32 scales, through any multiplier table.
 Weights are quantized once (``quantize(w, axis=0)``) and keep their packed
 panels inside the ``Q8`` for every later call; activations are quantized per
 call into reused scratch memory.
+
+Design: this module owns the operands (``Q8`` checks what it holds when it is made;
+activation buffers are scratch or a ``QLinear``'s own) and calls the kernels through
+their room, ``lutcore.ops.quant``, by its unchecked fast functions (the buffers are
+built here, of the right shapes).
 """
 from __future__ import annotations
 
@@ -18,10 +23,10 @@ import os
 
 import numpy as np
 
-from lutcore import _check, _simd, _workspace, audit
-from lutcore.kernels import gemm as _g
+from lutcore import _check, _workspace, audit
 from lutcore._threads import resolve_threads
-from lutcore.ops.gemm import even_depth as _even, pack_a16, pack_panels
+from lutcore.ops import quant as _k
+from lutcore.ops.gemm import even_depth as _even, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
 __all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
@@ -166,12 +171,12 @@ def quantize(x, block: int = 32, axis: int = -1, threads: int | None = None, *, 
         R = x.shape[0]
         q = np.empty((R, nblk * block), np.int8)
         s = np.empty((R, nblk), np.float32)
-        bad = _g.quantize_rows(q, s, x, block, _simd.isa(), nt)
+        bad = _k._quantize_rows(q, s, x, block, nt)
     else:
         N = x.shape[1]
         q = np.empty((nblk * block, N), np.int8)
         s = np.empty((nblk, N), np.float32)
-        bad = _g.quantize_cols(q, s, x, block, _simd.isa(), nt)
+        bad = _k._quantize_cols(q, s, x, block, nt)
     if bad:
         raise ValueError(f"{name}: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be "
                          f"quantized")
@@ -185,19 +190,10 @@ def _quantize_scratch(x: np.ndarray, block: int, nt: int):
     _fits(R * nblk * (block + 4), "a", block, R, K)
     q = _workspace.scratch("qa", R * nblk * block, np.int8).reshape(R, nblk * block)
     s = _workspace.scratch("sa", R * nblk, np.float32).reshape(R, nblk)
-    bad = _g.quantize_rows(q, s, x, block, _simd.isa(), nt)
+    bad = _k._quantize_rows(q, s, x, block, nt)
     if bad:
         raise ValueError(f"a: {bad} non-finite value(s) (NaN, Inf, or beyond the float32 range) cannot be quantized")
     return q, s
-
-
-def _pack_scales(sb: np.ndarray) -> np.ndarray:
-    """(nblk, N) -> (Np/16, nblk, 16) flat, zero-padded columns."""
-    nblk, N = sb.shape
-    Np = -(-N // _g.NR) * _g.NR
-    p = np.zeros((nblk, Np), np.float32)
-    p[:, :N] = sb
-    return np.ascontiguousarray(p.reshape(nblk, Np // _g.NR, _g.NR).transpose(1, 0, 2)).reshape(-1)
 
 
 def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | None = None,
@@ -208,7 +204,8 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     Either may be given pre-quantized as a ``Q8`` (``quantize(a)`` /
     ``quantize(b, axis=0)``) with the same ``block``.
     """
-    units = _resolve_units(units)
+    if not isinstance(units, Units):            # a resolved Units passes through without a call
+        units = _resolve_units(units)
     block = _block(block)
     nt = resolve_threads(threads)
     # ---- operands
@@ -264,7 +261,7 @@ def _exact_panels(qb_obj: Q8, nt: int):
     cached = qb_obj._cache.get(key)
     if cached is None:
         bp, _ = pack_panels(qb_obj.q, qb_obj.block, bkp, nt)
-        cached = (bp, _pack_scales(qb_obj.scale))
+        cached = (bp, _k.pack_scales(qb_obj.scale))
         qb_obj._cache[key] = cached
     return cached
 
@@ -275,20 +272,11 @@ def _qmm_quantized(y, qa, sa, qb_obj: Q8, units, block, nt, ap=None, ld=-1):
     (and the audit).  ``ap``: a caller-owned int16 buffer for the packed rows;
     ``ld``: y's row stride in elements (-1: its width)."""
     qb, sb = qb_obj.q, qb_obj.scale
-    nblk = sb.shape[0]
-    isa = _simd.isa()
-    M, N = y.shape
     if units.kernel_path == "exact":
-        bkp = _even(block)
         bp, sbp = _exact_panels(qb_obj, nt)
-        if ap is None:
-            ap = pack_a16(qa, block, bkp, nt)
-        else:
-            _g.pack_a16(ap, qa, block, bkp, nt)
-        _g.qmatmul_exact_packed(y, ap, sa, bp, sbp, nblk, bkp, isa, nt, ld)
+        _k._qmatmul_exact(y, qa, sa, bp, sbp, block, nt, ap=ap, ld=ld)
     else:
-        work = _workspace.scratch("table", _g.table_auto_work_size(M, N, nblk * block, nblk, nt, True), np.int32)
-        _g.qmatmul_table_auto(y, qa, sa, qb, sb, units.kernel_table, nblk, block, work, isa, nt, ld)
+        _k._qmatmul_table(y, qa, sa, qb, sb, units.kernel_table, block, nt, ld=ld)
     if audit._rate > 0:
         audit.check_qmatmul(y, qa, sa, qb, sb, block, units)
     return y
@@ -341,8 +329,8 @@ class QLinear:
         common = {"qa": self._qa[:1], "sa": self._sa[:1]}
         if self.units.kernel_path == "exact":
             bp, sbp = _exact_panels(self.q8, nt)
-            return 1, dict(common, bp=bp, sbp=sbp, ap=self._ap[:_g.MR]), self.block, self.bkp
-        twork = np.empty(max(1, _g.table_work_size(1, self.N, nt, True)), np.int32)
+            return 1, dict(common, bp=bp, sbp=sbp, ap=self._ap[:_k.MR]), self.block, self.bkp
+        twork = _k.table_work(self.N, nt)
         return 2, dict(common, qb=np.ascontiguousarray(self.q8.q), sb=self.q8.scale,
                        T32=self.units.kernel_table, twork=twork), self.block, 0
 
@@ -351,7 +339,7 @@ class QLinear:
             R = max(M, 1)
             self._qa = np.empty((R, self.nblk * self.block), np.int8)
             self._sa = np.empty((R, self.nblk), np.float32)
-            Mp = -(-R // _g.MR) * _g.MR
+            Mp = _k.padded_rows(R)
             self._ap = np.empty((Mp, self.nblk * self.bkp), np.int16)
             self._rows = R
 
@@ -370,7 +358,7 @@ class QLinear:
         nt = resolve_threads(self.threads)
         self._buffers(M)
         qa, sa = self._qa[:M], self._sa[:M]
-        if _g.quantize_rows(qa, sa, x, self.block, _simd.isa(), nt):
+        if _k._quantize_rows(qa, sa, x, self.block, nt):
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-        ap = self._ap[:-(-M // _g.MR) * _g.MR] if self.units.kernel_path == "exact" else None
+        ap = self._ap[:_k.padded_rows(M)] if self.units.kernel_path == "exact" else None
         return _check.out_done(out, _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap, ld=ld))

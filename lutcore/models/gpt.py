@@ -5,8 +5,8 @@ Design: the same shape as ``MambaLM`` — a config dataclass, a flat
 these arrays in place), ``forward``/``loss``/``loss_and_grads``/``generate``.
 Linear layers, layer norms and the cross-entropy come from
 ``lutcore.models._layers`` (their backwards ACCUMULATE into the grads the
-caller zeroed); attention and GELU live here because only this model uses
-them.  One forward, sizes ``B, L, C`` (batch, positions, channels), ``H``
+caller zeroed); attention and GELU from their kernel rooms (``lutcore.ops.attn``,
+``lutcore.ops.mathfn``).  One forward, sizes ``B, L, C`` (batch, positions, channels), ``H``
 heads of ``hd = C / H``:
 
     h   = wte[ids] + wpe[:L]                                (B, L, C)
@@ -38,12 +38,11 @@ import math
 import numpy as np
 
 from lutcore.models.unitmm import unit_backward_arg
-from lutcore import _check, _simd, _threads
+from lutcore import _check, _threads
 from lutcore._alloc import reusing
-from lutcore.kernels import softmax as _rows
-from lutcore._threads import resolve_threads
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
+from lutcore.ops.attn import causal_attention, causal_attention_backward
 from lutcore.ops.mathfn import gelu_tanh, gelu_tanh_backward
 
 __all__ = ["GPTConfig", "GPT"]
@@ -97,56 +96,10 @@ def _block_shapes(cfg: GPTConfig) -> dict:
 
 
 # ---------------------------------------------------------------- layer math
-
-def attention_fwd(q, k, v):
-    """Causal softmax attention per (batch, head).
-
-    q, k, v  (B, H, L, hd)  IN
-    y        (B, H, L, hd)  OUT
-    att      (B, H, L, L)   OUT  row-stochastic, zero above the diagonal (saved for backward)
-    """
-    L, hd = q.shape[-2], q.shape[-1]
-    scale = q.dtype.type(1.0 / math.sqrt(hd))
-    # causal zeros are not computed: scores above the diagonal are masked anyway, and
-    # att is zero there (lutcore.ops.matmul's tri; float64 computes everything)
-    s = nn.bmm(q, k.swapaxes(-1, -2), tri="out_lower")             # (B, H, L, L)
-    s *= scale
-    if _native_rows(s):
-        # mask, minus the row max, lutcore's exp, over the in-order row sum: one parallel
-        # pass (csrc/softmax/softmax.h; the same bits on every SIMD path and thread count)
-        _rows.softmax_causal(s.reshape(-1, L, L), L, 0, 0, _simd.isa(), resolve_threads(None))
-        return nn.bmm(s, v, tri="a_lower"), s
-    future = np.triu(np.ones((L, L), dtype=bool), 1)
-    np.copyto(s, s.dtype.type(-np.inf), where=future)             # broadcast over (B, H)
-    s -= s.max(axis=-1, keepdims=True)                                # the diagonal is always finite
-    att = np.exp(s, out=s)
-    att /= att.sum(axis=-1, keepdims=True)
-    return nn.bmm(att, v), att                                     # (B, H, L, hd)
-
-
-def _native_rows(s):
-    """float32 scores take the native softmax rows; float64 (the gradient-check
-    reference) keeps numpy's."""
-    return s.dtype == np.float32 and s.flags.c_contiguous
-
-
-def attention_bwd(dy, q, k, v, att):
-    """dy (B, H, L, hd), saved q, k, v, att -> (dq, dk, dv), each (B, H, L, hd)."""
-    scale = q.dtype.type(1.0 / math.sqrt(q.shape[-1]))
-    dv = nn.bmm(att.swapaxes(-1, -2), dy, tri="a_upper")           # (B, H, L, hd)
-    # softmax backward, in place: ds = att * (datt - <datt, att>_row) * scale; masked entries have att = 0
-    ds = nn.bmm(dy, v.swapaxes(-1, -2), tri="out_lower")           # datt (B, H, L, L), wanted on and below the diagonal
-    if _native_rows(ds) and att.dtype == np.float32 and att.flags.c_contiguous:
-        L = ds.shape[-1]
-        _rows.softmax_causal_backward(ds.reshape(-1, L, L), att.reshape(-1, L, L), L, 0, float(scale),
-                                      resolve_threads(None))
-    else:
-        ds -= np.sum(ds * att, axis=-1, keepdims=True)
-        ds *= att
-        ds *= scale
-    dq = nn.bmm(ds, k, tri="a_lower")                              # (B, H, L, hd); ds is zero above the diagonal
-    dk = nn.bmm(ds.swapaxes(-1, -2), q, tri="a_upper")             # (B, H, L, hd)
-    return dq, dk, dv
+# causal softmax attention per (batch, head): lutcore.ops.attn (float32: native softmax rows;
+# float64: numpy), under the names this model's code and tests use
+attention_fwd = causal_attention
+attention_bwd = causal_attention_backward
 
 
 class GPT(LanguageModel):

@@ -200,7 +200,9 @@ class Mamba1Block:
     """One residual Mamba-1 layer; parameters are views into the owner's dict.
 
     ``forward(x)`` -> (y, cache); ``backward(dy, cache, grads)`` accumulates
-    into ``grads`` (same keys as ``params``) and returns dx.
+    into ``grads`` (same keys as ``params``) and returns dx.  ``threads``: None (a block
+    of a ``MambaLM`` or a pipeline ``Stage``) runs in the scope its owner's entry point
+    opened; a number, for a block used on its own, opens ``scope(threads)`` around each call.
     """
 
     def __init__(self, cfg: MambaConfig, params: dict, prefix: str = "", units=None, unit_backward=False,
@@ -264,8 +266,8 @@ class Mamba1Block:
         xn, rstd = nn.rmsnorm_fwd(x, P("norm.weight"), cfg.rms_eps)
         xi, z = self._in_proj(xn)
         cw = P("mixer.conv1d.weight").reshape(E, -1)
-        xc = _scan.causal_conv1d(xi, cw, self.params.get(self.prefix + "mixer.conv1d.bias"), threads=self.threads)
-        xa = silu(xc, threads=self.threads)
+        xc = _scan.causal_conv1d(xi, cw, self.params.get(self.prefix + "mixer.conv1d.bias"))
+        xa = silu(xc)
         dbc = nn.linear_fwd(xa, P("mixer.x_proj.weight"), self.params.get(self.prefix + "mixer.x_proj.bias"),
                             self._mm.get("x_proj"))
         ts = np.ascontiguousarray(dbc[..., :R])
@@ -275,7 +277,7 @@ class Mamba1Block:
         A = self._A()
         y, _, sctx = _scan.selective_scan_forward(
             xa, delta, A, Bm, Cm, P("mixer.D"), z, P("mixer.dt_proj.bias"), True, cfg.discretization,
-            threads=self.threads, save_for_backward=save)
+            save_for_backward=save)
         out = nn.linear_fwd(y, P("mixer.out_proj.weight"), self.params.get(self.prefix + "mixer.out_proj.bias"),
                             self._mm.get("out_proj"))
         res = x + out
@@ -292,7 +294,7 @@ class Mamba1Block:
         gb = lambda name: grads.get(pre + name)                # noqa: E731
         dy = nn.linear_bwd(dres, y, P("mixer.out_proj.weight"), g("mixer.out_proj.weight"),
                            gb("mixer.out_proj.bias"), self._mm.get("out_proj"))
-        sg = _scan.selective_scan_backward(np.ascontiguousarray(dy), ctx=sctx, threads=self.threads)
+        sg = _scan.selective_scan_backward(np.ascontiguousarray(dy), ctx=sctx)
         A = sctx.A
         al = P("mixer.A_log")
         inside = (al > A_LOG_LO) & (al < A_LOG_HI)
@@ -304,9 +306,9 @@ class Mamba1Block:
         ddbc = np.concatenate([dts, sg["B"], sg["C"]], axis=-1)
         dxa = nn.linear_bwd(ddbc, xa, P("mixer.x_proj.weight"), g("mixer.x_proj.weight"),
                             gb("mixer.x_proj.bias"), self._mm.get("x_proj"))
-        dxc = silu_backward(dxa, xc, dy2=sg["u"], threads=self.threads)   # (dxa + du) silu'(xc)
+        dxc = silu_backward(dxa, xc, dy2=sg["u"])   # (dxa + du) silu'(xc)
         cw = P("mixer.conv1d.weight").reshape(E, -1)
-        dxi, dcw, dcb = _scan.causal_conv1d_backward(dxc, xi, cw, threads=self.threads)
+        dxi, dcw, dcb = _scan.causal_conv1d_backward(dxc, xi, cw)
         g("mixer.conv1d.weight")[...] += dcw.reshape(E, 1, -1)
         if cfg.conv_bias:
             g("mixer.conv1d.bias")[...] += dcb
@@ -430,8 +432,8 @@ class MambaLM(LanguageModel):
         return self._match_params(params, want)
 
     def _build(self):
-        self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", None,
-                                   self.unit_backward, self.threads)
+        # the blocks keep no thread count: they run in the model's scope (its entry points)
+        self.blocks = [Mamba1Block(self.config, self._params, f"backbone.layers.{i}.", None, self.unit_backward)
                        for i in range(self.config.n_layer)]
         self._head_mm = None
 

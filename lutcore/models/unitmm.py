@@ -14,14 +14,16 @@ unit's attached tables), the rounding passed straight through (docs/DESIGN.md,
 "Gradient tables", the block-scaled form):
     dX[m, k] = sum_n dY[m, n] sb[b(k), n] Ga[qa[m, k], qb[k, n]]
     dW[n, k] = sum_m dY[m, n] sa[m, b(k)] Gb[qa[m, k], qb[k, n]]
-per block of K, through the native pass (csrc/gradtables/gradtables.h: each sum
-in index order, the same bits at any thread count).
+per block of K, through the gradient-table pass (``lutcore.ops.gradtables``,
+csrc/gradtables/gradtables.h: each sum in index order, the same bits at any thread count).
+``threads`` (None: the scope of the model calling it) is the team size of that pass.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from lutcore import _check
+from lutcore.ops.gradtables import table_pass
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import resolve
 
@@ -38,33 +40,6 @@ def unit_backward_arg(v):
     if v == TABLE:
         return TABLE
     raise TypeError(f"unit_backward: expected True or False (or {TABLE!r}: the gradient tables), got {v!r}")
-
-
-def _table_pass(which, qa, qb, wts, table, nt):
-    """lutcore.kernels.gradtables.table_pass, or without the native module the same sums in
-    the same order in numpy (which 0: (M, K) summed over n in order; 1: (N, K) over m)."""
-    try:
-        from lutcore.kernels import gradtables as _gt
-    except ImportError:                      # pragma: no cover - a build without it
-        _gt = None
-    M, K = qa.shape
-    N = qb.shape[0]
-    if _gt is not None:
-        from lutcore import _simd
-        out = np.empty(((N if which else M), K), np.float32)
-        _gt.table_pass(which, out, qa, qb.view(np.uint8), wts, table, _simd.isa(), nt)
-        return out
-    a = (qa.view(np.uint8).astype(np.int64)) << 8
-    b = qb.view(np.uint8).astype(np.int64)
-    if which == 0:
-        out = np.zeros((M, K), np.float32)
-        for n in range(N):
-            out += wts[:, n:n + 1] * table[a | b[n][None, :]]
-    else:
-        out = np.zeros((N, K), np.float32)
-        for m in range(M):
-            out += wts[m][:, None] * table[(b << 8) | (a[m][None, :] >> 8)]
-    return out
 
 
 def _f32(a):
@@ -116,8 +91,7 @@ class UnitMatmul:
 
     def table_backward(self, dy2, x2, w, need_dx=True):
         """(dW (N, K), dX (M, K) or None) through the gradient tables (module docstring)."""
-        from lutcore._threads import resolve_threads
-        nt = resolve_threads(self.threads)
+        nt = self.threads                                     # None: the model's scope
         M, K = x2.shape
         N = w.shape[0]
         blk = self.block
@@ -133,9 +107,9 @@ class UnitMatmul:
             b = np.ascontiguousarray(qw.q[:, k0:k1])
             if need_dx:
                 g = np.ascontiguousarray(dy * qw.scale[:, bi][None, :])      # dY[m, n] sb[b, n]
-                dx[:, k0:k1] = _table_pass(0, a, b, g, ga, nt)
+                dx[:, k0:k1] = table_pass(0, a, b, g, ga, nt)
             d = np.ascontiguousarray(dy * qa.scale[:, bi][:, None])           # dY[m, n] sa[m, b]
-            dw[:, k0:k1] = _table_pass(1, a, b, d, gbt, nt)
+            dw[:, k0:k1] = table_pass(1, a, b, d, gbt, nt)
         return dw.astype(x2.dtype, copy=False), (None if dx is None else dx.astype(x2.dtype, copy=False))
 
     def backward(self, dy2, x2, w, need_dx=True):

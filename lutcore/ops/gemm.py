@@ -68,6 +68,12 @@ class PackedB:
         return self._form(("table", isa), lambda: (_g.table_pack_size(*self.shape, isa),
                                                    lambda f: _g.table_pack_b(f, self.b, isa, threads)))
 
+    def table_staged(self, threads: int) -> bool:
+        """Whether the current SIMD path's any-table body reads B staged (``table_form``, built
+        here on first use with ``threads``, a count as the other methods take): then a table
+        product with this B costs only its A side."""
+        return self.table_form(_simd.isa(), threads) is not None
+
     def _form(self, key, build):
         """The read-only form under key (an isa value fixes the body), made on first use: build()
         gives (bytes, fill); 0 bytes (the body reads no form) is kept as None."""
@@ -149,7 +155,8 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     it shares no memory with ``a`` or ``b``, else through a copy, as numpy does.
     Raises ValueError when K is so long that int32 could overflow.
     """
-    units = _resolve_units(units)
+    if not isinstance(units, Units):         # a resolved Units passes through without a call
+        units = _resolve_units(units)
     a = _check.array(a, "a", np.int8, 2)
     packed = b if isinstance(b, PackedB) else None
     b = packed.b if packed is not None else _check.array(b, "b", np.int8, 2)

@@ -151,11 +151,8 @@ class _StageWorker:
     def __init__(self, path, spec, plan, units, threads):
         # before any OpenMP team exists: its threads inherit the priority
         self.renice = _normal_priority()
-        import lutcore
         from lutcore.pipeline.shard import load_stage_weights
         from lutcore.pipeline.stage import Stage
-        if threads is not None:
-            lutcore.set_num_threads(threads)
         self.index = plan.index
         weights = load_stage_weights(path, spec, plan)
         self.names = sorted(weights)
@@ -165,9 +162,9 @@ class _StageWorker:
         self.result = None              # a compiled-graph execution's result, kept by stage 0
 
     def info(self):
-        from lutcore._threads import get_num_threads
+        from lutcore._threads import resolve_threads
         return {"index": self.index, "pid": os.getpid(), "tensors": self.names, "nbytes": self.stage.nbytes(),
-                "threads": get_num_threads(), "reniced": self.renice, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+                "threads": resolve_threads(self.stage.threads), "reniced": self.renice, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
 
     def ping(self):
         return self.index

@@ -48,9 +48,9 @@ import math
 
 import numpy as np
 
-from lutcore import _check, _simd, _threads, audit
+from lutcore import _check, _threads, audit
 from lutcore._threads import resolve_threads
-from lutcore.kernels import models as _model, norm as _norm, softmax as _softmax
+from lutcore.ops import decode as _decode, rows as _rows
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
@@ -245,7 +245,7 @@ class Stage:
             from lutcore.models.mamba import Mamba1Block
             prefix = f"backbone.layers.{i}."
             params = {n: w[n] for n in t.values()}
-            blk = Mamba1Block(self._mcfg, params, prefix, units=None, threads=self.threads)
+            blk = Mamba1Block(self._mcfg, params, prefix, units=None)        # runs in the stage's scope
             for name, mod in unit_layers(spec, i).items():
                 if self._unit_of[mod] is not None:
                     blk._mm[name] = _QLinear(params[prefix + f"mixer.{name}.weight"], self._unit_of[mod],
@@ -318,12 +318,13 @@ class Stage:
         """RMSNorm (b None) or LayerNorm (with bias) over the last axis of x (T, C), eps from
         the spec: one native pass over the rows (csrc/norm/norm.h, the decode layer's steps)."""
         eps, x, nt = float(np.float32(self.spec.norm_eps)), np.ascontiguousarray(x), self._ew(x.size)
+        # per layer per token: the room's unchecked calls (out, the scratch and the float32
+        # weights are this stage's own, x made contiguous here)
         if b is None:
-            _norm.rmsnorm_rows(out, x, w, eps, None, _simd.isa(), nt)
+            _rows._rmsnorm_rows(out, x, w, eps, None, nt)
         else:
             T, C = x.shape
-            _norm.layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, _simd.isa(),
-                                nt)
+            _rows._layernorm_rows(out, self._buf("xhat", T, C), np.empty(T, np.float32), x, w, b, eps, nt)
         return out
 
     def _ew(self, n):
@@ -377,18 +378,15 @@ class Stage:
     def _rope(self, x, pos):
         """x (T, nh, hd) -> rotated copy (rotate-half convention of Hugging Face), one native pass."""
         cos, sin = self._rope_tables(pos + x.shape[0])
-        out = np.empty(x.shape, np.float32)
-        _model.rope_rows(out, x, cos, sin, pos)
-        return out
+        return _decode.rope(x, cos, sin, pos)
 
     # ------------------------------------------------------------------ one-token decode, fused
     def _linear(self, w, b, nt):
-        if isinstance(w, PackedMatrix):
-            K, N = w.shape
-            return _model.Linear(0, K, N, {"panels": w.panels, "bias": b})
         K, N = w.shape
+        if isinstance(w, PackedMatrix):
+            return _decode.float_linear(w.panels, K, N, b)
         path, bufs, block, bkp = w.decode_operands(nt)
-        return _model.Linear(path, K, N, dict(bufs, bias=b), block, bkp)
+        return _decode.q8_linear(path, K, N, bufs, block, bkp, b)
 
     def _fused_linears(self, nt):
         """Each layer's (qkv, o, up, down) as native linears for nt threads (built once)."""
@@ -409,13 +407,9 @@ class Stage:
         spec = self.spec
         C, I, H, KV, hd = spec.hidden, spec.inter, spec.heads, spec.kv_heads, spec.head_dim
         cap = max(256, need, 2 * (f[1] if f is not None else 0))
-        scratch = {"h": np.empty(C, np.float32), "qkv": np.empty(spec.q_dim + 2 * spec.kv_dim, np.float32),
-                   "rq": np.empty(spec.q_dim + spec.kv_dim, np.float32), "att": np.empty(spec.q_dim, np.float32),
-                   "o": np.empty(C, np.float32), "up": np.empty(2 * I, np.float32),
-                   "scores": np.empty(H * cap, np.float32),
-                   "kt": np.empty(KV * _model.kt_floats(hd), np.float32)}
-        layers = [_model.DecodeLayer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
-                                   float(L.scale), int(L.window or 0), scratch)
+        scratch = _decode.scratch(C, H, KV, hd, I, cap)
+        layers = [_decode.layer(*lin, L.n1w, L.n2w, H, KV, hd, I, float(np.float32(spec.norm_eps)),
+                                float(L.scale), int(L.window or 0), scratch)
                   for L, lin in zip(self.layers, lins)]
         self._fused = (lins, cap, layers)
         return layers
@@ -428,10 +422,8 @@ class Stage:
         kvs = [cache.layers[L.index] for L in self.layers]
         for kv in kvs:
             kv.reserve(pos + 1, pos)
-        if _model.run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
-                           _simd.isa(), nt):
-            raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-        return x
+        return _decode._run_layers(layers, x, [kv.k for kv in kvs], [kv.v for kv in kvs], pos, cos[pos], sin[pos],
+                                   nt)                           # nt: the count the linears were built for
 
     # ------------------------------------------------------------------ layers
     def _attn_mlp(self, L: _Layer, x, kv, pos):
@@ -456,7 +448,7 @@ class Stage:
             Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
         s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
         # causal / window mask, minus the row max, exp, over the in-order row sum: one native pass
-        _softmax.softmax_causal(s, T, pos, int(L.window or 0), _simd.isa(), self._ew(s.size))
+        _rows._softmax_causal(s, T, pos, int(L.window or 0), self._ew(s.size))     # s: _fmm's new array
         o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
         o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
         x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))

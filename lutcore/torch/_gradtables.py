@@ -14,14 +14,20 @@ rounding passed straight through:
 in float32.  A conv runs the same over its im2col patches (per group) and folds dX
 back (``F.fold``, as backward="units").  "Clamped" is |round(x / s_x)| > 127, which
 only a static input scale produces.  The gradient is float, not a product through
-the 8-bit table, so this is its own pass: natively (csrc/gradtables/gradtables.h,
-threaded over rows of dX and of dW, each sum in index order: o = 0, 1, ... for dX,
-m = 0, 1, ... for dW), or without the native module in numpy: rows of M in fixed
-blocks of ``BLOCK_ELEMS // K`` rows, dX summed over o in order (the native bits), each
-block's dW part numpy's sum over its rows, the parts added in block order (threads over
-blocks).  Every order depends on the shapes only: the same bits at any thread count.
-Differentiable once, as backward="units".  Not traceable yet (torch.compile,
-export, jit.trace: a ValueError naming the layer).
+the 8-bit table, so this is its own pass: natively (``lutcore.ops.gradtables``,
+csrc/gradtables/gradtables.h, threaded over rows of dX and of dW, each sum in index
+order: o = 0, 1, ... for dX, m = 0, 1, ... for dW), or without the native module in
+numpy: rows of M in fixed blocks of ``BLOCK_ELEMS // K`` rows, dX summed over o in order
+(the native bits), each block's dW part numpy's sum over its rows, the parts added in
+block order (threads over blocks).  Every order depends on the shapes only: the same bits
+at any thread count.  Differentiable once, as backward="units".  Not traceable yet
+(torch.compile, export, jit.trace: a ValueError naming the layer).
+
+Layout: this module holds the tables (``tables_for``: cached per unit and ``grad_h``) and
+the two sums (``table_grads``); the autograd Functions that use them
+(``LutLinearTableFunction``, ``LutConvTableFunction``, ``table_backward``) live with the
+layers' other Functions in ``lutcore.torch.functional``, which imports this module (and
+never the other way round).
 """
 from __future__ import annotations
 
@@ -29,17 +35,12 @@ import operator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import torch
 
+from lutcore.ops import gradtables as _room
 from lutcore.units import Units
 
-__all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "table_grads", "LutLinearTableFunction",
-           "LutConvTableFunction"]
+__all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "check_layer", "table_grads"]
 
-try:                                    # the native pass (csrc/gradtables/gradtables.h); numpy without it
-    from lutcore.kernels import gradtables as _native_gt
-except ImportError:                     # pragma: no cover - an older build
-    _native_gt = None
 USE_NATIVE = True                       # tests compare the numpy fallback by turning this off
 
 GRAD_SUPPLIED = "supplied"
@@ -122,8 +123,10 @@ def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.nd
     S = sum_m dy[m, o] Gb[qx[m, k], qw[o, k]] (no s_x), float32: qx (M, K), qw (O, K) int8 codes,
     g / dy (M, O) float32 (None: that gradient is not needed).  With ``gbt`` (Gb transposed) and
     the native module: the native pass (the same dX bits; S summed over m in order 0, 1, ...)."""
-    if gbt is not None and _native_gt is not None and USE_NATIVE:
-        return _native_grads(qx, qw, g, dy, ga, gbt, nt)
+    if gbt is not None and _room.native() and USE_NATIVE:
+        dx = None if g is None else _room.table_pass(0, qx, qw, g, ga, nt)
+        s = None if dy is None else _room.table_pass(1, qx, qw, dy, gbt, nt)
+        return dx, s
     M, K = qx.shape
     O = qw.shape[0]
     qw32 = qw.astype(np.int32) & 0xff
@@ -159,123 +162,3 @@ def table_grads(qx: np.ndarray, qw: np.ndarray, g, dy, ga: np.ndarray, gb: np.nd
         for p in parts[1:]:
             s += p
     return dx, s
-
-
-def _native_grads(qx, qw, g, dy, ga, gbt, nt):
-    from lutcore import _simd
-    M, K = qx.shape
-    O = qw.shape[0]
-    qx = np.ascontiguousarray(qx, dtype=np.int8)
-    qwu = np.ascontiguousarray(qw, dtype=np.int8).view(np.uint8)
-    isa = _simd.isa()
-    dx = s = None
-    if g is not None:
-        dx = np.empty((M, K), np.float32)
-        _native_gt.table_pass(0, dx, qx, qwu, np.ascontiguousarray(g, dtype=np.float32), ga, isa, nt)
-    if dy is not None:
-        s = np.empty((O, K), np.float32)
-        _native_gt.table_pass(1, s, qx, qwu, np.ascontiguousarray(dy, dtype=np.float32), gbt, isa, nt)
-    return dx, s
-
-
-def _clamped(x: torch.Tensor, s_x, input_scale) -> torch.Tensor | None:
-    """The elements of x its static scale saturated (|round(x / s)| > 127), or None (dynamic: none)."""
-    if input_scale is None:
-        return None
-    s = torch.tensor(float(s_x), dtype=torch.float32)
-    if float(s) == 0.0:
-        return x != 0
-    return torch.round(x / s).abs() > 127
-
-
-def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
-    """(dx, dw) of the module docstring; geo None: a linear layer, x (M, K) dense."""
-    from lutcore.torch import functional as fn
-    need_x, need_w = need
-    ga, gb, gbt = tables
-    O = qw.q.shape[0]
-    G = 1 if geo is None else geo.groups
-    Og = O // G
-    if geo is None:
-        dy2 = dy
-        qx, _ = fn.quantize_tensor(fn._dense(x), s_x, "input", layer, nt)
-        A = qx.reshape(1, *x.shape).copy()
-    else:
-        dy2 = dy.permute(0, 2, 1) if geo.d1 else dy.permute(0, 2, 3, 1)
-        dy2 = dy2.reshape(geo.M, O)
-        qx, _ = fn.quantize_tensor(fn._dense(x), s_x, "input", layer, nt)
-        A = geo.patches(qx, nt).copy()                                     # (G, M, Kg)
-    dy_np = np.ascontiguousarray(dy2.detach().numpy(), dtype=np.float32)
-    g_np = (dy_np * qw.scale[None, :]).astype(np.float32) if need_x else None
-    cols, parts = [], []
-    for i in range(G):
-        sl = slice(i * Og, (i + 1) * Og)
-        d, s = table_grads(A[i], qw.q[sl], None if g_np is None else np.ascontiguousarray(g_np[:, sl]),
-                           np.ascontiguousarray(dy_np[:, sl]) if need_w else None, ga, gb, nt, gbt)
-        cols.append(d)
-        parts.append(s)
-    dx = dw = None
-    if need_x:
-        dx = torch.from_numpy(cols[0]) if geo is None else fn._fold(cols, geo)
-        mask = _clamped(x, s_x, input_scale)
-        if mask is not None:
-            dx = dx.masked_fill(mask, 0.0)
-    if need_w:
-        w = np.concatenate(parts, axis=0) * np.float32(s_x)            # (O, Kg), s_x after the sum
-        if geo is None:
-            dw = torch.from_numpy(w)
-        else:
-            w4 = torch.from_numpy(w).reshape(O, geo.KH, geo.KW, geo.Cg).permute(0, 3, 1, 2)
-            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
-    return dx, dw
-
-
-class LutLinearTableFunction(torch.autograd.Function):
-    """The contract's x @ weight.T + bias through ``units``, backward through ``tables``."""
-
-    @staticmethod
-    def forward(ctx, x2, weight, bias, qw, units, tables, input_scale, layer, nt):
-        from lutcore.torch import functional as fn
-        x2 = fn._dense(x2)
-        y, s_x = fn.linear_forward(x2, bias, qw, units, input_scale, layer, nt)
-        ctx.save_for_backward(x2, weight, bias)
-        ctx.lc = (qw, tables, input_scale, layer, nt, s_x)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        from lutcore.torch import functional as fn
-        x2, weight, bias = ctx.saved_tensors
-        qw, tables, input_scale, layer, nt, s_x = ctx.lc
-        nx, nw, nb = ctx.needs_input_grad[:3]
-        dx, dw = table_backward(dy, x2, qw, s_x, tables, None, input_scale, layer, nt, (nx, nw))
-        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x2, weight), "table")
-        db = dy.sum(0) if nb and bias is not None else None
-        return (dx, dw, db) + (None,) * 6
-
-
-class LutConvTableFunction(torch.autograd.Function):
-    """The contract's conv of x through ``units``, backward through ``tables``."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, qw, units, geo, tables, input_scale, layer, nt):
-        from lutcore.torch import functional as fn
-        x = fn._dense(x)
-        y, s_x = fn.conv_forward(x, weight, bias, qw, units, geo, input_scale, layer, nt)
-        ctx.save_for_backward(x, weight, bias)
-        ctx.lc = (qw, geo, tables, input_scale, layer, nt, s_x)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        from lutcore.torch import functional as fn
-        x, weight, bias = ctx.saved_tensors
-        qw, geo, tables, input_scale, layer, nt, s_x = ctx.lc
-        nx, nw, nb = ctx.needs_input_grad[:3]
-        dx, dw = table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, (nx, nw))
-        dx, dw = fn._once_differentiable(layer, (dx, dw), (dy, x, weight), "table")
-        db = None
-        if nb and bias is not None:
-            _, _, db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], *geo.aten_args(),
-                                                           [False, False, True])
-        return (dx, dw, db) + (None,) * 7

@@ -4,7 +4,7 @@ Design: the contract (docs/DESIGN.md, "Approximate PyTorch layers") in one place
 ``QWeight`` quantizes a weight once per change of its values (per output channel,
 with ``lutcore.quantize`` at block = the whole row; a layer's ``WeightCache``
 compares the weight with the float copy it quantized on every call); each call quantizes its input per
-tensor, gathers patches and dequantizes natively (``lutcore._native.im2col``),
+tensor, gathers patches and dequantizes natively (``lutcore.ops.im2col``),
 and runs the products through ``lutcore.lut_gemm`` (exact tables on the integer
 SIMD path, any other through the table path).  The layers (``layers.py``) cache a
 ``QWeight``; the functional forms build one per call.
@@ -47,14 +47,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lutcore import _check, _simd, _workspace
-from lutcore.kernels import im2col as _im
+from lutcore import _check, _workspace
 from lutcore._threads import resolve_threads
+from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
+from lutcore.torch import _gradtables
 from lutcore.units import Units, resolve as resolve_units
 
-__all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "QWeight"]
+__all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "LutLinearTableFunction",
+           "LutConvTableFunction", "QWeight"]
 
 BACKWARDS = ("ste", "units", "table")
 _127 = np.float32(127.0)
@@ -209,12 +211,12 @@ def _fills_span(t: torch.Tensor) -> bool:
 
 def _same_values(copy: torch.Tensor, copy_bytes, w: torch.Tensor, threads) -> bool:
     """Bitwise equality of a weight and its float copy (one shape and strides): a threaded memcmp
-    of their dense spans (kernels.im2col.same_bytes) when the copy's bytes were kept (w, with the
+    of their dense spans (lutcore.ops.im2col.same_bytes) when the copy's bytes were kept (w, with the
     copy's strides, fills its span too), else torch.equal of int32 views (small weights, where it
     is faster: ~3 against ~10 us; spans with gaps)."""
     if copy_bytes is None:
         return torch.equal(copy.view(torch.int32), w.view(torch.int32))
-    return _im.same_bytes(copy_bytes, _flat(w).view(np.uint8), resolve_threads(threads))
+    return _im2col.same_bytes(copy_bytes, _flat(w).view(np.uint8), threads)
 
 
 _CACHES = weakref.WeakValueDictionary()
@@ -247,15 +249,14 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
     """(q (N*H*W*C,) int8 NHWC codes in scratch, s) of a dense tensor, one scale:
     ``scale`` (static) or max|x| / 127 (dynamic, scale None)."""
     flat = _flat(x)
-    isa = _simd.isa()
     if scale is None:
-        amax, bad = _im.absmax(flat, isa, nt)
+        amax, bad = _im2col._absmax(flat, nt)
         if bad:
             raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
         scale = np.float32(amax) / _127
     shape, strides = _nhwc_view(x)
     q = _workspace.scratch(f"lt_q_{what}", x.numel(), np.int8)
-    bad = _im.quantize_nhwc(q, flat, 0, shape, strides, float(scale), isa, nt)
+    bad = _im2col._quantize_nhwc(q, flat, shape, strides, scale, nt)
     if bad:
         raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
     return q, np.float32(scale)
@@ -310,7 +311,7 @@ def product(a: np.ndarray, qw: "QWeight", g: int, units: Units, nt: int, out: np
     Og = out.shape[1]
     t = gemm_threads(M, K, Og, units, nt)
     if units.kernel_path == "table" and TRANSPOSE_ROWS[0] <= M < TRANSPOSE_ROWS[1] and Og >= TRANSPOSE_MIN_COLS \
-            and qw.b[g].table_form(_simd.isa(), t) is None:
+            and not qw.b[g].table_staged(t):
         out[...] = lut_gemm(qw.q[g * Og:(g + 1) * Og], np.ascontiguousarray(a.T), _transposed(units), threads=t).T
         return out
     return lut_gemm(a, qw.b[g], units, threads=t, out=out)
@@ -364,6 +365,7 @@ class _Conv:
         self.N, self.C, self.H, self.W, self.O, self.Cg, self.KH, self.KW = N, C, H, W, O, Cg, KH, KW
         self.OH, self.OW, self.M, self.Kg, self.Og = OH, OW, N * OH * OW, KH * KW * Cg, O // G
         self.nhwc = (N, H, W, C)
+        self.window = (KH, KW, OH, OW, st[0], st[1], pd[0], pd[1], dl[0], dl[1])     # ops.im2col's geometry
 
     def out_shape(self):
         return (self.N, self.O, self.OW) if self.d1 else (self.N, self.O, self.OH, self.OW)
@@ -372,9 +374,7 @@ class _Conv:
         """A (G, M, Kg) int8 from NHWC codes (scratch)."""
         A = _workspace.scratch("lt_cols", self.groups * self.M * self.Kg, np.int8).reshape(
             self.groups, self.M, self.Kg)
-        _im.im2col_nhwc(A, q, (self.N, self.H, self.W, self.C), self.KH, self.KW, self.OH, self.OW,
-                        self.stride[0], self.stride[1], self.padding[0], self.padding[1], self.dilation[0],
-                        self.dilation[1], nt)
+        _im2col._im2col(A, q, self, nt)
         return A
 
     def narrow(self) -> bool:
@@ -391,7 +391,7 @@ def _dequant(acc: np.ndarray, qw: QWeight, s_x: np.float32, bias, shape, N: int,
     scale = (s_x * qw.scale).astype(np.float32)                  # (O,) float32 s_x * s_w[o]
     y = torch.empty(shape, dtype=torch.float32)
     b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
-    _im.dequant(y.view(-1).numpy(), acc, scale, b, N, P, nt)
+    _im2col._dequant(y.view(-1).numpy(), acc, scale, b, N, P, nt)
     return y
 
 
@@ -406,23 +406,19 @@ def conv_forward(x, weight, bias, qw: QWeight, units: Units, geo: _Conv, input_s
     _check_k(geo.Kg, units, layer)
     q, s_x = quantize_tensor(x, input_scale, "input", layer, nt)
     exact = units.kernel_path == "exact"
-    if geo.groups == 1 and geo.Kg <= _im.KMAX and _im.direct_fast(_simd.isa(), exact) \
+    if geo.groups == 1 and geo.Kg <= _im2col.KMAX and _im2col.direct_fast(exact) \
             and not os.environ.get("LUTCORE_CONV_IM2COL"):
         # a first conv (C*KH*KW <= KMAX) through the exact table on AVX-512: the direct pass
         # (csrc/conv2d), no patch matrix, no int32 accumulator in memory; the same integer sums
         # and the same float32 scale as below: the same bits
         y = torch.empty(geo.out_shape(), dtype=torch.float32)
         b = None if bias is None else np.ascontiguousarray(bias.detach().numpy())
-        _im.conv2d_direct(y.view(-1).numpy(), q, geo.nhwc, geo.KH, geo.KW, geo.OH, geo.OW, geo.stride[0],
-                          geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0], geo.dilation[1], qw.qt,
-                          units.kernel_table[0], exact, qw.input_scaled(s_x), b,
-                          _simd.isa(), nt)
+        _im2col._conv2d_direct(y.view(-1).numpy(), q, geo, qw.qt, units.kernel_table[0], exact,
+                               qw.input_scaled(s_x), b, nt)
         return y, s_x
     acc = _workspace.scratch("lt_acc", geo.M * geo.O, np.int32).reshape(geo.M, geo.O)
     if geo.narrow():                                         # depthwise and the like: one pass, no patches
-        _im.grouped_direct(acc, q, (geo.N, geo.H, geo.W, geo.C), geo.groups, geo.KH, geo.KW, geo.OH, geo.OW,
-                           geo.stride[0], geo.stride[1], geo.padding[0], geo.padding[1], geo.dilation[0],
-                           geo.dilation[1], qw.qt, units.kernel_table[0], units.kernel_path == "exact", _simd.isa(), nt)
+        _im2col._grouped_direct(acc, q, geo, geo.groups, qw.qt, units.kernel_table[0], exact, nt)
     else:
         A = geo.patches(q, nt)
         for g in range(geo.groups):
@@ -555,6 +551,108 @@ class LutLinearFunction(torch.autograd.Function):
         return (dx, dw, db) + (None,) * 6
 
 
+# backward="table": the products as above, the gradients through the unit's gradient tables
+# (the tables and their sums: lutcore.torch._gradtables)
+
+def _clamped(x: torch.Tensor, s_x, input_scale) -> torch.Tensor | None:
+    """The elements of x its static scale saturated (|round(x / s)| > 127), or None (dynamic: none)."""
+    if input_scale is None:
+        return None
+    s = torch.tensor(float(s_x), dtype=torch.float32)
+    if float(s) == 0.0:
+        return x != 0
+    return torch.round(x / s).abs() > 127
+
+
+def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
+    """(dx, dw) through the gradient tables (``lutcore.torch._gradtables``' docstring); geo None: a
+    linear layer, x (M, K) dense."""
+    need_x, need_w = need
+    ga, gb, gbt = tables
+    O = qw.q.shape[0]
+    G = 1 if geo is None else geo.groups
+    Og = O // G
+    if geo is None:
+        dy2 = dy
+        qx, _ = quantize_tensor(_dense(x), s_x, "input", layer, nt)
+        A = qx.reshape(1, *x.shape).copy()
+    else:
+        dy2 = dy.permute(0, 2, 1) if geo.d1 else dy.permute(0, 2, 3, 1)
+        dy2 = dy2.reshape(geo.M, O)
+        qx, _ = quantize_tensor(_dense(x), s_x, "input", layer, nt)
+        A = geo.patches(qx, nt).copy()                                     # (G, M, Kg)
+    dy_np = np.ascontiguousarray(dy2.detach().numpy(), dtype=np.float32)
+    g_np = (dy_np * qw.scale[None, :]).astype(np.float32) if need_x else None
+    cols, parts = [], []
+    for i in range(G):
+        sl = slice(i * Og, (i + 1) * Og)
+        d, s = _gradtables.table_grads(A[i], qw.q[sl], None if g_np is None else np.ascontiguousarray(g_np[:, sl]),
+                                       np.ascontiguousarray(dy_np[:, sl]) if need_w else None, ga, gb, nt, gbt)
+        cols.append(d)
+        parts.append(s)
+    dx = dw = None
+    if need_x:
+        dx = torch.from_numpy(cols[0]) if geo is None else _fold(cols, geo)
+        mask = _clamped(x, s_x, input_scale)
+        if mask is not None:
+            dx = dx.masked_fill(mask, 0.0)
+    if need_w:
+        w = np.concatenate(parts, axis=0) * np.float32(s_x)            # (O, Kg), s_x after the sum
+        if geo is None:
+            dw = torch.from_numpy(w)
+        else:
+            w4 = torch.from_numpy(w).reshape(O, geo.KH, geo.KW, geo.Cg).permute(0, 3, 1, 2)
+            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+    return dx, dw
+
+
+class LutLinearTableFunction(torch.autograd.Function):
+    """The contract's x @ weight.T + bias through ``units``, backward through ``tables``."""
+
+    @staticmethod
+    def forward(ctx, x2, weight, bias, qw, units, tables, input_scale, layer, nt):
+        x2 = _dense(x2)
+        y, s_x = linear_forward(x2, bias, qw, units, input_scale, layer, nt)
+        ctx.save_for_backward(x2, weight, bias)
+        ctx.lc = (qw, tables, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, weight, bias = ctx.saved_tensors
+        qw, tables, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx, dw = table_backward(dy, x2, qw, s_x, tables, None, input_scale, layer, nt, (nx, nw))
+        dx, dw = _once_differentiable(layer, (dx, dw), (dy, x2, weight), "table")
+        db = dy.sum(0) if nb and bias is not None else None
+        return (dx, dw, db) + (None,) * 6
+
+
+class LutConvTableFunction(torch.autograd.Function):
+    """The contract's conv of x through ``units``, backward through ``tables``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, qw, units, geo, tables, input_scale, layer, nt):
+        x = _dense(x)
+        y, s_x = conv_forward(x, weight, bias, qw, units, geo, input_scale, layer, nt)
+        ctx.save_for_backward(x, weight, bias)
+        ctx.lc = (qw, geo, tables, input_scale, layer, nt, s_x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias = ctx.saved_tensors
+        qw, geo, tables, input_scale, layer, nt, s_x = ctx.lc
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx, dw = table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, (nx, nw))
+        dx, dw = _once_differentiable(layer, (dx, dw), (dy, x, weight), "table")
+        db = None
+        if nb and bias is not None:
+            _, _, db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], *geo.aten_args(),
+                                                           [False, False, True])
+        return (dx, dw, db) + (None,) * 7
+
+
 _ONCE_FROM = {"units": "the unit's table, which has no derivative",
               "table": "the unit's gradient tables, which have no derivative"}
 
@@ -599,7 +697,10 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         check_tensor(bias, "bias", layer, 1)
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
-    units = _units_key(units) if _tracing() else resolve_units(units)      # tracing: the digest (a str)
+    if _tracing():
+        units = _units_key(units)                    # tracing: the digest (a str)
+    elif not isinstance(units, Units):               # a layer's units were resolved when it was set up
+        units = resolve_units(units)
     if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
         input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
     return (units, backward_arg(backward, layer), input_scale,
@@ -638,7 +739,6 @@ def _table_args(units, backward, grad_h, layer):
     if _tracing():
         raise ValueError(f"{layer}: backward='table' does not run under torch.compile, torch.export or "
                          f"torch.jit.trace yet; trace with backward='ste' or 'units'")
-    from lutcore.torch import _gradtables
     return _gradtables.tables_for(units, grad_h, layer)
 
 
@@ -656,7 +756,6 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     x2 = x.reshape(-1, K)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
-        from lutcore.torch._gradtables import LutLinearTableFunction
         y = LutLinearTableFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
                                          input_scale, layer, nt)
     elif _tracing():
@@ -716,7 +815,6 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
-        from lutcore.torch._gradtables import LutConvTableFunction
         return LutConvTableFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
                                           tables, input_scale, layer, nt)
     if _tracing():
@@ -812,7 +910,8 @@ def _units_key(units) -> str:
     """The digest of resolve(units), which the custom ops find in _UNITS."""
     if isinstance(units, str) and units in _UNITS:  # already a digest (conv's unbatched call)
         return units
-    units = resolve_units(units)
+    if not isinstance(units, Units):
+        units = resolve_units(units)
     _UNITS.setdefault(units.digest, units)
     return units.digest
 

@@ -118,17 +118,13 @@ class _GradWorker:
     """One data-parallel worker (wrapped with ``ray.remote`` by ``RayWorkers``)."""
 
     def __init__(self, index, threads):
+        from lutcore._threads import resolve_threads
         self.index = index
-        self.threads = threads
+        self.threads = None if threads is None else resolve_threads(threads)    # checked here, in the worker
         self.trainer = None
-        if threads is not None:
-            import lutcore
-            lutcore.set_num_threads(threads)
 
     def info(self):
-        import lutcore
-        return {"version": lutcore.__version__, "pid": os.getpid(), "node": socket.gethostname(),
-                "index": self.index}
+        return {"version": __version__, "pid": os.getpid(), "node": socket.gethostname(), "index": self.index}
 
     def load(self, blob):
         import pickle
@@ -139,6 +135,11 @@ class _GradWorker:
         return True
 
     def gradients(self, params, micros, trainable, mixed_precision, scale):
+        from lutcore._threads import scope
+        with scope(self.threads):                   # the worker's count, as the driver's trainer opens its own
+            return self._gradients(params, micros, trainable, mixed_precision, scale)
+
+    def _gradients(self, params, micros, trainable, mixed_precision, scale):
         from lutcore.train.exactsum import GradSum
         live = self.trainer.model.parameters()
         for k, v in params.items():

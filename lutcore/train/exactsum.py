@@ -23,8 +23,8 @@ one written stays as headroom for carries and the sign).  A term adds +-(m << (s
 limb signed) at least every ``_LAZY`` additions, so no int64 overflows.  Merging two
 accumulators is integer addition of aligned limbs.  The element passes — adding an array
 (decompose + scatter into its limb), carry normalisation and the final rounding — run
-natively (csrc/exactsum/exactsum.h, OpenMP over elements: any thread count, the same
-bits); ``native=False`` runs the vectorised numpy passes kept here as their reference.
+natively (``lutcore.ops.exactsum``, csrc/exactsum/exactsum.h, OpenMP over elements: any
+thread count, the same bits); ``native=False`` runs the vectorised numpy passes kept here as their reference.
 """
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def _decompose(x: np.ndarray):
 
 
 def _xsum():
-    """The native passes (csrc/exactsum): imported on first use."""
-    from lutcore.kernels import exactsum
+    """The native passes' room (lutcore.ops.exactsum, csrc/exactsum): imported on first use."""
+    from lutcore.ops import exactsum
     return exactsum
 
 

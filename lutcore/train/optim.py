@@ -7,7 +7,12 @@ Design: a step is one native call (csrc/optim/optim.h lc_adamw_step_multi): the
 norm pass over every gradient, the skip/clip decision, the per-element update, in
 one parallel region; the global norm is a float64 sum over names in sorted order,
 each tensor summed in fixed chunks — the same bits at any thread count, and the
-same as ``global_grad_norm``.
+same as ``global_grad_norm``.  The passes are ``lutcore.ops.optim``'s; ``step`` checks
+every tensor by name, then calls that room's unchecked fast functions.
+
+Threads: an optimizer inside an entry point (``Trainer``) is built without ``threads``
+and its passes take the count of the entry point's ``lutcore._threads.scope``; one used on
+its own with ``threads=n`` runs them with n.
 """
 from __future__ import annotations
 
@@ -15,9 +20,8 @@ import math
 
 import numpy as np
 
-from lutcore import _check, _simd
-from lutcore.kernels import optim as _o
-from lutcore._threads import resolve_threads
+from lutcore import _check, _threads
+from lutcore.ops import optim as _o
 
 __all__ = ["AdamW", "global_grad_norm", "clip_grad_norm"]
 
@@ -42,9 +46,8 @@ def global_grad_norm(grads: dict, threads=None) -> float:
         if not isinstance(g, np.ndarray) or g.dtype.kind != "f":
             raise TypeError(f"grads[{n!r}]: expected a float numpy array, got "
                             f"{getattr(g, 'dtype', type(g).__name__)}")
-    xs = [np.ascontiguousarray(grads[n], dtype=np.float32) for n in names]
     total = 0.0
-    for s in _o.sumsq_multi(xs, _simd.isa(), resolve_threads(threads)):
+    for s in _o.sumsq([grads[n] for n in names], threads):
         total = total + s
     return math.sqrt(total) if math.isfinite(total) else float("nan")
 
@@ -89,7 +92,8 @@ class AdamW:
     ``params``: {name: float32 array} updated in place (the model's live arrays).
     ``max_delta > 0`` clamps each element's step to [-max_delta, max_delta]
     (the trust region; decay is applied outside it).  With ``max_delta = 0``
-    the update is torch.optim.AdamW's.
+    the update is torch.optim.AdamW's.  ``threads``: None runs each step with the
+    enclosing scope's count (the Trainer's; lutcore's default outside any), a number with it.
     """
 
     def __init__(self, params: dict, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
@@ -134,7 +138,7 @@ class AdamW:
         b1, b2 = self.betas
         t = self.t + 1
         bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-        isa, nt = _simd.isa(), resolve_threads(self.threads)
+        nt = _threads.resolve_threads(self.threads)      # None: the enclosing scope's (the Trainer's)
         names = sorted(grads)
         new = [n for n in names if n not in self.m]
         for name in new:
@@ -143,11 +147,11 @@ class AdamW:
         ps, gs = [self.params[n] for n in names], [grads[n] for n in names]
         ms, vs = [self.m[n] for n in names], [self.v[n] for n in names]
         # one native call: the norm pass, the decision below, the update (csrc/optim/optim.h
-        # lc_adamw_step_multi does this method's double arithmetic in its order)
-        done, norm, clip, _ = _o.adamw_step_multi(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay,
-                                                  self.max_delta, bc1, bc2, grad_scale,
-                                                  0.0 if max_grad_norm is None else max_grad_norm, _SAFE_NORM,
-                                                  isa, nt)
+        # lc_adamw_step_multi does this method's double arithmetic in its order); every tensor
+        # was checked above (and by _writable), so the room's unchecked pass
+        done, norm, clip, _ = _o._adamw_step(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay,
+                                             self.max_delta, bc1, bc2, grad_scale,
+                                             0.0 if max_grad_norm is None else max_grad_norm, _SAFE_NORM, nt)
         if not done:                                     # a norm not finite or >= _SAFE_NORM: nothing written
             if not math.isfinite(norm) or self._would_overflow(grads, grad_scale, norm, max_grad_norm):
                 for name in new:                         # moments are created by a step that updates
@@ -160,8 +164,8 @@ class AdamW:
             # one rounding of the double product: a huge grad_scale clipped by a tiny factor (each
             # alone beyond float32's range) is the factor the pair means, not 0 or inf
             gscale = float(np.float32(grad_scale * clip))
-            _o.adamw_multi(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
-                           bc1, bc2, gscale, isa, nt)
+            _o._adamw_update(ps, gs, ms, vs, b1, b2, self.eps, self.lr, self.weight_decay, self.max_delta,
+                             bc1, bc2, gscale, nt)
         self.t = t
         return {"step": self.t, "skipped": False, "grad_norm": norm, "clip_factor": clip}
 

@@ -94,8 +94,9 @@ class Trainer:
         if vocab is not None and self.tokenizer.vocab_size > vocab:
             raise ValueError(f"tokenizer: {self.tokenizer.name} has {self.tokenizer.vocab_size} ids but the "
                              f"model's vocabulary has {vocab}")
+        # no threads of its own: it steps inside this trainer's scope (its entry points)
         self.optimizer = optimizer or AdamW(model.parameters(), lr=lr, betas=betas, eps=eps,
-                                            weight_decay=weight_decay, max_delta=max_delta, threads=threads)
+                                            weight_decay=weight_decay, max_delta=max_delta)
         self.base_max_delta = self.optimizer.max_delta
         self.scaler: DynamicLossScaler | None = None
         self.seed = _check.int_arg(seed, "seed", lo=0)
@@ -454,8 +455,7 @@ class Trainer:
         o = meta["optimizer"]
         with _field(f, "optimizer"):
             opt = AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                        weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]),
-                        threads=threads)
+                        weight_decay=o["weight_decay"], max_delta=meta.get("base_max_delta", o["max_delta"]))
         mom = load_file(contained(src, "optimizer.safetensors"))
         with _field(f, "optimizer"):
             opt.load_state_dict({**o, "m": {k[2:]: v for k, v in mom.items() if k.startswith("m.")},

@@ -129,7 +129,7 @@ def test_qmatmul_exact_body(rng, runner, shape, block):
     qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
     ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
     ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
-    from lutcore.quant import _pack_scales
+    from lutcore.ops.quant import pack_scales as _pack_scales
     sbp = _pack_scales(sb)
     want = np.full((M, N), np.nan, np.float32)
     _g.qmatmul_exact_packed(want, ap, sa, bp, sbp, nblk, bkp, 0, 1)
@@ -274,7 +274,7 @@ def _qmatmul_exact_case(rng, shape, block):
     qb, sb = np.ascontiguousarray(qbt.T), np.ascontiguousarray(sbt.T)
     ref = qmatmul_ref(qa, sa, qb, sb, exact_mul_lut(), block)
     ap, bp, Kp, bkp, nblk = pack_exact(qa, qb, block)
-    from lutcore.quant import _pack_scales
+    from lutcore.ops.quant import pack_scales as _pack_scales
     return ref, ap, sa, bp, _pack_scales(sb), nblk, bkp
 
 

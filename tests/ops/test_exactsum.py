@@ -135,7 +135,7 @@ def test_native_passes_equal_the_numpy_passes_and_the_reference(n, threads):
 
 
 def test_native_passes_bad_input():
-    from lutcore.kernels import exactsum as xs
+    from lutcore._native import exactsum as xs
     L = np.zeros((2, 5), np.int64)
     with pytest.raises(ValueError, match="x: expected a C-contiguous 1-D float32"):
         xs.add(L, 0, np.zeros(5, np.float64), None, 1)

@@ -112,13 +112,12 @@ def test_direct_conv_equals_im2col(rng, monkeypatch, C, O, stride, pad, n, units
     m = nn.Conv2d(C, O, 3, stride=stride, padding=pad)
     x = _x(rng, n, C, 13, 11)
     a = lt.approximate(m, UNITS[units], threads=threads)
-    from lutcore import _simd
-    from lutcore.torch import functional as fn
+    from lutcore.ops import im2col as room
     calls = []
-    direct = fn._im.conv2d_direct
-    monkeypatch.setattr(fn._im, "conv2d_direct", lambda *args: calls.append(1) or direct(*args))
+    direct = room._conv2d_direct                   # the layers call the room's fast twin
+    monkeypatch.setattr(room, "_conv2d_direct", lambda *args: calls.append(1) or direct(*args))
     got = a(x).detach().numpy()
-    assert len(calls) == int(fn._im.direct_fast(_simd.isa(), UNITS[units].kernel_path == "exact"))
+    assert len(calls) == int(room.direct_fast(UNITS[units].kernel_path == "exact"))
     monkeypatch.setenv("LUTCORE_CONV_IM2COL", "1")
     via = a(x).detach().numpy()
     assert len(calls) <= 1
@@ -131,7 +130,7 @@ def test_direct_conv_only_where_it_is_faster():
     """The direct pass runs only for the exact table on the AVX-512 bodies (any table, or the
     generic / AVX2 levels: im2col + the LUT GEMM, several times faster, BENCHMARKS.md)."""
     from lutcore import _simd
-    from lutcore.kernels import im2col
+    from lutcore._native import im2col
     for name in lutcore.available_simd():
         isa = _simd.isa_of(name)
         assert not im2col.direct_fast(isa, False)

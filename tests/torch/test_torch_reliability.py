@@ -122,9 +122,9 @@ CHUNK = 1 << 18                     # csrc/im2col/im2col.h LC_SAME_CHUNK: the co
 @pytest.mark.parametrize("n", [0, 1, 7, 33, CHUNK - 1, CHUNK + 1, 4 * CHUNK + 1, 5 * CHUNK + 33])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_same_bytes_against_bytes_equality(rng, n, threads):
-    """The weight check's memcmp (kernels.im2col.same_bytes) against Python's bytes ==, a byte
+    """The weight check's memcmp (_native.im2col.same_bytes) against Python's bytes ==, a byte
     changed at the first, a middle, a chunk's edge and the last position."""
-    from lutcore.kernels import im2col
+    from lutcore._native import im2col
     a = rng.integers(0, 256, n, dtype=np.uint8)
     assert im2col.same_bytes(a, a.copy(), threads)
     assert not im2col.same_bytes(a, a[:-1].copy() if n else np.zeros(1, np.uint8), threads)

@@ -383,10 +383,10 @@ def test_bit_identical_across_threads_and_simd():
 
 def _two_pass_step(params, grads, m, v, t, lr, betas, eps, wd, max_delta, max_grad_norm, grad_scale, threads):
     """AdamW.step as the composition its contract names: global_grad_norm, then the skip and
-    clip decision in double (Python), then one update call (kernels.optim.adamw_multi); the
+    clip decision in double (Python), then one update call (_native.optim.adamw_multi); the
     one-call step must give these bits.  None when the step is skipped."""
     from lutcore import _simd
-    from lutcore.kernels import optim as _o
+    from lutcore._native import optim as _o
     norm = global_grad_norm(grads, threads) * abs(float(grad_scale))
     if not math.isfinite(norm):
         return None

@@ -1,0 +1,78 @@
+"""The gradient-table pass: float32 sums of weighted gradient-table entries indexed by 8-bit
+codes (csrc/gradtables/gradtables.h) — the backward of ``backward="table"`` (lutcore.torch)
+and of ``UnitMatmul(unit_backward="table")`` (lutcore's models).
+
+Design: the room of the ``gradtables`` family.  With a table G float32 (65536,) indexed
+``(a & 0xff) * 256 + (b & 0xff)``, codes qx (M, K) and qw (O, K) int8 and weights w
+float32 (M, O):
+
+    which 0:  out[m, k] = sum_o w[m, o] * Ga[qx[m, k], qw[o, k]]           out (M, K)
+    which 1:  out[o, k] = sum_m w[m, o] * GbT[qw[o, k], qx[m, k]]          out (O, K)
+
+(``which`` 1 takes the transposed table, GbT[b * 256 + a] = Gb[a * 256 + b]).  Each sum
+runs in index order (o, resp. m = 0, 1, ...), threaded over rows of out: the same bits at any
+thread count and on every SIMD path.  Without the native module (a build that lacks it) the
+same sums run in the same order in numpy.  Arguments are checked here (dtypes, shapes; inputs
+made contiguous); ``threads``: None reads the enclosing ``lutcore._threads.scope``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore import _simd
+from lutcore._threads import resolve_threads
+
+try:                                    # the native pass; numpy without it
+    from lutcore._native import gradtables as _gt
+except ImportError:                     # pragma: no cover - a build without it
+    _gt = None
+
+__all__ = ["native", "table_pass"]
+
+
+def native() -> bool:
+    """Whether the native pass is built (else ``table_pass`` runs its numpy sums)."""
+    return _gt is not None
+
+
+def _arr(x, name, dtype, ndim):
+    x = np.asarray(x)
+    if x.dtype != dtype or x.ndim != ndim:
+        raise TypeError(f"{name}: expected a {ndim}-D {np.dtype(dtype)} array, got {x.dtype} {x.shape}")
+    return np.ascontiguousarray(x)
+
+
+def table_pass(which: int, qx, qw, w, table, threads=None) -> np.ndarray:
+    """The pass ``which`` (0: (M, K) over o, with Ga; 1: (O, K) over m, with GbT) of the module
+    docstring, as a new float32 array."""
+    if which not in (0, 1):
+        raise ValueError(f"which: expected 0 (summed over o) or 1 (summed over m), got {which!r}")
+    qx = _arr(qx, "qx", np.int8, 2)
+    qw = _arr(qw, "qw", np.int8, 2)
+    w = _arr(w, "w", np.float32, 2)
+    table = _arr(table, "table", np.float32, 1)
+    (M, K), O = qx.shape, qw.shape[0]
+    if qw.shape[1] != K or w.shape != (M, O) or table.shape != (65536,):
+        raise ValueError(f"qx, qw, w, table: expected (M, K), (O, K), (M, O) and (65536,), got {qx.shape}, "
+                         f"{qw.shape}, {w.shape} and {table.shape}")
+    if _gt is None:
+        return _numpy_pass(which, qx, qw, w, table)
+    out = np.empty(((O if which else M), K), np.float32)
+    _gt.table_pass(which, out, qx, qw.view(np.uint8), w, table, _simd.isa(), resolve_threads(threads))
+    return out
+
+
+def _numpy_pass(which, qx, qw, w, table):
+    """The pass in numpy, each sum in the native order (o, resp. m = 0, 1, ...)."""
+    (M, K), O = qx.shape, qw.shape[0]
+    a = qx.view(np.uint8).astype(np.int64)                     # (M, K)
+    b = qw.view(np.uint8).astype(np.int64)                     # (O, K)
+    if which == 0:
+        out = np.zeros((M, K), np.float32)
+        for o in range(O):
+            out += w[:, o:o + 1] * table[(a << 8) | b[o][None, :]]
+    else:
+        out = np.zeros((O, K), np.float32)
+        for m in range(M):
+            out += w[m][:, None] * table[(b << 8) | a[m][None, :]]
+    return out

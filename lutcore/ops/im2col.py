@@ -1,0 +1,107 @@
+"""The approximate PyTorch layers' operands: per-tensor quantization of a dense float32
+tensor into NHWC codes, conv patches (im2col), direct grouped and small-K convolutions from
+the codes, the dequantization of int32 products, and the weight check's memcmp
+(csrc/im2col/im2col.h, csrc/conv2d/conv2d.h).
+
+Design: the room of the ``im2col`` family.  ``lutcore.torch.functional`` owns the tensors,
+the geometry (``geo``: an object with ``nhwc`` = the input's (N, H, W, C) and ``window`` =
+(KH, KW, OH, OW, stride h, w, padding h, w, dilation h, w), made once per geometry) and the
+scratch buffers; these functions read the
+SIMD path, resolve ``threads`` (None: the enclosing ``lutcore._threads.scope``) and call C.
+The native wrappers check every buffer's size against the geometry (C never reads or
+writes out of bounds); every pass is integer or one float32 rounding per element, so the
+same bits at any thread count and on every SIMD path.  Each public function has a private
+fast twin (``_absmax``, ``_quantize_nhwc``, ...) taking a thread count already resolved: a
+layer call runs four or five of these passes, and ``lutcore.torch.functional`` resolves its
+count once per call (a resolve of a number costs about a microsecond, 10-15 % of a small
+layer's call), so it calls the twins.
+
+    base     float32 flat             a dense tensor's elements in memory order
+    q        int8    (N*H*W*C,)       NHWC codes
+    A        int8    (G, N*OH*OW, Kg) patches, Kg = KH*KW*C/G in (i, j, c) order
+    Wt       int8    (KH*KW*C/G, O)   the weight's codes, transposed
+    mul      int32   (65536,)         the table, entry a*256 + b (``exact``: a*b)
+    acc      int32   (N*OH*OW, O)
+    y        float32 (N, O, OH, OW) flat (conv2d_direct) / (N, O, P) flat (dequant)
+"""
+from __future__ import annotations
+
+from lutcore import _simd
+from lutcore._native import im2col as _im
+from lutcore._threads import resolve_threads
+
+__all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direct_fast", "conv2d_direct",
+           "dequant", "same_bytes"]
+
+KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
+
+
+def absmax(base, threads=None):
+    """(max|x|, count of NaN/Inf) of a flat float32 buffer."""
+    return _absmax(base, resolve_threads(threads))
+
+
+def quantize_nhwc(q, base, shape, strides, scale, threads=None, offset: int = 0) -> int:
+    """q (N*H*W*C,) = clamp(round_half_even(x / scale), -127, 127) over the (N, H, W, C) view of
+    ``base`` at element ``offset`` with element ``strides``; returns the count of NaN/Inf."""
+    return _quantize_nhwc(q, base, shape, strides, scale, resolve_threads(threads), offset)
+
+
+def im2col(A, q, geo, threads=None) -> None:
+    """A (G, N*OH*OW, Kg) <- the patches of the NHWC codes q (padding: the code 0)."""
+    _im2col(A, q, geo, resolve_threads(threads))
+
+
+def grouped_direct(acc, q, geo, groups: int, Wt, mul, exact: bool, threads=None) -> None:
+    """acc (N*OH*OW, O) = sum_k mul[patch, w] per group, straight from the codes q (no patches):
+    for groups too narrow for a GEMM each (depthwise and the like)."""
+    _grouped_direct(acc, q, geo, groups, Wt, mul, exact, resolve_threads(threads))
+
+
+def direct_fast(exact: bool) -> bool:
+    """Whether ``conv2d_direct`` beats im2col + the LUT GEMM on the current SIMD path for this
+    kind of table (the exact table on the AVX-512 bodies)."""
+    return _im.direct_fast(_simd.isa(), bool(exact))
+
+
+def conv2d_direct(y, q, geo, Wt, mul, exact: bool, scale, bias=None, threads=None) -> None:
+    """y (N, O, OH, OW) flat = float32(sum_k mul[x, w]) * scale[o] (+ bias[o]) over one group's
+    patches of the codes q, with K = KH*KW*C <= KMAX and no patch matrix."""
+    _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, resolve_threads(threads))
+
+
+def dequant(y, acc, scale, bias, N: int, P: int, threads=None) -> None:
+    """y (N, O, P) flat = float32(acc (N*P, O)) * scale[o] + bias[o] (bias None: none)."""
+    _dequant(y, acc, scale, bias, N, P, resolve_threads(threads))
+
+
+def same_bytes(a, b, threads=None) -> bool:
+    """Whether the uint8 buffers a and b hold the same bytes (a threaded memcmp; unequal
+    lengths are not the same)."""
+    return _im.same_bytes(a, b, resolve_threads(threads))
+
+
+# ---------------------------------------------------------------- the fast twins (nt: a number)
+
+def _absmax(base, nt):
+    return _im.absmax(base, _simd.isa(), nt)
+
+
+def _quantize_nhwc(q, base, shape, strides, scale, nt, offset=0):
+    return _im.quantize_nhwc(q, base, offset, shape, strides, float(scale), _simd.isa(), nt)
+
+
+def _im2col(A, q, geo, nt):
+    _im.im2col_nhwc(A, q, geo.nhwc, *geo.window, nt)
+
+
+def _grouped_direct(acc, q, geo, groups, Wt, mul, exact, nt):
+    _im.grouped_direct(acc, q, geo.nhwc, groups, *geo.window, Wt, mul, exact, _simd.isa(), nt)
+
+
+def _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, nt):
+    _im.conv2d_direct(y, q, geo.nhwc, *geo.window, Wt, mul, exact, scale, bias, _simd.isa(), nt)
+
+
+def _dequant(y, acc, scale, bias, N, P, nt):
+    _im.dequant(y, acc, scale, bias, N, P, nt)

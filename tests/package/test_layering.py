@@ -4,7 +4,7 @@ circles, dependencies pointing one way (docs/DESIGN.md, "The Python layers").
 
 * Only ``lutcore/ops/`` (the kernel families' rooms) and the modules that describe the build
   (test_layout's ``INFRA``: the package ``__init__``, ``_threads``, ``_simd``, ``_alloc``,
-  ``_workspace``) import ``lutcore._native`` (or its old name ``lutcore.kernels``).
+  ``_workspace``) import ``lutcore._native``.
 * No two modules of lutcore import each other (a package and its own submodules excepted:
   importing a submodule runs its package).
 * The kernel rooms know no quant, model, trainer, pipeline or torch bridge; a model knows no
@@ -27,8 +27,7 @@ def _under(m, pkg):
 
 def test_only_the_rooms_import_the_native_modules():
     bad = sorted(f"{n} imports {m}" for n, deps in _graph().items() for m in deps
-                 if (_under(m, "lutcore._native") or _under(m, "lutcore.kernels"))
-                 and not (n in INFRA or _under(n, "lutcore.ops") or _under(n, "lutcore.kernels")))
+                 if _under(m, "lutcore._native") and not (n in INFRA or _under(n, "lutcore.ops")))
     assert not bad, bad
 
 

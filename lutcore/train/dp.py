@@ -302,23 +302,22 @@ class RayWorkers:
                                 "params": int(sum(v.nbytes for v in params.values()))})
         return acc.result(), [losses[j] for j in range(len(micros))]
 
-    def restart(self):
-        """Kill every actor and start a fresh group (after a failure)."""
+    def _kill(self):
+        """Kill every actor (those already gone included)."""
         for a in self.actors:
             try:
                 self._ray.kill(a)
             except Exception:                        # noqa: BLE001 - already gone
                 pass
         self.actors, self.infos = [], []
+
+    def restart(self):
+        """Kill every actor and start a fresh group (after a failure)."""
+        self._kill()
         self._start()
 
     def close(self):
-        for a in self.actors:
-            try:
-                self._ray.kill(a)
-            except Exception:                        # noqa: BLE001 - already gone
-                pass
-        self.actors = []
+        self._kill()
         if self._owns_ray:
             self._ray.shutdown()
             self._owns_ray = False

@@ -309,11 +309,12 @@ class RayWorkers:
                 self._ray.kill(a)
             except Exception:                        # noqa: BLE001 - already gone
                 pass
-        self.actors, self.infos = [], []
+        self.actors = []
 
     def restart(self):
         """Kill every actor and start a fresh group (after a failure)."""
         self._kill()
+        self.infos = []
         self._start()
 
     def close(self):

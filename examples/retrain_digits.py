@@ -1,4 +1,4 @@
-"""Retraining through an approximate unit with each backward (issue 27): a small CNN trained
+"""Retraining through an approximate unit with each backward: a small CNN trained
 in float on scikit-learn's digits, converted to an aggressive unit that costs it several
 points, then fine-tuned for a fixed number of steps with backward "ste" (the float
 layer's gradients), "units" (dX and dW through the unit's table) and "table" (through the

@@ -1,4 +1,4 @@
-"""``backward="table"``: gradients through the unit's gradient tables (issue 27).
+"""``backward="table"``: gradients through the unit's gradient tables.
 
 Design: for a unit f (row a = activation code, column b = weight code) with gradient
 tables ``Ga = df/da`` and ``Gb = df/db`` (``Units.gradients(h)``, central differences

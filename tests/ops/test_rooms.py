@@ -127,7 +127,7 @@ def test_blocks_and_the_trainers_optimizer_keep_no_thread_count():
 def test_a_resolved_units_is_not_resolved_again_per_call(monkeypatch):
     """A Units (what conversion / construction resolved) reaches the kernels with no call to
     a resolver on the way: lut_gemm, qmatmul, requant, relu8, the torch layers."""
-    torch = pytest.importorskip("torch")
+    import torch                              # the test extra installs it
     import lutcore.ops.elementwise as ew
     import lutcore.ops.gemm as gemm
     import lutcore.quant as q

@@ -281,6 +281,28 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
     return v, {"a": na, "b": nb, "out": no, "width": width, "signed": signed}
 
 
+def _refuse_unsigned(path, table, what) -> None:
+    """A ValueError when ``table`` (int16, signed operands, as tabulated) is an unsigned 8 x 8
+    multiplier read as signed: its entries match the product of the operands' unsigned codes
+    (0..255, read back at 16 bits) far better than the signed product.  EvoApproxLib's mul8u
+    circuits have the same ports and C types as its mul8s ones, so only the values tell them
+    apart; lutcore runs 8 x 8 circuits as signed, and reading an unsigned one that way would
+    give thousands of wrong products with no error."""
+    i = np.arange(PAIRS, dtype=np.int64)
+    ua, ub = i >> 8, i & 255                                        # the operands' unsigned codes
+    signed = (ua - ((ua >> 7) << 8)) * (ub - ((ub >> 7) << 8))     # a * b of the signed operands
+    unsigned = ua * ub                                              # as a wide return gives it
+    at16 = unsigned - ((unsigned >> 15 & 1) << 16)                  # read back at 16 bits, as a table is
+    t = table.astype(np.int64)
+    err_s = float(np.abs(t - signed).mean())
+    err_u = min(float(np.abs(t - unsigned).mean()), float(np.abs(t - at16).mean()))
+    if err_u * 8 < err_s and err_s > 256:
+        raise _fail(path, f"{what} multiplies unsigned 8-bit operands: its products match a*b of the codes "
+                          f"0..255 (mean |error| {err_u:.1f}), not of signed operands (mean |error| {err_s:.0f}). "
+                          f"lutcore runs an 8 x 8 circuit as signed (two's-complement operands); an unsigned "
+                          f"multiplier (EvoApproxLib's mul8u family) is refused rather than read wrong")
+
+
 def _to_table(path, v, info) -> tuple[np.ndarray, str]:
     """The output's value as the int16 table, and a sentence saying how it was read."""
     w, no = info["width"], info["out"]
@@ -460,6 +482,7 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
         name, module, stat = _synthesise(path, top, progress=progress, timeout=timeout)
         v, info = eval_netlist(module, path)
         table, how = _to_table(path, v, info)
+        _refuse_unsigned(path, table, f"module {name}")
         _cache[key] = (table, f"{os.path.basename(path)}: module {name}, {how}", name, stat)
     table, source, name, stat = _cache[key]
     u = Units.from_mul(table, name=name)
@@ -866,6 +889,7 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
         # pattern, read as two's complement — the rule for a 16-bit Verilog output
         out = out - ((out >> 15 & 1) << 16)
         how = ", its 16-bit unsigned return read as two's complement"
+    _refuse_unsigned(path, out, f"function {function}")
     bad = np.flatnonzero((out < -32768) | (out > 32767))
     if bad.size:
         i = int(bad[0])

@@ -403,3 +403,32 @@ def test_property_any_path_string_is_a_clear_error(name):
 def test_a_huge_timeout_is_a_timeout():
     assert lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=1e300).is_exact
     assert lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=np.int64(30)).is_exact
+
+
+# ------------------------------------------------------------------ an unsigned 8 x 8 circuit is refused
+# EvoApproxLib's mul8u circuits have mul8s's ports and C types: only the values tell them apart.
+# Read as signed they would give thousands of wrong products; until unsigned units run, they are
+# refused, naming the file (an approximate unsigned one too), while signed ones load as before.
+UNSIGNED_C = {
+    "exact": "uint16_t mul8u_x(uint8_t a, uint8_t b) { return (uint16_t)(a * b); }\n",
+    "truncated": "uint16_t mul8u_x(uint8_t a, uint8_t b) { return (uint16_t)((a * b) & ~0x3F); }\n",
+    "uint32": "uint32_t mul8u_x(uint8_t a, uint8_t b) { return (uint32_t)(a * b) & 0xFFFFu; }\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNSIGNED_C))
+def test_unsigned_c_multiplier_is_refused_not_read_as_signed(tmp_path, kind):
+    f = _write(tmp_path, f"mul8u_{kind}.c", "#include <stdint.h>\n" + UNSIGNED_C[kind])
+    with pytest.raises(ValueError, match=rf"^{re.escape(f)}: function mul8u_x multiplies unsigned 8-bit operands"):
+        lutcore.Units.from_c(f, "mul8u_x")
+
+
+def test_unsigned_verilog_multiplier_is_refused_and_signed_ones_load(tmp_path):
+    f = _write(tmp_path, "mul8u.v", "module mul8u(input [7:0] A, input [7:0] B, output [15:0] O);\n"
+                                    "  assign O = A * B;\nendmodule\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(f)}: module mul8u multiplies unsigned 8-bit operands"):
+        lutcore.Units.from_verilog(f)
+    assert lutcore.Units.from_verilog(BEHAV_V).is_exact            # signed: unchanged
+    signed_c = _write(tmp_path, "mul8s.c", "#include <stdint.h>\nuint16_t mul8s_x(uint8_t a, uint8_t b) "
+                                           "{ return (uint16_t)((int8_t)a * (int8_t)b); }\n")
+    assert lutcore.Units.from_c(signed_c, "mul8s_x").is_exact                     # EvoApproxLib's signed form

@@ -265,6 +265,14 @@ class Units:
         return u
 
     @classmethod
+    def from_text(cls, path, *, name: str | None = None) -> "Units":
+        """A text table, one ``a b product`` line per operand pair (whitespace or commas, ``#``
+        comments), as retraining frameworks ship their LUTs: the operand formats are inferred from
+        the values and every pair must be there exactly once (``lutcore.units.text``)."""
+        from lutcore.units.text import from_text
+        return from_text(path, name=name)
+
+    @classmethod
     def load(cls, path) -> "Units":
         """Read the tables from directory ``path``: ``mul_lut.bin`` is required; a missing
         ``requant_lut.bin`` / ``relu_lut.bin`` is the exact default (listed in ``defaulted``,
@@ -538,8 +546,9 @@ _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 def resolve(units) -> Units:
     """A Units -> itself (unchanged); a str -> exact/approx name, a directory, a Verilog file
-    (``mul.v``, or ``mul.v:top`` to name the module) or a C model (``mul.c:function``, or ``mul.c``
-    when it defines one such function); None -> the (cached) exact units.
+    (``mul.v``, or ``mul.v:top`` to name the module), a C model (``mul.c:function``, or ``mul.c``
+    when it defines one such function) or a text table (``mul.txt`` / ``.lut`` / ``.csv``: ``a b
+    product`` lines); None -> the (cached) exact units.
 
     None is exact here because this is the resolver of the integer ops, which have no float
     path (``lut_gemm``, ``qmatmul``, ``QLinear``, ``requant``, ``relu8``, ``UnitMatmul``: their
@@ -564,6 +573,8 @@ def resolve(units) -> Units:
             return Units.load(s)
         if s.lower().endswith((".v", ".sv")):
             return Units.from_verilog(s)
+        if s.lower().endswith((".txt", ".lut", ".csv")):
+            return Units.from_text(s)
         m = _V_SPEC.fullmatch(s)
         if m and not os.path.exists(s):
             return Units.from_verilog(m.group(1), m.group(2))
@@ -571,7 +582,7 @@ def resolve(units) -> Units:
         if m:
             return Units.from_c(m.group(1), m.group(2))
         return approx.by_name(s)
-    raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file or file.c:function, or "
+    raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file, file.c:function, a text table, or "
                     f"None, got {type(units).__name__}")
 
 

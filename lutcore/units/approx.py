@@ -108,4 +108,4 @@ def by_name(name: str) -> Units:
         n = int(m.group(2))
         return truncated(n) if m.group(1).startswith("trunc") else reduced_operands(n)
     raise ValueError(f"units: unknown name {name!r}; expected a directory, a Verilog file (.v), a C model "
-                     f"(file.c:function) or one of {NAMES}")
+                     f"(file.c:function), a text table (.txt, .lut, .csv) or one of {NAMES}")

@@ -24,9 +24,9 @@ at any thread count.  Differentiable once, as backward="units".  Not traceable y
 (torch.compile, export, jit.trace: a ValueError naming the layer).
 
 Layout: this module holds the tables (``tables_for``: cached per unit and ``grad_h``) and
-the two sums (``table_grads``); the autograd Functions that use them
-(``LutLinearTableFunction``, ``LutConvTableFunction``, ``table_backward``) live with the
-layers' other Functions in ``lutcore.torch.functional``, which imports this module (and
+the two sums (``table_grads``); ``table_backward``, which uses them, and the layers'
+autograd Functions (one per layer kind for every backward mode: the tables travel in their
+``backward`` argument) live in ``lutcore.torch.functional``, which imports this module (and
 never the other way round).
 """
 from __future__ import annotations

@@ -495,8 +495,24 @@ def _fold(cols: list, geo: _Conv) -> torch.Tensor:
 
 # ------------------------------------------------------------------------- Functions
 
+def _mode(backward) -> str:
+    """A Function's ``backward``: "ste", "units", or the gradient tables (ga, gb, gbt): "table"."""
+    return backward if isinstance(backward, str) else "table"
+
+
+def _unit_grads(dy, x, qw, s_x, units, geo, backward, input_scale, layer, nt, need, weight):
+    """(dx, dw) of backward="units" or "table" (differentiable once, naming the mode)."""
+    mode = _mode(backward)
+    if mode == "units":
+        grads = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, need)
+    else:
+        grads = table_backward(dy, x, qw, s_x, backward, geo, input_scale, layer, nt, need)
+    return _once_differentiable(layer, grads, (dy, x, weight), mode)
+
+
 class LutConvFunction(torch.autograd.Function):
-    """y = the contract's conv (1-D or 2-D by the weight's rank) of x through ``units``."""
+    """y = the contract's conv (1-D or 2-D by the weight's rank) of x through ``units``;
+    ``backward``: "ste", "units", or the unit's gradient tables (backward="table")."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, qw, units, geo, backward, input_scale, layer, nt):
@@ -511,12 +527,11 @@ class LutConvFunction(torch.autograd.Function):
         x, weight, bias = ctx.saved_tensors
         qw, units, geo, backward, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
-        ste = backward == "ste"
+        ste = _mode(backward) == "ste"
         dx = dw = db = None
         if not ste:
-            dx, dw = units_backward(dy, x, qw, s_x, units, geo, input_scale, layer, nt, (nx, nw))
-            dx, dw = _once_differentiable(layer, (dx, dw), (dy, x, weight))
-        mask = [nx and ste, nw and ste, nb and bias is not None]     # db in float in both modes
+            dx, dw = _unit_grads(dy, x, qw, s_x, units, geo, backward, input_scale, layer, nt, (nx, nw), weight)
+        mask = [nx and ste, nw and ste, nb and bias is not None]     # db in float in every mode
         if any(mask):
             gx, gw, db = torch.ops.aten.convolution_backward(
                 dy, x, weight, None if bias is None else [bias.shape[0]], *geo.aten_args(), mask)
@@ -526,7 +541,8 @@ class LutConvFunction(torch.autograd.Function):
 
 
 class LutLinearFunction(torch.autograd.Function):
-    """y = the contract's x @ weight.T + bias through ``units`` (x (M, K) dense)."""
+    """y = the contract's x @ weight.T + bias through ``units`` (x (M, K) dense); ``backward``:
+    "ste", "units", or the unit's gradient tables (backward="table")."""
 
     @staticmethod
     def forward(ctx, x2, weight, bias, qw, units, backward, input_scale, layer, nt):
@@ -541,12 +557,11 @@ class LutLinearFunction(torch.autograd.Function):
         x2, weight, bias = ctx.saved_tensors
         qw, units, backward, input_scale, layer, nt, s_x = ctx.lc
         nx, nw, nb = ctx.needs_input_grad[:3]
-        if backward == "ste":
+        if _mode(backward) == "ste":
             dx = dy.mm(weight) if nx else None
             dw = dy.t().mm(x2) if nw else None
         else:
-            dx, dw = units_backward(dy, x2, qw, s_x, units, None, input_scale, layer, nt, (nx, nw))
-            dx, dw = _once_differentiable(layer, (dx, dw), (dy, x2, weight))
+            dx, dw = _unit_grads(dy, x2, qw, s_x, units, None, backward, input_scale, layer, nt, (nx, nw), weight)
         db = dy.sum(0) if nb and bias is not None else None
         return (dx, dw, db) + (None,) * 6
 
@@ -606,51 +621,8 @@ def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
     return dx, dw
 
 
-class LutLinearTableFunction(torch.autograd.Function):
-    """The contract's x @ weight.T + bias through ``units``, backward through ``tables``."""
-
-    @staticmethod
-    def forward(ctx, x2, weight, bias, qw, units, tables, input_scale, layer, nt):
-        x2 = _dense(x2)
-        y, s_x = linear_forward(x2, bias, qw, units, input_scale, layer, nt)
-        ctx.save_for_backward(x2, weight, bias)
-        ctx.lc = (qw, tables, input_scale, layer, nt, s_x)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x2, weight, bias = ctx.saved_tensors
-        qw, tables, input_scale, layer, nt, s_x = ctx.lc
-        nx, nw, nb = ctx.needs_input_grad[:3]
-        dx, dw = table_backward(dy, x2, qw, s_x, tables, None, input_scale, layer, nt, (nx, nw))
-        dx, dw = _once_differentiable(layer, (dx, dw), (dy, x2, weight), "table")
-        db = dy.sum(0) if nb and bias is not None else None
-        return (dx, dw, db) + (None,) * 6
-
-
-class LutConvTableFunction(torch.autograd.Function):
-    """The contract's conv of x through ``units``, backward through ``tables``."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, qw, units, geo, tables, input_scale, layer, nt):
-        x = _dense(x)
-        y, s_x = conv_forward(x, weight, bias, qw, units, geo, input_scale, layer, nt)
-        ctx.save_for_backward(x, weight, bias)
-        ctx.lc = (qw, geo, tables, input_scale, layer, nt, s_x)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, weight, bias = ctx.saved_tensors
-        qw, geo, tables, input_scale, layer, nt, s_x = ctx.lc
-        nx, nw, nb = ctx.needs_input_grad[:3]
-        dx, dw = table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, (nx, nw))
-        dx, dw = _once_differentiable(layer, (dx, dw), (dy, x, weight), "table")
-        db = None
-        if nb and bias is not None:
-            _, _, db = torch.ops.aten.convolution_backward(dy, x, weight, [bias.shape[0]], *geo.aten_args(),
-                                                           [False, False, True])
-        return (dx, dw, db) + (None,) * 7
+# The table mode runs through the same Functions (their ``backward`` argument holds the tables).
+LutLinearTableFunction, LutConvTableFunction = LutLinearFunction, LutConvFunction
 
 
 _ONCE_FROM = {"units": "the unit's table, which has no derivative",
@@ -756,8 +728,8 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     x2 = x.reshape(-1, K)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
-        y = LutLinearTableFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
-                                         input_scale, layer, nt)
+        y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
+                                    input_scale, layer, nt)
     elif _tracing():
         y = torch.ops.lutcore.linear(x2, weight, bias, units, backward, _scale_float(input_scale),
                                      layer, nt, qw.key if isinstance(qw, WeightCache) else "")[0]
@@ -815,8 +787,8 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
-        return LutConvTableFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
-                                          tables, input_scale, layer, nt)
+        return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
+                                     tables, input_scale, layer, nt)
     if _tracing():
         return torch.ops.lutcore.conv(x, weight, bias, list(geo.stride[-n:]), list(geo.padding[-n:]),
                                       list(geo.dilation[-n:]), geo.groups, units, backward,

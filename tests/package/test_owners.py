@@ -47,22 +47,19 @@ def test_record_sees_explicit_and_scoped_counts():
     assert lutcore.lut_gemm.__module__ == "lutcore.ops.gemm"
 
 
-@pytest.mark.parametrize("n", [1, 2])
-@pytest.mark.parametrize("units", [None, "exact", "mitchell"])
-def test_gpt_every_call_uses_its_threads(n, units):
-    m = GPT(GPTConfig(vocab=40, dim=16, context=12, layers=2, heads=2, seed=1), units=units, threads=n)
-    ids = _ids(40)
-    with _threads.record() as calls:
-        m.loss_and_grads(ids[:, :-1], ids[:, 1:])
-        m.generate(ids[0, :3], 2)
-    assert _counts(calls) == {n}, calls
+MODELS = {
+    "gpt": lambda units, n: GPT(GPTConfig(vocab=40, dim=16, context=12, layers=2, heads=2, seed=1), units=units,
+                                threads=n),
+    "mamba": lambda units, n: MambaLM(MambaConfig(vocab_size=40, d_model=16, n_layer=2, d_state=4, seed=2),
+                                      units=units, unit_backward=True, threads=n),
+}
 
 
 @pytest.mark.parametrize("n", [1, 2])
-@pytest.mark.parametrize("units", [None, "mitchell"])
-def test_mamba_every_call_uses_its_threads(n, units):
-    cfg = MambaConfig(vocab_size=40, d_model=16, n_layer=2, d_state=4, seed=2)
-    m = MambaLM(cfg, units=units, unit_backward=True, threads=n)
+@pytest.mark.parametrize("kind,units", [("gpt", None), ("gpt", "exact"), ("gpt", "mitchell"), ("mamba", None),
+                                        ("mamba", "mitchell")])
+def test_model_every_call_uses_its_threads(kind, units, n):
+    m = MODELS[kind](units, n)
     ids = _ids(40)
     with _threads.record() as calls:
         m.loss_and_grads(ids[:, :-1], ids[:, 1:])

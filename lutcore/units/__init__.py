@@ -17,13 +17,35 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
+__all__ = ["Units", "Format", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
 COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
 GRAD_A_FILE, GRAD_B_FILE = "grad_a.bin", "grad_b.bin"   # optional: float32 LE, 65536, Units.grad_tables
+FORMAT_FILE = "format.json"    # a unit of another format than signed 8 x 8: {"a": "8u", "b": "4u", "product": "12u"}
+_FORMAT_FORMAT = "lutcore-units-format/1"
 _COST_FORMAT = "lutcore-units-cost/1"
+
+
+def _as_format_table(x, name: str, fmt) -> np.ndarray:
+    """A table of format ``fmt`` (table shape or flat) as int32 (2^a_bits * 2^b_bits,), every
+    value a product of the format (checked), or TypeError/ValueError naming ``name``."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    shape = fmt.table_shape
+    if arr.shape not in (shape, (shape[0] * shape[1],)):
+        raise ValueError(f"{name}: a {fmt} unit's table has shape {shape} (or {shape[0] * shape[1]} entries), "
+                         f"got shape {arr.shape}")
+    lo, hi = fmt.p_range
+    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+        v = arr.reshape(-1).astype(np.int64)
+        i = int(np.flatnonzero((v < lo) | (v > hi))[0])
+        a, b = int(fmt.codes("a")[i // shape[1]]), int(fmt.codes("b")[i % shape[1]])
+        raise ValueError(f"{name}: the product of a={a}, b={b} is {int(v[i])}, outside the {fmt.p_bits}-bit "
+                         f"{'signed' if fmt.p_signed else 'unsigned'} product of format {fmt} [{lo}, {hi}]")
+    return arr.reshape(-1).astype(np.int32)
 
 
 def _int8_grid():
@@ -87,6 +109,7 @@ class VerifyReport:
     relu: TableReport
     defaulted: tuple = ()          # tables a units directory lacked: the exact defaults were used
     layout: str | None = None      # set when mul looks like a rotated (e.g. natural-order) exact table
+    format: str = "8s x 8s -> 16s"  # the multiplier's operand and product formats
 
     @property
     def ok(self) -> bool:
@@ -94,7 +117,8 @@ class VerifyReport:
 
     def to_dict(self) -> dict:
         """The report as plain numbers: {"digest", "ok", "mul": {..., "metrics": {...}}, ...}."""
-        return {"digest": self.digest, "ok": self.ok, "defaulted": list(self.defaulted), "layout": self.layout,
+        return {"digest": self.digest, "ok": self.ok, "format": self.format, "defaulted": list(self.defaulted),
+                "layout": self.layout,
                 **{t.name: dataclasses.asdict(t) for t in (self.mul, self.requant, self.relu)}}
 
     def rows(self):
@@ -107,14 +131,14 @@ class VerifyReport:
         head = ("table", "status", "wrong", "max|err|", "mean|err|", "bias", "symmetric")
         rows = [head] + list(self.rows())
         w = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines = [f"units {self.digest[:16]}"]
+        lines = [f"units {self.digest[:16]}  format {self.format} (a x b -> product; s signed, u unsigned)"]
         for i, r in enumerate(rows):
             lines.append("  ".join(c.ljust(w[j]) for j, c in enumerate(r)).rstrip())
             if i == 0:
                 lines.append("  ".join("-" * x for x in w))
         m = self.mul.metrics
         if m:
-            lines.append("mul error metrics (EvoApproxLib; all 65536 pairs vs the exact product):")
+            lines.append(f"mul error metrics (EvoApproxLib; all {self.mul.entries} pairs vs the exact product):")
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("mae", "mae_pct", "wce", "wce_pct")))
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("wcre_pct", "ep_pct", "mre_pct", "mse")))
         if self.defaulted:
@@ -164,17 +188,29 @@ class Units:
     approximate multipliers in ``lutcore.units.approx``.
     """
 
-    def __init__(self, mul, requant=None, relu=None, *, name: str | None = None):
+    def __init__(self, mul, requant=None, relu=None, *, name: str | None = None, format=None):
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name: expected a str or None, got {type(name).__name__}")
-        self.mul = _readonly(_as_table(mul, "mul", np.int16, 65536))
+        fmt = format_arg(format) or SIGNED8
+        if not fmt.is_table:
+            raise ValueError(f"format: {fmt} has an operand wider than 8 bits: such a unit is a gate netlist, "
+                             f"not a table (Units.from_verilog / Units.from_c / Units.from_netlist)")
+        self.format = fmt
+        self.netlist = None        # a wide unit's gate netlist (lutcore.units.netlist.Netlist)
+        if fmt.legacy:
+            self.mul = _readonly(_as_table(mul, "mul", np.int16, 65536))
+        else:
+            self.mul = _readonly(_as_format_table(mul, "mul", fmt))
         self.requant_lut = _readonly(default_requant_table() if requant is None
                                      else _as_table(requant, "requant", np.int8, 65536))
         self.relu_lut = _readonly(default_relu_table() if relu is None
                                   else _as_table(relu, "relu", np.int8, 256))
-        self.is_exact = bool(np.array_equal(self.mul, exact_mul_table()))
+        exact = fmt.exact_table().reshape(-1)
+        self.is_exact = bool(np.array_equal(self.mul, exact))
         h = hashlib.sha256()
-        for t in (self.mul.astype("<i2"), self.requant_lut, self.relu_lut):
+        if not fmt.legacy:                 # the signed 8 x 8 digest is the tables alone, as it always was
+            h.update(f"lutcore-format:{fmt}\n".encode())
+        for t in (self.mul.astype("<i2" if fmt.legacy else "<i4"), self.requant_lut, self.relu_lut):
             h.update(t.tobytes())
         self.digest = h.hexdigest()
         self.name = name or ("exact" if self.is_exact else "custom")
@@ -184,10 +220,17 @@ class Units:
         self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
         self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
         self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
-        # What kernels read: the table as int32 in (a,b) and (b,a) order.
-        m = self.mul.astype(np.int32).reshape(256, 256)
+        # What kernels read: the table as int32 byte-indexed (a & 0xff) * 256 + (b & 0xff), in (a,b)
+        # and (b,a) order; codes outside the format hold 0 (range-checked before any kernel).
+        m = np.zeros(65536, np.int32)
+        m[fmt.kernel_index().reshape(-1)] = self.mul
+        m = m.reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
         self.max_abs_product = int(np.abs(self.mul.astype(np.int64)).max())
+        # the int8 dot-product body computes a*b of signed bytes: it serves a table that is exactly that
+        a, b = fmt.grid()
+        self._true_product = bool(fmt.a_signed and fmt.b_signed and
+                                  np.array_equal(self.mul, (a * b).reshape(-1)))
         # A requant table that is a plain saturation of t to [lo, hi] runs without lookups.
         lo, hi = int(self.requant_lut[0x8000]), int(self.requant_lut[0x7fff])
         t = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
@@ -202,7 +245,7 @@ class Units:
         lookup path).  The one place lutcore makes that choice — ``lut_gemm``, ``qmatmul``,
         ``QLinear``, the fused decode and the PyTorch layers all ask here.  Both paths give
         the contract's bits; only the speed differs."""
-        return "exact" if self.is_exact else "table"
+        return "exact" if self._true_product else "table"
 
     @property
     def kernel_table(self) -> np.ndarray:
@@ -212,29 +255,39 @@ class Units:
 
     # ---------------------------------------------------------------- builders
     @classmethod
-    def exact(cls) -> "Units":
-        return cls(exact_mul_table(), name="exact")
+    def exact(cls, format=None) -> "Units":
+        """The exact multiplier (a*b) of ``format`` (default signed 8 x 8)."""
+        fmt = format_arg(format) or SIGNED8
+        if fmt.legacy:
+            return cls(exact_mul_table(), name="exact")
+        return cls(fmt.exact_table(), name="exact", format=fmt)
 
     @classmethod
-    def from_mul(cls, table_or_fn, requant=None, relu=None, *, name: str | None = None) -> "Units":
-        """From a (256,256)/(65536,) integer table or a function f(a, b): it is called
-        once with two (256, 256) int32 arrays holding every pair of int8 values
-        -128..127 (int32, so that ``a * b`` is the exact product, not an int8 wrap)."""
+    def from_mul(cls, table_or_fn, requant=None, relu=None, *, name: str | None = None, format=None) -> "Units":
+        """From an integer table or a function f(a, b).  ``format`` (a ``Format`` or a spec such as
+        ``"8u x 4u -> 12u"``; default signed 8 x 8) gives the operands' widths and signedness: the
+        table has shape (2^a_bits, 2^b_bits) (or is flat), entry [a & (2^a_bits-1), b & (2^b_bits-1)]
+        (two's-complement low bits).  A function is called once with two int32 arrays of that shape
+        holding every pair of codes (int32, so that ``a * b`` is the exact product); what it returns
+        is read at the product's width and signedness (its low ``p_bits`` bits)."""
+        fmt = format_arg(format) or SIGNED8
         if callable(table_or_fn):
-            a, b = _int8_grid()
-            a32 = np.broadcast_to(a.astype(np.int32), (256, 256))
-            b32 = np.broadcast_to(b.astype(np.int32), (256, 256))
-            out = np.asarray(table_or_fn(a32, b32))
-            if out.shape != (256, 256):
-                raise ValueError(f"table_or_fn: the function must return a (256, 256) array for "
-                                 f"(256, 256) inputs, got shape {out.shape}")
-            table = out
+            a, b = (g.astype(np.int32) for g in fmt.grid())
+            out = np.asarray(table_or_fn(a, b))
+            if out.shape != fmt.table_shape:
+                raise ValueError(f"table_or_fn: the function must return a {fmt.table_shape} array for "
+                                 f"{fmt.table_shape} inputs, got shape {out.shape}")
+            if out.dtype.kind not in "iu":
+                raise TypeError(f"table_or_fn: the function must return integers, got dtype {out.dtype}")
+            table = out if fmt.legacy else fmt.read_product(out)
         else:
             table = np.asarray(table_or_fn)
-            if table.shape not in ((256, 256), (65536,)):
-                raise ValueError(f"table_or_fn: expected shape (256, 256) or (65536,), got {table.shape}")
+            n = fmt.table_shape[0] * fmt.table_shape[1]
+            if table.shape not in (fmt.table_shape, (n,)):
+                raise ValueError(f"table_or_fn: expected shape {fmt.table_shape} or ({n},) for format {fmt}, "
+                                 f"got {table.shape}")
         try:
-            return cls(table, requant, relu, name=name)
+            return cls(table, requant, relu, name=name, format=None if fmt.legacy else fmt)
         except (TypeError, ValueError) as e:       # the table's own check says "mul"
             msg = str(e)
             if msg.startswith("mul:"):
@@ -312,15 +365,21 @@ class Units:
             return np.frombuffer(raw, dtype=dtype).copy()
 
         _check_dir(src)
-        mul = read(MUL_FILE, "<i2", 65536)
+        fmt = _read_format(contained(src, FORMAT_FILE))
+        n = fmt.table_shape[0] * fmt.table_shape[1]
+        mul = read(MUL_FILE, "<i2" if fmt.legacy else "<i4", n)
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
-        units = cls(mul.astype(np.int16), requant, relu, name=os.path.basename(os.path.normpath(path)))
+        try:
+            units = cls(mul.astype(np.int16 if fmt.legacy else np.int32), requant, relu,
+                        name=os.path.basename(os.path.normpath(path)), format=None if fmt.legacy else fmt)
+        except ValueError as e:
+            raise ValueError(f"{os.path.join(src, MUL_FILE)}: {e}") from None
         units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
         units.loaded_from = os.path.abspath(path)
         f = contained(src, COST_FILE)        # a link out of the directory: refused, as the tables
         if os.path.lexists(f):
             units.cost, units.published = _read_cost(f)
-        ga, gb = read(GRAD_A_FILE, "<f4", 65536), read(GRAD_B_FILE, "<f4", 65536)
+        ga, gb = read(GRAD_A_FILE, "<f4", n), read(GRAD_B_FILE, "<f4", n)
         if (ga is None) != (gb is None):
             have, lack = (GRAD_A_FILE, GRAD_B_FILE) if gb is None else (GRAD_B_FILE, GRAD_A_FILE)
             raise ValueError(f"{os.path.join(src, lack)}: missing: a units directory holds both gradient "
@@ -331,8 +390,8 @@ class Units:
                 if bad:
                     raise ValueError(f"{os.path.join(src, fname)}: {bad} non-finite entries (NaN/Inf); a "
                                      f"gradient table holds finite float32 values")
-            units.grad_tables = (_readonly(ga.astype(np.float32).reshape(256, 256)),
-                                 _readonly(gb.astype(np.float32).reshape(256, 256)))
+            units.grad_tables = (_readonly(ga.astype(np.float32).reshape(fmt.table_shape)),
+                                 _readonly(gb.astype(np.float32).reshape(fmt.table_shape)))
         return units
 
     def save(self, path) -> None:
@@ -346,11 +405,15 @@ class Units:
         go to ``cost.json`` beside the tables (an earlier save's is removed otherwise)."""
         import json
         from lutcore._io import atomic_dir
-        with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE)) as tmp:
-            for fname, arr in ((MUL_FILE, self.mul.astype("<i2")), (REQUANT_FILE, self.requant_lut),
-                               (RELU_FILE, self.relu_lut)):
+        legacy = self.format.legacy
+        with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE)) as tmp:
+            for fname, arr in ((MUL_FILE, self.mul.astype("<i2" if legacy else "<i4")),
+                               (REQUANT_FILE, self.requant_lut), (RELU_FILE, self.relu_lut)):
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
+            if not legacy:
+                with open(os.path.join(tmp, FORMAT_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"format": _FORMAT_FORMAT, **self.format.to_dict()}, f, indent=1)
             if self.cost or self.published:
                 with open(os.path.join(tmp, COST_FILE), "w", encoding="utf-8") as f:
                     json.dump({"format": _COST_FORMAT, "cost": dict(self.cost),
@@ -398,7 +461,7 @@ class Units:
         h = operator.index(h)
         if not 1 <= h <= 127:
             raise ValueError(f"h: expected the smoothing half-width in 1..127, got {h}")
-        return _difference_tables(self.mul, h)
+        return _difference_tables(self.table(), self.format, h)
 
     def with_gradients(self, Ga, Gb) -> "Units":
         """A copy of these units carrying the gradient tables ``Ga`` = df/da and ``Gb`` = df/db,
@@ -412,7 +475,7 @@ class Units:
         if Ga is None and Gb is None:
             tables = None
         else:
-            tables = tuple(_as_grad_table(t, n) for t, n in ((Ga, "Ga"), (Gb, "Gb")))
+            tables = tuple(_as_grad_table(t, n, self.format.table_shape) for t, n in ((Ga, "Ga"), (Gb, "Gb")))
         out = copy.copy(self)
         out.grad_tables = tables
         out.cost, out.published = dict(self.cost), dict(self.published)
@@ -421,31 +484,39 @@ class Units:
 
     # ------------------------------------------------------------- inspection
     def table(self) -> np.ndarray:
-        """The multiplier as (256, 256) int16, indexed [a & 0xff, b & 0xff]."""
-        return self.mul.reshape(256, 256)
+        """The multiplier as a table of shape (2^a_bits, 2^b_bits), indexed [a & mask, b & mask]:
+        (256, 256) int16 for signed 8 x 8 units, int32 for other formats."""
+        if self.mul is None:
+            raise ValueError(f"units {self.name!r}: format {self.format} has no table (a gate netlist runs it)")
+        return self.mul.reshape(self.format.table_shape)
 
     def verify(self) -> VerifyReport:
-        m = self.mul.reshape(256, 256)
+        fmt = self.format
+        sym = None
+        if fmt.a_bits == fmt.b_bits and fmt.a_signed == fmt.b_signed:
+            m = self.table()
+            sym = bool(np.array_equal(m, m.T))
         return VerifyReport(
             digest=self.digest,
-            mul=_compare("mul", self.mul, exact_mul_table(), symmetric=bool(np.array_equal(m, m.T)),
+            mul=_compare("mul", self.mul, fmt.exact_table().reshape(-1), symmetric=sym,
                          metrics=self.error_metrics()),
             requant=_compare("requant", self.requant_lut, default_requant_table()),
             relu=_compare("relu", self.relu_lut, default_relu_table()),
             defaulted=self.defaulted,
-            layout=None if self.is_exact else _rotation(self.mul),
+            layout=None if self.is_exact or not fmt.legacy else _rotation(self.mul),
+            format=str(fmt),
         )
 
     def error_metrics(self) -> dict:
         """EvoApproxLib's metrics of the multiplier (mae, mae_pct, wce, wce_pct, wcre_pct, ep_pct,
-        mre_pct, mse; see ``lutcore.units.metrics``)."""
+        mre_pct, mse; see ``lutcore.units.metrics``), over every pair of the unit's format."""
         from lutcore.units.metrics import error_metrics
-        return error_metrics(self.mul)
+        return error_metrics(self.mul, self.format)
 
     def __repr__(self) -> str:
         kind = "exact" if self.is_exact else "approx"
         dflt = f", defaulted={'+'.join(self.defaulted)}" if self.defaulted else ""
-        return f"Units(name={self.name!r}, mul={kind}, digest={self.digest[:16]}{dflt})"
+        return f"Units(name={self.name!r}, format={self.format}, mul={kind}, digest={self.digest[:16]}{dflt})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Units) and other.digest == self.digest
@@ -454,39 +525,52 @@ class Units:
         return hash(self.digest)
 
 
-def _as_grad_table(t, name: str) -> np.ndarray:
-    """A user's gradient table as read-only float32 (256, 256), or TypeError/ValueError naming it."""
+def _as_grad_table(t, name: str, shape=(256, 256)) -> np.ndarray:
+    """A user's gradient table as read-only float32 of table ``shape``, or TypeError/ValueError naming it."""
+    n = shape[0] * shape[1]
     if t is None:
-        raise TypeError(f"{name}: expected a (256, 256) float array, got None (give both tables, or "
+        raise TypeError(f"{name}: expected a {shape} float array, got None (give both tables, or "
                         f"None for both to drop them)")
     arr = np.asarray(t)
     if arr.dtype.kind != "f":
         raise TypeError(f"{name}: expected a float array (float32 or float64), got dtype {arr.dtype}")
-    if arr.shape not in ((256, 256), (65536,)):
-        raise ValueError(f"{name}: expected shape (256, 256) or (65536,), got {arr.shape}")
+    if arr.shape not in (shape, (n,)):
+        raise ValueError(f"{name}: expected shape {shape} or ({n},), got {arr.shape}")
     with np.errstate(over="ignore"):
-        t32 = arr.astype(np.float32).reshape(256, 256)
+        t32 = arr.astype(np.float32).reshape(shape)
     bad = ~np.isfinite(t32)
     if bad.any():
         i = np.argwhere(bad)[0]
-        a, b = (int(np.uint8(v).view(np.int8)) for v in i)
+        bits_a, bits_b = (int(x).bit_length() - 1 for x in shape)
+        a = int(i[0]) - ((int(i[0]) >> (bits_a - 1)) << bits_a)
+        b = int(i[1]) - ((int(i[1]) >> (bits_b - 1)) << bits_b)
         raise ValueError(f"{name}: expected finite values (in float32), got {int(bad.sum())} non-finite "
                          f"entr{'y' if bad.sum() == 1 else 'ies'}, the first at [{i[0]}, {i[1]}] "
-                         f"(a={a}, b={b}): {arr.reshape(256, 256)[i[0], i[1]]!r}")
+                         f"(a={a}, b={b}): {arr.reshape(shape)[i[0], i[1]]!r}")
     return _readonly(t32)
 
 
-def _difference_tables(mul: np.ndarray, h: int) -> tuple:
-    """(Ga, Gb) float32 (256, 256) [a & 0xff, b & 0xff] of the (65536,) table: differences over
-    +-h codes clipped to -128..127, divided by the distance covered (float64, rounded once)."""
-    nat = np.roll(mul.astype(np.float64).reshape(256, 256), (128, 128), axis=(0, 1))  # [a + 128, b + 128]
-    i = np.arange(256)
-    hi, lo = np.minimum(i + h, 255), np.maximum(i - h, 0)
-    d = (hi - lo).astype(np.float64)
-    ga = (nat[hi, :] - nat[lo, :]) / d[:, None]
-    gb = (nat[:, hi] - nat[:, lo]) / d[None, :]
-    back = [np.roll(g, (-128, -128), axis=(0, 1)).astype(np.float32) for g in (ga, gb)]
-    return tuple(np.ascontiguousarray(g) for g in back)
+def _difference_tables(table: np.ndarray, fmt, h: int) -> tuple:
+    """(Ga, Gb) float32 of table shape [a & mask, b & mask]: differences over +-h codes clipped to
+    the format's range, divided by the distance covered (float64, rounded once)."""
+    pa, pb = np.argsort(fmt.codes("a"), kind="stable"), np.argsort(fmt.codes("b"), kind="stable")
+    nat = table.astype(np.float64)[pa][:, pb]                    # rows and columns in code order
+
+    def diff(t, axis):
+        n = t.shape[axis]
+        i = np.arange(n)
+        hi, lo = np.minimum(i + h, n - 1), np.maximum(i - h, 0)
+        d = np.maximum(hi - lo, 1).astype(np.float64)
+        if axis == 0:
+            return (t[hi, :] - t[lo, :]) / d[:, None]
+        return (t[:, hi] - t[:, lo]) / d[None, :]
+
+    out = []
+    for g in (diff(nat, 0), diff(nat, 1)):
+        back = np.empty_like(g)
+        back[np.ix_(pa, pb)] = g
+        out.append(np.ascontiguousarray(back.astype(np.float32)))
+    return tuple(out)
 
 
 def _read_cost(f):
@@ -518,15 +602,39 @@ def _read_cost(f):
     return cost, pub
 
 
+def _read_format(f):
+    """The Format a units directory's format.json states (absent: signed 8 x 8); anything
+    malformed is a ValueError naming the file."""
+    import json
+    if not os.path.lexists(f):
+        return SIGNED8
+    if not os.path.isfile(f):
+        what = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
+        raise ValueError(f"{f}: cannot read the operand formats: {what}")
+    try:
+        with open(f, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f}: cannot read the operand formats ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(d, dict) or d.get("format") != _FORMAT_FORMAT:
+        raise ValueError(f"{f}: expected {{\"format\": \"{_FORMAT_FORMAT}\", \"a\": \"8u\", \"b\": \"4u\", "
+                         f"\"product\": \"12u\"}}, got {d!r}"[:400])
+    fmt = Format.from_dict(d, f)
+    if not fmt.is_table:
+        raise ValueError(f"{f}: format {fmt} has an operand wider than 8 bits: a units directory holds tables")
+    return fmt
+
+
 def _check_dir(path: str) -> None:
     """A units directory must hold mul_lut.bin; other files than the three tables are named in a
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
-                f"{REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256), {COST_FILE} and "
+                f"{FORMAT_FILE} (another operand format: then {MUL_FILE} is int32, 2^a_bits * 2^b_bits "
+                f"entries), {REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256), {COST_FILE} and "
                 f"{GRAD_A_FILE} + {GRAD_B_FILE} (float32 little-endian, 65536 each)")
     if MUL_FILE not in names:
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
@@ -587,4 +695,5 @@ def resolve(units) -> Units:
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)
+from lutcore.units.formats import SIGNED8, Format, format_arg  # noqa: E402,F401
 from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

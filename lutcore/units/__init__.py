@@ -318,12 +318,13 @@ class Units:
         return u
 
     @classmethod
-    def from_text(cls, path, *, name: str | None = None) -> "Units":
+    def from_text(cls, path, *, name: str | None = None, format=None) -> "Units":
         """A text table, one ``a b product`` line per operand pair (whitespace or commas, ``#``
         comments), as retraining frameworks ship their LUTs: the operand formats are inferred from
-        the values and every pair must be there exactly once (``lutcore.units.text``)."""
+        the values (or ``format`` states them) and every pair must be there exactly once
+        (``lutcore.units.text``)."""
         from lutcore.units.text import from_text
-        return from_text(path, name=name)
+        return from_text(path, name=name, format=format)
 
     @classmethod
     def load(cls, path) -> "Units":

@@ -5,13 +5,14 @@ commas between the three integers; ``#`` starts a comment; blank lines are skipp
 operand formats are inferred from the values: an operand with a negative value is signed,
 and its width is the fewest bits whose two's-complement (or, unsigned, binary) range holds
 every value; the grid of that format must then be complete — every pair exactly once — so a
-missing or repeated pair is a ValueError naming the file, the pair and its lines.  lutcore
-runs signed 8 x 8 units: a table of another format is refused naming the format it has, never
-read as signed 8 x 8.
+missing or repeated pair is a ValueError naming the file, the pair and its lines.  The unit
+has that format (``lutcore.units.formats``: 8u x 8u -> 16u for codes 0..255, 8s x 4s -> 12s
+...; ``format=`` states it instead), its product a_bits + b_bits wide.  Operands of at most 8
+bits make a table; a wider one is refused (a circuit, not a table).
 
     file line    a        b        product
-    value        int      int      int (fits int16 for a signed 8 x 8 unit)
-    table        (a & 0xff) * 256 + (b & 0xff) -> product   (Units.mul's layout)
+    value        int      int      int (fits the product's format)
+    table        [a & mask_a, b & mask_b] -> product   (Units.table()'s layout)
 """
 from __future__ import annotations
 
@@ -99,24 +100,43 @@ def read_text_table(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, tu
     return a, b, p, fa, fb
 
 
-def from_text(path, *, name: str | None = None):
+def from_text(path, *, name: str | None = None, format=None):
     """A ``Units`` from a text table (see the module's docstring); its name defaults to the
-    file's stem.  A table of other than signed 8 x 8 operands, or a product outside int16, is
-    a ValueError naming the file."""
+    file's stem.  The operands' formats are inferred from the values (``format`` states them
+    instead: the file must then hold exactly that format's grid); the product's width is
+    a_bits + b_bits (or ``format``'s), every product checked to fit.  An operand wider than 8
+    bits is a ValueError naming the file: such a unit is a circuit, not a table."""
     from lutcore.units import Units
+    from lutcore.units.formats import Format, format_arg
+    declared = format_arg(format)
     a, b, p, fa, fb = read_text_table(path)
     path = os.fspath(path)
-    if fa != (8, True) or fb != (8, True):
-        raise _fail(path, f"operands {_name(*fa)} (a) x {_name(*fb)} (b), inferred from the values: lutcore runs "
-                          f"signed 8 x 8 units (a and b in -128..127); a table of another format is refused rather "
-                          f"than read as one")
-    bad = np.flatnonzero((p < -32768) | (p > 32767))
+    if declared is not None:
+        for which, want, got in (("a", (declared.a_bits, declared.a_signed), fa),
+                                 ("b", (declared.b_bits, declared.b_signed), fb)):
+            if want != got:
+                vals = a if which == "a" else b
+                lo, hi = declared.range(which)
+                raise _fail(path, f"operand {which} holds {int(vals.min())}..{int(vals.max())} ({_name(*got)}, "
+                                  f"inferred), but format={declared} states {_name(*want)} ({lo}..{hi})")
+        fmt = declared
+    else:
+        fmt = Format(fa[0], fa[1], fb[0], fb[1])
+    if not fmt.is_table:
+        raise _fail(path, f"operands {_name(fmt.a_bits, fmt.a_signed)} (a) x {_name(fmt.b_bits, fmt.b_signed)} "
+                          f"(b): a unit whose operands both fit in 8 bits is a table; a wider one is a circuit "
+                          f"(give its Verilog or C model)")
+    lo, hi = fmt.p_range
+    bad = np.flatnonzero((p < lo) | (p > hi))
     if bad.size:
         i = int(bad[0])
-        raise _fail(path, f"the product of a={int(a[i])}, b={int(b[i])} is {int(p[i])}, outside int16")
-    table = np.empty(65536, np.int16)
-    table[(a & 0xFF) * 256 + (b & 0xFF)] = p
-    u = Units.from_mul(table, name=name or os.path.splitext(os.path.basename(path))[0])
-    u.source = f"{os.path.basename(path)}: text table, {a.size:,} pairs, signed 8 x 8"
+        raise _fail(path, f"the product of a={int(a[i])}, b={int(b[i])} is {int(p[i])}, outside the {fmt.p_bits}-bit "
+                          f"{'signed' if fmt.p_signed else 'unsigned'} product [{lo}, {hi}] of format {fmt}")
+    ma, mb = (1 << fmt.a_bits) - 1, (1 << fmt.b_bits) - 1
+    table = np.empty(fmt.table_shape[0] * fmt.table_shape[1], np.int64)
+    table[(a & ma) * (mb + 1) + (b & mb)] = p
+    u = Units.from_mul(table.astype(np.int16 if fmt.legacy else np.int32),
+                       name=name or os.path.splitext(os.path.basename(path))[0], format=fmt)
+    u.source = f"{os.path.basename(path)}: text table, {a.size:,} pairs, {fmt}"
     u.loaded_from = os.path.abspath(path)
     return u

@@ -56,10 +56,10 @@ def test_approximate_table_has_the_bits_of_its_function_and_resolves_by_name(tmp
     ("repeated", r"the pair a=5, b=7 is given twice \(lines \d+ and \d+\)"),
     ("text", r"line 3: expected three integers 'a b product', got '1 x 2'"),
     ("two", r"line 2: expected three integers 'a b product', got '1 2'"),
-    ("wide", r"the product of a=3, b=4 is 40000, outside int16"),
-    ("unsigned", r"operands 8-bit unsigned \(a\) x 8-bit unsigned \(b\), inferred from the values: lutcore runs "
-                 r"signed 8 x 8 units"),
-    ("narrow", r"operands 8-bit signed \(a\) x 4-bit unsigned \(b\)"),
+    ("wide", r"the product of a=3, b=4 is 40000, outside the 16-bit signed product \[-32768, 32767\] of "
+             r"format 8s x 8s -> 16s"),
+    ("twelve", r"operands 12-bit unsigned \(a\) x 2-bit unsigned \(b\): a unit whose operands both fit in 8 "
+               r"bits is a table; a wider one is a circuit"),
     ("empty", r"no 'a b product' lines"),
 ])
 def test_bad_tables_are_refused_naming_the_file(tmp_path, case, message):
@@ -71,8 +71,7 @@ def test_bad_tables_are_refused_naming_the_file(tmp_path, case, message):
         "two": lambda: _write(tmp_path, "m.txt", [], header="", extra="0 0 0\n1 2\n"),
         "wide": lambda: _write(tmp_path, "m.txt", [(a, b, 40000 if (a, b) == (3, 4) else a * b) for a in S8
                                                    for b in S8]),
-        "unsigned": lambda: _write(tmp_path, "m.txt", [(a, b, a * b) for a in range(256) for b in range(256)]),
-        "narrow": lambda: _write(tmp_path, "m.txt", [(a, b, a * b) for a in S8 for b in range(16)]),
+        "twelve": lambda: _write(tmp_path, "m.txt", [(a, b, a * b) for a in range(4096) for b in range(4)]),
         "empty": lambda: _write(tmp_path, "m.txt", [], extra="\n# nothing\n"),
     }
     f = files[case]()
@@ -86,3 +85,32 @@ def test_not_a_regular_file_and_missing_file(tmp_path):
     os.mkfifo(tmp_path / "pipe.txt")
     with pytest.raises(ValueError, match="pipe.txt"):
         lutcore.Units.from_text(str(tmp_path / "pipe.txt"))
+
+
+@pytest.mark.parametrize("a_vals,b_vals,fmt", [
+    (range(256), range(256), "8u x 8u -> 16u"),          # EvoApproxLib's mul8u family
+    (range(128), range(128), "7u x 7u -> 14u"),
+    (range(256), range(16), "8u x 4u -> 12u"),             # a narrow-weight unit
+    (range(256), range(4), "8u x 2u -> 10u"),
+    (S8, range(16), "8s x 4u -> 12s"),
+    (range(-8, 8), range(-8, 8), "4s x 4s -> 8s"),
+])
+def test_every_format_up_to_8x8_loads_with_its_format_and_bits(tmp_path, a_vals, b_vals, fmt):
+    def approx(a, b):
+        return (a * b) & ~0x3                  # two low product bits dropped
+    rows = [(a, b, approx(a, b)) for a in a_vals for b in b_vals]
+    f = _write(tmp_path, "u.txt", rows)
+    u = lutcore.Units.from_text(f)
+    assert str(u.format) == fmt and fmt in repr(u) and fmt in u.source
+    t = u.table()
+    ma, mb = t.shape[0] - 1, t.shape[1] - 1
+    for a, b, p in rows[::97]:                  # the table's [a & mask, b & mask] is the file's product
+        assert t[a & ma, b & mb] == p
+    assert not u.is_exact and lutcore.Units.from_text(f, format=fmt) == u
+
+
+def test_a_stated_format_that_the_values_contradict_is_refused(tmp_path):
+    f = _write(tmp_path, "u.txt", [(a, b, a * b) for a in range(256) for b in range(16)])
+    with pytest.raises(ValueError, match=r"operand a holds 0..255 \(8-bit unsigned, inferred\), but "
+                                         r"format=8s x 4u -> 12s states 8-bit signed \(-128..127\)"):
+        lutcore.Units.from_text(f, format="8s x 4u")

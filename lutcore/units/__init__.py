@@ -295,25 +295,30 @@ class Units:
             raise
 
     @classmethod
-    def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120) -> "Units":
+    def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120, format=None) -> "Units":
         """Map a Verilog multiplier to gates with Yosys (``pip install 'lutcore[hdl]'``) and tabulate
         its netlist on all 65,536 pairs; ``top``: the module (default: found by Yosys); ``timeout``:
         seconds Yosys may take (its one-time WebAssembly compile not counted).  An EvoApproxLib
-        header or meta.json gives ``cost`` and ``published`` (``lutcore.units.cost``).  Port rules
-        and errors: ``lutcore.units.hdl``."""
+        header or meta.json gives ``cost`` and ``published`` (``lutcore.units.cost``).  ``format``
+        (e.g. ``"8u x 4u"``) states the operands' formats; by default the ports' widths, their
+        ``signed`` declarations, an EvoApproxLib name (mul8u_, mul8x4u_) or else the values give
+        them.  Port rules and errors: ``lutcore.units.hdl``."""
         from lutcore.units.hdl import from_verilog
-        u = from_verilog(path, top, timeout=timeout)
+        u = from_verilog(path, top, timeout=timeout, format=format)
         u.loaded_from = os.path.abspath(os.fspath(path)) + (f":{top}" if top else "")
         return u
 
     @classmethod
-    def from_c(cls, path, function: str | None = None, *, timeout: float = 60) -> "Units":
-        """Compile ``int16_t function(int8_t a, int8_t b)`` from a C file with the system C compiler
-        and tabulate it in a child process, for at most ``timeout`` seconds (``function`` may be
-        omitted when the file defines only one).  A crash, exit or hang of the model is a
+    def from_c(cls, path, function: str | None = None, *, timeout: float = 60, format=None) -> "Units":
+        """Compile ``function(a, b)`` (two integers in, one out: ``int16_t f(int8_t, int8_t)``,
+        EvoApproxLib's ``uint16_t mul8s_X(uint8_t, uint8_t)`` or ``uint64_t mul8u_X(uint64_t,
+        uint64_t)``...) from a C file with the system C compiler and tabulate it in a child process,
+        for at most ``timeout`` seconds (``function`` may be omitted when the file defines only
+        one).  ``format`` states the operands' formats; by default an EvoApproxLib name, or 8-bit
+        parameters and the values, give them.  A crash, exit or hang of the model is a
         ValueError, never the caller's end.  An EvoApproxLib header gives ``cost`` and ``published``."""
         from lutcore.units.hdl import from_c
-        u = from_c(path, function, timeout=timeout)
+        u = from_c(path, function, timeout=timeout, format=format)
         u.loaded_from = f"{os.path.abspath(os.fspath(path))}:{function or u.name}"
         return u
 

@@ -103,10 +103,12 @@ _SEQUENTIAL = re.compile(r"DFF|DLATCH|^\$_SR_|^\$_FF_|^\$(dff|adff|sdff|dffe|dla
 _cache: dict = {}          # (realpath, mtime_ns, size, top) -> (table, source, name, stat)
 
 
-def _input_words() -> np.ndarray:
-    """(16, WORDS) uint64: row j is bit j of the pair index (b bits 0-7, a bits 8-15)."""
-    i = np.arange(PAIRS, dtype=np.uint32)
-    bits = ((i[None, :] >> np.arange(16, dtype=np.uint32)[:, None]) & 1).astype(np.uint8)
+def _input_words(nbits: int = 16) -> np.ndarray:
+    """(nbits, max(1, 2^nbits / 64)) uint64: row j is bit j of the pair index (b's bits low, a's
+    above them)."""
+    n = 1 << nbits
+    i = np.arange(max(n, 64), dtype=np.uint32) % n
+    bits = ((i[None, :] >> np.arange(nbits, dtype=np.uint32)[:, None]) & 1).astype(np.uint8)
     return np.packbits(bits, axis=1, bitorder="little").view("<u8")
 
 
@@ -124,13 +126,24 @@ def _port_desc(name, port):
     return f"{name}[{n - 1}:0]" + (" signed" if port.get("signed") else "")
 
 
-def _pair(i):
-    return f"a={int(np.int8(np.uint8(i >> 8)))}, b={int(np.int8(np.uint8(i & 255)))}"
+_PAIR_WIDTHS = [(8, 8)]        # eval_netlist's operand widths, for its messages
+
+
+def _pair(i, widths=None):
+    wa, wb = widths or _PAIR_WIDTHS[-1]
+    return f"a={_sext(i >> wb, wa)}, b={_sext(i & ((1 << wb) - 1), wb)}"
+
+
+def _sext(v, bits):
+    """The pattern's two's-complement value (as lutcore names pairs before it knows the format)."""
+    v = int(v) & ((1 << bits) - 1)
+    return v - (1 << bits) if v >> (bits - 1) else v
 
 
 def _first(words):
     """(first pair index whose bit is set, how many are set) of a (WORDS,) mask."""
-    bits = _unpack(words)
+    wa, wb = _PAIR_WIDTHS[-1]
+    bits = _unpack(words)[:1 << (wa + wb)]
     idx = np.flatnonzero(bits)
     return int(idx[0]), int(idx.size)
 
@@ -178,24 +191,30 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
     other = [n for n, p in ports.items() if p.get("direction") not in ("input", "output")]
     if other:
         raise _fail(path, f"ports must be inputs or outputs, got inout port(s) {other}")
-    if len(ins) != 2 or any(len(p["bits"]) != 8 for _, p in ins):
-        raise _fail(path, "expected two 8-bit inputs (the operands a, b), got "
+    if len(ins) != 2 or any(not 1 <= len(p["bits"]) <= 16 for _, p in ins):
+        raise _fail(path, "expected two inputs of 1 to 16 bits (the operands a, b), got "
                           + (", ".join(_port_desc(n, p) for n, p in ins) or "none"))
-    if len(outs) != 1:
-        raise _fail(path, "expected one output (the product, at most 16 bits or sign-extended), got "
+    if len(outs) != 1 or not 1 <= len(outs[0][1]["bits"]) <= 64:
+        raise _fail(path, "expected one output (the product), got "
                           + (", ".join(_port_desc(n, p) for n, p in outs) or "none"))
     (na, pa), (nb, pb) = ins
     no, po = outs[0]
-    W = _input_words()
-    ones = np.full(WORDS, np.uint64(0xFFFFFFFFFFFFFFFF))
-    zeros = np.zeros(WORDS, np.uint64)
+    wa, wb = len(pa["bits"]), len(pb["bits"])
+    if wa + wb > 16:
+        raise WideCircuit(wa, wb)
+    _PAIR_WIDTHS.append((wa, wb))
+    pairs = 1 << (wa + wb)
+    W = _input_words(wa + wb)
+    words = W.shape[1]
+    ones = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
+    zeros = np.zeros(words, np.uint64)
     val: dict = {"0": zeros, "1": ones, "x": zeros, "z": zeros}
     unk: dict = {"x": ones, "z": ones}                     # net -> mask of pairs where it is unknown
     zunk: dict = {"z": ones}                               # ... where the unknown involves a z
-    for j, bit in enumerate(pb["bits"]):                    # b: the low byte of the index
+    for j, bit in enumerate(pb["bits"]):                    # b: the low bits of the index
         val[bit] = W[j]
-    for j, bit in enumerate(pa["bits"]):                    # a: the high byte
-        val[bit] = W[8 + j]
+    for j, bit in enumerate(pa["bits"]):                    # a: the bits above
+        val[bit] = W[wb + j]
 
     pending = []
     for cname, c in cells.items():
@@ -270,62 +289,101 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
             raise _fail(path, f"output {no} bit {j} is undefined (x) at {_pair(i)}"
                               f"{f' and {n - 1} other pairs' if n > 1 else ''}"
                               f"{' (it depends on an undriven wire or an x constant)' if bit != 'x' else ''}")
-        bits.append(_unpack(val[bit]))
+        bits.append(_unpack(val[bit])[:pairs])
     width = len(bits)
     signed = bool(po.get("signed"))
-    v = np.zeros(PAIRS, np.int64)
+    v = np.zeros(pairs, np.int64)
     for j, b in enumerate(bits):
         v |= b.astype(np.int64) << j
     if signed and width:
         v -= (v >> (width - 1) & 1) << width
-    return v, {"a": na, "b": nb, "out": no, "width": width, "signed": signed}
+    _PAIR_WIDTHS.pop()
+    return v, {"a": na, "b": nb, "out": no, "width": width, "signed": signed, "a_bits": wa, "b_bits": wb,
+               "a_signed": bool(pa.get("signed")), "b_signed": bool(pb.get("signed"))}
 
 
-def _refuse_unsigned(path, table, what) -> None:
-    """A ValueError when ``table`` (int16, signed operands, as tabulated) is an unsigned 8 x 8
-    multiplier read as signed: its entries match the product of the operands' unsigned codes
-    (0..255, read back at 16 bits) far better than the signed product.  EvoApproxLib's mul8u
-    circuits have the same ports and C types as its mul8s ones, so only the values tell them
-    apart; lutcore runs 8 x 8 circuits as signed, and reading an unsigned one that way would
-    give thousands of wrong products with no error."""
-    i = np.arange(PAIRS, dtype=np.int64)
-    ua, ub = i >> 8, i & 255                                        # the operands' unsigned codes
-    signed = (ua - ((ua >> 7) << 8)) * (ub - ((ub >> 7) << 8))     # a * b of the signed operands
-    unsigned = ua * ub                                              # as a wide return gives it
-    at16 = unsigned - ((unsigned >> 15 & 1) << 16)                  # read back at 16 bits, as a table is
-    t = table.astype(np.int64)
-    err_s = float(np.abs(t - signed).mean())
-    err_u = min(float(np.abs(t - unsigned).mean()), float(np.abs(t - at16).mean()))
-    if err_u * 8 < err_s and err_s > 256:
-        raise _fail(path, f"{what} multiplies unsigned 8-bit operands: its products match a*b of the codes "
-                          f"0..255 (mean |error| {err_u:.1f}), not of signed operands (mean |error| {err_s:.0f}). "
-                          f"lutcore runs an 8 x 8 circuit as signed (two's-complement operands); an unsigned "
-                          f"multiplier (EvoApproxLib's mul8u family) is refused rather than read wrong")
+class WideCircuit(Exception):
+    """A circuit whose operands have more than 16 bits between them: a netlist, not a table."""
+
+    def __init__(self, a_bits, b_bits):
+        super().__init__(f"{a_bits} x {b_bits} bits")
+        self.a_bits, self.b_bits = a_bits, b_bits
 
 
-def _to_table(path, v, info) -> tuple[np.ndarray, str]:
-    """The output's value as the int16 table, and a sentence saying how it was read."""
-    w, no = info["width"], info["out"]
-    if w > 16:
-        low = (v & 0xFFFF) - ((v >> 15 & 1) << 16)          # bits 0-15 as int16
-        raw = v & ((1 << w) - 1)
-        ext = (low & ((1 << w) - 1))
-        bad = np.flatnonzero(raw != ext)
-        if bad.size:
-            i = int(bad[0])
-            a, b = np.int8(np.uint8(i >> 8)), np.int8(np.uint8(i & 255))
-            raise _fail(path, f"output {no} is {w} bits wide and its bits 16..{w - 1} are not a sign "
-                              f"extension of bit 15 (first at a={a}, b={b}): the product must fit in 16 bits")
-        how = f"{w} bits, bits 16..{w - 1} a sign extension (checked), read as 16"
-        v = low
-    elif w == 16:
-        v = (v & 0xFFFF) - ((v >> 15 & 1) << 16)
-        how = "16 bits, two's complement"
+def _closest_signedness(raw, wa, wb):
+    """(signed, mean|err| signed, mean|err| unsigned): which reading of the operands (both signed,
+    two's complement, or both unsigned) and of the product (at wa + wb bits) makes the circuit's
+    outputs ``raw`` (int64 patterns, index (pa << wb) | pb) closest to the exact product."""
+    from lutcore.units.formats import Format
+    errs = []
+    for sg in (True, False):
+        fmt = Format(wa, sg, wb, sg)
+        a, b = fmt.grid()
+        errs.append(float(np.abs(fmt.read_product(raw).reshape(fmt.table_shape) - a * b).mean()))
+    return errs[0] <= errs[1], errs[0], errs[1]
+
+
+def decide_format(path, raw, wa, wb, *, stated=None, named=None, declared=None, what="the circuit",
+                  returned=None):
+    """The ``Format`` of a circuit tabulated on every pair of operand patterns (``raw``: int64
+    output values, index (pa << wb) | pb, the bits above the product's width as the circuit gives
+    them) and the (2^wa * 2^wb,) table of its products read at that format.
+
+    Which format: ``stated`` (the user's ``format=``) wins; then ``declared`` ((a_signed,
+    b_signed) from ``signed`` ports); then ``named`` (an EvoApproxLib name such as mul8u_1DMU);
+    else the values decide: both operands signed or both unsigned, whichever reading puts the
+    products closer to a*b (an unsigned multiplier read as signed is wrong by thousands on half
+    the pairs).  The product has a_bits + b_bits bits; a circuit that returns more bits must
+    return an extension of them (zero, or copies of its top bit for a signed product) — else a
+    ValueError naming the first pair.  ``returned``: the return/output's own (bits, signed), read
+    first at its own width."""
+    from lutcore.units.formats import Format
+    how = ""
+    if stated is not None:
+        fmt = stated
+        if (fmt.a_bits, fmt.b_bits) != (wa, wb):
+            raise _fail(path, f"format={fmt} states {fmt.a_bits} x {fmt.b_bits}-bit operands, but {what} has "
+                              f"{wa} x {wb}")
+        how = "format as stated"
+    elif declared is not None and any(declared):
+        fmt = Format(wa, declared[0], wb, declared[1])
+        how = "signedness as the ports declare it"
+    elif named is not None and (named.a_bits, named.b_bits) == (wa, wb):
+        fmt = named
+        how = "format from its EvoApproxLib name"
     else:
-        how = f"{w} bits, {'sign' if info['signed'] else 'zero'}-extended to 16 " \
-              f"({'declared signed' if info['signed'] else 'not declared signed'})"
-    src = f"inputs {info['a']} (row) and {info['b']}, output {no}: {how}"
-    return v.astype(np.int16), src
+        signed, es, eu = _closest_signedness(raw, wa, wb)
+        fmt = Format(wa, signed, wb, signed)
+        how = (f"{'signed' if signed else 'unsigned'} operands: the products are closer to a*b of "
+               f"{'signed' if signed else 'unsigned'} codes (mean |error| {min(es, eu):.4g} against {max(es, eu):.4g})")
+    p = fmt.p_bits
+    v = np.asarray(raw, np.int64)
+    if returned is not None and returned[0] < p:
+        # a return narrower than the product: its value, extended as its type says
+        rb, rs = returned
+        v = v & ((1 << rb) - 1)
+        if rs:
+            v = v - ((v >> (rb - 1) & 1) << rb)
+        how += f"; the {rb}-bit {'output' if 'module' in what else 'return'} {'sign' if rs else 'zero'}-extended to {p}"
+    else:
+        hi = v >> p                                        # arithmetic: 0, or -1 for a negative extension
+        top = (v >> (p - 1)) & 1
+        if returned is not None and returned[0] <= p:
+            hi_ok = np.ones(v.shape, bool)                 # no bits above the product: its pattern
+        else:
+            hi_ok = (hi == -top) if fmt.p_signed else (hi == 0)
+        if not hi_ok.all():
+            i = int(np.flatnonzero(~hi_ok)[0])
+            raise _fail(path, f"{what} gives {int(raw[i])} at {_pair(i, (wa, wb))}: a {fmt} product has "
+                              f"{p} bits, and the bits above them are not an extension of the product "
+                              f"(state a wider product with format=)")
+        if returned is not None and returned[0] == p and not returned[1] and fmt.p_signed:
+            how += f"; its {p}-bit unsigned return read as two's complement"
+        if returned is not None and returned[0] > p:
+            how += (f"; {returned[0]} bits, bits {p}..{returned[0] - 1} "
+                    f"{'a sign' if fmt.p_signed else 'a zero'} extension (checked)")
+    table = fmt.read_product(v)
+    return fmt, table, how
 
 
 def _yosys_python() -> list:
@@ -464,12 +522,15 @@ def _check_file(path, exts, what):
     return path
 
 
-def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress: bool = True):
+def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress: bool = True, format=None):
     """Map ``path`` to gates with Yosys and tabulate the netlist: a ``Units``.
     ``timeout``: seconds Yosys may take (its one-time WebAssembly compile not counted);
-    reaching it is a ValueError naming the file and the pass Yosys was in."""
+    reaching it is a ValueError naming the file and the pass Yosys was in.  ``format``: the
+    operands' formats (default: from the ports, see ``decide_format``)."""
     from lutcore.units import Units
     from lutcore.units import cost as _cost
+    from lutcore.units.formats import evoapprox_name, format_arg
+    stated = format_arg(format)
     path = _check_file(path, (".v", ".sv"), "Verilog")
     timeout = _timeout_arg(timeout)
     if top is not None and not isinstance(top, str):
@@ -477,15 +538,24 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
         raise ValueError(f"top: expected a module name, got {top!r}")
     st = os.stat(path)
-    key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top)
+    key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top, str(stated))
     if key not in _cache:
         name, module, stat = _synthesise(path, top, progress=progress, timeout=timeout)
-        v, info = eval_netlist(module, path)
-        table, how = _to_table(path, v, info)
-        _refuse_unsigned(path, table, f"module {name}")
-        _cache[key] = (table, f"{os.path.basename(path)}: module {name}, {how}", name, stat)
-    table, source, name, stat = _cache[key]
-    u = Units.from_mul(table, name=name)
+        try:
+            v, info = eval_netlist(module, path)
+        except WideCircuit as w:
+            raise _fail(path, f"module {name} multiplies {w.a_bits} x {w.b_bits}-bit operands: a unit of more "
+                              f"than 16 operand bits in all runs as a gate netlist (Units.from_netlist), "
+                              f"not as a table") from None
+        wa, wb = info["a_bits"], info["b_bits"]
+        fmt, table, how = decide_format(path, v, wa, wb, stated=stated, named=evoapprox_name(name),
+                                        declared=(info["a_signed"], info["b_signed"]), what=f"module {name}",
+                                        returned=(info["width"], info["signed"]))
+        src = (f"{os.path.basename(path)}: module {name}, inputs {info['a']} (row) and {info['b']}, output "
+               f"{info['out']} ({info['width']} bits): {fmt}; {how}")
+        _cache[key] = (fmt, table, src, name, stat)
+    fmt, table, source, name, stat = _cache[key]
+    u = Units.from_mul(table.astype(np.int16 if fmt.legacy else np.int32), name=name, format=fmt)
     u.source = source
     u.loaded_from = path
     _cost.attach(u, path, stat=stat)
@@ -550,20 +620,27 @@ def _quote(p):
 _C_DEF = re.compile(r"(?:^|(?<=[;}]))\s*((?:[A-Za-z_]\w*[\s*]+)+?)([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*\{", re.M)
 _C_8BIT = re.compile(r"^(?:const\s+|volatile\s+)*(?:u?int8_t|(?:signed\s+|unsigned\s+)?char)\b(?!\s*\*)")
 
+_C_INT = re.compile(r"^(?:const\s+|volatile\s+|register\s+)*(?:u?int(?:8|16|32|64)_t|u?int_(?:least|fast)(?:8|16|32|64)_t|"
+                    r"(?:signed\s+|unsigned\s+)?(?:char|short|int|long\s+long|long)(?:\s+int)?|signed|unsigned|"
+                    r"size_t|_Bool|bool)\b(?!\s*[*\[])")
+
 # The accepted function types, checked by the compiler (C11 _Generic on the function's own
-# type, so a typedef or a macro that hides the spelling is still read right).
-_C_PARAMS = ("char", "signed char", "unsigned char")
-_C_RETURNS = ("_Bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int")
+# type, so a typedef or a macro that hides the spelling is still read right): two integer
+# parameters and an integer return, each of at most 64 bits.
+_C_TYPES = ("char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
+            "unsigned long", "long long", "unsigned long long")
+_C_RETURNS = ("_Bool",) + _C_TYPES
 
 
 def _signature_check(fn):
     """A C11 static assertion that ``fn``'s type is an accepted one (read by the compiler, so a
-    typedef or a macro that hides the spelling is still read right; a long return counts where
-    long is 32 bits).  Keywords only: nothing is included after the model."""
-    assoc = ", ".join(f"{r} (*)({p}, {q}): 1" for r in _C_RETURNS for p in _C_PARAMS for q in _C_PARAMS)
-    longs = ", ".join(f"{r} (*)({p}, {q}): sizeof(long) == 4" for r in ("long", "unsigned long")
-                      for p in _C_PARAMS for q in _C_PARAMS)
-    return f"_Static_assert(_Generic(&{fn}, {assoc}, {longs}, default: 0), \"lutcore_signature_\");\n"
+    typedef or a macro that hides the spelling is still read right).  Keywords only: nothing is
+    included after the model."""
+    assoc = ", ".join(f"{r} (*)({p}, {q}): 1" for r in _C_RETURNS for p in _C_TYPES for q in _C_TYPES)
+    sizes = ", ".join(f"{r} (*)({p}, {q}): (int)(sizeof({p}) * 16 + sizeof({q}))"
+                      for r in _C_RETURNS for p in _C_TYPES for q in _C_TYPES)
+    return (f"_Static_assert(_Generic(&{fn}, {assoc}, default: 0), \"lutcore_signature_\");\n"
+            f"const int __lutcore_params = _Generic(&{fn}, {sizes}, default: 0);\n")
 
 
 # The child is two translation units, compiled apart and linked.  The model's: a byte-for-byte
@@ -571,36 +648,51 @@ def _signature_check(fn):
 # own main renamed away, then the signature check and the one function the driver calls —
 # lutcore's names all begin with __lutcore_ (reserved to the implementation, so no valid model
 # uses them), and nothing is included after the model.  The driver's: main, which tabulates
-# every pair as long long and writes them to argv[1] only once all are done; it sees none of
-# the model's names, and is compiled without the model's include directory.
+# every pair of the operands' codes (argv: the output file, a_bits, b_bits, a_signed, b_signed;
+# a signed operand passed as its value, an unsigned one as its code, each converted to the
+# parameter's type by C) as long long and writes them to argv[1] only once all are done; it sees
+# none of the model's names, and is compiled without the model's include directory.
 _C_MODEL_COPY, _C_MODEL_TU, _C_DRIVER_TU = "lutcore-model.c", "lutcore-check.c", "lutcore-main.c"
 _C_MODEL = """#define main __lutcore_user_main
 #include "{copy}"
 #undef main
-{check}long long __lutcore_call(signed char __lutcore_a, signed char __lutcore_b);
-long long __lutcore_call(signed char __lutcore_a, signed char __lutcore_b)
+{check}long long __lutcore_call(long long __lutcore_a, long long __lutcore_b);
+long long __lutcore_call(long long __lutcore_a, long long __lutcore_b)
 {{ return (long long){fn}(__lutcore_a, __lutcore_b); }}
 const int __lutcore_bits = (int)(8 * sizeof({fn}(0, 0)));                 /* the return type: bits */
 const int __lutcore_signed = (__typeof__({fn}(0, 0)))-1 < 1;               /* and signedness */
 """
 _C_DRIVER = """#include <stdio.h>
-long long __lutcore_call(signed char, signed char);
-extern const int __lutcore_bits, __lutcore_signed;
+#include <stdlib.h>
+long long __lutcore_call(long long, long long);
+extern const int __lutcore_bits, __lutcore_signed, __lutcore_params;
 int main(int argc, char **argv) {
-    static long long out[65536 + 2];
-    for (int a = -128; a < 128; ++a)
-        for (int b = -128; b < 128; ++b)
-            out[(a & 0xff) * 256 + (b & 0xff)] = __lutcore_call((signed char)a, (signed char)b);
-    out[65536] = __lutcore_bits;
-    out[65537] = __lutcore_signed;
-    if (argc < 2) return 97;
+    if (argc < 6) return 97;
+    int wa = atoi(argv[2]), wb = atoi(argv[3]), sa = atoi(argv[4]), sb = atoi(argv[5]);
+    if (wa == 0) {                  /* widths not stated: 8 x 8 when both parameters are bytes */
+        if (__lutcore_params != 0x11) return 100 + (__lutcore_params >> 4) * 10 + (__lutcore_params & 15);
+        wa = wb = 8;
+    }
+    if (wa < 1 || wb < 1 || wa + wb > 24) return 96;
+    long long na = 1LL << wa, nb = 1LL << wb, n = na * nb;
+    long long *out = malloc(sizeof(long long) * (size_t)(n + 2));
+    if (!out) return 96;
+    for (long long pa = 0; pa < na; ++pa) {
+        long long a = (sa && (pa >> (wa - 1))) ? pa - na : pa;
+        for (long long pb = 0; pb < nb; ++pb) {
+            long long b = (sb && (pb >> (wb - 1))) ? pb - nb : pb;
+            out[pa * nb + pb] = __lutcore_call(a, b);
+        }
+    }
+    out[n] = __lutcore_bits;
+    out[n + 1] = __lutcore_signed;
     FILE *f = fopen(argv[1], "wb");
     if (!f) return 98;
-    if (fwrite(out, sizeof out[0], 65536 + 2, f) != 65536 + 2 || fclose(f) != 0) return 99;
+    if (fwrite(out, sizeof out[0], (size_t)(n + 2), f) != (size_t)(n + 2) || fclose(f) != 0) return 99;
     return 0;
 }
 """
-_C_DRIVER_CODES = {97: "the driver got no output path", 98: "the driver could not create its output file",
+_C_DRIVER_CODES = {96: "the driver could not allocate the table", 97: "the driver got no output path", 98: "the driver could not create its output file",
                    99: "the driver could not write the table"}
 
 
@@ -637,10 +729,10 @@ def _c_params(params):
 
 
 def _c_candidates(defs):
-    """Functions that look tabulable: not static, two 8-bit integer parameters."""
+    """Functions that look tabulable: not static, two integer parameters."""
     return [n for n, (ret, params) in defs.items()
             if "static" not in ret.split() and len(_c_params(params)) == 2
-            and all(_C_8BIT.match(p) for p in _c_params(params))]
+            and all(_C_INT.match(p) for p in _c_params(params))]
 
 
 def _c_signature_problem(ret, params):
@@ -658,9 +750,8 @@ def _c_signature_problem(ret, params):
             return f"its {k} parameter is floating-point"
         if re.search(r"\b(struct|union)\b", p):
             return f"its {k} parameter is a struct or union"
-        if not _C_8BIT.match(p) and "char" not in p and \
-                re.search(r"\b(u?int(16|32|64)_t|short|int|long|size_t|_Bool|bool)\b", p):
-            return f"its {k} parameter ({p}) is not an 8-bit integer"     # a typedef: the compiler checks it
+        if re.search(r"\b__int128\b", p):
+            return f"its {k} parameter ({p}) is wider than 64 bits"
     if "*" in ret:
         return "it returns a pointer"
     if re.search(r"\b(float|double)\b", ret):
@@ -669,8 +760,8 @@ def _c_signature_problem(ret, params):
         return "it returns a struct or union"
     if "void" in r:
         return "it returns nothing (void)"
-    if re.search(r"\b(u?int64_t|long\s+long|u?intmax_t|size_t|__int128)\b", ret):
-        return "its return type is wider than 32 bits"
+    if re.search(r"\b__int128\b", ret):
+        return "its return type is wider than 64 bits"
     return None
 
 
@@ -763,9 +854,8 @@ def _compiler_message(path, log, function, declared):
     if "lutcore_signature_" in log:
         return _fail(path, f"function {function}"
                            f"{' is declared `' + declared + '`, which' if declared else ''} does not take "
-                           f"two 8-bit integers and return an integer of at most 32 bits (its type, "
-                           f"as the compiler reads it, is none of int8_t/uint8_t/char x 2 -> an "
-                           f"integer of <= 32 bits)")
+                           f"two integers and return an integer, each of at most 64 bits (its type, "
+                           f"as the compiler reads it, is none of those)")
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     errs = [ln for ln in lines if re.search(r"\berror\b|undefined reference|multiple definition", ln)]
     errs.sort(key=lambda ln: "collect2" in ln or "ld returned" in ln)     # the linker's summary last
@@ -797,26 +887,31 @@ def _model_ended(end, timeout, done):
     return None
 
 
-def from_c(path, function: str | None = None, *, timeout: float = 60):
+def from_c(path, function: str | None = None, *, timeout: float = 60, format=None):
     """Compile ``function(a, b)`` from C file ``path`` and tabulate it in a child process.
 
-    The function takes two 8-bit integers (int8_t, uint8_t, char, signed/unsigned char:
-    each operand's bit pattern) and returns an integer of at most 32 bits whose value must
-    fit in int16 — except a 16-bit unsigned return (uint16_t), whose bit pattern is read as
-    two's complement, as a 16-bit Verilog output is (EvoApproxLib's signed multipliers are
-    ``uint16_t mul8s_X(uint8_t A, uint8_t B)``).  Any C identifier names it (lutcore's own
-    names begin with ``__lutcore``).  The file — exactly its bytes, copied once into a
-    temporary directory — is compiled with the system C compiler (``$CC``, cc, gcc or clang;
-    ``-O1 -Wall -Wextra``, its directory on the include path) and linked with a small driver
-    whose ``main`` calls the function on all 65,536 pairs and writes the table to a file.
-    The compiler and then the driver run under a keeper process (``lutcore.units._child``)
-    in a temporary directory, each for at most ``timeout`` seconds and ``CHILD_MEMORY``
-    (2 GiB) of address space; the model may write at most ``CHILD_OUTPUT`` (64 MiB) to its
-    stdout and stderr and to any one file; every process either starts — one that
+    The function takes two integers and returns one (any C integer types of at most 64 bits:
+    ``int16_t f(int8_t, int8_t)``, EvoApproxLib's ``uint16_t mul8s_X(uint8_t, uint8_t)``,
+    ``uint64_t mul8u_X(uint64_t, uint64_t)``, ``int32_t mul12s_X(int16_t, int16_t)``...).  The
+    operands' formats are ``format`` when given, else those an EvoApproxLib name states
+    (``mul8u_``, ``mul8x4u_``, ``mul12s_``), else — both parameters spelt as 8-bit integers — 8 x 8
+    with the signedness the values show (``decide_format``); anything else must be stated.  A
+    signed operand is passed as its value, an unsigned one as its code, each converted to the
+    parameter's type by C; the return value is read at the product's width and signedness.
+    Any C identifier names it (lutcore's own names begin with ``__lutcore``).  The file — exactly
+    its bytes, copied once into a temporary directory — is compiled with the system C compiler
+    (``$CC``, cc, gcc or clang; ``-O1 -Wall -Wextra``, its directory on the include path) and
+    linked with a small driver whose ``main`` calls the function on every pair of codes and
+    writes the table to a file.  The compiler and then the driver run under a keeper process
+    (``lutcore.units._child``) in a temporary directory, each for at most ``timeout`` seconds and
+    ``CHILD_MEMORY`` (2 GiB) of address space; the model may write at most ``CHILD_OUTPUT`` (64 MiB)
+    to its stdout and stderr and to any one file; every process either starts — one that
     double-forks and detaches too — ends with the call, and with the caller if the caller is
     killed.  What the model writes, its constructors and its ``exit``/``abort``/crashes stay
     there.  Every way it can fail is one ValueError naming the file and the function."""
     from lutcore.units import Units
+    from lutcore.units.formats import evoapprox_name, format_arg
+    stated = format_arg(format)
     path = _check_file(path, (".c",), "C")
     timeout = _timeout_arg(timeout)
     function = _function_arg(function)
@@ -832,7 +927,7 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
             function = public[0]                # the signature check below says what is wrong with it
         else:
             raise _fail(path, f"name the function to tabulate (file.c:function): found "
-                              f"{', '.join(cands) if cands else 'no function of two 8-bit integers'}")
+                              f"{', '.join(cands) if cands else 'no function of two integers'}")
         function = _function_arg(function)
     if function not in defs and not re.search(rf"\b{function}\s*\(", text):
         raise _fail(path, f"no function {function!r} (found: {', '.join(defs) or 'none'})")
@@ -840,14 +935,25 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
     if declared is not None:
         problem = _c_signature_problem(*defs[function])
         if problem:
-            raise _fail(path, f"function {function} is declared `{declared}`, and {problem}: expected two 8-bit "
-                              f"integer parameters (int8_t, uint8_t, char) and an integer return of at most "
-                              f"32 bits, e.g. int16_t {function}(int8_t a, int8_t b)")
+            raise _fail(path, f"function {function} is declared `{declared}`, and {problem}: expected two integer "
+                              f"parameters and an integer return, e.g. int16_t {function}(int8_t a, int8_t b) or "
+                              f"uint64_t {function}(uint64_t a, uint64_t b)")
+    named = evoapprox_name(function)
+    known = stated or named
+    if known is not None:
+        wa, wb, sa, sb = known.a_bits, known.b_bits, known.a_signed, known.b_signed
+    else:
+        wa = wb = 0                 # the driver takes 8 x 8 when both parameters are bytes (the compiler says)
+        sa = sb = False             # both readings share the bit patterns; the values decide
+    if wa + wb > 16:
+        raise _fail(path, f"function {function} multiplies {wa} x {wb}-bit operands: a unit of more than 16 "
+                          f"operand bits in all runs as a gate netlist (Units.from_netlist), not as a table")
     cc = _c_compiler()
     if cc is None:
         raise FileNotFoundError(f"{path}: no C compiler found (looked for $CC, cc, gcc, clang); install one "
                                 f"(e.g. apt-get install gcc) to tabulate a C model")
     fn = "__lutcore_user_main" if function == "main" else function      # main is renamed away
+    n = 1 << (wa + wb)
     tmp = tempfile.mkdtemp(prefix="lutcore-cc-")
     try:
         with open(os.path.join(tmp, _C_MODEL_COPY), "wb") as f:
@@ -873,8 +979,17 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
                               f"{' (its last words: ' + _last_line(end.tail) + ')' if _last_line(end.tail) else ''}")
         if end.code != 0:
             raise _compiler_message(path, end.head.decode("utf-8", "replace"), function, declared)
-        end = _run_limited([[exe, tab]], tmp, timeout, CHILD_OUTPUT)
-        done = os.path.isfile(tab) and os.path.getsize(tab) == (PAIRS + 2) * 8
+        end = _run_limited([[exe, tab, str(wa), str(wb), str(int(sa)), str(int(sb))]], tmp, timeout, CHILD_OUTPUT)
+        if end.how == "exit" and end.code > 100 and wa == 0:
+            pw, qw = divmod(end.code - 100, 10)
+            raise _fail(path, f"function {function}{' is declared `' + declared + '`: its' if declared else ': its'} "
+                              f"parameters ({pw * 8} and {qw * 8} bits) do not say the operands' widths and "
+                              f"signedness: state them, e.g. Units.from_c(path, {function!r}, format='8u x 8u'), "
+                              f"or name the function as EvoApproxLib does (mul8u_..., mul8x4u_..., mul12s_...)")
+        if wa == 0:
+            wa = wb = 8
+            n = 1 << 16
+        done = os.path.isfile(tab) and os.path.getsize(tab) == (n + 2) * 8
         how, last = _model_ended(end, timeout, done), _last_line(end.tail)
         if how is not None:
             raise _fail(path, f"function {function}: the compiled model {how}"
@@ -882,21 +997,12 @@ def from_c(path, function: str | None = None, *, timeout: float = 60):
         raw = np.fromfile(tab, dtype="<i8")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out, bits, signed = raw[:PAIRS], int(raw[PAIRS]), bool(raw[PAIRS + 1])
-    how = ""
-    if bits == 16 and not signed:
-        # a 16-bit unsigned return (EvoApproxLib's signed models return uint16_t): its bit
-        # pattern, read as two's complement — the rule for a 16-bit Verilog output
-        out = out - ((out >> 15 & 1) << 16)
-        how = ", its 16-bit unsigned return read as two's complement"
-    _refuse_unsigned(path, out, f"function {function}")
-    bad = np.flatnonzero((out < -32768) | (out > 32767))
-    if bad.size:
-        i = int(bad[0])
-        raise _fail(path, f"{function}(a={np.int8(np.uint8(i >> 8))}, b={np.int8(np.uint8(i & 255))}) = "
-                          f"{out[i]} does not fit in int16")
-    u = Units.from_mul(out.astype(np.int16), name=function)
-    u.source = f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}{how}"
+    out, bits, signed = raw[:n], int(raw[n]), bool(raw[n + 1])
+    fmt, table, how = decide_format(path, out, wa, wb, stated=stated, named=named, what=f"function {function}",
+                                    returned=(bits, signed))
+    u = Units.from_mul(table.astype(np.int16 if fmt.legacy else np.int32), name=function, format=fmt)
+    u.source = (f"{os.path.basename(path)}: function {function}, compiled with {os.path.basename(cc[0])}, "
+                f"a {bits}-bit {'signed' if signed else 'unsigned'} return: {fmt}; {how}")
     u.loaded_from = path
     from lutcore.units import cost as _cost
     _cost.attach(u, path)

@@ -142,8 +142,7 @@ SIGS = {
     "varargs": ("int16_t f(int8_t a, ...) { return a; }", r"variable argument list"),
     "struct": ("struct p { int v; };\nstruct p f(int8_t a, int8_t b) { struct p r = { a * b }; return r; }",
                r"it returns a struct or union"),
-    "wide_param": ("int16_t f(int16_t a, int8_t b) { return a * b; }", r"its first parameter \(int16_t a\) is not"),
-    "wide_ret": ("int64_t f(int8_t a, int8_t b) { return a * b; }", r"wider than 32 bits"),
+    "wide_ret": ("__int128 f(int8_t a, int8_t b) { return a * b; }", r"wider than 64 bits"),
 }
 
 
@@ -154,7 +153,14 @@ def test_wrong_signature_is_refused_before_running(tmp_path, case):
     msg = from_c_in_child(path).removeprefix("ValueError: ")    # found as the file's only function
     print(msg)
     assert msg.startswith(f"{path}: function f is declared `") and re.search(pattern, msg)
-    assert "expected two 8-bit integer parameters" in msg
+    assert "expected two integer parameters and an integer return" in msg
+
+
+def test_parameters_that_do_not_say_the_widths_are_refused_after_the_compiler_reads_them(tmp_path):
+    path = _write(tmp_path, "w.c", HDR + "typedef int16_t s16;\nint32_t f(s16 a, int8_t b) { return a * b; }\n")
+    msg = from_c_in_child(path, "f").removeprefix("ValueError: ")
+    assert re.search(r"w\.c: function f is declared `int32_t f\(s16 a, int8_t b\)`: its parameters \(16 and 8 bits\) "
+                     r"do not say the operands' widths and signedness: state them", msg), msg
 
 
 def test_signature_hidden_behind_a_typedef_is_caught_by_the_compiler(tmp_path):
@@ -162,11 +168,12 @@ def test_signature_hidden_behind_a_typedef_is_caught_by_the_compiler(tmp_path):
                                           "int16_t f(byteptr a, byteptr b) { return *a * *b; }\n")
     out = from_c_in_child(path, "f")
     assert re.search(r"td\.c: function f is declared `int16_t f\(byteptr a, byteptr b\)`.*does not take two "
-                     r"8-bit integers", out), out
+                     r"integers and return an integer", out), out
 
 
 @pytest.mark.parametrize("sig", ["uint16_t m(uint8_t a, uint8_t b)", "s16 m(s8 a, s8 b)", "int m(char a, signed char b)",
-                                 "int32_t m(const int8_t a, const int8_t b)", "short m(int8_t a, uint8_t b)"])
+                                 "int32_t m(const int8_t a, const int8_t b)", "short m(int8_t a, uint8_t b)",
+                                 "int64_t m(int8_t a, int8_t b)"])
 def test_accepted_signatures(tmp_path, sig):
     path = _write(tmp_path, "ok.c", HDR + "typedef int8_t s8;\ntypedef int16_t s16;\n" + sig + " { return (int8_t)a * (int8_t)b >= 0 ? "
                                                "(int8_t)a * (int8_t)b : 0; }\n")
@@ -328,7 +335,8 @@ def test_uint16_return_is_read_as_twos_complement(tmp_path):
     assert u.is_exact and "16-bit unsigned return read as two's complement" in u.source
     wide = _write(tmp_path, "wide.c", HDR + "uint32_t m(uint8_t A, uint8_t B) "
                                             "{ return (uint16_t)((int8_t)A * (int8_t)B); }\n")
-    with pytest.raises(ValueError, match=r"wide\.c: m\(a=1, b=-128\) = 65408 does not fit in int16"):
+    with pytest.raises(ValueError, match=r"wide\.c: function m gives 65408 at a=1, b=-128: a 8s x 8s -> 16s product "
+                                         r"has 16 bits, and the bits above them are not an extension"):
         lutcore.Units.from_c(wide)
 
 

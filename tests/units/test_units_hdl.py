@@ -94,7 +94,7 @@ module s12(input signed [7:0] a, input signed [7:0] b, output signed [11:0] p);
 endmodule""")
     u = lutcore.Units.from_verilog(signed)
     assert np.array_equal(u.mul, ((A * B) >> 4).astype(np.int16))
-    assert "12 bits, sign-extended" in u.source
+    assert "12-bit output sign-extended to 16" in u.source
     unsigned = _write(tmp_path, "u8.v", """
 module u8(input [7:0] a, input [7:0] b, output [7:0] p);
   assign p = a ^ b;
@@ -110,7 +110,7 @@ module w20(input signed [7:0] a, input signed [7:0] b, output signed [19:0] p);
   assign p = a * b;
 endmodule""")
     u = lutcore.Units.from_verilog(path)
-    assert np.array_equal(u.mul, EXACT) and "sign extension (checked)" in u.source
+    assert np.array_equal(u.mul, EXACT) and "bits 16..19 a sign extension (checked)" in u.source
 
 
 def test_c_model_of_the_same_circuit(tmp_path):
@@ -146,14 +146,15 @@ def test_netlist_evaluation_is_bit_parallel():
 BAD = {
     "syntax": ("module m(input [7:0] a, input [7:0] b, output [15:0] p);\n  assign p = a * b\nendmodule\n",
                r"Yosys could not synthesise it: .*syntax\.v:3: ERROR: syntax error"),
-    "narrow_input": ("module m(input [7:0] a, input [3:0] b, output [15:0] p);\n  assign p = a * b;\nendmodule\n",
-                     r"expected two 8-bit inputs .*got a\[7:0\], b\[3:0\]"),
+    "wide_input": ("module m(input [16:0] a, input [3:0] b, output [20:0] p);\n  assign p = a * b;\nendmodule\n",
+                   r"expected two inputs of 1 to 16 bits .*got a\[16:0\], b\[3:0\]"),
     "three_inputs": ("module m(input [7:0] a, input [7:0] b, input [7:0] c, output [15:0] p);\n"
-                     "  assign p = a * b + c;\nendmodule\n", r"expected two 8-bit inputs .*c\[7:0\]"),
+                     "  assign p = a * b + c;\nendmodule\n", r"expected two inputs of 1 to 16 bits .*c\[7:0\]"),
     "two_outputs": ("module m(input [7:0] a, input [7:0] b, output [15:0] p, output q);\n"
                     "  assign p = a * b; assign q = a[0];\nendmodule\n", r"expected one output .*p\[15:0\], q\[0:0\]"),
     "wide_output": ("module m(input [7:0] a, input [7:0] b, output [19:0] p);\n  wire [15:0] f = a * b;\n"
-                    "  assign p = {4'b1010, f};\nendmodule\n", r"20 bits wide and its bits 16..19 are not a sign ext"),
+                    "  assign p = {4'b1010, f};\nendmodule\n", r"module m gives \d+ at a=0, b=0: a 8u x 8u -> 16u product "
+                                                 r"has 16 bits, and the bits above them are not an extension"),
     "clock": ("module m(input clk, input signed [7:0] a, input signed [7:0] b, output reg signed [15:0] p);\n"
               "  always @(posedge clk) p <= a * b;\nendmodule\n", r"sequential logic .*DFF.* at clock\.v:2"),
     "latch": ("module m(input signed [7:0] a, input signed [7:0] b, output reg signed [15:0] p);\n"
@@ -184,7 +185,7 @@ def test_bad_verilog_is_one_clear_error_naming_the_file(tmp_path, monkeypatch, c
 def test_unknown_top_names_the_modules():
     with pytest.raises(ValueError, match=r"array_mul\.v: no module named 'nosuch' .*fa, add16, mul8_array"):
         lutcore.Units.from_verilog(ARRAY_V, top="nosuch")
-    with pytest.raises(ValueError, match=r"array_mul\.v: expected two 8-bit inputs .*x\[0:0\], y\[0:0\], cin"):
+    with pytest.raises(ValueError, match=r"array_mul\.v: expected two inputs of 1 to 16 bits .*x\[0:0\], y\[0:0\], cin"):
         lutcore.Units.from_verilog(ARRAY_V, top="fa")   # a cell is not a multiplier
     with pytest.raises(ValueError, match="top: expected a module name"):
         lutcore.Units.from_verilog(ARRAY_V, top="a b")
@@ -214,7 +215,8 @@ def test_bad_c_models(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"array_mul\.c: no function 'nope'"):
         lutcore.Units.from_c(ARRAY_C, "nope")
     big = _write(tmp_path, "big.c", "#include <stdint.h>\nint m(int8_t a, int8_t b) { return a * b * 4; }\n")
-    with pytest.raises(ValueError, match=r"big\.c: m\(a=.*\) = .* does not fit in int16"):
+    with pytest.raises(ValueError, match=r"big\.c: function m gives -?\d+ at a=-?\d+, b=-?\d+: a 8s x 8s -> 16s product has 16 bits, and the bits "
+                                         r"above them are not an extension"):
         lutcore.Units.from_c(big, "m")
     monkeypatch.setenv("PATH", str(tmp_path))           # no compiler anywhere
     monkeypatch.delenv("CC", raising=False)
@@ -405,29 +407,44 @@ def test_a_huge_timeout_is_a_timeout():
     assert lutcore.Units.from_c(ARRAY_C, "mul8_exact", timeout=np.int64(30)).is_exact
 
 
-# ------------------------------------------------------------------ an unsigned 8 x 8 circuit is refused
-# EvoApproxLib's mul8u circuits have mul8s's ports and C types: only the values tell them apart.
-# Read as signed they would give thousands of wrong products; until unsigned units run, they are
-# refused, naming the file (an approximate unsigned one too), while signed ones load as before.
+# ------------------------------------------------------------------ an unsigned 8 x 8 circuit is read as unsigned
+# EvoApproxLib's mul8u circuits have mul8s's ports and C types: the name or the values tell them
+# apart.  Read as signed they would give thousands of wrong products; they load as 8u x 8u -> 16u.
 UNSIGNED_C = {
     "exact": "uint16_t mul8u_x(uint8_t a, uint8_t b) { return (uint16_t)(a * b); }\n",
     "truncated": "uint16_t mul8u_x(uint8_t a, uint8_t b) { return (uint16_t)((a * b) & ~0x3F); }\n",
     "uint32": "uint32_t mul8u_x(uint8_t a, uint8_t b) { return (uint32_t)(a * b) & 0xFFFFu; }\n",
+    "uint64": "uint64_t mul8u_x(uint64_t a, uint64_t b) { return (a * b) & ~0x3Full; }\n",
 }
 
 
 @pytest.mark.parametrize("kind", sorted(UNSIGNED_C))
-def test_unsigned_c_multiplier_is_refused_not_read_as_signed(tmp_path, kind):
-    f = _write(tmp_path, f"mul8u_{kind}.c", "#include <stdint.h>\n" + UNSIGNED_C[kind])
-    with pytest.raises(ValueError, match=rf"^{re.escape(f)}: function mul8u_x multiplies unsigned 8-bit operands"):
-        lutcore.Units.from_c(f, "mul8u_x")
+@pytest.mark.parametrize("fn", ["mul8u_x", "unnamed"])
+def test_unsigned_c_multiplier_loads_as_unsigned_not_read_as_signed(tmp_path, kind, fn):
+    src = "#include <stdint.h>\n" + UNSIGNED_C[kind].replace("mul8u_x", fn)
+    f = _write(tmp_path, f"m_{kind}.c", src)
+    if fn == "unnamed" and kind == "uint64":         # the parameters do not say the widths: stated, or refused
+        with pytest.raises(ValueError, match=r"do not say the operands' widths and signedness: state them"):
+            lutcore.Units.from_c(f, fn)
+        u = lutcore.Units.from_c(f, fn, format="8u x 8u")
+    else:
+        u = lutcore.Units.from_c(f, fn)
+    a, b = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    want = a * b if kind in ("exact", "uint32") else (a * b) & ~0x3F
+    assert str(u.format) == "8u x 8u -> 16u" and np.array_equal(u.table(), want)
+    assert u.is_exact == (kind in ("exact", "uint32")) and u.kernel_path == "table"
 
 
-def test_unsigned_verilog_multiplier_is_refused_and_signed_ones_load(tmp_path):
+def test_unsigned_verilog_multiplier_loads_as_unsigned_and_signed_ones_as_before(tmp_path):
     f = _write(tmp_path, "mul8u.v", "module mul8u(input [7:0] A, input [7:0] B, output [15:0] O);\n"
                                     "  assign O = A * B;\nendmodule\n")
-    with pytest.raises(ValueError, match=rf"^{re.escape(f)}: module mul8u multiplies unsigned 8-bit operands"):
-        lutcore.Units.from_verilog(f)
+    u = lutcore.Units.from_verilog(f)
+    assert str(u.format) == "8u x 8u -> 16u" and u.is_exact
+    n = _write(tmp_path, "mul8x4u_t.v", "module mul8x4u_t(input [7:0] A, input [3:0] B, output [11:0] O);\n"
+                                        "  assign O = (A * B) & 12'hFFC;\nendmodule\n")
+    v = lutcore.Units.from_verilog(n)
+    a, b = np.meshgrid(np.arange(256), np.arange(16), indexing="ij")
+    assert str(v.format) == "8u x 4u -> 12u" and np.array_equal(v.table(), (a * b) & 0xFFC) and not v.is_exact
     assert lutcore.Units.from_verilog(BEHAV_V).is_exact            # signed: unchanged
     signed_c = _write(tmp_path, "mul8s.c", "#include <stdint.h>\nuint16_t mul8s_x(uint8_t a, uint8_t b) "
                                            "{ return (uint16_t)((int8_t)a * (int8_t)b); }\n")

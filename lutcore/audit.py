@@ -75,7 +75,7 @@ def check_gemm(c, a, b, units, what="lut_gemm"):
     M, N = c.shape
     if M == 0 or N == 0 or _rate <= 0:
         return
-    mul = units.mul.astype(np.int64)
+    mul = units.byte_products
     rows = _sample(M, _rate)
     ref = _lut_rows(mul, a[rows], b)
     _compare(c[rows], ref, lambda i, j: (rows[i], j), what)
@@ -100,7 +100,7 @@ def check_qmatmul(y, qa, sa, qb, sb, block, units):
     M, N = y.shape
     if M == 0 or N == 0 or _rate <= 0:
         return
-    mul = units.mul.astype(np.int64)
+    mul = units.byte_products
     rows = _sample(M, _rate)
     ref = _fold(mul, qa[rows], sa[rows], qb, sb, block)
     _compare(y[rows], ref, lambda i, j: (rows[i], j), "qmatmul", bits=True)

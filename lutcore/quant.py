@@ -206,6 +206,8 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     """
     if not isinstance(units, Units):            # a resolved Units passes through without a call
         units = _resolve_units(units)
+    if not units.format.legacy:
+        units.require_signed8("qmatmul")
     block = _block(block)
     nt = resolve_threads(threads)
     # ---- operands
@@ -293,7 +295,7 @@ class QLinear:
     """
 
     def __init__(self, w, units=None, block: int = 32, threads=None):
-        self.units = _resolve_units(units)
+        self.units = _resolve_units(units).require_signed8("QLinear")
         self.block = _block(block)
         resolve_threads(threads)                 # checked now, not at the first call
         self.threads = threads

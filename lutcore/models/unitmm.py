@@ -55,7 +55,7 @@ def _as_b(w: np.ndarray, block: int) -> Q8:
 class UnitMatmul:
     def __init__(self, units, unit_backward=False, block: int = 32, two_pass: bool = False,
                  threads: int | None = None):
-        self.units = resolve(units)
+        self.units = resolve(units).require_signed8("UnitMatmul")
         self.unit_backward = unit_backward_arg(unit_backward)
         self.threads = threads
         self.block = int(block)

@@ -39,7 +39,14 @@ class PackedB:
     """
 
     def __init__(self, b):
-        b = _check.array(b, "b", np.int8, 2)
+        if isinstance(b, np.ndarray) and b.dtype == np.uint8:       # unsigned codes (an unsigned unit's weights)
+            b = _check.array(b, "b", np.uint8, 2)
+            self.signed = False
+        else:
+            b = _check.array(b, "b", np.int8, 2)
+            self.signed = True
+        self.code_range = (int(b.min()), int(b.max())) if b.size else (0, 0)
+        b = b.view(np.int8)
         self.b = np.array(b, copy=True)
         self.b.setflags(write=False)
         self.shape = self.b.shape
@@ -148,7 +155,9 @@ def pack_a16(a: np.ndarray, bk: int, bkp: int, threads: int) -> np.ndarray:
 def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=None) -> np.ndarray:
     """int8 (M, K) @ int8 (K, N) -> int32 (M, N) through ``units``' multiplier.
 
-    ``C[m, n] = sum_k mul[a[m, k], b[k, n]]`` exactly, for every table.
+    ``C[m, n] = sum_k mul[a[m, k], b[k, n]]`` exactly, for every table.  A unit of another
+    format (``units.format``: unsigned, narrow) takes its codes — uint8 or any integer array
+    holding values in the format's range (a: the first operand's, b: the second's).
     ``b`` may be a ``PackedB``.  Non-contiguous inputs are copied.  ``out``
     (int32, (M, N)) receives the result and is returned: written in place when
     its rows have unit stride (a view such as ``big[:, j:j + N]`` included) and
@@ -157,17 +166,27 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     """
     if not isinstance(units, Units):         # a resolved Units passes through without a call
         units = _resolve_units(units)
-    a = _check.array(a, "a", np.int8, 2)
+    fmt = units.format
+    if units.mul is None:
+        raise ValueError(f"units {units.name!r} ({fmt}): a gate-netlist unit runs through lutcore.ops.netlist, "
+                         f"not the table GEMM")
+    a = _codes(a, "a", fmt, "a")
     packed = b if isinstance(b, PackedB) else None
-    b = packed.b if packed is not None else _check.array(b, "b", np.int8, 2)
+    if packed is not None:
+        if not fmt.legacy:
+            _packed_codes(packed, fmt)
+        b = packed.b
+    else:
+        b = _codes(b, "b", fmt, "b")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a, b: inner dimensions differ: a is {a.shape}, b is {b.shape} "
                          f"(expected a (M, K) and b (K, N))")
     M, K = a.shape
     N = b.shape[1]
-    if K * units.max_abs_product > INT32_MAX:
+    if K * max(units.max_abs_product, 32768 if units.kernel_offset else 0) > INT32_MAX:
+        kmax = INT32_MAX // max(units.max_abs_product, 32768 if units.kernel_offset else 1)
         raise ValueError(f"a, b: K={K} with products up to {units.max_abs_product} can overflow int32 "
-                         f"(K must be <= {INT32_MAX // max(units.max_abs_product, 1)})")
+                         f"(K must be <= {kmax})")
     nt = resolve_threads(threads)
     c, ldc, _ = _check.out_rows(out, "out", (M, N), np.int32, a, b)
     if M == 0 or N == 0 or K == 0:
@@ -191,6 +210,35 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     else:
         work = _workspace.scratch("table", _g.table_auto_work_size(M, N, K, 0, nt, False), np.int32)
         _g.gemm_table_auto(c, a, b, units.kernel_table, work, isa, nt, ldc)
+    if units.kernel_offset:
+        c += np.int32(units.kernel_offset * K)        # the kernels summed products - kernel_offset
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return _check.out_done(out, c)
+
+
+def _codes(x, name, fmt, which) -> np.ndarray:
+    """``x`` (M, K) as the int8 bytes the kernels index by: int8 for signed 8 x 8 units (as always);
+    for another format any integer array whose values are the operand's codes (checked: a
+    ValueError naming ``name``, the format's range and the first value outside it)."""
+    if fmt.legacy:
+        return _check.array(x, name, np.int8, 2)
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array of {fmt} codes, got dtype {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array, got shape {x.shape}")
+    fmt.check_codes(x, which, name)
+    if x.dtype == np.int8 or x.dtype == np.uint8:
+        return np.ascontiguousarray(x).view(np.int8)
+    return np.ascontiguousarray((x & 0xFF).astype(np.uint8)).view(np.int8)
+
+
+def _packed_codes(packed, fmt) -> None:
+    """A PackedB's codes must be the format's weight codes (their signedness as packed)."""
+    lo, hi = fmt.range("b")
+    plo, phi = packed.code_range
+    if plo < lo or phi > hi:
+        raise ValueError(f"b: the packed weights hold {'int8' if packed.signed else 'uint8'} codes {plo}..{phi}, "
+                         f"outside the unit's weight codes [{lo}, {hi}] (format {fmt})")

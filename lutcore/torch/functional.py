@@ -672,7 +672,9 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
     if _tracing():
         units = _units_key(units)                    # tracing: the digest (a str)
     elif not isinstance(units, Units):               # a layer's units were resolved when it was set up
-        units = resolve_units(units)
+        units = resolve_units(units).require_signed8(layer)
+    elif not units.format.legacy:
+        units.require_signed8(layer)
     if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
         input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
     return (units, backward_arg(backward, layer), input_scale,

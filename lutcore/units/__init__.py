@@ -221,10 +221,19 @@ class Units:
         self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
         self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
         # What kernels read: the table as int32 byte-indexed (a & 0xff) * 256 + (b & 0xff), in (a,b)
-        # and (b,a) order; codes outside the format hold 0 (range-checked before any kernel).
-        m = np.zeros(65536, np.int32)
+        # and (b,a) order, minus kernel_offset so that every entry fits int16 (the table bodies
+        # hold products in 16 bits): a sum of K of them plus K * kernel_offset is the sum of the
+        # products.  Codes outside the format hold the smallest product (range-checked before any
+        # kernel, never read).
+        lo, hi = int(self.mul.min()), int(self.mul.max())
+        if hi - lo > 65535:
+            raise ValueError(f"mul: the products span {lo}..{hi}, more than 65,536 values: the table kernels "
+                             f"hold a product in 16 bits (after one offset per table)")
+        self.kernel_offset = 0 if lo >= -32768 and hi <= 32767 else lo + 32768
+        m = np.full(65536, lo, np.int64)
         m[fmt.kernel_index().reshape(-1)] = self.mul
-        m = m.reshape(256, 256)
+        self._byte_products = _readonly(m)
+        m = (m - self.kernel_offset).astype(np.int32).reshape(256, 256)
         self._kernel_mul = np.ascontiguousarray(np.stack([m.reshape(65536), m.T.reshape(65536)]))
         self.max_abs_product = int(np.abs(self.mul.astype(np.int64)).max())
         # the int8 dot-product body computes a*b of signed bytes: it serves a table that is exactly that
@@ -247,11 +256,30 @@ class Units:
         the contract's bits; only the speed differs."""
         return "exact" if self._true_product else "table"
 
+    def require_signed8(self, where: str) -> "Units":
+        """These units, when they are signed 8 x 8 (what the symmetric int8 paths — ``qmatmul``,
+        ``QLinear``, the models, the pipeline, ``lutcore.torch`` — quantize for); else a ValueError
+        naming ``where`` and the format (those run through ``lut_gemm`` with their own codes)."""
+        if not self.format.legacy:
+            raise ValueError(f"{where}: units {self.name!r} have format {self.format}; this path quantizes to "
+                             f"signed 8-bit codes (-127..127) for signed 8 x 8 units only, and would read "
+                             f"another format's table wrong. Run such units through lutcore.lut_gemm with "
+                             f"their own codes")
+        return self
+
     @property
     def kernel_table(self) -> np.ndarray:
         """The multiplier as the table kernels read it: int32 (2, 65536), rows (a, b) and (b, a)
-        order (read-only use)."""
+        order, byte-indexed, each entry the product minus ``kernel_offset`` (0 unless the
+        products leave int16, as an unsigned 8 x 8 unit's do: then the kernels' sums are
+        corrected by K * kernel_offset) (read-only use)."""
         return self._kernel_mul
+
+    @property
+    def byte_products(self) -> np.ndarray:
+        """int64 (65536,): the product of every pair of codes at index (a & 0xff) * 256 + (b & 0xff)
+        (the plain definition the kernels are held to; read-only)."""
+        return self._byte_products
 
     # ---------------------------------------------------------------- builders
     @classmethod

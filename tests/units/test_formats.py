@@ -9,6 +9,7 @@ import pytest
 
 import lutcore
 import lutcore.quant
+import lutcore.units.assign
 from lutcore.units import Format, Units
 
 

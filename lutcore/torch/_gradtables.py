@@ -63,9 +63,19 @@ def grad_arg(v, layer: str):
     return v
 
 
-def _with_transpose(ga, gb) -> tuple:
+def _with_transpose(ga, gb, fmt=None) -> tuple:
+    """(Ga, Gb, GbT) flat byte-indexed float32; tables of another format than signed 8 x 8
+    ((2^a_bits, 2^b_bits), natural low-bits index) are first placed at their codes' bytes."""
+    if fmt is not None and not fmt.legacy:
+        ga, gb = (_embed(t, fmt) for t in (ga, gb))
     gbt = np.ascontiguousarray(gb.reshape(256, 256).T).reshape(65536)     # GbT[b * 256 + a]
     return ga, gb, gbt
+
+
+def _embed(t: np.ndarray, fmt) -> np.ndarray:
+    out = np.zeros(65536, np.float32)
+    out[fmt.kernel_index().reshape(-1)] = np.asarray(t, np.float32).reshape(-1)
+    return out
 
 
 def tables_for(units: Units, grad_h, layer: str) -> tuple:
@@ -79,9 +89,10 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
                              f"units {units.name!r} ({units.digest[:16]}) carry none: attach them with "
                              f"units.with_gradients(Ga, Gb) (or grad_a.bin and grad_b.bin in its directory), "
                              f"or use grad_h=None / an int for central differences")
+        shape = units.format.table_shape
         for t, n in zip(attached, ("Ga", "Gb")):         # a Units built around with_gradients' checks
-            if not (isinstance(t, np.ndarray) and t.dtype == np.float32 and t.shape == (256, 256)):
-                raise ValueError(f"{layer}: units {units.name!r}: gradient table {n}: expected float32 (256, 256), "
+            if not (isinstance(t, np.ndarray) and t.dtype == np.float32 and t.shape == shape):
+                raise ValueError(f"{layer}: units {units.name!r}: gradient table {n}: expected float32 {shape}, "
                                  f"got {getattr(t, 'dtype', type(t).__name__)} {getattr(t, 'shape', '')}")
             if not np.isfinite(t).all():
                 raise ValueError(f"{layer}: units {units.name!r}: gradient table {n} holds non-finite entries")
@@ -89,7 +100,8 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
         t = _TABLES.get(key)
         if t is None or t[3] is not attached:
             _evict()
-            t = _TABLES[key] = _with_transpose(attached[0].reshape(65536), attached[1].reshape(65536)) + (attached,)
+            t = _TABLES[key] = _with_transpose(attached[0].reshape(-1), attached[1].reshape(-1),
+                                               units.format) + (attached,)
         return t[:3]
     h = 1 if grad_h is None else grad_h
     key = (units.digest, h)
@@ -97,7 +109,7 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
     if t is None:
         _evict()
         ga, gb = units.gradients(h)
-        t = _TABLES[key] = _with_transpose(ga.reshape(65536), gb.reshape(65536))
+        t = _TABLES[key] = _with_transpose(ga.reshape(-1), gb.reshape(-1), units.format)
     return t
 
 

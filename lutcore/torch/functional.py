@@ -52,7 +52,7 @@ from lutcore._threads import resolve_threads
 from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
-from lutcore.torch import _gradtables
+from lutcore.torch import _formats, _gradtables
 from lutcore.units import Units, resolve as resolve_units
 
 __all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "LutLinearTableFunction",
@@ -672,11 +672,12 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
     if _tracing():
         units = _units_key(units)                    # tracing: the digest (a str)
     elif not isinstance(units, Units):               # a layer's units were resolved when it was set up
-        units = resolve_units(units).require_signed8(layer)
-    elif not units.format.legacy:
-        units.require_signed8(layer)
+        units = resolve_units(units)
     if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
         input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
+    if isinstance(units, Units) and not units.format.legacy and input_scale is not None:
+        raise ValueError(f"{layer}: units {units.name!r} ({units.format}) quantize the input per call with its "
+                         f"own zero point; a static input_scale is for signed 8 x 8 units (set input_scale=None)")
     return (units, backward_arg(backward, layer), input_scale,
             _threads_arg(threads))
 
@@ -728,6 +729,8 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         return _torch_result(lambda: F.linear(x, weight, bias), layer)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
+    if _formats_path(units, layer):
+        return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt).reshape(*lead, weight.shape[0])
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
@@ -741,6 +744,18 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, backward,
                                     input_scale, layer, nt)
     return y.reshape(*lead, weight.shape[0])
+
+
+def _formats_path(units, layer) -> bool:
+    """Whether a call runs through lutcore.torch._formats (units of another format than signed
+    8 x 8: zero points, narrow and wide codes); not traceable yet (a ValueError naming the layer)."""
+    u = _units_of(units) if isinstance(units, str) else units          # tracing: the digest
+    if u.format.legacy:
+        return False
+    if _tracing():
+        raise ValueError(f"{layer}: units of another format than signed 8 x 8 do not run under torch.compile, "
+                         f"torch.export or torch.jit.trace yet")
+    return True
 
 
 def _differentiable(x, weight, bias) -> bool:
@@ -787,6 +802,8 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     elif padding == "same":
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
+    if _formats_path(units, layer):
+        return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,

@@ -116,8 +116,8 @@ class ApproxLayer:
     def units(self, units):
         # None / "none": float, as the torch layer (forward checks _lc_units is None); a
         # Units is taken as it is (the search sets it on every layer, per assignment)
-        units = units if isinstance(units, Units) else None if assign.is_float(units) else resolve_units(units)
-        self._lc_units = None if units is None else units.require_signed8(f"{type(self).__name__}.units")
+        self._lc_units = units if isinstance(units, Units) else \
+            None if assign.is_float(units) else resolve_units(units)
 
     @property
     def grad_h(self):

@@ -1,0 +1,285 @@
+"""lutcore.torch through units of other formats than signed 8 x 8: zero-point quantization.
+
+Design: a unit's format (``lutcore.units.formats``) says how each operand is quantized — the
+activation as the table's first operand (``a``), the weight as its second (``b``):
+
+    signed w bits     symmetric: qmax = 2^(w-1) - 1, s = max|v| / qmax, zp = 0,
+                      q = clamp(round_half_even(v / s), -qmax, qmax)          (w = 8: the int8 contract)
+    unsigned w bits   asymmetric: lo = min(min v, 0), hi = max(max v, 0), s = (hi - lo) / (2^w - 1),
+                      zp = clamp(round_half_even(-lo / s), 0, 2^w - 1),
+                      q = clamp(round_half_even(v / s) + zp, 0, 2^w - 1)
+    (float32, a true division; s = 0 — all zeros — gives q = zp = 0)
+
+weights per output channel, activations per tensor (per call).  Only the code x code product
+goes through the unit; the zero-point terms are exact integers outside it, as TFLite/gemmlowp:
+
+    acc[m, o] = sum_k T[q_x[m, k], q_w[o, k]] - zp_w[o] sum_k q_x[m, k] - zp_x sum_k q_w[o, k]
+                + K zp_x zp_w[o]                                               (int64)
+    y[m, o]   = float32(acc) * float32(s_x * s_w[o]) + bias[o]                 (float32, in that order)
+
+A conv runs the same over its patches (``F.unfold``, per group), padding zeros quantized like
+any zero (the code zp_x).  A unit whose operands are wider than 8 bits (a gate netlist) runs
+its code product through ``lutcore.ops.netlist``; every other through ``lut_gemm``.
+
+Backward (``FormatFunction``): "ste" — the float layer's gradients at the float weights and
+inputs; "table" — through the unit's gradient tables Ga = df/da, Gb = df/db with the rounding
+passed straight through: dX[m, k] = sum_o dY[m, o] s_w[o] (Ga[q_x, q_w] - zp_w[o]) (0 where x was
+clamped), dW[o, k] = s_x sum_m dY[m, o] (Gb[q_x, q_w] - zp_x); "units" — dX and dW as products
+through the unit (the gradient quantized in the activation's format, as the first operand), for
+units whose two operands have one format.  Differentiable once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lutcore.ops.gemm import lut_gemm
+
+__all__ = ["quantize", "FormatFunction", "linear", "conv"]
+
+
+def quantize(v: np.ndarray, bits: int, signed: bool, per_row: bool = False):
+    """(q int64, s float32, zp int64) of float32 ``v`` in a ``bits``-bit operand format (module
+    docstring): one scale for the whole array, or one per row (axis 0) with ``per_row``."""
+    v = np.asarray(v, np.float32)
+    red = dict(axis=tuple(range(1, v.ndim)), keepdims=True) if per_row else {}
+    if signed:
+        qmax = (1 << (bits - 1)) - 1
+        amax = np.abs(v).max(**red) if v.size else np.float32(0)
+        s = (np.asarray(amax, np.float32) / np.float32(max(qmax, 1))).astype(np.float32)
+        zp = np.zeros_like(s, dtype=np.int64)
+        lo_q, hi_q = -qmax, qmax
+    else:
+        qmax = (1 << bits) - 1
+        lo = np.minimum(v.min(**red), np.float32(0)) if v.size else np.float32(0)
+        hi = np.maximum(v.max(**red), np.float32(0)) if v.size else np.float32(0)
+        s = ((np.asarray(hi, np.float32) - np.asarray(lo, np.float32)) / np.float32(qmax)).astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(s > 0, np.rint(np.divide(-np.asarray(lo, np.float32), s, dtype=np.float32)), 0)
+        zp = np.clip(z, 0, qmax).astype(np.int64)
+        lo_q, hi_q = 0, qmax
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(s > 0, np.rint(np.divide(v, s, dtype=np.float32)), 0).astype(np.float64)
+    q = np.clip(r + zp, lo_q, hi_q).astype(np.int64)
+    return q, s, zp
+
+
+def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
+    """int64 (M, N) sum_k T[qa[m, k], qb[k, n]] through the unit (its table, or its netlist)."""
+    if units.mul is None:
+        from lutcore.ops import netlist as _net
+        f, n = units.format, units.netlist
+        return _net.gemm(qa, qb, n.gates, n.outputs, a_bits=f.a_bits, b_bits=f.b_bits, a_signed=f.a_signed,
+                         b_signed=f.b_signed, product_signed=f.p_signed, threads=nt)
+    return lut_gemm(qa, qb, units, threads=nt).astype(np.int64)
+
+
+def _zp_product(qx, zp_x, qw, zp_w, units, nt):
+    """acc (M, O) int64 of the module's contract: qx (M, K), qw (O, K) codes, zp_x scalar, zp_w (O,)."""
+    K = qx.shape[1]
+    acc = _codes_gemm(qx, np.ascontiguousarray(qw.T), units, nt)
+    if np.any(zp_w):
+        acc -= qx.sum(axis=1, dtype=np.int64)[:, None] * zp_w[None, :]
+    if zp_x:
+        acc -= int(zp_x) * qw.sum(axis=1, dtype=np.int64)[None, :]
+        acc += K * int(zp_x) * zp_w[None, :]
+    return acc
+
+
+class _Geo:
+    """What a conv needs of its geometry: 2-D stride/padding/dilation (a 1-D conv as height 1)."""
+
+    def __init__(self, geo):
+        self.d1, self.groups = geo.d1, geo.groups
+        self.stride, self.padding, self.dilation = geo.stride, geo.padding, geo.dilation
+        self.KH, self.KW, self.H, self.W = geo.KH, geo.KW, geo.H, geo.W
+        self.OH, self.OW, self.N = geo.OH, geo.OW, geo.N
+
+
+def _patches(x4: torch.Tensor, g: _Geo) -> torch.Tensor:
+    """(N * L, C * KH * KW) patches of x (N, C, H, W), columns in (c, i, j) order."""
+    cols = F.unfold(x4, (g.KH, g.KW), dilation=g.dilation, padding=g.padding, stride=g.stride)  # (N, CKK, L)
+    return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+
+
+class _Quantized:
+    """The forward's codes, kept for the backward."""
+
+    def __init__(self, X, W, units, groups, nt):
+        f = units.format
+        self.qx, self.s_x, self.zp_x = quantize(X, f.a_bits, f.a_signed)
+        self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=True)
+        self.s_w, self.zp_w = self.s_w.reshape(-1), self.zp_w.reshape(-1)
+        self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
+        self.groups = groups
+
+
+def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int):
+    """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg)."""
+    z = _Quantized(X, W, units, groups, nt)
+    M, O = X.shape[0], W.shape[0]
+    Kg, Og = W.shape[1], O // groups
+    acc = np.empty((M, O), np.int64)
+    for g in range(groups):
+        sl, ks = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
+        acc[:, sl] = _zp_product(np.ascontiguousarray(z.qx[:, ks]), z.zp_x, z.qw[sl], z.zp_w[sl], units, nt)
+    scale = (z.s_x * z.s_w).astype(np.float32)
+    y = acc.astype(np.float32) * scale[None, :]
+    if bias is not None:
+        y = y + bias.detach().numpy().astype(np.float32)[None, :]
+    return y.astype(np.float32), z
+
+
+def _bytes(q: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray((q & 0xFF).astype(np.uint8)).view(np.int8)
+
+
+def _table_grads(dY, z, units, grad_h, layer, nt, need):
+    """(dX (M, G * Kg), dW (O, Kg)) through the gradient tables (module docstring)."""
+    from lutcore.torch import _gradtables
+    ga, gb, gbt = _gradtables.tables_for(units, grad_h, layer)
+    M, O = dY.shape
+    Kg, Og, G = z.qw.shape[1], O // z.groups, z.groups
+    dX = np.zeros((M, G * Kg), np.float32) if need[0] else None
+    dW = np.zeros((O, Kg), np.float32) if need[1] else None
+    g_all = (dY * z.s_w[None, :]).astype(np.float32)
+    for g in range(G):
+        sl, ks = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
+        qx, qw = _bytes(z.qx[:, ks]), _bytes(z.qw[sl])
+        gg = np.ascontiguousarray(g_all[:, sl]) if need[0] else None
+        dd = np.ascontiguousarray(dY[:, sl]) if need[1] else None
+        d, s = _gradtables.table_grads(qx, qw, gg, dd, ga, gb, nt, gbt)
+        if need[0]:
+            corr = (gg * z.zp_w[sl][None, :].astype(np.float32)).sum(axis=1, dtype=np.float32)   # sum_o g zp_w[o]
+            dX[:, ks] = d - corr[:, None]
+        if need[1]:
+            corr = dd.sum(axis=0, dtype=np.float32) * np.float32(z.zp_x)                          # sum_m dY zp_x
+            dW[sl] = (s - corr[:, None]) * z.s_x
+    return dX, dW
+
+
+def _units_grads(dY, z, units, nt, need, layer):
+    """(dX, dW) as products through the unit (its two operands of one format)."""
+    f = units.format
+    if (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
+        raise ValueError(f"{layer}: backward='units' passes the gradient through the unit as its first operand "
+                         f"and the input as its second; units of format {f} have operands of two formats: use "
+                         f"backward='table' or 'ste'")
+    M, O = dY.shape
+    Kg, Og, G = z.qw.shape[1], O // z.groups, z.groups
+    dX = np.zeros((M, G * Kg), np.float32) if need[0] else None
+    dW = np.zeros((O, Kg), np.float32) if need[1] else None
+    if need[0]:
+        gq, s_g, zp_g = quantize((dY * z.s_w[None, :]).astype(np.float32), f.a_bits, f.a_signed)
+        zp_g = int(zp_g)
+        for g in range(G):
+            sl, ks = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
+            qg, qw, zw = gq[:, sl], z.qw[sl], z.zp_w[sl]
+            acc = _codes_gemm(np.ascontiguousarray(qg), np.ascontiguousarray(qw), units, nt)      # (M, Kg) over o
+            acc -= (qg * zw[None, :]).sum(axis=1)[:, None]
+            acc -= zp_g * qw.sum(axis=0)[None, :]
+            acc += zp_g * int(zw.sum())
+            dX[:, ks] = acc.astype(np.float32) * np.float32(s_g)
+    if need[1]:
+        dq, s_d, zp_d = quantize(dY.astype(np.float32), f.a_bits, f.a_signed)
+        zp_d = int(zp_d)
+        s = np.float32(np.float32(s_d) * z.s_x)
+        for g in range(G):
+            sl, ks = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
+            qd, qx = dq[:, sl], z.qx[:, ks]
+            acc = _codes_gemm(np.ascontiguousarray(qd.T), np.ascontiguousarray(qx), units, nt)     # (Og, Kg) over m
+            acc -= z.zp_x * qd.sum(axis=0)[:, None]
+            acc -= zp_d * qx.sum(axis=0)[None, :]
+            acc += zp_d * z.zp_x * qx.shape[0]
+            dW[sl] = acc.astype(np.float32) * s
+    return dX, dW
+
+
+class FormatFunction(torch.autograd.Function):
+    """y = the module's contract of x through ``units`` (a linear layer when ``geo`` is None, else a
+    conv); ``backward``: "ste", "units" or "table"."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt):
+        X, W = _operands(x, weight, geo)
+        y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt)
+        ctx.save_for_backward(x, weight)
+        ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
+        ctx.has_bias = bias is not None
+        return _output(torch.from_numpy(y), geo, weight.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        geo, mode = ctx.geo, ctx.mode
+        need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        db = None
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy.sum(dim=tuple(d for d in range(dy.dim()) if d != (1 if geo is not None else dy.dim() - 1)))
+        if mode == "ste":
+            with torch.enable_grad():
+                xx, ww = x.detach().requires_grad_(need[0]), weight.detach().requires_grad_(need[1])
+                y = F.linear(xx, ww) if geo is None else _float_conv(xx, ww, geo)
+                grads = torch.autograd.grad(y, [t for t, n in zip((xx, ww), need) if n], dy, allow_unused=True)
+            it = iter(grads)
+            return (next(it) if need[0] else None, next(it) if need[1] else None, db) + (None,) * 6
+        dY = _rows(dy, geo)
+        if mode == "table":
+            dX, dW = _table_grads(dY, ctx.z, ctx.units, ctx.grad_h, ctx.layer, ctx.nt, need)
+        else:
+            dX, dW = _units_grads(dY, ctx.z, ctx.units, ctx.nt, need, ctx.layer)
+        dx = dw = None
+        if need[0]:
+            dx = torch.from_numpy(dX) if geo is None else _fold(dX, geo)
+        if need[1]:
+            dw = torch.from_numpy(dW).reshape(weight.shape)
+        return dx, dw, db, None, None, None, None, None, None
+
+
+def _operands(x, weight, geo):
+    """(X (M, G * Kg), W (O, Kg)) float32 numpy: the rows the product reads."""
+    if geo is None:
+        return x.detach().float().numpy(), weight.detach().reshape(weight.shape[0], -1).float().numpy()
+    x4 = x.detach().unsqueeze(2) if geo.d1 else x.detach()
+    X = _patches(x4.float(), geo).numpy()
+    return np.ascontiguousarray(X), weight.detach().reshape(weight.shape[0], -1).float().numpy()
+
+
+def _output(y2: torch.Tensor, geo, O: int) -> torch.Tensor:
+    if geo is None:
+        return y2
+    y = y2.reshape(geo.N, geo.OH * geo.OW, O).permute(0, 2, 1).reshape(geo.N, O, geo.OH, geo.OW)
+    return (y[:, :, 0, :] if geo.d1 else y).contiguous()
+
+
+def _rows(dy: torch.Tensor, geo) -> np.ndarray:
+    if geo is None:
+        return np.ascontiguousarray(dy.detach().float().numpy())
+    d = dy.unsqueeze(2) if geo.d1 else dy
+    O = d.shape[1]
+    return np.ascontiguousarray(d.permute(0, 2, 3, 1).reshape(-1, O).detach().float().numpy())
+
+
+def _fold(dX: np.ndarray, geo) -> torch.Tensor:
+    cols = torch.from_numpy(dX).reshape(geo.N, geo.OH * geo.OW, -1).permute(0, 2, 1)
+    dx = F.fold(cols, (geo.H, geo.W), (geo.KH, geo.KW), dilation=geo.dilation, padding=geo.padding,
+                stride=geo.stride)
+    return dx[:, :, 0, :] if geo.d1 else dx
+
+
+def _float_conv(x, w, geo):
+    if geo.d1:
+        return F.conv1d(x, w, None, geo.stride[1], geo.padding[1], geo.dilation[1], geo.groups)
+    return F.conv2d(x, w, None, geo.stride, geo.padding, geo.dilation, geo.groups)
+
+
+def linear(x2, weight, bias, units, backward, grad_h, layer, nt):
+    """y (M, O) of x2 (M, K) through a unit of any format."""
+    return FormatFunction.apply(x2, weight, bias, units, None, backward, grad_h, layer, nt)
+
+
+def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt):
+    """The conv of x (N, C, H, W) or (N, C, L) through a unit of any format."""
+    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt)

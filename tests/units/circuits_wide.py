@@ -198,7 +198,8 @@ def metrics(family, variant):
 
 def _header(family, variant):
     mt = metrics(family, variant)
-    lines = [f"// Approximate multiplier {name_of(family, variant)} ({family}, {variant}): generated for lutcore's tests",
+    lines = [f"// Approximate multiplier {name_of(family, variant)} ({family}, {variant}): generated for lutcore's "
+             f"tests",
              "// Metrics (computed from the function; PDK45 lines are gate-count proxies)"]
     for key, unit in (("MAE%", " %"), ("MAE", ""), ("WCE%", " %"), ("WCE", ""), ("WCRE%", " %"), ("EP%", " %"),
                       ("MRE%", " %"), ("MSE", ""), ("PDK45_PWR", " mW"), ("PDK45_AREA", " um2"),
@@ -255,7 +256,8 @@ def _c(family, variant, form):
         # the S/C form: sums S_c_k, carries and everything else C_k, NOT as ^1
         ren = {}
         for o, op, x, y in gates:
-            ren[o] = f"S_{len(ren) // 16}_{len(ren) % 16}" if op in ("XOR", "NOT") else f"C_{len(ren) // 16}_{len(ren) % 16}"
+            k = len(ren)
+            ren[o] = f"{'S' if op in ('XOR', 'NOT') else 'C'}_{k // 16}_{k % 16}"
     else:
         ren = {g[0]: g[0].replace("sig_", "dout_") for g in gates}
 

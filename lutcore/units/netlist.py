@@ -18,7 +18,8 @@ makes one and checks one; it runs nothing of the kernel's.
   random and edge pairs; the parent holds the traced netlist to those products, so a
   tracer bug or a C semantics the tracer does not follow is an error, never a wrong
   circuit.  Compilers, tracer and model run under hdl.py's keeper (``_run_limited``): user
-  code never runs in this process.
+  code never runs in this process.  Both readers return the gates as made (Yosys's, the
+  tracer's, constant-folded as it goes); ``optimise`` them before running them.
 * ``optimise`` shrinks a netlist without changing its function (constant propagation,
   NOT/BUF folding, structural hashing, dead gates, a re-cover by 3-input cuts chosen by
   area flow and exact local area as ABC's ``if -K 3`` does, then collapsing a gate into its
@@ -30,7 +31,7 @@ makes one and checks one; it runs nothing of the kernel's.
 The tracer follows: the C integer types as on x86-64 Linux (``int8_t`` .. ``uint64_t``,
 ``char`` (signed), ``short``, ``int``, ``unsigned``, ``long`` (64 bits), ``long long``,
 ``_Bool``/``bool``: the keyword spellings rewritten in the traced copy, the ``<stdint.h>``
-names ``#define``d), integer literals, C's promotions and usual arithmetic conversions,
+names ``#define``d; C++'s own keywords used as names renamed away), integer literals, C's promotions and usual arithmetic conversions,
 truncation and sign/zero extension on assignment, casts and returns (to ``_Bool``: != 0);
 ``& | ^ ~ ! + - *`` (ripple adders and a shift-and-add array of gates, symbolic on both
 sides), ``<< >>`` by constant amounts (``>>`` arithmetic on signed types), ``/`` and ``%``
@@ -1099,9 +1100,50 @@ _TRACE_MAIN = r"""#include <stdint.h>
 #define uint64_t lc_sym_u64
 #define bool lc_sym_bool
 #define _Bool lc_sym_bool
+// C++'s own keywords, which a C model may use as names
+#define new lc_cxx_new
+#define delete lc_cxx_delete
+#define class lc_cxx_class
+#define this lc_cxx_this
+#define template lc_cxx_template
+#define typename lc_cxx_typename
+#define private lc_cxx_private
+#define public lc_cxx_public
+#define protected lc_cxx_protected
+#define virtual lc_cxx_virtual
+#define operator lc_cxx_operator
+#define namespace lc_cxx_namespace
+#define using lc_cxx_using
+#define friend lc_cxx_friend
+#define throw lc_cxx_throw
+#define try lc_cxx_try
+#define catch lc_cxx_catch
+#define explicit lc_cxx_explicit
+#define mutable lc_cxx_mutable
+#define typeid lc_cxx_typeid
 #define main __lutcore_user_main
 #include "{copy}"
 #undef main
+#undef new
+#undef delete
+#undef class
+#undef this
+#undef template
+#undef typename
+#undef private
+#undef public
+#undef protected
+#undef virtual
+#undef operator
+#undef namespace
+#undef using
+#undef friend
+#undef throw
+#undef try
+#undef catch
+#undef explicit
+#undef mutable
+#undef typeid
 #undef int8_t
 #undef uint8_t
 #undef int16_t
@@ -1206,7 +1248,7 @@ def _cxx_compiler():
     return None
 
 
-_C_KEYWORD_TYPE = re.compile(r"\b(?:(?:unsigned|signed|short|long|int|char|_Bool)\b\s*)+")
+_C_KEYWORD_TYPE = re.compile(r"\b(?:(?:unsigned|signed|short|long|int|char|_Bool)\b\s*)+(?!\s*double\b)")
 _C_SKIP = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 
 
@@ -1312,9 +1354,9 @@ def from_c(path, function: str, *, a_bits: int, b_bits: int, p_bits: int, timeou
             f.write(np.array([pairs.shape[0]], "<i8").tobytes() + pairs.astype("<i8").tobytes())
         include = os.path.dirname(os.path.abspath(path))
         end = hdl._run_limited(
-            [cc + ["-O1", "-Wall", "-Wextra", "-I", include, "-c", hdl._C_MODEL_TU, "-o", "model.o"],
-             cc + ["-O1", "-o", "check", hdl._C_DRIVER_TU, "model.o", "-lm"],
-             cxx + ["-std=c++17", "-O0", "-w", "-fmax-errors=5", "-I", include, "-o", "trace", _TRACE_TU, "-lm"]],
+            [cc + ["-O0", "-Wall", "-Wextra", "-I", include, "-c", hdl._C_MODEL_TU, "-o", "model.o"],
+             cc + ["-O0", "-o", "check", hdl._C_DRIVER_TU, "model.o", "-lm"],
+             cxx + ["-std=c++17", "-O0", "-w", "-I", include, "-o", "trace", _TRACE_TU, "-lm"]],
             tmp, timeout, hdl.COMPILER_FILES, keep=hdl._COMPILER_LOG)
         _compile_failed(path, end, timeout, function, declared)
         end = hdl._run_limited([[os.path.join(tmp, "trace"), "trace.bin", str(a_bits), str(b_bits), str(p_bits)],

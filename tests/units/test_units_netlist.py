@@ -163,8 +163,9 @@ def test_verilog_behavioural_signed_star_and_declared_signed(tmp_path):
 C_ZOO = r"""
 #include <stdint.h>
 #include <stdlib.h>
-/* C semantics the tracer follows: keyword types, promotions, signed shifts, compares, && */
-static int helper(int x) { return x * 3 - (x >> 2); }
+/* C semantics the tracer follows: keyword types, promotions, signed shifts, compares, &&,
+   C++ keywords as names */
+static int helper(int new) { int class = new * 3; return class - (new >> 2); }
 unsigned int zoo(unsigned short a, signed char b)
 {
     unsigned long long acc = 0;
@@ -219,11 +220,11 @@ def test_c_symbolic_times_symbolic_and_signed_extension(tmp_path):
 
 def test_symbolic_source_rewrites_keyword_types_only():
     src = ('unsigned int f(unsigned short a, long long b) { /* int here */ char c = \'i\'; '
-           'const char *s = "unsigned int"; signed x; _Bool z; uint8_t u; return a; }')
+           'const char *s = "unsigned int"; signed x; _Bool z; uint8_t u; long double d; return a; }')
     out = N._symbolic_source(src)
     assert "lc_sym_u32 f(lc_sym_u16 a, lc_sym_i64 b)" in out
     assert "/* int here */" in out and '"unsigned int"' in out and "lc_sym_i8 c = 'i'" in out
-    assert "lc_sym_i32 x" in out and "lc_sym_bool z" in out and "uint8_t u" in out
+    assert "lc_sym_i32 x" in out and "lc_sym_bool z" in out and "uint8_t u" in out and "long double d" in out
 
 
 # ------------------------------------------------------------------------- the IR itself
@@ -416,8 +417,8 @@ def test_c_model_compile_error_names_the_file_function_and_line(tmp_path):
 
 def test_c_model_that_never_returns_is_killed(tmp_path):
     path = _c(tmp_path, "uint32_t f(uint16_t A, uint16_t B) { for (;;) {} return A * B; }\n")
-    with pytest.raises(ValueError, match=r"m.c: function f: the tracer gave no result within 3 s"):
-        N.from_c(path, "f", a_bits=8, b_bits=8, p_bits=16, timeout=3)
+    with pytest.raises(ValueError, match=r"m.c: function f: the tracer gave no result within 4 s"):
+        N.from_c(path, "f", a_bits=8, b_bits=8, p_bits=16, timeout=4)
 
 
 def test_c_model_that_crashes(tmp_path):

@@ -23,10 +23,11 @@ its code product through ``lutcore.ops.netlist``; every other through ``lut_gemm
 
 Backward (``FormatFunction``): "ste" — the float layer's gradients at the float weights and
 inputs; "table" — through the unit's gradient tables Ga = df/da, Gb = df/db with the rounding
-passed straight through: dX[m, k] = sum_o dY[m, o] s_w[o] (Ga[q_x, q_w] - zp_w[o]) (0 where x was
-clamped), dW[o, k] = s_x sum_m dY[m, o] (Gb[q_x, q_w] - zp_x); "units" — dX and dW as products
+passed straight through: dX[m, k] = sum_o dY[m, o] s_w[o] (Ga[q_x, q_w] - zp_w[o]), dW[o, k] = s_x sum_m dY[m, o] (Gb[q_x, q_w] - zp_x); "units" — dX and dW as products
 through the unit (the gradient quantized in the activation's format, as the first operand), for
-units whose two operands have one format.  Differentiable once.
+units whose two operands have one format (another format is refused at the call).  "ste" is
+twice differentiable (torch's own ops); "table" and "units" once (a second derivative raises
+naming the layer and the mode); db is torch's own sum in every mode.
 """
 from __future__ import annotations
 
@@ -63,6 +64,16 @@ def quantize(v: np.ndarray, bits: int, signed: bool, per_row: bool = False):
         r = np.where(s > 0, np.rint(np.divide(v, s, dtype=np.float32)), 0).astype(np.float64)
     q = np.clip(r + zp, lo_q, hi_q).astype(np.int64)
     return q, s, zp
+
+
+def _codes_at(v, s, zp, bits, signed) -> np.ndarray:
+    """int64 codes of float32 ``v`` at a given scale and zero point (the module's rounding)."""
+    lo, hi = (-((1 << (bits - 1)) - 1), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    s = np.float32(s)
+    if s == 0:
+        return np.zeros(np.shape(v), np.int64)
+    r = np.rint(np.divide(np.asarray(v, np.float32), s, dtype=np.float32)).astype(np.float64)
+    return np.clip(r + int(zp), lo, hi).astype(np.int64)
 
 
 def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
@@ -104,20 +115,24 @@ def _patches(x4: torch.Tensor, g: _Geo) -> torch.Tensor:
 
 
 class _Quantized:
-    """The forward's codes, kept for the backward."""
+    """The forward's codes, kept for the backward.  The activation's scale and zero point come
+    from ``x`` (the whole input), its codes are those of the rows X (a conv's patches)."""
 
-    def __init__(self, X, W, units, groups, nt):
+    def __init__(self, X, W, units, groups, nt, x=None):
         f = units.format
-        self.qx, self.s_x, self.zp_x = quantize(X, f.a_bits, f.a_signed)
+        _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
+        self.qx = _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
+        self.s_x, self.zp_x = s_x, zp_x
         self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=True)
         self.s_w, self.zp_w = self.s_w.reshape(-1), self.zp_w.reshape(-1)
         self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
         self.groups = groups
 
 
-def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int):
-    """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg)."""
-    z = _Quantized(X, W, units, groups, nt)
+def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None):
+    """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg); ``x``: the input the
+    activation's scale comes from (a conv's; None: X itself)."""
+    z = _Quantized(X, W, units, groups, nt, x)
     M, O = X.shape[0], W.shape[0]
     Kg, Og = W.shape[1], O // groups
     acc = np.empty((M, O), np.int64)
@@ -202,29 +217,43 @@ class FormatFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt):
+        f = units.format
+        if backward == "units" and (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
+            raise ValueError(f"{layer}: backward='units' passes the gradient through the unit as its first operand "
+                             f"and the input as its second; units of format {f} have operands of two formats: use "
+                             f"backward='table' or 'ste'")
         X, W = _operands(x, weight, geo)
-        y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt)
-        ctx.save_for_backward(x, weight)
+        y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt,
+                        None if geo is None else x.detach().float().numpy())
+        ctx.save_for_backward(x, weight, bias)
         ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
         ctx.has_bias = bias is not None
         return _output(torch.from_numpy(y), geo, weight.shape[0])
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        x, weight, bias = ctx.saved_tensors
         geo, mode = ctx.geo, ctx.mode
         need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
-        db = None
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = dy.sum(dim=tuple(d for d in range(dy.dim()) if d != (1 if geo is not None else dy.dim() - 1)))
-        if mode == "ste":
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        if mode == "ste" or need_b:
+            # the float layer's gradients (twice differentiable, as the signed 8 x 8 STE): torch's own
+            # ops, so db is torch's sum too
+            create = torch.is_grad_enabled()
             with torch.enable_grad():
-                xx, ww = x.detach().requires_grad_(need[0]), weight.detach().requires_grad_(need[1])
-                y = F.linear(xx, ww) if geo is None else _float_conv(xx, ww, geo)
-                grads = torch.autograd.grad(y, [t for t, n in zip((xx, ww), need) if n], dy, allow_unused=True)
-            it = iter(grads)
-            return (next(it) if need[0] else None, next(it) if need[1] else None, db) + (None,) * 6
+                xs = [x if (mode == "ste" and need[0]) else x.detach(),
+                      weight if (mode == "ste" and need[1]) else weight.detach(), bias]
+                y = F.linear(xs[0], xs[1], xs[2]) if geo is None else _float_conv(xs[0], xs[1], geo, xs[2])
+                want = [t for t, n in zip(xs, (mode == "ste" and need[0], mode == "ste" and need[1], need_b)) if n]
+                got = torch.autograd.grad(y, want, dy, create_graph=create, allow_unused=True) if want else ()
+            it = iter(got)
+            dx = next(it) if mode == "ste" and need[0] else None
+            dw = next(it) if mode == "ste" and need[1] else None
+            db = next(it) if need_b else None
+            if mode == "ste":
+                return dx, dw, db, None, None, None, None, None, None
+        else:
+            db = None
         dY = _rows(dy, geo)
         if mode == "table":
             dX, dW = _table_grads(dY, ctx.z, ctx.units, ctx.grad_h, ctx.layer, ctx.nt, need)
@@ -235,6 +264,8 @@ class FormatFunction(torch.autograd.Function):
             dx = torch.from_numpy(dX) if geo is None else _fold(dX, geo)
         if need[1]:
             dw = torch.from_numpy(dW).reshape(weight.shape)
+        from lutcore.torch.functional import _once_differentiable     # (functional imports this module)
+        dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
         return dx, dw, db, None, None, None, None, None, None
 
 
@@ -269,10 +300,10 @@ def _fold(dX: np.ndarray, geo) -> torch.Tensor:
     return dx[:, :, 0, :] if geo.d1 else dx
 
 
-def _float_conv(x, w, geo):
+def _float_conv(x, w, geo, b=None):
     if geo.d1:
-        return F.conv1d(x, w, None, geo.stride[1], geo.padding[1], geo.dilation[1], geo.groups)
-    return F.conv2d(x, w, None, geo.stride, geo.padding, geo.dilation, geo.groups)
+        return F.conv1d(x, w, b, geo.stride[1], geo.padding[1], geo.dilation[1], geo.groups)
+    return F.conv2d(x, w, b, geo.stride, geo.padding, geo.dilation, geo.groups)
 
 
 def linear(x2, weight, bias, units, backward, grad_h, layer, nt):

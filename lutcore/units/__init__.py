@@ -24,6 +24,7 @@ MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.
 COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (Units.cost / .published)
 GRAD_A_FILE, GRAD_B_FILE = "grad_a.bin", "grad_b.bin"   # optional: float32 LE, 65536, Units.grad_tables
 FORMAT_FILE = "format.json"    # a unit of another format than signed 8 x 8: {"a": "8u", "b": "4u", "product": "12u"}
+NETLIST_FILE = "netlist.npz"   # a unit wider than a table: its gate netlist (lutcore.units.netlist), instead of mul_lut.bin
 _FORMAT_FORMAT = "lutcore-units-format/1"
 _COST_FORMAT = "lutcore-units-cost/1"
 
@@ -254,6 +255,8 @@ class Units:
         lookup path).  The one place lutcore makes that choice — ``lut_gemm``, ``qmatmul``,
         ``QLinear``, the fused decode and the PyTorch layers all ask here.  Both paths give
         the contract's bits; only the speed differs."""
+        if self.mul is None:
+            return "netlist"
         return "exact" if self._true_product else "table"
 
     def require_signed8(self, where: str) -> "Units":
@@ -321,6 +324,58 @@ class Units:
             if msg.startswith("mul:"):
                 raise type(e)("table_or_fn:" + msg[4:]) from None
             raise
+
+    @classmethod
+    def from_netlist(cls, netlist, format, *, name: str | None = None) -> "Units":
+        """A unit too wide for a table (an operand of more than 8 bits): its gate netlist
+        (``lutcore.units.netlist.Netlist``, run bit-sliced by ``lutcore.ops.netlist``) and its
+        ``format`` (the netlist holds bits only).  The netlist's operand widths must be the
+        format's; its outputs are the product's bits (a wider netlist output is cut to the
+        product's width, a narrower one extended: the circuit loaders check that first)."""
+        from lutcore.units.netlist import Netlist
+        fmt = format_arg(format, "format")
+        if fmt is None:
+            raise TypeError("format: expected the unit's Format (a netlist holds bits, not signedness), got None")
+        if not isinstance(netlist, Netlist):
+            raise TypeError(f"netlist: expected a lutcore.units.netlist.Netlist, got {type(netlist).__name__}")
+        if (netlist.a_bits, netlist.b_bits, netlist.p_bits) != (fmt.a_bits, fmt.b_bits, fmt.p_bits):
+            raise ValueError(f"netlist: {netlist.a_bits} x {netlist.b_bits} -> {netlist.p_bits} bits, but format "
+                             f"{fmt} states {fmt.a_bits} x {fmt.b_bits} -> {fmt.p_bits}")
+        u = cls.__new__(cls)
+        u.format, u.netlist, u.mul = fmt, netlist, None
+        u.requant_lut, u.relu_lut = _readonly(default_requant_table()), _readonly(default_relu_table())
+        u.digest = hashlib.sha256(f"lutcore-format:{fmt}\nnetlist:{netlist.digest}\n".encode()
+                                  + u.requant_lut.tobytes() + u.relu_lut.tobytes()).hexdigest()
+        a, b = _sample_pairs(fmt)
+        u.is_exact = bool(np.array_equal(u.products(a, b), fmt.read_product(a * b)))
+        u.name = name or ("exact" if u.is_exact else "custom")
+        u.defaulted, u.source, u.cost, u.published, u.loaded_from, u.grad_tables = (), None, {}, {}, None, None
+        u.kernel_offset, u._true_product = 0, False
+        lo, hi = fmt.p_range
+        u.max_abs_product = max(abs(lo), abs(hi))
+        u._kernel_mul = u._byte_products = None
+        u._requant_clamp = (True, -127, 127)
+        return u
+
+    def products(self, a, b) -> np.ndarray:
+        """int64: the unit's product of each pair of codes (a, b broadcast; checked against the
+        format's ranges), read at the product's width and signedness."""
+        fmt = self.format
+        a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+        fmt.check_codes(a, "a", "a")
+        fmt.check_codes(b, "b", "b")
+        if self.mul is not None:
+            ma, mb = (1 << fmt.a_bits) - 1, (1 << fmt.b_bits) - 1
+            return self.mul.astype(np.int64)[(a & ma) * (mb + 1) + (b & mb)]
+        try:
+            from lutcore.ops import netlist as _net
+            n = self.netlist
+            out = _net.products(a.reshape(-1), b.reshape(-1), n.gates, n.outputs, a_bits=fmt.a_bits,
+                                b_bits=fmt.b_bits, a_signed=fmt.a_signed, b_signed=fmt.b_signed,
+                                product_signed=fmt.p_signed)
+            return out.reshape(a.shape)
+        except ImportError:                              # no native netlist family in this build
+            return fmt.read_product(self.netlist.evaluate(a, b))
 
     @classmethod
     def from_verilog(cls, path, top: str | None = None, *, timeout: float = 120, format=None) -> "Units":
@@ -400,6 +455,8 @@ class Units:
 
         _check_dir(src)
         fmt = _read_format(contained(src, FORMAT_FILE))
+        if not fmt.is_table:
+            return _load_netlist_units(cls, path, src, fmt, read)
         n = fmt.table_shape[0] * fmt.table_shape[1]
         mul = read(MUL_FILE, "<i2" if fmt.legacy else "<i4", n)
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
@@ -440,9 +497,14 @@ class Units:
         import json
         from lutcore._io import atomic_dir
         legacy = self.format.legacy
-        with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE)) as tmp:
-            for fname, arr in ((MUL_FILE, self.mul.astype("<i2" if legacy else "<i4")),
-                               (REQUANT_FILE, self.requant_lut), (RELU_FILE, self.relu_lut)):
+        with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE,
+                                     MUL_FILE)) as tmp:
+            tables = ((REQUANT_FILE, self.requant_lut), (RELU_FILE, self.relu_lut))
+            if self.mul is not None:
+                tables = ((MUL_FILE, self.mul.astype("<i2" if legacy else "<i4")),) + tables
+            else:
+                self.netlist.save(os.path.join(tmp, NETLIST_FILE))
+            for fname, arr in tables:
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(arr.tobytes())
             if not legacy:
@@ -526,6 +588,14 @@ class Units:
 
     def verify(self) -> VerifyReport:
         fmt = self.format
+        if self.mul is None:                  # a netlist: over the pairs error_metrics() reads
+            a, b = _sample_pairs(fmt)
+            got = self.products(a, b)
+            return VerifyReport(
+                digest=self.digest,
+                mul=_compare("mul", got, fmt.read_product(a * b), metrics=self.error_metrics()),
+                requant=_compare("requant", self.requant_lut, default_requant_table()),
+                relu=_compare("relu", self.relu_lut, default_relu_table()), format=str(fmt))
         sym = None
         if fmt.a_bits == fmt.b_bits and fmt.a_signed == fmt.b_signed:
             m = self.table()
@@ -544,11 +614,20 @@ class Units:
     def error_metrics(self) -> dict:
         """EvoApproxLib's metrics of the multiplier (mae, mae_pct, wce, wce_pct, wcre_pct, ep_pct,
         mre_pct, mse; see ``lutcore.units.metrics``), over every pair of the unit's format."""
-        from lutcore.units.metrics import error_metrics
+        from lutcore.units.metrics import error_metrics, metrics_of
+        if self.mul is None:
+            fmt = self.format
+            a, b = _sample_pairs(fmt)
+            m = metrics_of(self.products(a, b), a * b, fmt.a_bits + fmt.b_bits)
+            m["pairs"] = float(a.size)
+            m["sampled"] = float(a.size < (1 << (fmt.a_bits + fmt.b_bits)))
+            return m
         return error_metrics(self.mul, self.format)
 
     def __repr__(self) -> str:
         kind = "exact" if self.is_exact else "approx"
+        if self.mul is None:
+            kind += f" netlist of {self.netlist.gate_count} gates"
         dflt = f", defaulted={'+'.join(self.defaulted)}" if self.defaulted else ""
         return f"Units(name={self.name!r}, format={self.format}, mul={kind}, digest={self.digest[:16]}{dflt})"
 
@@ -557,6 +636,26 @@ class Units:
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+
+SAMPLED_PAIRS = 1 << 20    # pairs a netlist unit's metrics read when it has more than 2^20 (16x16: 2^32)
+
+
+def _sample_pairs(fmt) -> tuple:
+    """(a, b) int64 codes: every pair when there are at most 2^20, else SAMPLED_PAIRS fixed-seed
+    pairs plus every pair of the operands' edge codes (0, +-1, the extremes)."""
+    n = fmt.a_bits + fmt.b_bits
+    if n <= 20:
+        a, b = fmt.codes("a"), fmt.codes("b")
+        return np.repeat(a, b.size), np.tile(b, a.size)
+    rng = np.random.default_rng(20261206)
+    out = []
+    for which in ("a", "b"):
+        lo, hi = fmt.range(which)
+        edge = np.array(sorted({lo, lo + 1, -1 if lo < 0 else 0, 0, 1, hi - 1, hi}), np.int64)
+        out.append((rng.integers(lo, hi + 1, SAMPLED_PAIRS), edge))
+    (ra, ea), (rb, eb) = out
+    return np.concatenate([ra, np.repeat(ea, eb.size)]), np.concatenate([rb, np.tile(eb, ea.size)])
 
 
 def _as_grad_table(t, name: str, shape=(256, 256)) -> np.ndarray:
@@ -654,9 +753,39 @@ def _read_format(f):
         raise ValueError(f"{f}: expected {{\"format\": \"{_FORMAT_FORMAT}\", \"a\": \"8u\", \"b\": \"4u\", "
                          f"\"product\": \"12u\"}}, got {d!r}"[:400])
     fmt = Format.from_dict(d, f)
-    if not fmt.is_table:
-        raise ValueError(f"{f}: format {fmt} has an operand wider than 8 bits: a units directory holds tables")
+    if not fmt.is_table and not os.path.lexists(os.path.join(os.path.dirname(f), NETLIST_FILE)):
+        raise ValueError(f"{f}: format {fmt} has an operand wider than 8 bits: such a unit is a gate netlist, "
+                         f"and {NETLIST_FILE} is not in the directory")
     return fmt
+
+
+def _load_netlist_units(cls, path, src, fmt, read):
+    """A units directory of a wide unit: format.json + netlist.npz (+ requant/relu, cost.json)."""
+    from lutcore._io import contained
+    from lutcore.units.netlist import Netlist
+    f = contained(src, NETLIST_FILE)
+    if not os.path.isfile(f):
+        raise ValueError(f"{f}: cannot read the netlist: not a regular file")
+    try:
+        net = Netlist.load(f)
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{f}: cannot read the netlist ({e})") from None
+    try:
+        units = cls.from_netlist(net, fmt, name=os.path.basename(os.path.normpath(path)))
+    except ValueError as e:
+        raise ValueError(f"{f}: {e}") from None
+    requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
+    if requant is not None or relu is not None:
+        if requant is not None:
+            units.requant_lut = _readonly(requant)
+        if relu is not None:
+            units.relu_lut = _readonly(relu)
+    units.defaulted = tuple(n for n, t in (("requant", requant), ("relu", relu)) if t is None)
+    units.loaded_from = os.path.abspath(path)
+    cf = contained(src, COST_FILE)
+    if os.path.lexists(cf):
+        units.cost, units.published = _read_cost(cf)
+    return units
 
 
 def _check_dir(path: str) -> None:
@@ -664,13 +793,13 @@ def _check_dir(path: str) -> None:
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
                 f"{FORMAT_FILE} (another operand format: then {MUL_FILE} is int32, 2^a_bits * 2^b_bits "
                 f"entries), {REQUANT_FILE} (int8, 65536), {RELU_FILE} (int8, 256), {COST_FILE} and "
                 f"{GRAD_A_FILE} + {GRAD_B_FILE} (float32 little-endian, 65536 each)")
-    if MUL_FILE not in names:
+    if MUL_FILE not in names and not (NETLIST_FILE in names and FORMAT_FILE in names):
         found = f"it holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else "it is empty"
         raise ValueError(f"units directory {path!r} has no {MUL_FILE}: {expected}; {found}")
     if unknown:

@@ -157,7 +157,9 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
 
     ``C[m, n] = sum_k mul[a[m, k], b[k, n]]`` exactly, for every table.  A unit of another
     format (``units.format``: unsigned, narrow) takes its codes — uint8 or any integer array
-    holding values in the format's range (a: the first operand's, b: the second's).
+    holding values in the format's range (a: the first operand's, b: the second's); a unit
+    wider than a table (a gate netlist: 11, 12, 16 bits) runs bit-sliced (``lutcore.ops.netlist``)
+    and returns int64.
     ``b`` may be a ``PackedB``.  Non-contiguous inputs are copied.  ``out``
     (int32, (M, N)) receives the result and is returned: written in place when
     its rows have unit stride (a view such as ``big[:, j:j + N]`` included) and
@@ -167,9 +169,15 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     if not isinstance(units, Units):         # a resolved Units passes through without a call
         units = _resolve_units(units)
     fmt = units.format
-    if units.mul is None:
-        raise ValueError(f"units {units.name!r} ({fmt}): a gate-netlist unit runs through lutcore.ops.netlist, "
-                         f"not the table GEMM")
+    if units.mul is None:                    # a unit wider than a table: its netlist, bit-sliced (int64 sums)
+        if isinstance(b, PackedB):
+            raise TypeError("b: a gate-netlist unit takes its weights as an integer array of codes, not a PackedB")
+        if out is not None:
+            raise TypeError("out: a gate-netlist unit's product is int64 and returned new (out= is for int32 tables)")
+        from lutcore.ops import netlist as _net
+        n = units.netlist
+        return _net.gemm(a, b, n.gates, n.outputs, a_bits=fmt.a_bits, b_bits=fmt.b_bits, a_signed=fmt.a_signed,
+                         b_signed=fmt.b_signed, product_signed=fmt.p_signed, threads=threads)
     a = _codes(a, "a", fmt, "a")
     packed = b if isinstance(b, PackedB) else None
     if packed is not None:

@@ -92,32 +92,14 @@ def main(argv=None) -> int:
         digits.train(m, xtr, ytr, epochs=args.retrain_epochs, lr=1e-3, batch=128, seed=args.seed)
         rows.append((label, str(u.format), before, digits.accuracy(m, xte, yte)))
 
-    head = ("unit", "format", "accuracy", "retrained")
-    table = [head] + [(n, f, f"{b:.4f}", "-" if a is None else f"{a:.4f}") for n, f, b, a in rows]
-    w = [max(len(r[i]) for r in table) for i in range(4)]
     print(f"digits CNN, {len(yte)} test images; unsigned operands with zero points (TFLite's scheme), "
           f"signed ones symmetric; 'retrained': after {args.retrain_epochs} epochs of approximation-aware "
           f"training (STE) through that unit")
-    for i, r in enumerate(table):
-        print("  ".join(c.ljust(w[j]) for j, c in enumerate(r)))
-        if i == 0:
-            print("  ".join("-" * x for x in w))
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.75 * len(rows)), 4.5))
-    xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r[2] for r in rows], 0.4, label="as trained in float")
-    ax.bar([x + 0.2 for x in xs], [r[3] if r[3] is not None else 0 for r in rows], 0.4,
-           label=f"after {args.retrain_epochs} epochs through the unit")
-    ax.set_xticks(list(xs), [r[0] for r in rows], rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(0, 1.15)
-    ax.set_title("digits CNN through multipliers of every format (zero points for unsigned units)")
-    ax.legend(loc="upper center", ncol=2, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=120)
+    digits.print_table([(n, f, f"{b:.4f}", "-" if a is None else f"{a:.4f}") for n, f, b, a in rows],
+                       ("unit", "format", "accuracy", "retrained"))
+    digits.plot_bars([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], args.png,
+                     "digits CNN through multipliers of every format (zero points for unsigned units)",
+                     ("as trained in float", f"after {args.retrain_epochs} epochs through the unit"))
     print(f"wrote {args.png} ({time.time() - t0:.0f} s)")
     return 0
 

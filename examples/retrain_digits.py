@@ -103,12 +103,8 @@ def main(argv=None) -> int:
         a = results[arm][0][-1][1]
         rows.append((f"{units.name}, {arm} x{args.steps}", f"{a:.4f}", f"{a - acc_float:+.4f}",
                      f"{results[arm][2]:.1f}"))
-    w = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     print()
-    for i, r in enumerate([head] + rows):
-        print("  ".join(c.ljust(w[j]) for j, c in enumerate(r)).rstrip())
-        if i == 0:
-            print("  ".join("-" * x for x in w))
+    digits.print_table(rows, head)
 
     import matplotlib
     matplotlib.use("Agg")

@@ -64,32 +64,13 @@ def main(argv=None) -> int:
         digits.train(models[r[0]], xtr, ytr, epochs=args.retrain_epochs, lr=1e-3, batch=128, seed=args.seed)
         r[3] = digits.accuracy(models[r[0]], xte, yte)
 
-    head = ("units", "digest", "accuracy", "retrained")
-    table = [head] + [(n, d, f"{b:.4f}", "-" if a is None else f"{a:.4f}") for n, d, b, a in rows]
-    w = [max(len(r[i]) for r in table) for i in range(4)]
     print(f"digits CNN, {len(yte)} test images; 'retrained': after {args.retrain_epochs} epochs of "
-          f"approximation-aware training through that unit")
-    for i, r in enumerate(table):
-        mark = "  <- worst" if i > 0 and r[0] == worst[0] else ""
-        print("  ".join(c.ljust(w[j]) for j, c in enumerate(r)) + mark)
-        if i == 0:
-            print("  ".join("-" * x for x in w))
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(rows)), 4))
-    xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r[2] for r in rows], 0.4, label="through the unit")
-    ax.bar([x + 0.2 for x in xs], [r[3] if r[3] is not None else 0 for r in rows], 0.4,
-           label=f"after {args.retrain_epochs} epochs of approximation-aware training")
-    ax.set_xticks(list(xs), [r[0] for r in rows], rotation=30, ha="right")
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(0, 1.15)
-    ax.set_title(f"digits CNN through lutcore's units (worst: {worst[0]})")
-    ax.legend(loc="upper center", ncol=2, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=120)
+          f"approximation-aware training through that unit (worst: {worst[0]})")
+    digits.print_table([(n, d, f"{b:.4f}", "-" if a is None else f"{a:.4f}") for n, d, b, a in rows],
+                       ("units", "digest", "accuracy", "retrained"))
+    digits.plot_bars([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], args.png,
+                     f"digits CNN through lutcore's units (worst: {worst[0]})",
+                     ("through the unit", f"after {args.retrain_epochs} epochs of approximation-aware training"))
     print(f"wrote {args.png} ({time.time() - t0:.0f} s)")
     return 0
 

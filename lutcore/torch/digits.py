@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["load", "DigitsCNN", "train", "accuracy"]
+__all__ = ["load", "DigitsCNN", "train", "accuracy", "print_table", "plot_bars"]
 
 
 def load(seed: int = 0, test_share: float = 0.2):
@@ -74,3 +74,32 @@ def train(model: nn.Module, x, y, epochs: int = 12, lr: float = 3e-3, batch: int
 def accuracy(model: nn.Module, x, y) -> float:
     with torch.no_grad():
         return float((model(x).argmax(1) == y).float().mean())
+
+
+def print_table(rows, head) -> None:
+    """Print ``rows`` (tuples of str) under ``head`` as aligned columns with a rule."""
+    w = [max(len(r[i]) for r in [head] + list(rows)) for i in range(len(head))]
+    for i, r in enumerate([head] + list(rows)):
+        print("  ".join(c.ljust(w[j]) for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            print("  ".join("-" * x for x in w))
+
+
+def plot_bars(labels, before, after, png: str, title: str, legend: tuple, width: float = 0.8) -> None:
+    """A PNG of two bars per label (``after`` entries None drawn as 0): test accuracy before and
+    after retraining, as the digits examples draw it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(max(6.0, width * len(labels)), 4.5))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], list(before), 0.4, label=legend[0])
+    ax.bar([x + 0.2 for x in xs], [a if a is not None else 0 for a in after], 0.4, label=legend[1])
+    ax.set_xticks(list(xs), list(labels), rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1.15)
+    ax.set_title(title)
+    ax.legend(loc="upper center", ncol=2, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)

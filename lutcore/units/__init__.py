@@ -706,19 +706,25 @@ def _difference_tables(table: np.ndarray, fmt, h: int) -> tuple:
     return tuple(out)
 
 
+def _read_json(f, what: str):
+    """The JSON value of a units directory's file ``f`` (a regular file: a named pipe would wait
+    for a writer forever); anything unreadable is a ValueError naming the file and ``what``."""
+    import json
+    if not os.path.isfile(f):
+        kind = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
+        raise ValueError(f"{f}: cannot read {what}: {kind}")
+    try:
+        with open(f, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{f}: cannot read {what} ({getattr(e, 'strerror', None) or e})") from None
+
+
 def _read_cost(f):
     """(cost, published) from a units directory's cost.json; anything malformed is a
     ValueError naming the file."""
-    import json
     import math
-    if not os.path.isfile(f):                # a named pipe would wait for a writer forever
-        what = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
-        raise ValueError(f"{f}: cannot read the cost figures: {what}")
-    try:
-        with open(f, encoding="utf-8") as fh:
-            d = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{f}: cannot read the cost figures ({getattr(e, 'strerror', None) or e})") from None
+    d = _read_json(f, "the cost figures")
     if not isinstance(d, dict) or not isinstance(d.get("cost", {}), dict) or \
             not isinstance(d.get("published", {}), dict):
         raise ValueError(f"{f}: expected {{\"cost\": {{...}}, \"published\": {{...}}}}, got "
@@ -738,17 +744,9 @@ def _read_cost(f):
 def _read_format(f):
     """The Format a units directory's format.json states (absent: signed 8 x 8); anything
     malformed is a ValueError naming the file."""
-    import json
     if not os.path.lexists(f):
         return SIGNED8
-    if not os.path.isfile(f):
-        what = "a dangling or looping symlink" if os.path.islink(f) else "not a regular file"
-        raise ValueError(f"{f}: cannot read the operand formats: {what}")
-    try:
-        with open(f, encoding="utf-8") as fh:
-            d = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{f}: cannot read the operand formats ({getattr(e, 'strerror', None) or e})") from None
+    d = _read_json(f, "the operand formats")
     if not isinstance(d, dict) or d.get("format") != _FORMAT_FORMAT:
         raise ValueError(f"{f}: expected {{\"format\": \"{_FORMAT_FORMAT}\", \"a\": \"8u\", \"b\": \"4u\", "
                          f"\"product\": \"12u\"}}, got {d!r}"[:400])

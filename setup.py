@@ -178,6 +178,11 @@ FAMILIES = [
     dict(name="attn", module="attn", sources=[], bodies=[
         ("avx512", ["csrc/attn/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_ATTN_SIMDE", twin="_simde_attn", calls=["sgemm"]),
+    # gate netlists, bit-sliced: AVX-512 F/BW (vpternlogq a gate), + VPOPCNTDQ (vpopcntq)
+    dict(name="netlist", module="netlist", sources=[], bodies=[
+        ("avx512", ["csrc/netlist/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vpopcnt", ["csrc/netlist/x86/avx512_vpopcnt.c"], AVX512_FLAGS + ["-mavx512vpopcntdq"])],
+        simde="LC_NL_SIMDE", twin="_simde_netlist", calls=[]),
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),

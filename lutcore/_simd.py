@@ -4,8 +4,8 @@ The CPU's features are read once at import; ``LUTCORE_SIMD=generic|avx2|avx512bw
 caps the choice (a cap above what the CPU has is refused with a warning and
 ignored), and ``set_simd`` changes it at run time so one machine can test every
 path it has.  ``avx512`` is AVX-512 F/BW/VL/DQ with the extensions this CPU has
-(VNNI, VBMI, detected separately); ``avx512bw`` is AVX-512 without them, so an
-AVX-512 CPU also runs the bodies meant for AVX-512 CPUs that lack VNNI/VBMI.
+(VNNI, VBMI, VPOPCNTDQ, detected separately); ``avx512bw`` is AVX-512 without them, so an
+AVX-512 CPU also runs the bodies meant for AVX-512 CPUs that lack VNNI/VBMI/VPOPCNTDQ.
 Kernels receive the chosen ISA as an argument (level plus extension bits, as
 the C enum in common.h); there is no global state in C.  Each family picks its
 body from that argument; one without a body for the chosen ISA runs the best
@@ -20,7 +20,7 @@ from lutcore._native import _cpu
 
 NAMES = ("generic", "avx2", "avx512bw", "avx512")
 _features = _cpu.cpu_features()
-VNNI, VBMI = 4, 8          # the extension bits of _cpu.cpu_features() and of the C isa argument
+VNNI, VBMI, VPOPCNT = 4, 8, 16    # the extension bits of _cpu.cpu_features() and of the C isa argument
 
 
 def available_simd() -> list[str]:
@@ -69,10 +69,10 @@ def get_simd() -> str:
 
 
 def isa_of(name: str) -> int:
-    """The C isa argument of path ``name``: 0 generic, 1 avx2, 2 AVX-512, plus VNNI (4) and
-    VBMI (8) where ``name`` is ``avx512`` and the CPU has them."""
+    """The C isa argument of path ``name``: 0 generic, 1 avx2, 2 AVX-512, plus VNNI (4),
+    VBMI (8) and VPOPCNTDQ (16) where ``name`` is ``avx512`` and the CPU has them."""
     if name == "avx512":
-        return 2 | (_features & (VNNI | VBMI))
+        return 2 | (_features & (VNNI | VBMI | VPOPCNT))
     return min(NAMES.index(name), 2)
 
 
@@ -82,7 +82,8 @@ def isa() -> int:
 
 
 def cpu_flags() -> list[str]:
-    names = [(1, "avx2+fma"), (2, "avx512f/bw/vl/dq"), (4, "avx512-vnni"), (8, "avx512-vbmi")]
+    names = [(1, "avx2+fma"), (2, "avx512f/bw/vl/dq"), (4, "avx512-vnni"), (8, "avx512-vbmi"),
+             (16, "avx512-vpopcntdq")]
     return [n for bit, n in names if _features & bit]
 
 

@@ -54,10 +54,10 @@ static inline int omp_get_num_threads(void) { return 1; }
 
 /* ISA identifiers, ordered: a higher level implies every lower one.  With
  * LC_ISA_AVX512 the caller may add the extensions' bits (LC_ISA_VNNI,
- * LC_ISA_VBMI): a family picks its body from level and bits (its body table,
- * core/dispatch.h: the level is isa & LC_ISA_LEVEL), so a body that needs VNNI
- * never runs on an AVX-512 CPU without it. */
-enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2, LC_ISA_VNNI = 4, LC_ISA_VBMI = 8 };
+ * LC_ISA_VBMI, LC_ISA_VPOPCNT: AVX512_VPOPCNTDQ): a family picks its body from
+ * level and bits (its body table, core/dispatch.h: the level is isa & LC_ISA_LEVEL),
+ * so a body that needs VNNI never runs on an AVX-512 CPU without it. */
+enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2, LC_ISA_VNNI = 4, LC_ISA_VBMI = 8, LC_ISA_VPOPCNT = 16 };
 #define LC_ISA_LEVEL 3   /* the level bits of isa (the rest: extension bits) */
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
@@ -70,7 +70,7 @@ enum { LC_ISA_GENERIC = 0, LC_ISA_AVX2 = 1, LC_ISA_AVX512 = 2, LC_ISA_VNNI = 4, 
 #endif
 
 /* Detected ISA bits: bit0 avx2(+fma,f16c), bit1 avx512 f/bw/vl/dq,
- * bit2 avx512-vnni, bit3 avx512-vbmi. */
+ * bit2 avx512-vnni, bit3 avx512-vbmi, bit4 avx512-vpopcntdq. */
 static int lc_cpu_features(void) {
     int f = 0;
 #if LC_X86
@@ -82,6 +82,7 @@ static int lc_cpu_features(void) {
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11)
     if ((f & 2) && __builtin_cpu_supports("avx512vnni")) f |= 4;
     if ((f & 2) && __builtin_cpu_supports("avx512vbmi")) f |= 8;
+    if ((f & 2) && __builtin_cpu_supports("avx512vpopcntdq")) f |= 16;
 #endif
 #endif
     return f;

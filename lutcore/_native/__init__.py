@@ -19,11 +19,12 @@ modules themselves (imported on first use), so ``record()`` sees every call.
     im2col       conv patches, the direct small-K conv2d
     gradtables   the gradient-table backward pass (lutcore.torch backward="table")
     exactsum     the exact float32 summation (the data-parallel gradient reduction)
+    netlist      GEMM and products through a multiplier's gate netlist, bit-sliced
 """
 import importlib
 
 MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn",
-           "models", "norm", "optim", "scan", "sgemm", "softmax")
+           "models", "netlist", "norm", "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)
 

@@ -7,7 +7,7 @@ cdef extern from "core/common.h" nogil:
 
 
 def cpu_features():
-    """Bit mask: 1 avx2+fma, 2 avx512 f/bw/vl/dq, 4 avx512-vnni, 8 avx512-vbmi."""
+    """Bit mask: 1 avx2+fma, 2 avx512 f/bw/vl/dq, 4 avx512-vnni, 8 avx512-vbmi, 16 avx512-vpopcntdq."""
     return lc_cpu_features()
 
 

@@ -20,6 +20,7 @@ and documented in that room (``quant``, ``optim``).
     optim        AdamW over many tensors, sums of squares
     exactsum     the exact float32 summation's element passes
     gradtables   the gradient-table pass (backward="table")
+    netlist      GEMM and products through a multiplier's gate netlist (bit-sliced)
     im2col       per-tensor NHWC quantization, patches, direct convs, dequant, same_bytes
     decode       the llama decode layer (one token through a stage), RoPE rows
 """

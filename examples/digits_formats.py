@@ -27,7 +27,7 @@ import lutcore.torch as lt
 from lutcore.torch import digits
 from lutcore.units import Units, resolve
 
-# a 12 x 12 unsigned multiplier and a truncated one (the 8 low product bits dropped), as Verilog
+# a 12 x 12 unsigned multiplier and a truncated one (the 16 low product bits dropped), as Verilog
 MUL12 = """module {name} (input [11:0] A, input [11:0] B, output [23:0] O);
   assign O = (A * B) & 24'h{mask};
 endmodule
@@ -40,8 +40,8 @@ def builtin_units(tmp: str) -> list:
            ("unsigned 8x8 exact", Units.exact("8u x 8u")),
            ("unsigned 8x8, 6 low bits cut", Units.from_mul(lambda a, b: (a * b) & ~0x3F, format="8u x 8u",
                                                            name="mul8u_trunc6")),
-           ("unsigned 8x8, 9 low bits cut", Units.from_mul(lambda a, b: (a * b) & ~0x1FF, format="8u x 8u",
-                                                           name="mul8u_trunc9")),
+           ("unsigned 8x8, 11 low bits cut", Units.from_mul(lambda a, b: (a * b) & ~0x7FF, format="8u x 8u",
+                                                            name="mul8u_trunc11")),
            ("unsigned 7x7 exact", Units.exact("7u x 7u")),
            ("8u x 4u exact (4-bit weights)", Units.exact("8u x 4u")),
            ("8u x 2u exact (2-bit weights)", Units.exact("8u x 2u"))]
@@ -52,7 +52,7 @@ def builtin_units(tmp: str) -> list:
               file=sys.stderr)
         return out
     for name, mask, label in (("mul12u_exact", "FFFFFF", "12u x 12u exact (netlist)"),
-                              ("mul12u_trunc", "FFFF00", "12u x 12u, 8 low bits cut (netlist)")):
+                              ("mul12u_trunc", "FF0000", "12u x 12u, 16 low bits cut (netlist)")):
         path = os.path.join(tmp, f"{name}.v")
         with open(path, "w") as f:
             f.write(MUL12.format(name=name, mask=mask))

@@ -38,3 +38,19 @@ def test_digits_cnn_through_units():
     assert acc_approx <= acc_float - AGGRESSIVE_DROP
     assert acc_retrained >= acc_approx + RECOVER
     assert isinstance(approx_model.features[0], lt.ApproxConv2d)        # trained as an approximate model
+
+
+def test_formats_example_runs(tmp_path, capsys):
+    """examples/digits_formats.py, shortened: every format's row and the PNG."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "digits_formats.py")
+    spec = importlib.util.spec_from_file_location("digits_formats", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    png = str(tmp_path / "f.png")
+    assert mod.main(["--epochs", "1", "--retrain-epochs", "1", "--png", png]) == 0
+    out = capsys.readouterr().out
+    for fmt in ("8s x 8s -> 16s", "8u x 8u -> 16u", "8u x 4u -> 12u", "8u x 2u -> 10u", "12u x 12u -> 24u"):
+        assert fmt in out
+    assert os.path.getsize(png) > 1000

@@ -10,7 +10,9 @@ activation as the table's first operand (``a``), the weight as its second (``b``
                       q = clamp(round_half_even(v / s) + zp, 0, 2^w - 1)
     (float32, a true division; s = 0 — all zeros — gives q = zp = 0)
 
-weights per output channel, activations per tensor (per call).  Only the code x code product
+weights per output channel, activations per tensor (per call, or the static scale and zero
+point ``calibrate`` sets from the calibration data's range; "table" gives no gradient where a
+static scale saturated x).  Only the code x code product
 goes through the unit; the zero-point terms are exact integers outside it, as TFLite/gemmlowp:
 
     acc[m, o] = sum_k T[q_x[m, k], q_w[o, k]] - zp_w[o] sum_k q_x[m, k] - zp_x sum_k q_w[o, k]
@@ -114,25 +116,39 @@ def _patches(x4: torch.Tensor, g: _Geo) -> torch.Tensor:
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
 
 
-class _Quantized:
-    """The forward's codes, kept for the backward.  The activation's scale and zero point come
-    from ``x`` (the whole input), its codes are those of the rows X (a conv's patches)."""
+def static(input_scale, zero_point):
+    """The static activation quantization (scale float32, zero point int), or None (dynamic)."""
+    return None if input_scale is None else (np.float32(input_scale), int(zero_point or 0))
 
-    def __init__(self, X, W, units, groups, nt, x=None):
+
+class _Quantized:
+    """The forward's codes, kept for the backward.  The activation's scale and zero point are
+    the static ones, else come from ``x`` (the whole input); its codes are those of the rows X
+    (a conv's patches)."""
+
+    def __init__(self, X, W, units, groups, nt, x=None, static_q=None):
         f = units.format
-        _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
+        if static_q is None:
+            _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
+        else:
+            s_x, zp_x = static_q
         self.qx = _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
         self.s_x, self.zp_x = s_x, zp_x
+        self.clamped = None
+        if static_q is not None:                  # where a static scale saturated x ("table": no gradient)
+            lo, hi = (-((1 << (f.a_bits - 1)) - 1), (1 << (f.a_bits - 1)) - 1) if f.a_signed else (0, (1 << f.a_bits) - 1)
+            r = np.rint(np.divide(np.asarray(X, np.float32), np.float32(s_x), dtype=np.float32)) + int(zp_x)
+            self.clamped = (r < lo) | (r > hi)
         self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=True)
         self.s_w, self.zp_w = self.s_w.reshape(-1), self.zp_w.reshape(-1)
         self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
         self.groups = groups
 
 
-def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None):
+def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None, static_q=None):
     """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg); ``x``: the input the
-    activation's scale comes from (a conv's; None: X itself)."""
-    z = _Quantized(X, W, units, groups, nt, x)
+    activation's scale comes from (a conv's; None: X itself); ``static_q``: (scale, zero point)."""
+    z = _Quantized(X, W, units, groups, nt, x, static_q)
     M, O = X.shape[0], W.shape[0]
     Kg, Og = W.shape[1], O // groups
     acc = np.empty((M, O), np.int64)
@@ -168,6 +184,8 @@ def _table_grads(dY, z, units, grad_h, layer, nt, need):
         if need[0]:
             corr = (gg * z.zp_w[sl][None, :].astype(np.float32)).sum(axis=1, dtype=np.float32)   # sum_o g zp_w[o]
             dX[:, ks] = d - corr[:, None]
+            if z.clamped is not None:
+                dX[:, ks][z.clamped[:, ks]] = 0.0
         if need[1]:
             corr = dd.sum(axis=0, dtype=np.float32) * np.float32(z.zp_x)                          # sum_m dY zp_x
             dW[sl] = (s - corr[:, None]) * z.s_x
@@ -216,7 +234,7 @@ class FormatFunction(torch.autograd.Function):
     conv); ``backward``: "ste", "units" or "table"."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt):
+    def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q):
         f = units.format
         if backward == "units" and (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
             raise ValueError(f"{layer}: backward='units' passes the gradient through the unit as its first operand "
@@ -224,7 +242,7 @@ class FormatFunction(torch.autograd.Function):
                              f"backward='table' or 'ste'")
         X, W = _operands(x, weight, geo)
         y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt,
-                        None if geo is None else x.detach().float().numpy())
+                        None if geo is None else x.detach().float().numpy(), static_q)
         ctx.save_for_backward(x, weight, bias)
         ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
         ctx.has_bias = bias is not None
@@ -251,7 +269,7 @@ class FormatFunction(torch.autograd.Function):
             dw = next(it) if mode == "ste" and need[1] else None
             db = next(it) if need_b else None
             if mode == "ste":
-                return dx, dw, db, None, None, None, None, None, None
+                return dx, dw, db, None, None, None, None, None, None, None
         else:
             db = None
         dY = _rows(dy, geo)
@@ -266,7 +284,7 @@ class FormatFunction(torch.autograd.Function):
             dw = torch.from_numpy(dW).reshape(weight.shape)
         from lutcore.torch.functional import _once_differentiable     # (functional imports this module)
         dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
-        return dx, dw, db, None, None, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, None, None
 
 
 def _operands(x, weight, geo):
@@ -306,11 +324,11 @@ def _float_conv(x, w, geo, b=None):
     return F.conv2d(x, w, b, geo.stride, geo.padding, geo.dilation, geo.groups)
 
 
-def linear(x2, weight, bias, units, backward, grad_h, layer, nt):
-    """y (M, O) of x2 (M, K) through a unit of any format."""
-    return FormatFunction.apply(x2, weight, bias, units, None, backward, grad_h, layer, nt)
+def linear(x2, weight, bias, units, backward, grad_h, layer, nt, static_q=None):
+    """y (M, O) of x2 (M, K) through a unit of any format; ``static_q``: ``static(scale, zp)``."""
+    return FormatFunction.apply(x2, weight, bias, units, None, backward, grad_h, layer, nt, static_q)
 
 
-def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt):
+def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q=None):
     """The conv of x (N, C, H, W) or (N, C, L) through a unit of any format."""
-    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt)
+    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt, static_q)

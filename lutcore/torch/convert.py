@@ -270,11 +270,14 @@ def _run(model, batch):
 def calibrate(model: nn.Module, batches) -> nn.Module:
     """Run float ``batches`` through ``model`` (each a tensor -> ``model(x)``, a dict ->
     ``model(**d)``, a tuple/list -> ``model(b[0])``), with every approximate layer
-    computing in float while it records max|input|; then each layer uses the static
-    scale max|input| / 127 (``activations="static"``).  Returns the model."""
+    computing in float while it records max|input| (and its range); then each layer uses the
+    static scale max|input| / 127 (``activations="static"``) — or, for units of another format,
+    the scale and zero point of the recorded range in the unit's activation format
+    (``input_zero_point``).  Returns the model."""
     layers = _layers_or_error(model, "calibrate")
     for _, m in layers:
         m._lc_calib = 0.0
+        m._lc_calib_range = None
     n = 0
     try:
         with torch.no_grad():
@@ -286,10 +289,19 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
         unseen = [name for name, m in layers if m._lc_calib == 0.0]
         for name, m in layers:
             m.activations = "static"
+            u = m.units
+            if u is not None and not u.format.legacy:      # the unit's activation format: scale and zero point
+                from lutcore.torch._formats import quantize
+                lo, hi = m._lc_calib_range or (0.0, 0.0)
+                _, s_x, zp = quantize(np.array([lo, hi], np.float32), u.format.a_bits, u.format.a_signed)
+                m._lc_scale, m._lc_zp = float(s_x), int(zp) if not u.format.a_signed else None
+                continue
+            m._lc_zp = None
             m._lc_scale = float(np.float32(m._lc_calib) / np.float32(127.0))   # float32 value, a Python float
         if unseen:
             warnings.warn(f"calibrate: layers {unseen} saw no non-zero input; their scale is 0 (all codes 0)")
     finally:
         for _, m in layers:
             m._lc_calib = None
+            m._lc_calib_range = None
     return model

@@ -675,11 +675,41 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
         units = resolve_units(units)
     if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
         input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
-    if isinstance(units, Units) and not units.format.legacy and input_scale is not None:
-        raise ValueError(f"{layer}: units {units.name!r} ({units.format}) quantize the input per call with its "
-                         f"own zero point; a static input_scale is for signed 8 x 8 units (set input_scale=None)")
     return (units, backward_arg(backward, layer), input_scale,
             _threads_arg(threads))
+
+
+def zero_point_arg(zp, units, input_scale, layer: str):
+    """A static input zero point, checked against the unit's activation format: None with a
+    dynamic input (or a signed activation: 0 too); with a static scale and an unsigned
+    activation, an int in the code range 0 .. 2^bits - 1 (a ValueError naming the layer, the
+    range and the value otherwise)."""
+    if zp is None:
+        if input_scale is not None and isinstance(units, Units) and not units.format.a_signed:
+            raise ValueError(f"{layer}: input_zero_point: units {units.name!r} ({units.format}) take unsigned "
+                             f"activation codes: a static input_scale needs its zero point too (calibrate sets both)")
+        return None
+    if isinstance(zp, torch.Tensor):
+        if zp.numel() != 1 or zp.is_floating_point():
+            raise ValueError(f"{layer}: input_zero_point: expected one integer, got {zp.dtype} {tuple(zp.shape)}")
+        zp = int(zp)
+    if isinstance(zp, bool) or not isinstance(zp, (int, np.integer)):
+        raise TypeError(f"{layer}: input_zero_point: expected an int or None, got {type(zp).__name__} {zp!r}")
+    zp = int(zp)
+    if input_scale is None:
+        raise ValueError(f"{layer}: input_zero_point={zp} without a static input_scale: a dynamic input takes its "
+                         f"zero point from each call")
+    fmt = units.format if isinstance(units, Units) else None
+    if fmt is None or fmt.a_signed:
+        if zp != 0:
+            raise ValueError(f"{layer}: input_zero_point: {'signed 8 x 8' if fmt is None else str(fmt)} units quantize "
+                             f"the input symmetrically (zero point 0), got {zp}")
+        return None
+    hi = (1 << fmt.a_bits) - 1
+    if not 0 <= zp <= hi:
+        raise ValueError(f"{layer}: input_zero_point: expected a code of the {fmt.a_bits}-bit unsigned activation "
+                         f"(format {fmt}) in [0, {hi}], got {zp}")
+    return zp
 
 
 @torch.compiler.assume_constant_result          # TorchDynamo: a constant (the same bits at any count)
@@ -717,10 +747,12 @@ def _table_args(units, backward, grad_h, layer):
     return _gradtables.tables_for(units, grad_h, layer)
 
 
-def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None, grad_h=None):
+def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None, grad_h=None,
+           input_zero_point=None):
     """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O); ``qw`` a
     QWeight, a layer's WeightCache or None (quantize ``weight`` here)."""
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer, 2)
+    zp = zero_point_arg(input_zero_point, units, input_scale, layer)
     K = weight.shape[1]
     if x.dim() < 1 or x.shape[-1] != K:
         raise ValueError(f"{layer}: input: expected last dimension {K} (weight {tuple(weight.shape)}), "
@@ -730,7 +762,8 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
     if _formats_path(units, layer):
-        return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt).reshape(*lead, weight.shape[0])
+        return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt,
+                               _formats.static(input_scale, zp)).reshape(*lead, weight.shape[0])
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
@@ -778,14 +811,15 @@ def _same_padding(x, weight, dilation, layer, n):
 
 
 def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads, layer,
-         qw=None, grad_h=None):
+         qw=None, grad_h=None, input_zero_point=None):
     """The shared body of lut_conv1d / lut_conv2d and the conv layers."""
     n = weight.dim() - 2
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer,
                                                n + 2)
+    zp = zero_point_arg(input_zero_point, units, input_scale, layer)
     if x.dim() == n + 1:                             # unbatched (channels, ...), as F.conv*d takes
         return conv(x.unsqueeze(0), weight, bias, units, stride, padding, dilation, groups, backward,
-                    input_scale, threads, layer, qw, grad_h).squeeze(0)
+                    input_scale, threads, layer, qw, grad_h, zp).squeeze(0)
     if x.dim() != n + 2:
         raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
                          f"channels, ...) tensor, got shape {tuple(x.shape)}")
@@ -803,7 +837,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
     if _formats_path(units, layer):
-        return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt)
+        return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, _formats.static(input_scale, zp))
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
@@ -850,7 +884,7 @@ def _hkey(v):
 
 
 def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None,
-               grad_h=None):
+               grad_h=None, input_zero_point=None):
     """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in docs/DESIGN.md).
 
     x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
@@ -862,22 +896,25 @@ def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_sca
     broadcast, zeros, an empty tensor).  Under torch.compile, torch.export and
     torch.jit.trace the products run as the custom ops ``torch.ops.lutcore.*``,
     with the same bits.  ``backward="table"``: through the unit's gradient tables
-    (``lutcore.torch._gradtables``; ``grad_h`` None, an int 1..127 or "supplied")."""
-    return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear", grad_h=grad_h)
+    (``lutcore.torch._gradtables``; ``grad_h`` None, an int 1..127 or "supplied").  Units of
+    another format (``units.format``) quantize x with zero points (``lutcore.torch._formats``):
+    a static ``input_scale`` then takes ``input_zero_point`` (a code of an unsigned activation)."""
+    return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear", grad_h=grad_h,
+                  input_zero_point=input_zero_point)
 
 
 def lut_conv2d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None, grad_h=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None):
     """``F.conv2d`` through ``units``' multiplier: x (N, C, H, W), weight (O, C/groups, KH, KW)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv2d", grad_h=grad_h)
+                "lut_conv2d", grad_h=grad_h, input_zero_point=input_zero_point)
 
 
 def lut_conv1d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None, grad_h=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None):
     """``F.conv1d`` through ``units``' multiplier: x (N, C, L), weight (O, C/groups, K)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv1d", grad_h=grad_h)
+                "lut_conv1d", grad_h=grad_h, input_zero_point=input_zero_point)
 
 
 # ------------------------------------------------- torch.compile / torch.export / jit.trace

@@ -31,7 +31,7 @@ from lutcore.units import resolve as resolve_units
 __all__ = ["ApproxLayer", "ApproxLinear", "ApproxConv1d", "ApproxConv2d", "ACTIVATIONS", "approx_class"]
 
 ACTIVATIONS = ("dynamic", "static")
-STATE_KEYS = ("lutcore_input_scale", "lutcore_grad_h")     # an approximate layer's extra state_dict entries
+STATE_KEYS = ("lutcore_input_scale", "lutcore_grad_h", "lutcore_input_zero_point")  # a layer's extra state_dict entries
 
 
 class ApproxLayer:
@@ -62,6 +62,8 @@ class ApproxLayer:
         if gh is not None:
             destination[prefix + STATE_KEYS[1]] = torch.tensor(-1 if gh == "supplied" else int(gh),
                                                                dtype=torch.int32)
+        if self.__dict__.get("activations") == "static" and self.__dict__.get("_lc_zp") is not None:
+            destination[prefix + STATE_KEYS[2]] = torch.tensor(int(self._lc_zp), dtype=torch.int32)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -83,6 +85,12 @@ class ApproxLayer:
                                  f"tensor (h 1..127, or -1 for 'supplied'), got dtype {v.dtype}")
             v = int(v)
             self.grad_h = "supplied" if v == -1 else v
+        if STATE_KEYS[2] in got:
+            v = got[STATE_KEYS[2]]
+            if v.is_floating_point():
+                raise ValueError(f"{name}: state_dict entry {prefix + STATE_KEYS[2]}: expected an integer tensor "
+                                 f"(the input's zero point), got dtype {v.dtype}")
+            self._lc_zp = int(v)
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -104,6 +112,7 @@ class ApproxLayer:
             resolve_threads(threads)                     # checks it
         self.threads = threads
         self._lc_scale = None
+        self._lc_zp = None                               # a static input's zero point (units of another format)
         self._lc_cache = fn.WeightCache()              # the QWeight of the weight's current values
         self._lc_calib = None                            # running max|x| while calibrating
 
@@ -141,6 +150,20 @@ class ApproxLayer:
         self._lc_scale = fn.scale_arg(value, self._lc_name)
 
     @property
+    def input_zero_point(self):
+        """The static input's zero point (an int; units whose activation operand is unsigned), or
+        None (dynamic, or a symmetric activation).  Checked against the units at each call."""
+        if self.activations == "dynamic":
+            return None
+        return self.__dict__.get("_lc_zp")
+
+    @input_zero_point.setter
+    def input_zero_point(self, value):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+            raise TypeError(f"{self._lc_name}: input_zero_point: expected an int or None, got {type(value).__name__}")
+        self._lc_zp = None if value is None else int(value)
+
+    @property
     def qweight(self) -> torch.Tensor:
         return self._lc_qweight_layout(torch.from_numpy(self._lc_weight().q.copy()))
 
@@ -163,7 +186,7 @@ class ApproxLayer:
         return self._lc_scale
 
     def _lc_observe(self, x) -> None:
-        """Calibration: record max|x| of a float input."""
+        """Calibration: record max|x| (and the range, for units of another format) of a float input."""
         fn.check_tensor(x, "input", self._lc_name)
         x = x.detach()
         if x.numel():
@@ -171,6 +194,11 @@ class ApproxLayer:
             if not np.isfinite(m):
                 raise ValueError(f"{self._lc_name}: calibration input holds non-finite values (NaN/Inf)")
             self._lc_calib = max(self._lc_calib, m)
+            lo, hi = self.__dict__.get("_lc_calib_range") or (0.0, 0.0)
+            self._lc_calib_range = (min(lo, float(x.min())), max(hi, float(x.max())))
+
+    def _lc_input_zero_point(self):
+        return None if self.activations == "dynamic" else self.__dict__.get("_lc_zp")
 
     def _lc_extra(self) -> str:
         u = self.units
@@ -205,7 +233,8 @@ class ApproxLinear(ApproxLayer, nn.Linear):
         if self._lc_units is None:
             return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
-                         self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
+                         self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h,
+                         input_zero_point=self._lc_input_zero_point())
 
 
 class _ApproxConvNd(ApproxLayer):
@@ -232,7 +261,7 @@ class _ApproxConvNd(ApproxLayer):
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
                        self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache,
-                       grad_h=self.grad_h)
+                       grad_h=self.grad_h, input_zero_point=self._lc_input_zero_point())
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
@@ -285,7 +314,8 @@ if _HF is not None:
             if self._lc_units is None:
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
-                             self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h)
+                             self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h,
+                             input_zero_point=self._lc_input_zero_point())
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

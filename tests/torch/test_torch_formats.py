@@ -484,21 +484,34 @@ def test_units_backward_refused_for_two_operand_formats(rng, spec):
     assert msg.split(":")[0] in ("0", "3") and "'table'" in msg and "'ste'" in msg, msg
 
 
-@pytest.mark.parametrize("spec", ["8u x 8u", "8u x 4u", "4s x 4s"])
-def test_static_input_scale_refused(rng, spec):
+@pytest.mark.parametrize("spec", ["8u x 8u", "8u x 4u"])
+def test_a_static_scale_of_an_unsigned_activation_needs_its_zero_point(rng, spec):
     u = units_of(spec, "exact")
     x = T(_input(rng, "normal", (2, 4, 6, 6)))
-    with pytest.raises(ValueError, match="lut_linear"):
+    msg = r"input_zero_point: .* take unsigned activation codes: a static input_scale needs its zero point too"
+    with pytest.raises(ValueError, match="^lut_linear: " + msg):
         lt.lut_linear(x[0, 0], T(_weight(rng, (3, 6))), None, u, input_scale=0.05)
-    with pytest.raises(ValueError, match="lut_conv2d"):
+    with pytest.raises(ValueError, match="^lut_conv2d: " + msg):
         lt.lut_conv2d(x, T(_weight(rng, (3, 4, 3, 3))), None, u, input_scale=0.05)
-    with pytest.raises(ValueError, match="lut_conv1d"):
+    with pytest.raises(ValueError, match="^lut_conv1d: " + msg):
         lt.lut_conv1d(x[:, :, 0], T(_weight(rng, (3, 4, 3))), None, u, input_scale=0.05)
     a = lt.approximate(_small_net(), u, activations="static")
     a[0].input_scale = 0.05
     a[3].input_scale = 0.05
-    with pytest.raises(ValueError, match=r"^0: .*input_scale"):
+    with pytest.raises(ValueError, match=r"^0: " + msg):
         a(T(_input(rng, "normal", (2, 3, 5, 5))))
+
+
+def test_a_static_scale_of_a_signed_narrow_activation_saturates_symmetrically(rng):
+    from reference.zeropoint_ref import code_gemm, quantize_rows
+    u = units_of("4s x 4s", "exact")
+    x, w = _input(rng, "normal", (5, 6)), _weight(rng, (3, 6))
+    s = np.float32(0.05)
+    got = lt.lut_linear(T(x), T(w), None, u, input_scale=float(s)).numpy()
+    qx = np.clip(np.rint((x / s).astype(np.float32)), -7, 7).astype(np.int64)
+    qw, s_w, zp_w = quantize_rows(w, 4, True)
+    want = code_gemm(qx, qw, u.table()).astype(np.float32) * (s * s_w).astype(np.float32)[None, :]
+    assert np.array_equal(got.view(np.int32), want.astype(np.float32).view(np.int32))
 
 
 def _second_derivative(f, x, w, u, mode, geo, loss):
@@ -542,3 +555,55 @@ def test_ste_is_twice_differentiable_as_the_float_layer():
     gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
     (y.sum() + (gx ** 2).sum()).backward()
     assert w.grad.item() == pytest.approx(4.5)
+
+
+# ------------------------------------------------------------------ static quantization (calibrate)
+def test_calibrate_sets_the_ranges_scale_and_zero_point_and_static_calls_follow_them():
+    """calibrate records each layer's input range; a layer of an unsigned unit then quantizes with
+    the scale and zero point of that range (the reference's quantizer on [lo, hi]), saturating beyond
+    it, and the pair survives a state_dict round trip."""
+    import copy
+    from reference.zeropoint_ref import code_gemm, quantize_rows, quantize_tensor
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(9, 4)
+    u = units_of("8u x 8u", "approx")
+    m = lt.approximate(torch.nn.Sequential(copy.deepcopy(lin)), u)
+    calib = torch.randn(16, 9)
+    lt.calibrate(m, [calib])
+    layer = m[0]
+    lo, hi = float(calib.min()), float(calib.max())
+    _, s_ref, zp_ref = quantize_tensor(np.array([lo, hi], np.float32), 8, False)
+    assert np.float32(layer.input_scale) == s_ref and layer.input_zero_point == int(zp_ref)
+    x = torch.randn(5, 9) * 1.5                                     # beyond the calibrated range: saturates
+    s, zp = np.float32(s_ref), int(zp_ref)
+    qx = np.clip(np.rint((x.numpy() / s).astype(np.float32)).astype(np.int64) + zp, 0, 255)
+    qw, s_w, zp_w = quantize_rows(lin.weight.detach().numpy(), 8, False)
+    acc = code_gemm(qx, qw, u.table()) - qx.sum(1)[:, None] * zp_w[None, :] - zp * qw.sum(1)[None, :] \
+        + 9 * zp * zp_w[None, :]
+    want = acc.astype(np.float32) * (s * s_w).astype(np.float32)[None, :] + lin.bias.detach().numpy()[None, :]
+    got = m(x).detach().numpy()
+    assert np.array_equal(got.view(np.int32), want.astype(np.float32).view(np.int32))
+    m2 = lt.approximate(torch.nn.Sequential(copy.deepcopy(lin)), u)
+    m2.load_state_dict(m.state_dict())
+    assert m2[0].input_zero_point == zp and torch.equal(m2(x), m(x))
+
+
+@pytest.mark.parametrize("zp,msg", [
+    (300, r"expected a code of the 8-bit unsigned activation .* in \[0, 255\], got 300"),
+    (-1, r"in \[0, 255\], got -1"),
+    (None, r"a static input_scale needs its zero point too"),
+    (2.5, r"expected an int or None, got float"),
+])
+def test_a_static_zero_point_outside_the_code_range_is_refused(zp, msg):
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    with pytest.raises((ValueError, TypeError), match=r"^lut_linear: input_zero_point: .*" + msg):
+        lt.lut_linear(x, w, None, units_of("8u x 8u", "exact"), input_scale=0.1, input_zero_point=zp)
+
+
+def test_zero_points_are_refused_where_the_activation_is_symmetric():
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    with pytest.raises(ValueError, match=r"^lut_linear: input_zero_point: 4s x 4s -> 8s units quantize the input "
+                                         r"symmetrically \(zero point 0\), got 3"):
+        lt.lut_linear(x, w, None, units_of("4s x 4s", "exact"), input_scale=0.1, input_zero_point=3)
+    with pytest.raises(ValueError, match=r"input_zero_point=3 without a static input_scale"):
+        lt.lut_linear(x, w, None, units_of("8u x 8u", "exact"), input_zero_point=3)

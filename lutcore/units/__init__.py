@@ -357,6 +357,30 @@ class Units:
         u._requant_clamp = (True, -127, 127)
         return u
 
+    def swapped(self) -> "Units":
+        """These units with the operands exchanged: ``swapped().products(b, a) == products(a, b)``,
+        the format's a and b swapped — for a circuit whose weight port (or parameter) comes first,
+        since lutcore's first operand is the activation.  Cost and published figures carry over."""
+        fmt = self.format.swapped()
+        name = self.name[:-2] if self.name.endswith("^T") else f"{self.name}^T"
+        if self.mul is not None:
+            u = Units.from_mul(np.ascontiguousarray(self.table().T), name=name,
+                               format=None if fmt.legacy else fmt)
+        else:
+            from lutcore.units.netlist import Netlist
+            n = self.netlist
+            wa, wb = n.a_bits, n.b_bits
+            remap = np.arange(2 + wa + wb + n.gate_count, dtype=np.int64)
+            remap[2:2 + wa] = np.arange(2 + wb, 2 + wb + wa)          # a's bits become the second operand's
+            remap[2 + wa:2 + wa + wb] = np.arange(2, 2 + wb)          # b's the first's
+            g = np.asarray(n.gates, np.int64).copy()
+            g[:, :3] = remap[g[:, :3]]
+            u = Units.from_netlist(Netlist(wb, wa, n.p_bits, g.astype(np.int32),
+                                           remap[np.asarray(n.outputs, np.int64)].astype(np.int32)), fmt, name=name)
+        u.cost, u.published = dict(self.cost), dict(self.published)
+        u.source = f"{self.name} with its operands swapped" + (f" ({self.source})" if self.source else "")
+        return u
+
     def products(self, a, b) -> np.ndarray:
         """int64: the unit's product of each pair of codes (a, b broadcast; checked against the
         format's ranges), read at the product's width and signedness."""

@@ -95,3 +95,19 @@ def test_repr_and_verify_show_the_format():
     assert "format=8u x 2u -> 10u" in repr(u)
     r = u.verify()
     assert r.format == "8u x 2u -> 10u" and "format 8u x 2u -> 10u" in str(r) and r.to_dict()["format"] == r.format
+
+
+def test_swapped_units_exchange_the_operands_tables_and_netlists(tmp_path):
+    import circuits_wide as cw
+    u = Units.from_mul(lambda a, b: (a * b) - (b & 1), format="8u x 4u")
+    v = u.swapped()
+    assert str(v.format) == "4u x 8u -> 12u" and v.swapped() == u
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 256, 500), rng.integers(0, 16, 500)
+    assert np.array_equal(v.products(b, a), u.products(a, b))
+    path, name = cw.write("12x12s", "trunc", tmp_path, "c")
+    w = Units.from_c(path, name)
+    ws = w.swapped()
+    a, b = rng.integers(-2048, 2048, 2000), rng.integers(-2048, 2048, 2000)
+    assert ws.kernel_path == "netlist" and np.array_equal(ws.products(b, a), w.products(a, b))
+    assert ws.cost == w.cost and Units.exact().swapped() == Units.exact()

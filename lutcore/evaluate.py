@@ -108,11 +108,8 @@ def checkpoint_units(path):
         return None
     tf = contained(src, "units.safetensors")
     if os.path.isfile(tf):
-        t = load_tensors(tf)
-        try:
-            u = Units(t["mul"], t["requant"], t["relu"], name=name)
-        except KeyError as e:
-            raise ValueError(f"{tf}: lacks the {e.args[0]} table") from None
+        from lutcore.train.trainer import units_from_tensors
+        u = units_from_tensors(load_tensors(tf), name, tf)
     elif isinstance(name, str) and approx.is_name(name):
         u = approx.by_name(name)
     else:

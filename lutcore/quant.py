@@ -29,7 +29,7 @@ from lutcore.ops import quant as _k
 from lutcore.ops.gemm import even_depth as _even, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
-__all__ = ["Q8", "quantize", "qmatmul", "QLinear"]
+__all__ = ["Q8", "QF", "quantize", "quantize_codes", "qmatmul", "QLinear"]
 
 
 class Q8:
@@ -196,6 +196,87 @@ def _quantize_scratch(x: np.ndarray, block: int, nt: int):
     return q, s
 
 
+# ------------------------------------------------------------------ units of other formats
+def quantize_codes(v, bits: int, signed: bool, axis=None):
+    """(q int64, s float32, zp int64) of float32 ``v`` in a ``bits``-bit operand format: one scale
+    and zero point for the whole array (``axis`` None) or one per slice along ``axis`` (reduced
+    over it, kept as a length-1 axis).  Signed: symmetric, ``qmax = 2^(bits-1) - 1``, ``s =
+    max|v| / qmax``, zp 0, ``q = clamp(round_half_even(v / s), -qmax, qmax)``; unsigned: ``lo =
+    min(min v, 0)``, ``hi = max(max v, 0)``, ``s = (hi - lo) / (2^bits - 1)``, ``zp =
+    clamp(round_half_even(-lo / s), 0, 2^bits - 1)``, ``q = clamp(round_half_even(v / s) + zp, 0,
+    2^bits - 1)``; float32, true divisions; s = 0 gives q = zp = 0 (docs/DESIGN.md, "Zero-point
+    quantization")."""
+    v = np.asarray(v, np.float32)
+    red = {} if axis is None else dict(axis=axis, keepdims=True)
+    empty = v.size == 0
+    if signed:
+        qmax = (1 << (bits - 1)) - 1
+        amax = np.float32(0) if empty else np.abs(v).max(**red)
+        s = (np.asarray(amax, np.float32) / np.float32(max(qmax, 1))).astype(np.float32)
+        zp = np.zeros(np.shape(s), np.int64)
+        lo_q, hi_q = -qmax, qmax
+    else:
+        qmax = (1 << bits) - 1
+        lo = np.float32(0) if empty else np.minimum(v.min(**red), np.float32(0))
+        hi = np.float32(0) if empty else np.maximum(v.max(**red), np.float32(0))
+        s = ((np.asarray(hi, np.float32) - np.asarray(lo, np.float32)) / np.float32(qmax)).astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(s > 0, np.rint(np.divide(-np.asarray(lo, np.float32), s, dtype=np.float32)), 0)
+        zp = np.clip(z, 0, qmax).astype(np.int64)
+        lo_q, hi_q = 0, qmax
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(s > 0, np.rint(np.divide(v, s, dtype=np.float32)), 0).astype(np.float64)
+    q = np.clip(r + zp, lo_q, hi_q).astype(np.int64)
+    return q, s, zp
+
+
+class QF:
+    """A right operand (K, N) quantized in blocks of ``block`` along K in a unit's weight format:
+    ``q`` int64 (K, N) codes, ``scale`` float32 and ``zero`` int64 (nblk, N) per block and column
+    (the last block may be shorter: nothing is padded).  ``QLinear`` keeps one per weight."""
+
+    __slots__ = ("q", "scale", "zero", "block", "shape", "fmt")
+
+    def __init__(self, b, fmt, block: int):
+        b = np.asarray(b, np.float32)
+        K, N = b.shape
+        nblk = -(-K // block) if K else 0
+        bp = np.zeros((nblk * block, N), np.float32)
+        bp[:K] = b                                          # zeros change no block's range or scale
+        q, s, zp = quantize_codes(bp.reshape(nblk, block, N), fmt.b_bits, fmt.b_signed, axis=1)
+        self.q = np.ascontiguousarray(q.reshape(nblk * block, N)[:K])
+        self.scale, self.zero = s.reshape(nblk, N), zp.reshape(nblk, N)
+        self.block, self.shape, self.fmt = block, (K, N), fmt
+
+
+def _qmm_formats(a, qf: QF, units, nt) -> np.ndarray:
+    """The block-scaled product of float32 a (M, K) and a QF through units of another format:
+    ``Y = sum_b (sa[m, b] * sb[b, n]) * float32(I_b)``, b increasing, in float32, with
+    ``I_b = sum_{k in b} T[qa, qb] - zb[b, n] sum_k qa - za[m, b] sum_k qb + |b| za zb`` exact."""
+    from lutcore.ops.gemm import lut_gemm
+    fmt, block = units.format, qf.block
+    M, K = a.shape
+    N = qf.shape[1]
+    nblk = qf.scale.shape[0]
+    ap = np.zeros((M, nblk * block), np.float32)
+    ap[:, :K] = a
+    qa, sa, za = quantize_codes(ap.reshape(M, nblk, block), fmt.a_bits, fmt.a_signed, axis=2)
+    qa, sa, za = qa.reshape(M, nblk * block), sa.reshape(M, nblk), za.reshape(M, nblk)
+    y = np.zeros((M, N), np.float32)
+    for bi in range(nblk):
+        k0, k1 = bi * block, min(K, (bi + 1) * block)
+        A, B = np.ascontiguousarray(qa[:, k0:k1]), np.ascontiguousarray(qf.q[k0:k1])
+        I = lut_gemm(A, B, units, threads=nt).astype(np.int64)
+        zb, zab = qf.zero[bi], za[:, bi]
+        if zb.any():
+            I -= A.sum(axis=1)[:, None] * zb[None, :]
+        if zab.any():
+            I -= zab[:, None] * B.sum(axis=0)[None, :]
+            I += (k1 - k0) * zab[:, None] * zb[None, :]
+        y = y + (sa[:, bi, None] * qf.scale[None, bi, :]) * I.astype(np.float32)
+    return y
+
+
 def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | None = None,
             out=None) -> np.ndarray:
     """Block-scaled int8 matmul: float32 (M, K) @ float32 (K, N) -> float32 (M, N).
@@ -207,7 +288,7 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     if not isinstance(units, Units):            # a resolved Units passes through without a call
         units = _resolve_units(units)
     if not units.format.legacy:
-        units.require_signed8("qmatmul")
+        return _qmatmul_formats(a, b, units, block, threads, out)
     block = _block(block)
     nt = resolve_threads(threads)
     # ---- operands
@@ -256,6 +337,40 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     return _check.out_done(out, _qmm_quantized(y, qa, sa, qb_obj, units, block, nt, ld=ld))
 
 
+def _qmatmul_formats(a, b, units, block, threads, out):
+    """qmatmul through units of another format (zero points, narrow or wide codes): float a and
+    b (or a QF of b) only — a Q8 holds signed 8-bit codes."""
+    block = _block(block)
+    nt = resolve_threads(threads)
+    for name, x in (("a", a), ("b", b)):
+        if isinstance(x, Q8):
+            raise TypeError(f"{name}: a Q8 holds signed 8-bit codes; units {units.name!r} ({units.format}) "
+                            f"quantize their operands in their own formats: pass the float array")
+    a = _check.array(a, "a", np.float32, 2, kind="f")
+    if isinstance(b, QF):
+        if b.fmt != units.format or b.block != block:
+            raise ValueError(f"b: quantized for {b.fmt} in blocks of {b.block}, not {units.format} in blocks of {block}")
+        qf = b
+    else:
+        b = _check.array(b, "b", np.float32, 2, kind="f")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise ValueError("a, b: non-finite value(s) (NaN or Inf) cannot be quantized")
+        qf = None
+    K, N = (qf.shape if qf is not None else b.shape)
+    if a.shape[1] != K:
+        raise ValueError(f"a, b: inner dimensions differ: a is {a.shape}, b is {(K, N)}")
+    if not np.isfinite(a).all():
+        raise ValueError("a: non-finite value(s) (NaN or Inf) cannot be quantized")
+    if qf is None:
+        qf = QF(b, units.format, block)
+    y, ld, _ = _check.out_rows(out, "out", (a.shape[0], N), np.float32)
+    if a.shape[0] and N:
+        y[...] = _qmm_formats(a, qf, units, nt)
+    else:
+        y.fill(0)
+    return _check.out_done(out, y)
+
+
 def _exact_panels(qb_obj: Q8, nt: int):
     """The exact kernel's panels of a right operand, packed once and kept in the Q8."""
     bkp = _even(qb_obj.block)
@@ -295,10 +410,16 @@ class QLinear:
     """
 
     def __init__(self, w, units=None, block: int = 32, threads=None):
-        self.units = _resolve_units(units).require_signed8("QLinear")
+        self.units = _resolve_units(units)
         self.block = _block(block)
         resolve_threads(threads)                 # checked now, not at the first call
         self.threads = threads
+        self.qf = None                           # units of another format: the weight in their own codes
+        if not self.units.format.legacy:
+            if isinstance(w, Q8):
+                w = w.dequantize()
+            w = _check.array(w, "w", np.float32, 2, kind="f")
+            self.qf = QF(w, self.units.format, self.block)
         self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads, name="w")
         if self.q8.axis != 0 or self.q8.block != self.block:
             raise ValueError("w: expected a Q8 quantized along axis 0 with the same block")
@@ -358,6 +479,11 @@ class QLinear:
             y.fill(0)                      # K = 0: every sum is empty
             return _check.out_done(out, y)
         nt = resolve_threads(self.threads)
+        if self.qf is not None:
+            if not np.isfinite(x).all():
+                raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
+            y[...] = _qmm_formats(x, self.qf, self.units, nt)
+            return _check.out_done(out, y)
         self._buffers(M)
         qa, sa = self._qa[:M], self._sa[:M]
         if _k._quantize_rows(qa, sa, x, self.block, nt):

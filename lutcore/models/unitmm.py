@@ -55,17 +55,29 @@ def _as_b(w: np.ndarray, block: int) -> Q8:
 class UnitMatmul:
     def __init__(self, units, unit_backward=False, block: int = 32, two_pass: bool = False,
                  threads: int | None = None):
-        self.units = resolve(units).require_signed8("UnitMatmul")
+        self.units = resolve(units)
         self.unit_backward = unit_backward_arg(unit_backward)
         self.threads = threads
         self.block = int(block)
         self.two_pass = _check.bool_arg(two_pass, "two_pass")
+        f = self.units.format
+        if not f.legacy:                 # units of another format: zero points (lutcore.quant.QF)
+            if self.unit_backward == TABLE or self.two_pass:
+                raise ValueError(f"unit_backward / two_pass: units {self.units.name!r} ({f}) run the block-scaled "
+                                 f"product with zero points; their backward is the float STE or, for units "
+                                 f"whose operands share one format, through the units (unit_backward=True)")
+            if self.unit_backward and (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
+                raise ValueError(f"unit_backward: True passes the gradient through the unit as its first operand "
+                                 f"and the input as its second; units {self.units.name!r} have operands of two "
+                                 f"formats ({f}): use unit_backward=False")
 
     def _mm(self, a, b):
         """a (M, K) float @ b (K, N) float through the units, each operand
         quantized once along K (the residual pass reuses both).  A transposed view
         (dY^T) is quantized as it lies (``qmatmul`` / ``quantize``)."""
         a, b = a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
+        if not self.units.format.legacy:
+            return qmatmul(a, b, self.units, self.block)
         qb = quantize(b, self.block, axis=0)
         if not self.two_pass:
             return qmatmul(a, qb, self.units, self.block)
@@ -75,6 +87,9 @@ class UnitMatmul:
         return y
 
     def forward(self, x2, w):
+        if not self.units.format.legacy:
+            y = qmatmul(_f32(x2), np.ascontiguousarray(_f32(w).T), self.units, self.block)
+            return y.astype(x2.dtype, copy=False)
         y = qmatmul(_f32(x2), _as_b(w, self.block), self.units, self.block)
         return y.astype(x2.dtype, copy=False)
 

@@ -581,9 +581,13 @@ class Stage:
         return counts
 
     def _fusable_family(self):
+        """Llama-family layers whose matrices the native one-token decode reads (signed 8 x 8 Q8
+        weights or float; units of another format run the layer by layer path)."""
         spec = self.spec
         return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
-                and all(L.n1b is None and L.n2b is None for L in self.layers))
+                and all(L.n1b is None and L.n2b is None for L in self.layers)
+                and not any(getattr(m, "qf", None) is not None for L in self.layers
+                            for m in (L.wqkv, L.wo, L.wup, L.wdown)))
 
     def _reunit(self, m, us):
         """Matrix ``m`` (one layer, or a fused group of len(us) parts) with units ``us`` per part."""

@@ -38,34 +38,18 @@ import torch
 import torch.nn.functional as F
 
 from lutcore.ops.gemm import lut_gemm
+from lutcore.quant import quantize_codes
+from lutcore.torch._once import _once_differentiable
 
 __all__ = ["quantize", "FormatFunction", "linear", "conv"]
 
 
 def quantize(v: np.ndarray, bits: int, signed: bool, per_row: bool = False):
     """(q int64, s float32, zp int64) of float32 ``v`` in a ``bits``-bit operand format (module
-    docstring): one scale for the whole array, or one per row (axis 0) with ``per_row``."""
+    docstring; ``lutcore.quant.quantize_codes``): one scale for the whole array, or one per row
+    (axis 0) with ``per_row``."""
     v = np.asarray(v, np.float32)
-    red = dict(axis=tuple(range(1, v.ndim)), keepdims=True) if per_row else {}
-    if signed:
-        qmax = (1 << (bits - 1)) - 1
-        amax = np.abs(v).max(**red) if v.size else np.float32(0)
-        s = (np.asarray(amax, np.float32) / np.float32(max(qmax, 1))).astype(np.float32)
-        zp = np.zeros_like(s, dtype=np.int64)
-        lo_q, hi_q = -qmax, qmax
-    else:
-        qmax = (1 << bits) - 1
-        lo = np.minimum(v.min(**red), np.float32(0)) if v.size else np.float32(0)
-        hi = np.maximum(v.max(**red), np.float32(0)) if v.size else np.float32(0)
-        s = ((np.asarray(hi, np.float32) - np.asarray(lo, np.float32)) / np.float32(qmax)).astype(np.float32)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(s > 0, np.rint(np.divide(-np.asarray(lo, np.float32), s, dtype=np.float32)), 0)
-        zp = np.clip(z, 0, qmax).astype(np.int64)
-        lo_q, hi_q = 0, qmax
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(s > 0, np.rint(np.divide(v, s, dtype=np.float32)), 0).astype(np.float64)
-    q = np.clip(r + zp, lo_q, hi_q).astype(np.int64)
-    return q, s, zp
+    return quantize_codes(v, bits, signed, axis=tuple(range(1, v.ndim)) if per_row else None)
 
 
 def _codes_at(v, s, zp, bits, signed) -> np.ndarray:
@@ -282,7 +266,6 @@ class FormatFunction(torch.autograd.Function):
             dx = torch.from_numpy(dX) if geo is None else _fold(dX, geo)
         if need[1]:
             dw = torch.from_numpy(dW).reshape(weight.shape)
-        from lutcore.torch.functional import _once_differentiable     # (functional imports this module)
         dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
         return dx, dw, db, None, None, None, None, None, None, None
 

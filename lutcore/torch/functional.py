@@ -53,6 +53,7 @@ from lutcore.ops import im2col as _im2col          # its fast twins: nt is resol
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
 from lutcore.torch import _formats, _gradtables
+from lutcore.torch._once import _DelayedError, _double_backward_error, _once_differentiable  # noqa: F401
 from lutcore.units import Units, resolve as resolve_units
 
 __all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "LutLinearTableFunction",
@@ -623,41 +624,6 @@ def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
 
 # The table mode runs through the same Functions (their ``backward`` argument holds the tables).
 LutLinearTableFunction, LutConvTableFunction = LutLinearFunction, LutConvFunction
-
-
-_ONCE_FROM = {"units": "the unit's table, which has no derivative",
-              "table": "the unit's gradient tables, which have no derivative"}
-
-
-def _double_backward_error(layer: str, mode: str = "units") -> RuntimeError:
-    """The error of a second differentiation through ``backward=mode`` ("units" or "table")."""
-    return RuntimeError(f"{layer}: backward={mode!r} is differentiable once: its gradients come from "
-                        f"{_ONCE_FROM[mode]}, so they cannot be differentiated again "
-                        f"(create_graph=True, e.g. a gradient penalty); use backward='ste' for that")
-
-
-class _DelayedError(torch.autograd.Function):
-    """Passes a unit-backward gradient on with a graph edge to what it depends on, whose
-    backward raises: a second differentiation fails loudly instead of treating the
-    gradient as a constant (what ``once_differentiable`` does, for every input)."""
-
-    @staticmethod
-    def forward(ctx, layer, mode, g, *deps):
-        ctx.layer, ctx.mode = layer, mode
-        return g.clone()
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise _double_backward_error(ctx.layer, ctx.mode)
-
-
-def _once_differentiable(layer: str, grads: tuple, deps: tuple, mode: str = "units") -> tuple:
-    """grads as they are, or under create_graph=True (grad mode on in a backward) with a
-    graph edge that refuses a second backward (_DelayedError) naming ``backward=mode``."""
-    live = [t for t in deps if t is not None and t.requires_grad]
-    if not torch.is_grad_enabled() or not live:
-        return grads
-    return tuple(None if g is None else _DelayedError.apply(layer, mode, g, *live) for g in grads)
 
 
 # --------------------------------------------------------------------- functional API

@@ -385,8 +385,7 @@ class Trainer:
         with atomic_dir(path, owned=MODEL_FILES + ("optimizer.safetensors", "trainer.json",
                                                    "units.safetensors")) as tmp:
             if units is not None:          # the tables themselves, so eval/generate can use them anywhere
-                save_file({"mul": np.ascontiguousarray(units.mul), "requant": np.ascontiguousarray(units.requant_lut),
-                           "relu": np.ascontiguousarray(units.relu_lut)}, os.path.join(tmp, "units.safetensors"))
+                save_file(units_tensors(units), os.path.join(tmp, "units.safetensors"))
             save_file({k: np.ascontiguousarray(v) for k, v in model.parameters().items()},
                       os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             mom = {f"m.{k}": v for k, v in self.optimizer.m.items()}
@@ -479,6 +478,37 @@ class Trainer:
 # decide every bit of the steps that follow (a resume that changes one is another run).
 TRAIN_CONFIG_KEYS = ("seq_len", "batch_size", "grad_accum", "max_grad_norm", "wsla", "max_delta",
                      "mixed_precision", "micro_batch")
+
+
+def units_tensors(units) -> dict:
+    """What a checkpoint's units.safetensors holds of ``units``: the multiplier (its table, or
+    its netlist's gates and outputs), the requantizer and ReLU tables, and — for another format
+    than signed 8 x 8 — the format's spelling as bytes (``format``)."""
+    t = {"requant": np.ascontiguousarray(units.requant_lut), "relu": np.ascontiguousarray(units.relu_lut)}
+    if units.mul is not None:
+        t["mul"] = np.ascontiguousarray(units.mul)
+    else:
+        t["gates"] = np.ascontiguousarray(units.netlist.gates)
+        t["outputs"] = np.ascontiguousarray(units.netlist.outputs)
+    if not units.format.legacy:
+        t["format"] = np.frombuffer(str(units.format).encode(), np.uint8).copy()
+    return t
+
+
+def units_from_tensors(t: dict, name, where: str):
+    """The Units ``units_tensors`` wrote (a ValueError naming ``where`` when something lacks)."""
+    from lutcore.units import Format, Units
+    from lutcore.units.netlist import Netlist
+    try:
+        fmt = Format.parse(bytes(t["format"]).decode(), f"{where}: format") if "format" in t else None
+        if "gates" in t:
+            u = Units.from_netlist(Netlist(fmt.a_bits, fmt.b_bits, fmt.p_bits, t["gates"], t["outputs"]), fmt,
+                                   name=name)
+            u.requant_lut, u.relu_lut = t["requant"], t["relu"]
+            return u
+        return Units(t["mul"], t["requant"], t["relu"], name=name, format=fmt)
+    except KeyError as e:
+        raise ValueError(f"{where}: lacks the {e.args[0]} table") from None
 
 
 def read_trainer_json(path) -> tuple:

@@ -259,17 +259,6 @@ class Units:
             return "netlist"
         return "exact" if self._true_product else "table"
 
-    def require_signed8(self, where: str) -> "Units":
-        """These units, when they are signed 8 x 8 (what the symmetric int8 paths — ``qmatmul``,
-        ``QLinear``, the models, the pipeline, ``lutcore.torch`` — quantize for); else a ValueError
-        naming ``where`` and the format (those run through ``lut_gemm`` with their own codes)."""
-        if not self.format.legacy:
-            raise ValueError(f"{where}: units {self.name!r} have format {self.format}; this path quantizes to "
-                             f"signed 8-bit codes (-127..127) for signed 8 x 8 units only, and would read "
-                             f"another format's table wrong. Run such units through lutcore.lut_gemm with "
-                             f"their own codes")
-        return self
-
     @property
     def kernel_table(self) -> np.ndarray:
         """The multiplier as the table kernels read it: int32 (2, 65536), rows (a, b) and (b, a)
@@ -410,8 +399,12 @@ class Units:
         (e.g. ``"8u x 4u"``) states the operands' formats; by default the ports' widths, their
         ``signed`` declarations, an EvoApproxLib name (mul8u_, mul8x4u_) or else the values give
         them.  Port rules and errors: ``lutcore.units.hdl``."""
-        from lutcore.units.hdl import from_verilog
-        u = from_verilog(path, top, timeout=timeout, format=format)
+        from lutcore.units.hdl import WideCircuit, from_verilog
+        try:
+            u = from_verilog(path, top, timeout=timeout, format=format)
+        except WideCircuit as w:                    # too wide for a table: its gate netlist
+            from lutcore.units import netlist
+            u = netlist.units_from_verilog(os.fspath(path), top, w, timeout=timeout)
         u.loaded_from = os.path.abspath(os.fspath(path)) + (f":{top}" if top else "")
         return u
 
@@ -424,8 +417,12 @@ class Units:
         one).  ``format`` states the operands' formats; by default an EvoApproxLib name, or 8-bit
         parameters and the values, give them.  A crash, exit or hang of the model is a
         ValueError, never the caller's end.  An EvoApproxLib header gives ``cost`` and ``published``."""
-        from lutcore.units.hdl import from_c
-        u = from_c(path, function, timeout=timeout, format=format)
+        from lutcore.units.hdl import WideCircuit, from_c
+        try:
+            u = from_c(path, function, timeout=timeout, format=format)
+        except WideCircuit as w:                    # too wide for a table: traced into its gate netlist
+            from lutcore.units import netlist
+            u = netlist.units_from_c(os.fspath(path), w, timeout=timeout)
         u.loaded_from = f"{os.path.abspath(os.fspath(path))}:{function or u.name}"
         return u
 

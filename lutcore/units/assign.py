@@ -66,7 +66,7 @@ def is_float(spec) -> bool:
 def resolve_spec(spec):
     """A spec -> Units, or None for float."""
     from lutcore.units import resolve
-    return None if is_float(spec) else resolve(spec).require_signed8("units")
+    return None if is_float(spec) else resolve(spec)
 
 
 def as_mapping(units):

@@ -543,15 +543,9 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
         name, module, stat = _synthesise(path, top, progress=progress, timeout=timeout)
         try:
             v, info = eval_netlist(module, path)
-        except WideCircuit:
-            from lutcore.units import netlist as _nl
-            net, ninfo = _nl.from_verilog(path, top, timeout=timeout, progress=progress)
-            fmt, net, how = decide_netlist_format(
-                path, net, stated=stated, named=evoapprox_name(name), declared=(ninfo["a_signed"], ninfo["b_signed"]),
-                out_signed=ninfo["out_signed"], what=f"module {name}")
-            src = (f"{os.path.basename(path)}: module {name}, inputs {ninfo['a']} (row) and {ninfo['b']}, output "
-                   f"{ninfo['out']} ({ninfo['p_bits']} bits): {fmt}; {how}; a netlist of {net.gate_count} gates")
-            _cache[key] = (fmt, net, src, name, stat)
+        except WideCircuit as w:                   # a netlist: lutcore.units.netlist reads it (Units.from_verilog)
+            w.name, w.stat, w.stated = name, stat, stated
+            raise
         else:
             wa, wb = info["a_bits"], info["b_bits"]
             fmt, table, how = decide_format(path, v, wa, wb, stated=stated, named=evoapprox_name(name),
@@ -571,69 +565,6 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     return u
 
 
-def decide_netlist_format(path, net, *, stated=None, named=None, declared=None, out_signed=False,
-                          what="the circuit"):
-    """(Format, the netlist with its outputs fitted to the product's width, how) of a circuit
-    too wide for a table: ``decide_format``'s rules, the values read on the pairs a wide unit's
-    metrics read (``Units._sample_pairs``); a wider output's bits above the product must be its
-    extension (the same node, or equal on every sampled pair), a narrower one is extended as the
-    port says."""
-    from lutcore.units import _sample_pairs
-    from lutcore.units.formats import Format
-    from lutcore.units.netlist import Netlist, optimise
-    wa, wb = net.a_bits, net.b_bits
-    net = optimise(net)
-    if stated is not None:
-        if (stated.a_bits, stated.b_bits) != (wa, wb):
-            raise _fail(path, f"format={stated} states {stated.a_bits} x {stated.b_bits}-bit operands, but {what} "
-                              f"has {wa} x {wb}")
-        fmt, how = stated, "format as stated"
-    elif declared is not None and any(declared):
-        fmt, how = Format(wa, declared[0], wb, declared[1]), "signedness as the ports declare it"
-    elif named is not None and (named.a_bits, named.b_bits) == (wa, wb):
-        fmt, how = named, "format from its EvoApproxLib name"
-    else:
-        errs = {}
-        for sg in (True, False):
-            f = Format(wa, sg, wb, sg)
-            a, b = _sample_pairs(f)
-            v = _fit_values(net.evaluate(a, b), net.p_bits, f.p_bits, out_signed)
-            errs[sg] = float(np.abs(f.read_product(v) - a * b).mean())
-        sg = errs[True] <= errs[False]
-        fmt = Format(wa, sg, wb, sg)
-        how = (f"{'signed' if sg else 'unsigned'} operands: the products are closer to a*b of "
-               f"{'signed' if sg else 'unsigned'} codes (mean |error| {errs[sg]:.4g} against {errs[not sg]:.4g} "
-               f"on sampled pairs)")
-    p, q = fmt.p_bits, net.p_bits
-    outs = [int(o) for o in net.outputs]
-    if q > p:
-        top = outs[p - 1]
-        want = top if fmt.p_signed else 0
-        if any(o != want for o in outs[p:]):
-            a, b = _sample_pairs(fmt)
-            raw = net.evaluate(a, b)
-            hi = raw >> p
-            ext = ((raw >> (p - 1)) & 1) * ((1 << (q - p)) - 1) if fmt.p_signed else 0
-            bad = np.flatnonzero(hi != ext)
-            if bad.size:
-                i = int(bad[0])
-                raise _fail(path, f"{what} gives {int(raw[i])} at a={int(a[i])}, b={int(b[i])}: a {fmt} product "
-                                  f"has {p} bits, and the output's bits above them are not an extension of the "
-                                  f"product (state a wider product with format=)")
-        outs = outs[:p]
-        how += f"; {q} output bits, bits {p}..{q - 1} {'a sign' if fmt.p_signed else 'a zero'} extension (checked)"
-    elif q < p:
-        outs = outs + [outs[-1] if out_signed else 0] * (p - q)
-        how += f"; the {q}-bit output {'sign' if out_signed else 'zero'}-extended to {p}"
-    net = Netlist(wa, wb, p, net.gates, np.array(outs, np.int32))
-    return fmt, net, how
-
-
-def _fit_values(raw, q, p, out_signed):
-    """Output patterns of q bits as p-bit patterns (cut, or extended as the port says)."""
-    raw = np.asarray(raw, np.int64)
-    if q >= p:
-        return raw & ((1 << p) - 1)
     if out_signed:
         raw = raw - ((raw >> (q - 1) & 1) << q)
     return raw & ((1 << p) - 1)
@@ -1022,19 +953,10 @@ def from_c(path, function: str | None = None, *, timeout: float = 60, format=Non
     else:
         wa = wb = 0                 # the driver takes 8 x 8 when both parameters are bytes (the compiler says)
         sa = sb = False             # both readings share the bit patterns; the values decide
-    if wa + wb > 16:                 # a gate netlist, traced from the model (lutcore.units.netlist)
-        from lutcore.units import netlist as _nl
-        fmt = Format(wa, sa, wb, sb) if stated is None else stated
-        net, ninfo = _nl.from_c(path, function, a_bits=wa, b_bits=wb, p_bits=fmt.p_bits, timeout=timeout)
-        net = _nl.optimise(net)
-        u = Units.from_netlist(net, fmt, name=function)
-        u.source = (f"{os.path.basename(path)}: function {function}, traced into a netlist of {net.gate_count} "
-                    f"gates (checked against the compiled model on {ninfo.get('checked', 0)} pairs): {fmt}; "
-                    f"{'format as stated' if stated is not None else 'format from its EvoApproxLib name'}")
-        u.loaded_from = path
-        from lutcore.units import cost as _cost
-        _cost.attach(u, path)
-        return u
+    if wa + wb > 16:                 # a gate netlist: lutcore.units.netlist traces it (Units.from_c)
+        w = WideCircuit(wa, wb)
+        w.format, w.stated, w.function = Format(wa, sa, wb, sb) if stated is None else stated, stated, function
+        raise w
     cc = _c_compiler()
     if cc is None:
         raise FileNotFoundError(f"{path}: no C compiler found (looked for $CC, cc, gcc, clang); install one "

@@ -1441,3 +1441,111 @@ def _run_failed(path, end, timeout, where):
     else:
         how = hdl._model_ended(end, timeout, True) or f"exited with status {end.code}"
     raise hdl._fail(path, f"{where}: {what} {how}{' (its last words: ' + last + ')' if last else ''}")
+
+
+# ------------------------------------------------------------------ wide circuits as Units
+def decide_netlist_format(path, net, *, stated=None, named=None, declared=None, out_signed=False,
+                          what="the circuit"):
+    """(Format, the netlist with its outputs fitted to the product's width, how) of a circuit
+    too wide for a table: ``decide_format``'s rules, the values read on the pairs a wide unit's
+    metrics read (``Units._sample_pairs``); a wider output's bits above the product must be its
+    extension (the same node, or equal on every sampled pair), a narrower one is extended as the
+    port says."""
+    from lutcore.units import _sample_pairs
+    from lutcore.units.formats import Format
+    wa, wb = net.a_bits, net.b_bits
+    net = optimise(net)
+    if stated is not None:
+        if (stated.a_bits, stated.b_bits) != (wa, wb):
+            raise hdl._fail(path, f"format={stated} states {stated.a_bits} x {stated.b_bits}-bit operands, but {what} "
+                              f"has {wa} x {wb}")
+        fmt, how = stated, "format as stated"
+    elif declared is not None and any(declared):
+        fmt, how = Format(wa, declared[0], wb, declared[1]), "signedness as the ports declare it"
+    elif named is not None and (named.a_bits, named.b_bits) == (wa, wb):
+        fmt, how = named, "format from its EvoApproxLib name"
+    else:
+        errs = {}
+        for sg in (True, False):
+            f = Format(wa, sg, wb, sg)
+            a, b = _sample_pairs(f)
+            v = _fit_values(net.evaluate(a, b), net.p_bits, f.p_bits, out_signed)
+            errs[sg] = float(np.abs(f.read_product(v) - a * b).mean())
+        sg = errs[True] <= errs[False]
+        fmt = Format(wa, sg, wb, sg)
+        how = (f"{'signed' if sg else 'unsigned'} operands: the products are closer to a*b of "
+               f"{'signed' if sg else 'unsigned'} codes (mean |error| {errs[sg]:.4g} against {errs[not sg]:.4g} "
+               f"on sampled pairs)")
+    p, q = fmt.p_bits, net.p_bits
+    outs = [int(o) for o in net.outputs]
+    if q > p:
+        top = outs[p - 1]
+        want = top if fmt.p_signed else 0
+        if any(o != want for o in outs[p:]):
+            a, b = _sample_pairs(fmt)
+            raw = net.evaluate(a, b)
+            hi = raw >> p
+            ext = ((raw >> (p - 1)) & 1) * ((1 << (q - p)) - 1) if fmt.p_signed else 0
+            bad = np.flatnonzero(hi != ext)
+            if bad.size:
+                i = int(bad[0])
+                raise hdl._fail(path, f"{what} gives {int(raw[i])} at a={int(a[i])}, b={int(b[i])}: a {fmt} product "
+                                  f"has {p} bits, and the output's bits above them are not an extension of the "
+                                  f"product (state a wider product with format=)")
+        outs = outs[:p]
+        how += f"; {q} output bits, bits {p}..{q - 1} {'a sign' if fmt.p_signed else 'a zero'} extension (checked)"
+    elif q < p:
+        outs = outs + [outs[-1] if out_signed else 0] * (p - q)
+        how += f"; the {q}-bit output {'sign' if out_signed else 'zero'}-extended to {p}"
+    net = Netlist(wa, wb, p, net.gates, np.array(outs, np.int32))
+    return fmt, net, how
+
+
+def _fit_values(raw, q, p, out_signed):
+    """Output patterns of q bits as p-bit patterns (cut, or extended as the port says)."""
+    raw = np.asarray(raw, np.int64)
+    if q >= p:
+        return raw & ((1 << p) - 1)
+
+
+_ucache: dict = {}          # (realpath, mtime_ns, size, top, stated) -> (Format, Netlist, source)
+
+
+def units_from_verilog(path, top, wide, *, timeout: float = 120, progress: bool = True):
+    """The Units of a Verilog circuit too wide for a table (``hdl.from_verilog`` raised ``wide``,
+    an ``hdl.WideCircuit`` carrying the module's name, Yosys's stat and the stated format)."""
+    from lutcore.units import Units
+    from lutcore.units import cost as _cost
+    from lutcore.units.formats import evoapprox_name
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top, str(wide.stated))
+    if key not in _ucache:
+        net, info = from_verilog(path, top, timeout=timeout, progress=progress)
+        fmt, net, how = decide_netlist_format(
+            path, net, stated=wide.stated, named=evoapprox_name(wide.name),
+            declared=(info["a_signed"], info["b_signed"]), out_signed=info["out_signed"], what=f"module {wide.name}")
+        src = (f"{os.path.basename(path)}: module {wide.name}, inputs {info['a']} (row) and {info['b']}, output "
+               f"{info['out']} ({info['p_bits']} bits): {fmt}; {how}; a netlist of {net.gate_count} gates")
+        _ucache[key] = (fmt, net, src)
+    fmt, net, src = _ucache[key]
+    u = Units.from_netlist(net, fmt, name=wide.name)
+    u.source, u.loaded_from = src, path
+    _cost.attach(u, path, stat=wide.stat)
+    return u
+
+
+def units_from_c(path, wide, *, timeout: float = 60):
+    """The Units of a C model too wide for a table (``hdl.from_c`` raised ``wide``, carrying the
+    function and the format its name or ``format=`` gives): traced into its netlist."""
+    from lutcore.units import Units
+    from lutcore.units import cost as _cost
+    fmt, function = wide.format, wide.function
+    net, info = from_c(path, function, a_bits=fmt.a_bits, b_bits=fmt.b_bits, p_bits=fmt.p_bits, timeout=timeout)
+    net = optimise(net)
+    u = Units.from_netlist(net, fmt, name=function)
+    u.source = (f"{os.path.basename(path)}: function {function}, traced into a netlist of {net.gate_count} "
+                f"gates (checked against the compiled model on {info.get('checked', 0)} pairs): {fmt}; "
+                f"{'format as stated' if wide.stated is not None else 'format from its EvoApproxLib name'}")
+    u.loaded_from = path
+    _cost.attach(u, path)
+    return u

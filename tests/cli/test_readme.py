@@ -3,7 +3,8 @@
 The blocks run in order, in one namespace, in a scratch directory that holds what their
 placeholders name: ``my_unit/`` (a units directory: mitchell's tables), ``mul8.v`` / ``cells.v``
 (a behavioural multiplier; the second with its top ``mul8`` beside another module), ``mul8.c``
-(``mul8_approx``), ``hf_mamba_dir/`` (a Hugging Face Mamba checkpoint), ``llama_dir/`` and
+(``mul8_approx``), the formats block's EvoApproxLib-style circuits (``mul8u_2HH.c``,
+``mul8x4u_0C9.v``, ``mul16u_0Z6.c``, ``model.c``), ``hf_mamba_dir/`` (a Hugging Face Mamba checkpoint), ``llama_dir/`` and
 ``hf_llama_dir/`` (a 6-layer llama saved by transformers, the second with a word-level
 tokenizer.json) and ``text.txt`` (words of that tokenizer); the names the prose leaves to the
 reader (``ids``, ``targets``, ``prompt_ids``) are small token arrays.
@@ -42,6 +43,14 @@ def readme_dir(tmp_path, monkeypatch):
                                       + behavioural.format(name="mul8"))
     (tmp_path / "mul8.c").write_text("#include <stdint.h>\n"
                                      "int16_t mul8_approx(int8_t a, int8_t b) { return (int16_t)((a * b) & ~15); }\n")
+    # the formats block's circuits, in EvoApproxLib's forms (tests/units/circuits_wide.py)
+    import circuits_wide as cw
+    for family, form, fname in (("8x8u", "c", "mul8u_2HH.c"), ("8x4u", "verilog", "mul8x4u_0C9.v"),
+                                ("16x16u", "c", "mul16u_0Z6.c")):
+        text, name = cw.source(family, "trunc", form)
+        (tmp_path / fname).write_text(text.replace(name, fname.split(".")[0]))
+    (tmp_path / "model.c").write_text("#include <stdint.h>\n"
+                                      "uint64_t f(uint64_t a, uint64_t b) { return (a * b) & ~0xFull; }\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -30,3 +30,50 @@ def format_gemm_ref(a, b, table):
 def codes_of(rng, bits, signed, shape):
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     return rng.integers(lo, hi + 1, size=shape)
+
+
+def quantize_ref(v, bits, signed):
+    """(q, s, zp) of one block/tensor v (float32) in a bits-bit operand format (DESIGN.md,
+    "Zero-point quantization"): signed symmetric, unsigned asymmetric with zero included."""
+    v = np.asarray(v, np.float32)
+    if signed:
+        qmax = 2 ** (bits - 1) - 1
+        s = np.float32(np.float32(np.abs(v).max() if v.size else 0) / np.float32(qmax))
+        if s == 0:
+            return np.zeros(v.shape, np.int64), s, 0
+        return np.clip(np.rint((v / s).astype(np.float32)), -qmax, qmax).astype(np.int64), s, 0
+    top = 2 ** bits - 1
+    lo = np.float32(min(np.float32(v.min()) if v.size else np.float32(0), np.float32(0)))
+    hi = np.float32(max(np.float32(v.max()) if v.size else np.float32(0), np.float32(0)))
+    s = np.float32(np.float32(hi - lo) / np.float32(top))
+    if s == 0:
+        return np.zeros(v.shape, np.int64), s, 0
+    zp = int(np.clip(np.rint(np.float32(-lo / s)), 0, top))
+    return np.clip(np.rint((v / s).astype(np.float32)).astype(np.int64) + zp, 0, top), s, zp
+
+
+def qmatmul_formats_ref(a, b, table, fmt, block):
+    """The block-scaled product with zero points: blocks of ``block`` along K (the last one
+    shorter), a per (row, block) in the first operand's format, b per (block, column) in the
+    second's; I_b exact, Y = sum_b (sa * sb) * float32(I_b) in float32, b increasing.
+    fmt = (a_bits, a_signed, b_bits, b_signed)."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    M, K = a.shape
+    N = b.shape[1]
+    ab, asg, bb, bsg = fmt
+    t = np.asarray(table, np.int64)
+    y = np.zeros((M, N), np.float32)
+    for k0 in range(0, K, block):
+        k1 = min(K, k0 + block)
+        qa, sa, za = zip(*[quantize_ref(a[m, k0:k1], ab, asg) for m in range(M)])
+        qb, sb, zb = zip(*[quantize_ref(b[k0:k1, n], bb, bsg) for n in range(N)])
+        I = np.zeros((M, N), np.int64)
+        for m in range(M):
+            for n in range(N):
+                ia, ib = np.asarray(qa[m]), np.asarray(qb[n])
+                I[m, n] = (t[ia & (t.shape[0] - 1), ib & (t.shape[1] - 1)].sum() - zb[n] * ia.sum()
+                           - za[m] * ib.sum() + (k1 - k0) * za[m] * zb[n])
+        scale = (np.asarray(sa, np.float32)[:, None] * np.asarray(sb, np.float32)[None, :]).astype(np.float32)
+        y = (y + (scale * I.astype(np.float32)).astype(np.float32)).astype(np.float32)
+    return y

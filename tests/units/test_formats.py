@@ -80,14 +80,12 @@ def test_gradients_of_an_unsigned_table_are_differences_in_code_order():
     assert ga.shape == (256, 16) and ga[10, 3] == 3 and gb[10, 3] == 10 and gb[10, 15] == 10 and ga[255, 2] == 2
 
 
-def test_symmetric_int8_paths_refuse_another_format_by_name():
+def test_the_block_scaled_paths_take_every_format():
     u = Units.exact("8u x 8u")
-    with pytest.raises(ValueError, match=r"^qmatmul: units 'exact' have format 8u x 8u -> 16u"):
-        lutcore.qmatmul(np.ones((2, 32), np.float32), np.ones((32, 2), np.float32), u)
-    with pytest.raises(ValueError, match=r"^QLinear: units 'exact' have format 8u x 8u -> 16u"):
-        lutcore.quant.QLinear(np.ones((32, 2), np.float32), u)
-    with pytest.raises(ValueError, match=r"^units: units 'exact' have format 8u x 8u -> 16u"):
-        lutcore.units.assign.resolve_spec(u)
+    a, b = np.ones((2, 32), np.float32), np.ones((32, 2), np.float32)
+    y = lutcore.qmatmul(a, b, u)
+    assert np.array_equal(y, lutcore.quant.QLinear(b, u)(a)) and np.allclose(y, 32.0, rtol=1e-2)
+    assert lutcore.units.assign.resolve_spec(u) is u
 
 
 def test_repr_and_verify_show_the_format():

@@ -276,10 +276,14 @@ class Units:
     # ---------------------------------------------------------------- builders
     @classmethod
     def exact(cls, format=None) -> "Units":
-        """The exact multiplier (a*b) of ``format`` (default signed 8 x 8)."""
+        """The exact multiplier (a*b) of ``format`` (default signed 8 x 8): a table, or for operands
+        wider than 8 bits an exact multiplier's gate netlist (``netlist.exact_netlist``)."""
         fmt = format_arg(format) or SIGNED8
         if fmt.legacy:
             return cls(exact_mul_table(), name="exact")
+        if not fmt.is_table:                        # a wide format: an exact multiplier's netlist
+            from lutcore.units.netlist import exact_netlist, optimise
+            return cls.from_netlist(optimise(exact_netlist(fmt)), fmt, name="exact")
         return cls(fmt.exact_table(), name="exact", format=fmt)
 
     @classmethod

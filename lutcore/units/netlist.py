@@ -1549,3 +1549,47 @@ def units_from_c(path, wide, *, timeout: float = 60):
     u.loaded_from = path
     _cost.attach(u, path)
     return u
+
+
+def exact_netlist(fmt) -> Netlist:
+    """The exact product a*b of ``fmt`` (a ``Format``) as a netlist: the partial products of the
+    operands extended to the product's width (sign or zero, as each operand is), reduced column by
+    column with full adders (one XOR3 and one MAJ gate) and half adders, modulo 2^p_bits."""
+    wa, wb, p = fmt.a_bits, fmt.b_bits, fmt.p_bits
+    gates: list = []
+    base = 2 + wa + wb
+
+    def gate(x, y, z, tt):
+        gates.append((x, y, z, tt))
+        return base + len(gates) - 1
+
+    def bit(which, i):                                   # operand bit i, extended beyond the width
+        w, signed, first = (wa, fmt.a_signed, 2) if which == "a" else (wb, fmt.b_signed, 2 + wa)
+        if i < w:
+            return first + i
+        return first + w - 1 if signed else 0
+
+    cols = [[] for _ in range(p)]
+    for i in range(p):
+        ai = bit("a", i)
+        if ai == 0:
+            continue
+        for j in range(p - i):
+            bj = bit("b", j)
+            if bj:
+                cols[i + j].append(gate(ai, bj, 0, 0x40))             # AND
+    for c in range(p):
+        col = cols[c]
+        while len(col) > 1:
+            if len(col) >= 3:
+                x, y, z = col.pop(), col.pop(), col.pop()
+                col.insert(0, gate(x, y, z, 0x96))                   # XOR3: the sum stays
+                if c + 1 < p:
+                    cols[c + 1].append(gate(x, y, z, 0xE8))           # MAJ: the carry moves up
+            else:
+                x, y = col.pop(), col.pop()
+                col.insert(0, gate(x, y, 0, 0x14))                    # XOR2
+                if c + 1 < p:
+                    cols[c + 1].append(gate(x, y, 0, 0x40))           # AND2
+    outputs = [col[0] if col else 0 for col in cols]
+    return Netlist(wa, wb, p, np.array(gates, np.int32).reshape(-1, 4), np.array(outputs, np.int32))

@@ -109,3 +109,21 @@ def test_swapped_units_exchange_the_operands_tables_and_netlists(tmp_path):
     a, b = rng.integers(-2048, 2048, 2000), rng.integers(-2048, 2048, 2000)
     assert ws.kernel_path == "netlist" and np.array_equal(ws.products(b, a), w.products(a, b))
     assert ws.cost == w.cost and Units.exact().swapped() == Units.exact()
+
+
+@pytest.mark.parametrize("spec", ["12u x 12u", "12s x 12s", "16u x 16u", "16s x 16s", "11u x 9s", "16u x 4u"])
+def test_exact_wide_units_are_netlists_of_the_exact_product(spec):
+    u = Units.exact(spec)
+    f = u.format
+    assert u.kernel_path == "netlist" and u.is_exact
+    rng = np.random.default_rng(5)
+    a = rng.integers(*f.range("a"), endpoint=True, size=20000)
+    b = rng.integers(*f.range("b"), endpoint=True, size=20000)
+    lo_a, hi_a = f.range("a")
+    lo_b, hi_b = f.range("b")
+    a = np.concatenate([a, [lo_a, hi_a, lo_a, hi_a]])
+    b = np.concatenate([b, [lo_b, hi_b, hi_b, lo_b]])
+    assert np.array_equal(u.products(a, b), a * b)
+    A = rng.integers(lo_a, hi_a + 1, size=(5, 37))
+    B = rng.integers(lo_b, hi_b + 1, size=(37, 3))
+    assert np.array_equal(lutcore.lut_gemm(A, B, u), A @ B)

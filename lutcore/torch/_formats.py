@@ -10,7 +10,8 @@ activation as the table's first operand (``a``), the weight as its second (``b``
                       q = clamp(round_half_even(v / s) + zp, 0, 2^w - 1)
     (float32, a true division; s = 0 — all zeros — gives q = zp = 0)
 
-weights per output channel, activations per tensor (per call, or the static scale and zero
+weights per output channel (or, ``weights="tensor"``, one scale and zero point for the whole
+weight), activations per tensor (per call, or the static scale and zero
 point ``calibrate`` sets from the calibration data's range; "table" gives no gradient where a
 static scale saturated x).  Only the code x code product
 goes through the unit; the zero-point terms are exact integers outside it, as TFLite/gemmlowp:
@@ -69,6 +70,8 @@ def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
         f, n = units.format, units.netlist
         return _net.gemm(qa, qb, n.gates, n.outputs, a_bits=f.a_bits, b_bits=f.b_bits, a_signed=f.a_signed,
                          b_signed=f.b_signed, product_signed=f.p_signed, threads=nt)
+    if units.format.legacy:                  # signed 8 x 8 (weights="tensor"): the int8 table GEMM
+        qa, qb = qa.astype(np.int8), qb.astype(np.int8)
     return lut_gemm(qa, qb, units, threads=nt).astype(np.int64)
 
 
@@ -110,7 +113,7 @@ class _Quantized:
     the static ones, else come from ``x`` (the whole input); its codes are those of the rows X
     (a conv's patches)."""
 
-    def __init__(self, X, W, units, groups, nt, x=None, static_q=None):
+    def __init__(self, X, W, units, groups, nt, x=None, static_q=None, per_channel=True):
         f = units.format
         if static_q is None:
             _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
@@ -123,16 +126,20 @@ class _Quantized:
             lo, hi = (-((1 << (f.a_bits - 1)) - 1), (1 << (f.a_bits - 1)) - 1) if f.a_signed else (0, (1 << f.a_bits) - 1)
             r = np.rint(np.divide(np.asarray(X, np.float32), np.float32(s_x), dtype=np.float32)) + int(zp_x)
             self.clamped = (r < lo) | (r > hi)
-        self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=True)
-        self.s_w, self.zp_w = self.s_w.reshape(-1), self.zp_w.reshape(-1)
+        self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=per_channel)
+        O = W.shape[0]
+        self.s_w = np.broadcast_to(np.asarray(self.s_w, np.float32).reshape(-1), (O,)).copy()
+        self.zp_w = np.broadcast_to(np.asarray(self.zp_w, np.int64).reshape(-1), (O,)).copy()
         self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
         self.groups = groups
 
 
-def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None, static_q=None):
+def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None, static_q=None,
+             per_channel=True):
     """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg); ``x``: the input the
-    activation's scale comes from (a conv's; None: X itself); ``static_q``: (scale, zero point)."""
-    z = _Quantized(X, W, units, groups, nt, x, static_q)
+    activation's scale comes from (a conv's; None: X itself); ``static_q``: (scale, zero point);
+    ``per_channel``: one weight scale (and zero point) per output channel, else one per tensor."""
+    z = _Quantized(X, W, units, groups, nt, x, static_q, per_channel)
     M, O = X.shape[0], W.shape[0]
     Kg, Og = W.shape[1], O // groups
     acc = np.empty((M, O), np.int64)
@@ -218,7 +225,7 @@ class FormatFunction(torch.autograd.Function):
     conv); ``backward``: "ste", "units" or "table"."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q):
+    def forward(ctx, x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q, per_channel):
         f = units.format
         if backward == "units" and (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
             raise ValueError(f"{layer}: backward='units' passes the gradient through the unit as its first operand "
@@ -226,7 +233,7 @@ class FormatFunction(torch.autograd.Function):
                              f"backward='table' or 'ste'")
         X, W = _operands(x, weight, geo)
         y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt,
-                        None if geo is None else x.detach().float().numpy(), static_q)
+                        None if geo is None else x.detach().float().numpy(), static_q, per_channel)
         ctx.save_for_backward(x, weight, bias)
         ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
         ctx.has_bias = bias is not None
@@ -253,7 +260,7 @@ class FormatFunction(torch.autograd.Function):
             dw = next(it) if mode == "ste" and need[1] else None
             db = next(it) if need_b else None
             if mode == "ste":
-                return dx, dw, db, None, None, None, None, None, None, None
+                return dx, dw, db, None, None, None, None, None, None, None, None
         else:
             db = None
         dY = _rows(dy, geo)
@@ -267,7 +274,7 @@ class FormatFunction(torch.autograd.Function):
         if need[1]:
             dw = torch.from_numpy(dW).reshape(weight.shape)
         dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
-        return dx, dw, db, None, None, None, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, None, None, None
 
 
 def _operands(x, weight, geo):
@@ -307,11 +314,14 @@ def _float_conv(x, w, geo, b=None):
     return F.conv2d(x, w, b, geo.stride, geo.padding, geo.dilation, geo.groups)
 
 
-def linear(x2, weight, bias, units, backward, grad_h, layer, nt, static_q=None):
-    """y (M, O) of x2 (M, K) through a unit of any format; ``static_q``: ``static(scale, zp)``."""
-    return FormatFunction.apply(x2, weight, bias, units, None, backward, grad_h, layer, nt, static_q)
+def linear(x2, weight, bias, units, backward, grad_h, layer, nt, static_q=None, weights="channel"):
+    """y (M, O) of x2 (M, K) through a unit of any format; ``static_q``: ``static(scale, zp)``;
+    ``weights``: "channel" (a scale and zero point per output channel) or "tensor" (one)."""
+    return FormatFunction.apply(x2, weight, bias, units, None, backward, grad_h, layer, nt, static_q,
+                                weights == "channel")
 
 
-def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q=None):
+def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q=None, weights="channel"):
     """The conv of x (N, C, H, W) or (N, C, L) through a unit of any format."""
-    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt, static_q)
+    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt, static_q,
+                                weights == "channel")

@@ -58,7 +58,7 @@ def _under(name: str, prefixes) -> bool:
 
 
 def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
-                skip=(), inplace: bool = False, threads=None, grad_h=None) -> nn.Module:
+                skip=(), inplace: bool = False, threads=None, grad_h=None, weights: str = "channel") -> nn.Module:
     """``model`` with every nn.Linear, nn.Conv1d, nn.Conv2d and transformers' Conv1D running
     through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory),
     or per layer: a mapping {name / prefix / glob: spec} or an assignment .json file (the first
@@ -69,7 +69,9 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     "table" (through the unit's gradient tables; ``grad_h``: None, an int 1..127 or "supplied",
     see ``lutcore.torch._gradtables``), or per layer a mapping {name / prefix / glob: backward}
     (layers no key covers: "ste"; see ``set_backward``);
-    ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``skip``:
+    ``activations``: "dynamic" (scale per call) or "static" (``calibrate`` first); ``weights``:
+    "channel" (a weight scale — and, for an unsigned weight, zero point — per output channel) or
+    "tensor" (one for the whole weight); ``skip``:
     module names (as in ``named_modules``) or types to keep in float, with their submodules; ``inplace=False``
     converts a deep copy and leaves ``model`` untouched.  Layers that are already
     approximate take the new settings.  Returns the converted model."""
@@ -85,6 +87,7 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     grad_arg(grad_h, "approximate")
     if activations not in ACTIVATIONS:
         raise ValueError(f"approximate: activations: expected one of {ACTIVATIONS}, got {activations!r}")
+    fn.weights_arg(weights, "approximate")
     names, types = _skip_arg(skip)
     known = {n for n, _ in model.named_modules()}
     unknown = [n for n in names if n not in known]
@@ -126,7 +129,7 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
             m.__class__ = cls
         b = backward if bkeys is None else (bmap[bkeys[name]] if name in bkeys else "ste")
         m._lc_setup(units if mapping is None else per.get(name), b, activations, threads,
-                    name=name or type(m).__name__, grad_h=grad_h)
+                    name=name or type(m).__name__, grad_h=grad_h, weights=weights)
     from lutcore.torch._gradtables import check_layer
     for _, m, _ in todo:
         check_layer(m)

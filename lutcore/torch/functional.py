@@ -714,11 +714,12 @@ def _table_args(units, backward, grad_h, layer):
 
 
 def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=None, grad_h=None,
-           input_zero_point=None):
+           input_zero_point=None, weights="channel"):
     """The shared body of lut_linear and the linear layers: x (..., K) -> (..., O); ``qw`` a
     QWeight, a layer's WeightCache or None (quantize ``weight`` here)."""
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer, 2)
     zp = zero_point_arg(input_zero_point, units, input_scale, layer)
+    weights = weights_arg(weights, layer)
     K = weight.shape[1]
     if x.dim() < 1 or x.shape[-1] != K:
         raise ValueError(f"{layer}: input: expected last dimension {K} (weight {tuple(weight.shape)}), "
@@ -727,9 +728,9 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         return _torch_result(lambda: F.linear(x, weight, bias), layer)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
-    if _formats_path(units, layer):
+    if _formats_path(units, layer, weights):
         return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt,
-                               _formats.static(input_scale, zp)).reshape(*lead, weight.shape[0])
+                               _formats.static(input_scale, zp), weights).reshape(*lead, weight.shape[0])
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, tables,
@@ -745,11 +746,22 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     return y.reshape(*lead, weight.shape[0])
 
 
-def _formats_path(units, layer) -> bool:
+WEIGHTS = ("channel", "tensor")
+
+
+def weights_arg(v, layer: str) -> str:
+    if v not in WEIGHTS:
+        raise ValueError(f"{layer}: weights: expected one of {WEIGHTS} (a weight scale per output channel, or one "
+                         f"for the whole weight), got {v!r}")
+    return v
+
+
+def _formats_path(units, layer, weights="channel") -> bool:
     """Whether a call runs through lutcore.torch._formats (units of another format than signed
-    8 x 8: zero points, narrow and wide codes); not traceable yet (a ValueError naming the layer)."""
+    8 x 8: zero points, narrow and wide codes; or one weight scale per tensor); not traceable yet
+    (a ValueError naming the layer)."""
     u = _units_of(units) if isinstance(units, str) else units          # tracing: the digest
-    if u.format.legacy:
+    if u.format.legacy and weights == "channel":
         return False
     if _tracing():
         raise ValueError(f"{layer}: units of another format than signed 8 x 8 do not run under torch.compile, "
@@ -777,15 +789,16 @@ def _same_padding(x, weight, dilation, layer, n):
 
 
 def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads, layer,
-         qw=None, grad_h=None, input_zero_point=None):
+         qw=None, grad_h=None, input_zero_point=None, weights="channel"):
     """The shared body of lut_conv1d / lut_conv2d and the conv layers."""
     n = weight.dim() - 2
     units, backward, input_scale, nt = _common(x, weight, bias, units, backward, input_scale, threads, layer,
                                                n + 2)
     zp = zero_point_arg(input_zero_point, units, input_scale, layer)
+    weights = weights_arg(weights, layer)
     if x.dim() == n + 1:                             # unbatched (channels, ...), as F.conv*d takes
         return conv(x.unsqueeze(0), weight, bias, units, stride, padding, dilation, groups, backward,
-                    input_scale, threads, layer, qw, grad_h, zp).squeeze(0)
+                    input_scale, threads, layer, qw, grad_h, zp, weights).squeeze(0)
     if x.dim() != n + 2:
         raise ValueError(f"{layer}: input: expected a {n + 1}-D (channels, ...) or {n + 2}-D (batch, "
                          f"channels, ...) tensor, got shape {tuple(x.shape)}")
@@ -802,8 +815,9 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     elif padding == "same":
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
-    if _formats_path(units, layer):
-        return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, _formats.static(input_scale, zp))
+    if _formats_path(units, layer, weights):
+        return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt,
+                             _formats.static(input_scale, zp), weights)
     tables = _table_args(units, backward, grad_h, layer)
     if tables is not None:
         return LutConvFunction.apply(x, weight, bias, _qweight(qw, weight, geo.groups, layer, nt), units, geo,
@@ -850,7 +864,7 @@ def _hkey(v):
 
 
 def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_scale=None, threads=None,
-               grad_h=None, input_zero_point=None):
+               grad_h=None, input_zero_point=None, weights="channel"):
     """``F.linear(x, weight, bias)`` through ``units``' multiplier (the contract in docs/DESIGN.md).
 
     x (..., K) and weight (O, K) float32 CPU; ``input_scale`` None quantizes x with
@@ -864,23 +878,26 @@ def lut_linear(x, weight, bias=None, units="exact", *, backward="ste", input_sca
     with the same bits.  ``backward="table"``: through the unit's gradient tables
     (``lutcore.torch._gradtables``; ``grad_h`` None, an int 1..127 or "supplied").  Units of
     another format (``units.format``) quantize x with zero points (``lutcore.torch._formats``):
-    a static ``input_scale`` then takes ``input_zero_point`` (a code of an unsigned activation)."""
+    a static ``input_scale`` then takes ``input_zero_point`` (a code of an unsigned activation).
+    ``weights``: "channel" (a weight scale, and zero point, per output channel) or "tensor" (one)."""
     return linear(x, weight, bias, units, backward, input_scale, threads, "lut_linear", grad_h=grad_h,
-                  input_zero_point=input_zero_point)
+                  input_zero_point=input_zero_point, weights=weights)
 
 
 def lut_conv2d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None,
+               weights="channel"):
     """``F.conv2d`` through ``units``' multiplier: x (N, C, H, W), weight (O, C/groups, KH, KW)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv2d", grad_h=grad_h, input_zero_point=input_zero_point)
+                "lut_conv2d", grad_h=grad_h, input_zero_point=input_zero_point, weights=weights)
 
 
 def lut_conv1d(x, weight, bias=None, units="exact", stride=1, padding=0, dilation=1, groups=1, *,
-               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None):
+               backward="ste", input_scale=None, threads=None, grad_h=None, input_zero_point=None,
+               weights="channel"):
     """``F.conv1d`` through ``units``' multiplier: x (N, C, L), weight (O, C/groups, K)."""
     return conv(x, weight, bias, units, stride, padding, dilation, groups, backward, input_scale, threads,
-                "lut_conv1d", grad_h=grad_h, input_zero_point=input_zero_point)
+                "lut_conv1d", grad_h=grad_h, input_zero_point=input_zero_point, weights=weights)
 
 
 # ------------------------------------------------- torch.compile / torch.export / jit.trace

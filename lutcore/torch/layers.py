@@ -100,8 +100,9 @@ class ApproxLayer:
             self._lc_cache = fn.WeightCache()
 
     def _lc_setup(self, units="exact", backward="ste", activations="dynamic", threads=None, name=None,
-                  grad_h=None):
+                  grad_h=None, weights="channel"):
         self._lc_name = name or type(self).__name__
+        self.weights = fn.weights_arg(weights, self._lc_name)
         self.units = units
         self.backward = fn.backward_arg(backward, self._lc_name)
         self.grad_h = grad_h
@@ -197,6 +198,9 @@ class ApproxLayer:
             lo, hi = self.__dict__.get("_lc_calib_range") or (0.0, 0.0)
             self._lc_calib_range = (min(lo, float(x.min())), max(hi, float(x.max())))
 
+    def _lc_weights(self):
+        return self.__dict__.get("weights", "channel")          # (layers pickled before the option)
+
     def _lc_input_zero_point(self):
         return None if self.activations == "dynamic" else self.__dict__.get("_lc_zp")
 
@@ -234,7 +238,7 @@ class ApproxLinear(ApproxLayer, nn.Linear):
             return F.linear(x, self.weight, self.bias)
         return fn.linear(x, self.weight, self.bias, self.units, self.backward, self._lc_input_scale(),
                          self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h,
-                         input_zero_point=self._lc_input_zero_point())
+                         input_zero_point=self._lc_input_zero_point(), weights=self._lc_weights())
 
 
 class _ApproxConvNd(ApproxLayer):
@@ -261,7 +265,8 @@ class _ApproxConvNd(ApproxLayer):
             padding = 0
         return fn.conv(x, self.weight, self.bias, self.units, self.stride, padding, self.dilation, self.groups,
                        self.backward, self._lc_input_scale(), self.threads, self._lc_name, qw=self._lc_cache,
-                       grad_h=self.grad_h, input_zero_point=self._lc_input_zero_point())
+                       grad_h=self.grad_h, input_zero_point=self._lc_input_zero_point(),
+                       weights=self._lc_weights())
 
 
 class ApproxConv1d(_ApproxConvNd, nn.Conv1d):
@@ -315,7 +320,7 @@ if _HF is not None:
                 return _HF.forward(self, x)
             return fn.linear(x, self.weight.t(), self.bias, self.units, self.backward, self._lc_input_scale(),
                              self.threads, self._lc_name, qw=self._lc_cache, grad_h=self.grad_h,
-                             input_zero_point=self._lc_input_zero_point())
+                             input_zero_point=self._lc_input_zero_point(), weights=self._lc_weights())
 
         def __repr__(self):
             return f"ApproxConv1D(nf={self.nf}, nx={self.nx}, {self._lc_extra()})"

@@ -607,3 +607,37 @@ def test_zero_points_are_refused_where_the_activation_is_symmetric():
         lt.lut_linear(x, w, None, units_of("4s x 4s", "exact"), input_scale=0.1, input_zero_point=3)
     with pytest.raises(ValueError, match=r"input_zero_point=3 without a static input_scale"):
         lt.lut_linear(x, w, None, units_of("8u x 8u", "exact"), input_zero_point=3)
+
+
+@pytest.mark.parametrize("spec", ["8u x 8u", "8u x 4u", "8s x 8s"])
+def test_one_weight_scale_per_tensor(spec):
+    """weights="tensor": one scale (and zero point) for the whole weight, the rest of the contract
+    unchanged — against the reference with the weight quantized as one tensor."""
+    from reference.zeropoint_ref import code_gemm, quantize_tensor
+    u = Units.exact(spec) if spec == "8s x 8s" else units_of(spec, "approx")
+    f = u.format
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((6, 11)).astype(np.float32)
+    w = rng.standard_normal((4, 11)).astype(np.float32)
+    w[1] *= 5.0                                              # a channel far larger than the others
+    got = lt.lut_linear(T(x), T(w), None, u, weights="tensor").numpy()
+    qx, s_x, zp_x = quantize_tensor(x, f.a_bits, f.a_signed)
+    qw, s_w, zp_w = quantize_tensor(w, f.b_bits, f.b_signed)
+    acc = code_gemm(qx, qw, u.table()) - int(zp_w) * qx.sum(1)[:, None] - int(zp_x) * qw.sum(1)[None, :] \
+        + 11 * int(zp_x) * int(zp_w)
+    want = acc.astype(np.float32) * np.float32(s_x * s_w)
+    assert np.array_equal(got.view(np.int32), want.astype(np.float32).view(np.int32))
+    m = lt.approximate(torch.nn.Sequential(torch.nn.Linear(11, 4, bias=False)), u, weights="tensor")
+    with torch.no_grad():
+        m[0].weight.copy_(T(w))
+        assert np.array_equal(m(T(x)).numpy().view(np.int32), want.astype(np.float32).view(np.int32))
+    with pytest.raises(ValueError, match=r"^lut_linear: weights: expected one of \('channel', 'tensor'\)"):
+        lt.lut_linear(T(x), T(w), None, u, weights="row")
+
+
+def test_signed_8x8_through_the_zero_point_path_has_the_int8_paths_bits():
+    from lutcore.torch import _formats
+    rng = np.random.default_rng(2)
+    x, w = T(rng.standard_normal((7, 33)).astype(np.float32)), T(rng.standard_normal((5, 33)).astype(np.float32))
+    for u in (Units.exact(), Units.from_mul(lambda a, b: (a * b) & ~7)):
+        assert torch.equal(lt.lut_linear(x, w, None, u), _formats.linear(x, w, None, u, "ste", None, "t", 2))

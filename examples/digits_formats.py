@@ -81,10 +81,8 @@ def main(argv=None) -> int:
             print(f"error: --units: {e}", file=sys.stderr)
             return 2
     t0 = time.time()
-    torch.manual_seed(args.seed)
-    xtr, ytr, xte, yte = digits.load(seed=args.seed)
-    model = digits.train(digits.DigitsCNN(), xtr, ytr, epochs=args.epochs, lr=1e-2, batch=128, seed=args.seed,
-                         progress=lambda r: tqdm(r, desc="float training", leave=False))
+    model, (xtr, ytr, xte, yte) = digits.float_baseline(
+        args.epochs, args.seed, progress=lambda r: tqdm(r, desc="float training", leave=False))
     rows = [("float", "-", digits.accuracy(model, xte, yte), None)]
     for label, u in tqdm(units, desc="units", leave=False):
         m = lt.approximate(model, u)

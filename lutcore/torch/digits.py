@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["load", "DigitsCNN", "train", "accuracy", "print_table", "plot_bars"]
+__all__ = ["load", "DigitsCNN", "train", "accuracy", "float_baseline", "print_table", "plot_bars"]
 
 
 def load(seed: int = 0, test_share: float = 0.2):
@@ -74,6 +74,15 @@ def train(model: nn.Module, x, y, epochs: int = 12, lr: float = 3e-3, batch: int
 def accuracy(model: nn.Module, x, y) -> float:
     with torch.no_grad():
         return float((model(x).argmax(1) == y).float().mean())
+
+
+def float_baseline(epochs: int = 8, seed: int = 0, progress=None):
+    """(model, (x_train, y_train, x_test, y_test)): the seeded split and the CNN trained in float
+    (Adam, lr 1e-2, batch 128), where the digits examples start."""
+    torch.manual_seed(seed)
+    data = load(seed=seed)
+    model = train(DigitsCNN(), data[0], data[1], epochs=epochs, lr=1e-2, batch=128, seed=seed, progress=progress)
+    return model, data
 
 
 def print_table(rows, head) -> None:

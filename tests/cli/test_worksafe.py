@@ -335,8 +335,9 @@ def test_cli_train_sigkill_keeps_the_last_periodic_checkpoint_and_resume_restore
     finally:
         p.kill()
         p.wait()
-    meta = json.load(open(ck / "trainer.json"))
-    k = meta["global_step"]
+    from lutcore._io import saved_dir
+    meta = json.load(open(os.path.join(saved_dir(str(ck)), "trainer.json")))   # as resume reads it: a save
+    k = meta["global_step"]                                       # killed mid-switch is read from its whole copy
     assert k % 4 == 0 and meta["train_config"]["micro_batch"] == 1 and meta["train_config"]["max_grad_norm"] == 0.5
     assert main(["train", "--resume", str(ck), "--steps", "3", "--out", str(tmp_path / "more"), "--sample-tokens",
                  "0", "--eval-units", "none", "--threads", "1"]) == 0

@@ -70,21 +70,57 @@ def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
         f, n = units.format, units.netlist
         return _net.gemm(qa, qb, n.gates, n.outputs, a_bits=f.a_bits, b_bits=f.b_bits, a_signed=f.a_signed,
                          b_signed=f.b_signed, product_signed=f.p_signed, threads=nt)
-    if units.format.legacy:                  # signed 8 x 8 (weights="tensor"): the int8 table GEMM
-        qa, qb = qa.astype(np.int8), qb.astype(np.int8)
+    f = units.format                         # a table: codes of <= 8 bits as bytes, by signedness
+    qa = qa if qa.dtype in (np.int8, np.uint8) else qa.astype(np.int8 if f.a_signed else np.uint8)
+    qb = qb if qb.dtype in (np.int8, np.uint8) else qb.astype(np.int8 if f.b_signed else np.uint8)
     return lut_gemm(qa, qb, units, threads=nt).astype(np.int64)
 
 
-def _zp_product(qx, zp_x, qw, zp_w, units, nt):
-    """acc (M, O) int64 of the module's contract: qx (M, K), qw (O, K) codes, zp_x scalar, zp_w (O,)."""
+def _zp_product(qx, zp_x, qw, zp_w, units, nt, qwt=None, qw_sum=None):
+    """acc (M, O) int64 of the module's contract: qx (M, K), qw (O, K) codes, zp_x scalar, zp_w (O,);
+    ``qwt``: qw transposed as the GEMM takes it and ``qw_sum`` its row sums (a cached weight's)."""
     K = qx.shape[1]
-    acc = _codes_gemm(qx, np.ascontiguousarray(qw.T), units, nt)
+    acc = _codes_gemm(qx, np.ascontiguousarray(qw.T) if qwt is None else qwt, units, nt)
     if np.any(zp_w):
         acc -= qx.sum(axis=1, dtype=np.int64)[:, None] * zp_w[None, :]
     if zp_x:
-        acc -= int(zp_x) * qw.sum(axis=1, dtype=np.int64)[None, :]
+        acc -= int(zp_x) * (qw.sum(axis=1, dtype=np.int64) if qw_sum is None else qw_sum)[None, :]
         acc += K * int(zp_x) * zp_w[None, :]
     return acc
+
+
+class _Weight:
+    """A weight's codes in the unit's format, kept while its values stay the same (checked each
+    call against a copy: in-place ``.data`` edits are seen): codes, scales, zero points, and per
+    group the transposed codes the GEMM takes and their sums."""
+
+    def __init__(self, W, fmt, per_channel, groups, units):
+        self.copy = np.array(W, np.float32, copy=True)
+        self.qw, s_w, zp_w = quantize(W, fmt.b_bits, fmt.b_signed, per_row=per_channel)
+        O = W.shape[0]
+        self.s_w = np.broadcast_to(np.asarray(s_w, np.float32).reshape(-1), (O,)).copy()
+        self.zp_w = np.broadcast_to(np.asarray(zp_w, np.int64).reshape(-1), (O,)).copy()
+        Og = O // groups
+        self.parts = []
+        for g in range(groups):
+            q = self.qw[g * Og:(g + 1) * Og]
+            t = np.ascontiguousarray(q.T)
+            if units.mul is not None:                  # the table GEMM's bytes (codes of <= 8 bits fit)
+                t = t.astype(np.int8 if fmt.b_signed else np.uint8)
+            self.parts.append((t, q.sum(axis=1, dtype=np.int64)))
+
+
+_WEIGHTS: dict = {}          # (id(weight), format, per_channel, groups, table or netlist) -> _Weight, the last 64
+
+
+def _weight_codes(weight: torch.Tensor, W: np.ndarray, units, per_channel: bool, groups: int) -> _Weight:
+    key = (id(weight), weight.data_ptr(), str(units.format), per_channel, groups, units.mul is None)
+    got = _WEIGHTS.get(key)
+    if got is None or got.copy.shape != W.shape or not np.array_equal(got.copy, W):
+        if got is None and len(_WEIGHTS) >= 64:
+            _WEIGHTS.pop(next(iter(_WEIGHTS)))
+        got = _WEIGHTS[key] = _Weight(W, units.format, per_channel, groups, units)
+    return got
 
 
 class _Geo:
@@ -113,7 +149,7 @@ class _Quantized:
     the static ones, else come from ``x`` (the whole input); its codes are those of the rows X
     (a conv's patches)."""
 
-    def __init__(self, X, W, units, groups, nt, x=None, static_q=None, per_channel=True):
+    def __init__(self, X, W, units, groups, nt, x=None, static_q=None, per_channel=True, wq=None):
         f = units.format
         if static_q is None:
             _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
@@ -126,26 +162,27 @@ class _Quantized:
             lo, hi = (-((1 << (f.a_bits - 1)) - 1), (1 << (f.a_bits - 1)) - 1) if f.a_signed else (0, (1 << f.a_bits) - 1)
             r = np.rint(np.divide(np.asarray(X, np.float32), np.float32(s_x), dtype=np.float32)) + int(zp_x)
             self.clamped = (r < lo) | (r > hi)
-        self.qw, self.s_w, self.zp_w = quantize(W, f.b_bits, f.b_signed, per_row=per_channel)
-        O = W.shape[0]
-        self.s_w = np.broadcast_to(np.asarray(self.s_w, np.float32).reshape(-1), (O,)).copy()
-        self.zp_w = np.broadcast_to(np.asarray(self.zp_w, np.int64).reshape(-1), (O,)).copy()
+        self.wq = _Weight(W, f, per_channel, groups, units) if wq is None else wq
+        self.qw, self.s_w, self.zp_w = self.wq.qw, self.wq.s_w, self.wq.zp_w
         self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
         self.groups = groups
 
 
 def _forward(X: np.ndarray, W: np.ndarray, bias, units, groups: int, nt: int, x=None, static_q=None,
-             per_channel=True):
+             per_channel=True, wq=None):
     """(y (M, O) float32, _Quantized) for X (M, G * Kg) and W (O, Kg); ``x``: the input the
     activation's scale comes from (a conv's; None: X itself); ``static_q``: (scale, zero point);
-    ``per_channel``: one weight scale (and zero point) per output channel, else one per tensor."""
-    z = _Quantized(X, W, units, groups, nt, x, static_q, per_channel)
+    ``per_channel``: one weight scale (and zero point) per output channel, else one per tensor;
+    ``wq``: the weight's cached ``_Weight``."""
+    z = _Quantized(X, W, units, groups, nt, x, static_q, per_channel, wq)
     M, O = X.shape[0], W.shape[0]
     Kg, Og = W.shape[1], O // groups
     acc = np.empty((M, O), np.int64)
     for g in range(groups):
         sl, ks = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
-        acc[:, sl] = _zp_product(np.ascontiguousarray(z.qx[:, ks]), z.zp_x, z.qw[sl], z.zp_w[sl], units, nt)
+        qwt, qsum = z.wq.parts[g]
+        acc[:, sl] = _zp_product(np.ascontiguousarray(z.qx[:, ks]), z.zp_x, z.qw[sl], z.zp_w[sl], units, nt,
+                                 qwt, qsum)
     scale = (z.s_x * z.s_w).astype(np.float32)
     y = acc.astype(np.float32) * scale[None, :]
     if bias is not None:
@@ -232,8 +269,10 @@ class FormatFunction(torch.autograd.Function):
                              f"and the input as its second; units of format {f} have operands of two formats: use "
                              f"backward='table' or 'ste'")
         X, W = _operands(x, weight, geo)
-        y, z = _forward(X, W, bias, units, 1 if geo is None else geo.groups, nt,
-                        None if geo is None else x.detach().float().numpy(), static_q, per_channel)
+        groups = 1 if geo is None else geo.groups
+        wq = _weight_codes(weight, W, units, per_channel, groups)
+        y, z = _forward(X, W, bias, units, groups, nt, None if geo is None else x.detach().float().numpy(),
+                        static_q, per_channel, wq)
         ctx.save_for_backward(x, weight, bias)
         ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
         ctx.has_bias = bias is not None

@@ -641,3 +641,19 @@ def test_signed_8x8_through_the_zero_point_path_has_the_int8_paths_bits():
     x, w = T(rng.standard_normal((7, 33)).astype(np.float32)), T(rng.standard_normal((5, 33)).astype(np.float32))
     for u in (Units.exact(), Units.from_mul(lambda a, b: (a * b) & ~7)):
         assert torch.equal(lt.lut_linear(x, w, None, u), _formats.linear(x, w, None, u, "ste", None, "t", 2))
+
+
+def test_the_cached_weight_codes_follow_in_place_edits():
+    """A layer's weight codes are kept between calls, and re-made when the values change — an
+    optimizer step or an in-place ``.data`` edit — so every call computes with the current weight."""
+    u = units_of("8u x 8u", "approx")
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(9, 4)
+    m = lt.approximate(torch.nn.Sequential(lin), u)
+    x = torch.randn(3, 9)
+    with torch.no_grad():
+        y0 = m(x)
+        assert torch.equal(m(x), y0)
+        m[0].weight.data[1, 2] += 0.75
+        fresh = lt.lut_linear(x, m[0].weight.detach().clone(), m[0].bias, u)
+        assert torch.equal(m(x), fresh) and not torch.equal(fresh, y0)

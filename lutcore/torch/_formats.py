@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lutcore.ops.gemm import lut_gemm
+from lutcore.ops.gemm import PackedB, lut_gemm, pack_b
 from lutcore.quant import quantize_codes
 from lutcore.torch._once import _once_differentiable
 
@@ -72,7 +72,8 @@ def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
                          b_signed=f.b_signed, product_signed=f.p_signed, threads=nt)
     f = units.format                         # a table: codes of <= 8 bits as bytes, by signedness
     qa = qa if qa.dtype in (np.int8, np.uint8) else qa.astype(np.int8 if f.a_signed else np.uint8)
-    qb = qb if qb.dtype in (np.int8, np.uint8) else qb.astype(np.int8 if f.b_signed else np.uint8)
+    if not isinstance(qb, PackedB):
+        qb = qb if qb.dtype in (np.int8, np.uint8) else qb.astype(np.int8 if f.b_signed else np.uint8)
     return lut_gemm(qa, qb, units, threads=nt).astype(np.int64)
 
 
@@ -106,8 +107,8 @@ class _Weight:
         for g in range(groups):
             q = self.qw[g * Og:(g + 1) * Og]
             t = np.ascontiguousarray(q.T)
-            if units.mul is not None:                  # the table GEMM's bytes (codes of <= 8 bits fit)
-                t = t.astype(np.int8 if fmt.b_signed else np.uint8)
+            if units.mul is not None:                  # the table GEMM's bytes (codes of <= 8 bits fit), packed
+                t = pack_b(t.astype(np.int8 if fmt.b_signed else np.uint8))      # once: the body's staged form
             self.parts.append((t, q.sum(axis=1, dtype=np.int64)))
 
 
@@ -153,10 +154,11 @@ class _Quantized:
     def __init__(self, X, W, units, groups, nt, x=None, static_q=None, per_channel=True, wq=None):
         f = units.format
         if static_q is None:
-            _, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
+            q, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
         else:
             s_x, zp_x = static_q
-        self.qx = _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
+        # the rows' codes: the ones just made when X is the input itself (a linear layer's)
+        self.qx = q if static_q is None and x is None else _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
         self.s_x, self.zp_x = s_x, zp_x
         self.clamped = None
         if static_q is not None:                  # where a static scale saturated x ("table": no gradient)

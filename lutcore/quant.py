@@ -26,7 +26,7 @@ import numpy as np
 from lutcore import _check, _workspace, audit
 from lutcore._threads import resolve_threads
 from lutcore.ops import quant as _k
-from lutcore.ops.gemm import even_depth as _even, pack_panels
+from lutcore.ops.gemm import even_depth as _even, pack_b, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
 __all__ = ["Q8", "QF", "quantize", "quantize_codes", "qmatmul", "QLinear"]
@@ -235,7 +235,7 @@ class QF:
     ``q`` int64 (K, N) codes, ``scale`` float32 and ``zero`` int64 (nblk, N) per block and column
     (the last block may be shorter: nothing is padded).  ``QLinear`` keeps one per weight."""
 
-    __slots__ = ("q", "scale", "zero", "block", "shape", "fmt")
+    __slots__ = ("q", "scale", "zero", "block", "shape", "fmt", "packed", "sums")
 
     def __init__(self, b, fmt, block: int):
         b = np.asarray(b, np.float32)
@@ -247,6 +247,12 @@ class QF:
         self.q = np.ascontiguousarray(q.reshape(nblk * block, N)[:K])
         self.scale, self.zero = s.reshape(nblk, N), zp.reshape(nblk, N)
         self.block, self.shape, self.fmt = block, (K, N), fmt
+        # per block: the codes as the table GEMM takes them, packed once (its staged form), and
+        # their column sums (the zero-point terms); a wide format's netlist reads the codes
+        blocks = [self.q[b * block:min(K, (b + 1) * block)] for b in range(nblk)]
+        self.packed = ([pack_b(q.astype(np.int8 if fmt.b_signed else np.uint8)) for q in blocks]
+                       if fmt.is_table else None)
+        self.sums = [q.sum(axis=0) for q in blocks]
 
 
 def _qmm_formats(a, qf: QF, units, nt) -> np.ndarray:
@@ -265,13 +271,17 @@ def _qmm_formats(a, qf: QF, units, nt) -> np.ndarray:
     y = np.zeros((M, N), np.float32)
     for bi in range(nblk):
         k0, k1 = bi * block, min(K, (bi + 1) * block)
-        A, B = np.ascontiguousarray(qa[:, k0:k1]), np.ascontiguousarray(qf.q[k0:k1])
-        I = lut_gemm(A, B, units, threads=nt).astype(np.int64)
+        A = np.ascontiguousarray(qa[:, k0:k1])
+        if qf.packed is not None:
+            I = lut_gemm(A.astype(np.int8 if fmt.a_signed else np.uint8), qf.packed[bi], units,
+                         threads=nt).astype(np.int64)
+        else:
+            I = lut_gemm(A, np.ascontiguousarray(qf.q[k0:k1]), units, threads=nt)
         zb, zab = qf.zero[bi], za[:, bi]
         if zb.any():
             I -= A.sum(axis=1)[:, None] * zb[None, :]
         if zab.any():
-            I -= zab[:, None] * B.sum(axis=0)[None, :]
+            I -= zab[:, None] * qf.sums[bi][None, :]
             I += (k1 - k0) * zab[:, None] * zb[None, :]
         y = y + (sa[:, bi, None] * qf.scale[None, bi, :]) * I.astype(np.float32)
     return y

@@ -295,7 +295,7 @@ class Units:
         table has shape (2^a_bits, 2^b_bits) (or is flat), entry [a & (2^a_bits-1), b & (2^b_bits-1)]
         (two's-complement low bits).  A function is called once with two int32 arrays of that shape
         holding every pair of codes (int32, so that ``a * b`` is the exact product); what it returns
-        is read at the product's width and signedness (its low ``p_bits`` bits)."""
+        must be products of the format (``p_bits`` wide, signed or not: checked, never wrapped)."""
         fmt = format_arg(format) or SIGNED8
         if callable(table_or_fn):
             a, b = (g.astype(np.int32) for g in fmt.grid())
@@ -305,7 +305,7 @@ class Units:
                                  f"{fmt.table_shape} inputs, got shape {out.shape}")
             if out.dtype.kind not in "iu":
                 raise TypeError(f"table_or_fn: the function must return integers, got dtype {out.dtype}")
-            table = out if fmt.legacy else fmt.read_product(out)
+            table = out
         else:
             table = np.asarray(table_or_fn)
             n = fmt.table_shape[0] * fmt.table_shape[1]

@@ -89,7 +89,7 @@ def test_the_block_scaled_paths_take_every_format():
 
 
 def test_repr_and_verify_show_the_format():
-    u = Units.from_mul(lambda a, b: a * b - 1, format="8u x 2u")
+    u = Units.from_mul(lambda a, b: a * b + 1, format="8u x 2u")
     assert "format=8u x 2u -> 10u" in repr(u)
     r = u.verify()
     assert r.format == "8u x 2u -> 10u" and "format 8u x 2u -> 10u" in str(r) and r.to_dict()["format"] == r.format
@@ -97,7 +97,7 @@ def test_repr_and_verify_show_the_format():
 
 def test_swapped_units_exchange_the_operands_tables_and_netlists(tmp_path):
     import circuits_wide as cw
-    u = Units.from_mul(lambda a, b: (a * b) - (b & 1), format="8u x 4u")
+    u = Units.from_mul(lambda a, b: (a * b) + (b & 1), format="8u x 4u")
     v = u.swapped()
     assert str(v.format) == "4u x 8u -> 12u" and v.swapped() == u
     rng = np.random.default_rng(0)
@@ -136,3 +136,11 @@ def test_exact_of_a_format_resolves_by_name():
     assert resolve("exact:16s").kernel_path == "netlist"
     with pytest.raises(ValueError, match=r"^units: expected an operand format"):
         resolve("exact:9q")
+
+
+def test_a_function_whose_values_leave_the_products_format_is_refused_not_wrapped():
+    with pytest.raises(ValueError, match=r"^table_or_fn: the product of a=1, b=5 is 5000, outside the 12-bit "
+                                         r"unsigned product of format 8u x 4u -> 12u \[0, 4095\]"):
+        Units.from_mul(lambda a, b: a * b * 1000, format="8u x 4u")
+    with pytest.raises(ValueError, match=r"the product of a=0, b=0 is -1, outside the 10-bit unsigned product"):
+        Units.from_mul(lambda a, b: a * b - 1, format="8u x 2u")

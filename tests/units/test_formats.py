@@ -144,3 +144,25 @@ def test_a_function_whose_values_leave_the_products_format_is_refused_not_wrappe
         Units.from_mul(lambda a, b: a * b * 1000, format="8u x 4u")
     with pytest.raises(ValueError, match=r"the product of a=0, b=0 is -1, outside the 10-bit unsigned product"):
         Units.from_mul(lambda a, b: a * b - 1, format="8u x 2u")
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 16), st.booleans(), st.integers(1, 16), st.booleans())
+def test_every_format_spells_back_and_its_ranges_hold_its_exact_products(wa, sa, wb, sb):
+    f = Format(wa, sa, wb, sb)
+    assert Format.parse(str(f)) == f and Format.from_dict(f.to_dict()) == f
+    lo_a, hi_a = f.range("a")
+    lo_b, hi_b = f.range("b")
+    assert hi_a - lo_a + 1 == 1 << wa and hi_b - lo_b + 1 == 1 << wb
+    lo, hi = f.p_range
+    for a in (lo_a, hi_a):
+        for b in (lo_b, hi_b):
+            assert lo <= a * b <= hi                        # a + b bits always hold the product
+    if f.is_table:
+        t = f.exact_table()
+        ca, cb = f.codes("a"), f.codes("b")
+        assert np.array_equal(t, ca[:, None] * cb[None, :])
+        assert np.array_equal(np.sort(ca), np.arange(lo_a, hi_a + 1))

@@ -700,21 +700,27 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-_C_DRIVER_CODES = {96: "the driver could not allocate the table", 97: "the driver got no output path", 98: "the driver could not create its output file",
-                   99: "the driver could not write the table"}
+_C_DRIVER_CODES = {96: "the driver could not allocate the table", 97: "the driver got no output path",
+                   98: "the driver could not create its output file", 99: "the driver could not write the table"}
 
 
-def _c_compiler():
-    cc = os.environ.get("CC")
-    if cc:
-        found = shutil.which(cc.split()[0])
+def find_compiler(var: str, names) -> list | None:
+    """The command of a compiler: ``$var`` (with its arguments) when it names one on PATH, else
+    the first of ``names`` found; None when there is none."""
+    env = os.environ.get(var)
+    if env:
+        found = shutil.which(env.split()[0])
         if found:
-            return [found] + cc.split()[1:]
-    for c in ("cc", "gcc", "clang"):
+            return [found] + env.split()[1:]
+    for c in names:
         found = shutil.which(c)
         if found:
             return [found]
     return None
+
+
+def _c_compiler():
+    return find_compiler("CC", ("cc", "gcc", "clang"))
 
 
 def _c_definitions(text):

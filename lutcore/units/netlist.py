@@ -1236,16 +1236,7 @@ CHECK_PAIRS = 4096          # random pairs the compiled model is evaluated on (p
 
 
 def _cxx_compiler():
-    cxx = os.environ.get("CXX")
-    if cxx:
-        found = shutil.which(cxx.split()[0])
-        if found:
-            return [found] + cxx.split()[1:]
-    for c in ("c++", "g++", "clang++"):
-        found = shutil.which(c)
-        if found:
-            return [found]
-    return None
+    return hdl.find_compiler("CXX", ("c++", "g++", "clang++"))
 
 
 _C_KEYWORD_TYPE = re.compile(r"\b(?:(?:unsigned|signed|short|long|int|char|_Bool)\b\s*)+(?!\s*double\b)")

@@ -415,31 +415,45 @@ class QLinear:
 
     ``QLinear(w_kn, units, block)`` with ``w_kn`` float32 (K, N) (or a ``Q8``
     quantized along axis 0); ``__call__(x, out=None)`` computes exactly what
-    ``qmatmul(x, w_q8, units, block)`` computes, bit for bit.  Activation
-    buffers belong to the instance (not thread-safe across Python threads).
+    ``qmatmul(x, w_q8, units, block)`` computes, bit for bit.  Units of another format
+    than signed 8 x 8 read the weight as the Q8 holds it: ``qmatmul(x, w_q8.dequantize(),
+    units, block)`` (a ``QF`` of it, made when the units are set) — so a QLinear built with
+    such units and one switched to them later (``.units = ...``, a stage's ``set_units``) give
+    the same bits.  Activation buffers belong to the instance (not thread-safe across Python
+    threads).
     """
 
     def __init__(self, w, units=None, block: int = 32, threads=None):
-        self.units = _resolve_units(units)
         self.block = _block(block)
         resolve_threads(threads)                 # checked now, not at the first call
         self.threads = threads
-        self.qf = None                           # units of another format: the weight in their own codes
-        if not self.units.format.legacy:
-            if isinstance(w, Q8):
-                w = w.dequantize()
-            w = _check.array(w, "w", np.float32, 2, kind="f")
-            self.qf = QF(w, self.units.format, self.block)
         self.q8 = w if isinstance(w, Q8) else quantize(w, self.block, axis=0, threads=threads, name="w")
         if self.q8.axis != 0 or self.q8.block != self.block:
             raise ValueError("w: expected a Q8 quantized along axis 0 with the same block")
         self.K, self.N = self.q8.shape
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
-        if self.units.kernel_path == "exact":
-            _exact_panels(self.q8, resolve_threads(threads))        # pack now, not on the first call
+        self.qf = None                           # units of another format: the weight in their own codes
+        self.units = units
         self._rows = 0
         self.rows_seen = None        # an int while counting (count_rows): rows of x over calls
+
+    @property
+    def units(self) -> Units:
+        return self._units
+
+    @units.setter
+    def units(self, units):
+        """Switch the multiplier: the Q8 stays; a unit of another format gets the weight's codes
+        in its format (made once per format), the exact table its packed panels."""
+        u = _resolve_units(units)
+        if u.format.legacy:
+            self.qf = None
+            if u.kernel_path == "exact":
+                _exact_panels(self.q8, resolve_threads(self.threads))       # pack now, not on the first call
+        elif self.qf is None or self.qf.fmt != u.format:
+            self.qf = QF(self.q8.dequantize(), u.format, self.block)
+        self._units = u
 
     def count_rows(self, on: bool = True):
         """Start (``on``) or stop counting the rows this instance multiplies: while on,

@@ -53,14 +53,17 @@ def quantize(v: np.ndarray, bits: int, signed: bool, per_row: bool = False):
     return quantize_codes(v, bits, signed, axis=tuple(range(1, v.ndim)) if per_row else None)
 
 
-def _codes_at(v, s, zp, bits, signed) -> np.ndarray:
-    """int64 codes of float32 ``v`` at a given scale and zero point (the module's rounding)."""
+def _codes_at(v, s, zp, bits, signed, clamped=False):
+    """int64 codes of float32 ``v`` at a given scale and zero point (the module's rounding); with
+    ``clamped``, (codes, where the rounding saturated)."""
     lo, hi = (-((1 << (bits - 1)) - 1), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     s = np.float32(s)
     if s == 0:
-        return np.zeros(np.shape(v), np.int64)
-    r = np.rint(np.divide(np.asarray(v, np.float32), s, dtype=np.float32)).astype(np.float64)
-    return np.clip(r + int(zp), lo, hi).astype(np.int64)
+        q = np.zeros(np.shape(v), np.int64)
+        return (q, np.zeros(q.shape, bool)) if clamped else q
+    r = np.rint(np.divide(np.asarray(v, np.float32), s, dtype=np.float32)).astype(np.float64) + int(zp)
+    q = np.clip(r, lo, hi).astype(np.int64)
+    return (q, (r < lo) | (r > hi)) if clamped else q
 
 
 def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
@@ -125,17 +128,7 @@ def _weight_codes(weight: torch.Tensor, W: np.ndarray, units, per_channel: bool,
     return got
 
 
-class _Geo:
-    """What a conv needs of its geometry: 2-D stride/padding/dilation (a 1-D conv as height 1)."""
-
-    def __init__(self, geo):
-        self.d1, self.groups = geo.d1, geo.groups
-        self.stride, self.padding, self.dilation = geo.stride, geo.padding, geo.dilation
-        self.KH, self.KW, self.H, self.W = geo.KH, geo.KW, geo.H, geo.W
-        self.OH, self.OW, self.N = geo.OH, geo.OW, geo.N
-
-
-def _patches(x4: torch.Tensor, g: _Geo) -> torch.Tensor:
+def _patches(x4: torch.Tensor, g) -> torch.Tensor:
     """(N * L, C * KH * KW) patches of x (N, C, H, W), columns in (c, i, j) order."""
     cols = F.unfold(x4, (g.KH, g.KW), dilation=g.dilation, padding=g.padding, stride=g.stride)  # (N, CKK, L)
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
@@ -157,14 +150,14 @@ class _Quantized:
             q, s_x, zp_x = quantize(X if x is None else x, f.a_bits, f.a_signed)
         else:
             s_x, zp_x = static_q
-        # the rows' codes: the ones just made when X is the input itself (a linear layer's)
-        self.qx = q if static_q is None and x is None else _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
-        self.s_x, self.zp_x = s_x, zp_x
+        # the rows' codes: the ones just made when X is the input itself (a linear layer's); a static
+        # scale also says where it saturated x ("table": no gradient there)
         self.clamped = None
-        if static_q is not None:                  # where a static scale saturated x ("table": no gradient)
-            lo, hi = (-((1 << (f.a_bits - 1)) - 1), (1 << (f.a_bits - 1)) - 1) if f.a_signed else (0, (1 << f.a_bits) - 1)
-            r = np.rint(np.divide(np.asarray(X, np.float32), np.float32(s_x), dtype=np.float32)) + int(zp_x)
-            self.clamped = (r < lo) | (r > hi)
+        if static_q is not None:
+            self.qx, self.clamped = _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed, clamped=True)
+        else:
+            self.qx = q if x is None else _codes_at(X, s_x, zp_x, f.a_bits, f.a_signed)
+        self.s_x, self.zp_x = s_x, zp_x
         self.wq = _Weight(W, f, per_channel, groups, units) if wq is None else wq
         self.qw, self.s_w, self.zp_w = self.wq.qw, self.wq.s_w, self.wq.zp_w
         self.s_x, self.zp_x = np.float32(self.s_x), int(self.zp_x)
@@ -365,5 +358,5 @@ def linear(x2, weight, bias, units, backward, grad_h, layer, nt, static_q=None, 
 
 def conv(x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q=None, weights="channel"):
     """The conv of x (N, C, H, W) or (N, C, L) through a unit of any format."""
-    return FormatFunction.apply(x, weight, bias, units, _Geo(geo), backward, grad_h, layer, nt, static_q,
+    return FormatFunction.apply(x, weight, bias, units, geo, backward, grad_h, layer, nt, static_q,
                                 weights == "channel")

@@ -216,13 +216,7 @@ class Units:
         for t in (self.mul.astype("<i2" if fmt.legacy else "<i4"), self.requant_lut, self.relu_lut):
             h.update(t.tobytes())
         self.digest = h.hexdigest()
-        self.name = name or ("exact" if self.is_exact else "custom")
-        self.defaulted: tuple = ()          # Units.load: tables the directory lacked
-        self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
-        self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
-        self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
-        self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
-        self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
+        self._provenance(name)
         # What kernels read: the table as int32 byte-indexed (a & 0xff) * 256 + (b & 0xff), in (a,b)
         # and (b,a) order, minus kernel_offset so that every entry fits int16 (the table bodies
         # hold products in 16 bits): a sum of K of them plus K * kernel_offset is the sum of the
@@ -248,6 +242,16 @@ class Units:
         t = np.arange(65536, dtype=np.int64).astype(np.uint16).view(np.int16)
         self._requant_clamp = (lo <= hi and
                                bool(np.array_equal(np.clip(t, lo, hi).astype(np.int8), self.requant_lut)), lo, hi)
+
+    def _provenance(self, name):
+        """The name and what a builder or loader fills in later (every constructor sets these)."""
+        self.name = name or ("exact" if self.is_exact else "custom")
+        self.defaulted: tuple = ()          # Units.load: tables the directory lacked
+        self.source = None         # from_verilog / from_c: what was read, and how its ports were taken
+        self.cost: dict = {}       # power_mw / area_um2 / delay_ns (any may be missing) and source
+        self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
+        self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
+        self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
 
     # ---------------------------------------------------------------- kernel path
     @property
@@ -343,8 +347,7 @@ class Units:
                                   + u.requant_lut.tobytes() + u.relu_lut.tobytes()).hexdigest()
         a, b = _sample_pairs(fmt)
         u.is_exact = bool(np.array_equal(u.products(a, b), fmt.read_product(a * b)))
-        u.name = name or ("exact" if u.is_exact else "custom")
-        u.defaulted, u.source, u.cost, u.published, u.loaded_from, u.grad_tables = (), None, {}, {}, None, None
+        u._provenance(name)
         u.kernel_offset, u._true_product = 0, False
         lo, hi = fmt.p_range
         u.max_abs_product = max(abs(lo), abs(hi))

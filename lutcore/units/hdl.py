@@ -126,11 +126,9 @@ def _port_desc(name, port):
     return f"{name}[{n - 1}:0]" + (" signed" if port.get("signed") else "")
 
 
-_PAIR_WIDTHS = [(8, 8)]        # eval_netlist's operand widths, for its messages
-
-
-def _pair(i, widths=None):
-    wa, wb = widths or _PAIR_WIDTHS[-1]
+def _pair(i, widths=(8, 8)):
+    """The operands of pair index ``i`` (a's bits above b's) as a message names them."""
+    wa, wb = widths
     return f"a={_sext(i >> wb, wa)}, b={_sext(i & ((1 << wb) - 1), wb)}"
 
 
@@ -140,10 +138,9 @@ def _sext(v, bits):
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
-def _first(words):
-    """(first pair index whose bit is set, how many are set) of a (WORDS,) mask."""
-    wa, wb = _PAIR_WIDTHS[-1]
-    bits = _unpack(words)[:1 << (wa + wb)]
+def _first(words, pairs):
+    """(first pair index whose bit is set, how many are set) of a mask over ``pairs`` pairs."""
+    bits = _unpack(words)[:pairs]
     idx = np.flatnonzero(bits)
     return int(idx[0]), int(idx.size)
 
@@ -202,7 +199,6 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
     wa, wb = len(pa["bits"]), len(pb["bits"])
     if wa + wb > 16:
         raise WideCircuit(wa, wb)
-    _PAIR_WIDTHS.append((wa, wb))
     pairs = 1 << (wa + wb)
     W = _input_words(wa + wb)
     words = W.shape[1]
@@ -281,12 +277,12 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
             raise _fail(path, f"output {no} bit {j} is not driven")
         if bit in unk:
             if bit in zunk and zunk[bit].any():
-                i, n = _first(zunk[bit])
+                i, n = _first(zunk[bit], pairs)
                 raise _fail(path, f"output {no} bit {j} is high-impedance (z, or a value that depends on one) "
-                                  f"at {_pair(i)}{f' and {n - 1} other pairs' if n > 1 else ''}: a tri-state "
+                                  f"at {_pair(i, (wa, wb))}{f' and {n - 1} other pairs' if n > 1 else ''}: a tri-state "
                                   f"or floating output cannot be tabulated")
-            i, n = _first(unk[bit])
-            raise _fail(path, f"output {no} bit {j} is undefined (x) at {_pair(i)}"
+            i, n = _first(unk[bit], pairs)
+            raise _fail(path, f"output {no} bit {j} is undefined (x) at {_pair(i, (wa, wb))}"
                               f"{f' and {n - 1} other pairs' if n > 1 else ''}"
                               f"{' (it depends on an undriven wire or an x constant)' if bit != 'x' else ''}")
         bits.append(_unpack(val[bit])[:pairs])
@@ -297,7 +293,6 @@ def eval_netlist(module: dict, path: str = "netlist") -> tuple[np.ndarray, dict]
         v |= b.astype(np.int64) << j
     if signed and width:
         v -= (v >> (width - 1) & 1) << width
-    _PAIR_WIDTHS.pop()
     return v, {"a": na, "b": nb, "out": no, "width": width, "signed": signed, "a_bits": wa, "b_bits": wb,
                "a_signed": bool(pa.get("signed")), "b_signed": bool(pb.get("signed"))}
 

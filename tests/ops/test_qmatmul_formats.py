@@ -33,8 +33,14 @@ def test_qmatmul_formats_match_the_reference(simd, spec, shape, block):
     y2 = qmatmul(a, QF(b, f, block), u, block, threads=2)
     assert np.array_equal(y1.view(np.int32), want.view(np.int32))
     assert np.array_equal(y1.view(np.int32), y2.view(np.int32))
+    # a QLinear holds its weight as a Q8 (a stage's weights): such units read that weight
+    wq = lutcore.quantize(b, block, axis=0).dequantize()
+    want_q = qmatmul_formats_ref(a, wq, u.table(), (f.a_bits, f.a_signed, f.b_bits, f.b_signed), block)
     q = QLinear(b, u, block, threads=2)
-    assert np.array_equal(q(a).view(np.int32), want.view(np.int32))
+    assert np.array_equal(q(a).view(np.int32), want_q.view(np.int32))
+    switched = QLinear(b, "exact", block, threads=2)                 # built with other units, switched later
+    switched.units = u
+    assert np.array_equal(switched(a).view(np.int32), want_q.view(np.int32))
 
 
 def test_qmatmul_formats_refuse_signed_8bit_operands_and_nonfinite_values():
@@ -77,3 +83,10 @@ def test_the_pipeline_through_an_unsigned_unit_splits_and_decodes_bit_for_bit(tm
     assert np.array_equal(one.logits(ids).view(np.int32), two.logits(ids).view(np.int32))
     full = one.logits(g1[:-1])
     assert int(np.argmax(full[-1])) == int(g1[-1])
+    later = Pipeline.from_pretrained(str(tmp_path / "m"), units="exact")     # switched to the unit afterwards
+    exact_logits = later.logits(ids)
+    later.set_units(u)
+    assert np.array_equal(later.logits(ids).view(np.int32), one.logits(ids).view(np.int32))
+    assert np.array_equal(later.generate(ids, 5), g1)
+    later.set_units("exact")                                                 # and back: the int8 path's bits
+    assert np.array_equal(later.logits(ids).view(np.int32), exact_logits.view(np.int32))

@@ -345,24 +345,29 @@ def _dy_for(rng, y):
 def test_table_backward(rng, spec, kind):
     u = units_of(spec, kind)
     Ga, Gb = u.gradients(1)
+    for what, f, x, w, b, geo, dy, (dx, dw, db, y) in _backward_runs(rng, u, "table", spec, kind):
+        if f == "linear":
+            rx, rw, rb = linear_table_backward(dy, x, w, Ga, Gb, spec)
+            assert_bits(y.detach().numpy(), linear_forward(x, w, b, u.table(), spec), what)
+        elif f == "conv2d":
+            rx, rw, rb = conv2d_table_backward(dy, x, w, Ga, Gb, spec, *geo)
+        else:
+            rx, rw, rb = conv1d_table_backward(dy, x, w, Ga, Gb, spec, *geo)
+        assert_scaled_close(dx, rx, what + " dX")
+        assert_scaled_close(dw, rw, what + " dW")
+        np.testing.assert_allclose(db, rb, rtol=DB_RTOL, atol=DB_RTOL * np.abs(rb).max(), err_msg=what + " db")
+
+
+def _backward_runs(rng, u, mode, spec, kind):
+    """Every backward case (BWD_CASES x a normal and an all-positive input): (what, f, x, w, b, geo,
+    dy, (dx, dw, db, y)) of the layer through ``u`` with backward=``mode``."""
     for name, f, xs, ws, geo in BWD_CASES:
         for inp in ("normal", "positive"):
             x, w, b = _case_data(rng, xs, ws, inp)
             with torch.no_grad():
-                y0 = _FN[f](T(x), T(w), T(b), u, "table", geo)
+                y0 = _FN[f](T(x), T(w), T(b), u, mode, geo)
             dy = _dy_for(rng, y0)
-            dx, dw, db, y = _grads(f, x, w, b, dy, u, "table", geo)
-            if f == "linear":
-                rx, rw, rb = linear_table_backward(dy, x, w, Ga, Gb, spec)
-                assert_bits(y.detach().numpy(), linear_forward(x, w, b, u.table(), spec), name)
-            elif f == "conv2d":
-                rx, rw, rb = conv2d_table_backward(dy, x, w, Ga, Gb, spec, *geo)
-            else:
-                rx, rw, rb = conv1d_table_backward(dy, x, w, Ga, Gb, spec, *geo)
-            what = f"{spec} {kind} {name} {inp}"
-            assert_scaled_close(dx, rx, what + " dX")
-            assert_scaled_close(dw, rw, what + " dW")
-            np.testing.assert_allclose(db, rb, rtol=DB_RTOL, atol=DB_RTOL * np.abs(rb).max(), err_msg=what + " db")
+            yield f"{spec} {kind} {name} {inp}", f, x, w, b, geo, dy, _grads(f, x, w, b, dy, u, mode, geo)
 
 
 def test_table_backward_at_a_clamped_code():
@@ -389,24 +394,17 @@ def test_table_backward_at_a_clamped_code():
 def test_units_backward(rng, spec, kind):
     u = units_of(spec, kind)
     t = u.table()
-    for name, f, xs, ws, geo in BWD_CASES:
-        for inp in ("normal", "positive"):
-            x, w, b = _case_data(rng, xs, ws, inp)
-            with torch.no_grad():
-                y0 = _FN[f](T(x), T(w), T(b), u, "units", geo)
-            dy = _dy_for(rng, y0)
-            dx, dw, db, _ = _grads(f, x, w, b, dy, u, "units", geo)
-            if f == "linear":
-                rx, rw = linear_units_backward(dy, x, w, t, spec)
-            elif f == "conv2d":
-                rx, rw = conv2d_units_backward(dy, x, w, t, spec, *geo)
-            else:
-                rx, rw = conv1d_units_backward(dy, x, w, t, spec, *geo)
-            what = f"{spec} {kind} {name} {inp}"
-            assert_scaled_close(dx, rx, what + " dX")
-            assert_scaled_close(dw, rw, what + " dW")
-            rb = _db_ref(f, dy)
-            np.testing.assert_allclose(db, rb, rtol=DB_RTOL, atol=DB_RTOL * np.abs(rb).max(), err_msg=what + " db")
+    for what, f, x, w, b, geo, dy, (dx, dw, db, _) in _backward_runs(rng, u, "units", spec, kind):
+        if f == "linear":
+            rx, rw = linear_units_backward(dy, x, w, t, spec)
+        elif f == "conv2d":
+            rx, rw = conv2d_units_backward(dy, x, w, t, spec, *geo)
+        else:
+            rx, rw = conv1d_units_backward(dy, x, w, t, spec, *geo)
+        assert_scaled_close(dx, rx, what + " dX")
+        assert_scaled_close(dw, rw, what + " dW")
+        rb = _db_ref(f, dy)
+        np.testing.assert_allclose(db, rb, rtol=DB_RTOL, atol=DB_RTOL * np.abs(rb).max(), err_msg=what + " db")
 
 
 def _float_grads(f, x, w, b, dy, geo):

@@ -254,6 +254,51 @@ LC_TARGET_AVX2 static void lc_nl_planes_avx2(uint64_t *out, int64_t os, const ui
 }
 #endif
 
+/* ------------------------------------------------------------ the accumulator's steps (accum.h)
+ * gather  x[i] = row[b[i] & bm], i < n: a table row's W-bit product patterns at a run's codes
+ * post    one adder pass's outputs O (ob planes) -> the register planes R, given the addend
+ *         planes D: per word the overflow mask ov (W + 1 outputs: the top bit, or top ^ bit W-1
+ *         signed; W outputs: the two's-complement overflow flag), R = O's low W planes where no
+ *         overflow or wrap, else the bound on the sum's side; counts (CP, 40 planes) += ov */
+static void lc_nl_gather_generic(uint16_t *x, const uint16_t *row, const uint16_t *b, int64_t n, uint16_t bm) {
+    for (int64_t i = 0; i < n; i++) x[i] = row[b[i] & bm];
+}
+
+#ifndef LC_ACC_CNT_BITS
+#define LC_ACC_CNT_BITS 40          /* the accumulator's overflow counters: bit planes */
+#endif
+
+static void lc_nl_acc_post_generic(const uint64_t *O, uint64_t *R, const uint64_t *D, uint64_t *CP, int64_t TW,
+                                   int W, int ob, int sgn, int sat, int count) {
+    const uint64_t *Ot = O + (int64_t)(ob - 1) * TW;
+    for (int64_t w = 0; w < TW; w++) {
+        uint64_t ov, pos;
+        if (ob == W + 1) {
+            ov = sgn ? Ot[w] ^ O[(W - 1) * TW + w] : Ot[w];
+            pos = sgn ? ov & ~Ot[w] : ov;
+        } else {
+            const uint64_t rs = R[(W - 1) * TW + w], ds = D[(W - 1) * TW + w], ss = Ot[w];
+            ov = ~(rs ^ ds) & (ss ^ rs);
+            pos = ov & ~rs;
+        }
+        if (count) {
+            uint64_t c = ov;
+            for (int b = 0; c && b < LC_ACC_CNT_BITS; b++) {
+                const uint64_t t = CP[b * TW + w] & c;
+                CP[b * TW + w] ^= c;
+                c = t;
+            }
+        }
+        if (!sat || !ov) {
+            for (int i = 0; i < W; i++) R[i * TW + w] = O[i * TW + w];
+        } else {
+            const uint64_t neg = ov & ~pos;
+            for (int i = 0; i < W - 1; i++) R[i * TW + w] = (O[i * TW + w] & ~ov) | pos;
+            R[(W - 1) * TW + w] = (O[(W - 1) * TW + w] & ~ov) | (sgn ? neg : pos);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ the body table
  * The AVX-512 bodies (csrc/netlist/x86/avx512.c; avx512_vpopcnt.c: the same with vpopcntq)
  * live in their own translation units; LC_NL_SIMDE (setup.py: 1 in the test twin's build)
@@ -269,20 +314,25 @@ typedef struct {
                 const uint64_t *, int64_t *, uint64_t *, int64_t);
     void (*planes)(uint64_t *, int64_t, const uint16_t *, int64_t, int);
     void (*values)(int64_t *, const uint64_t *, int64_t, int64_t, int, int);
+    void (*gather)(uint16_t *, const uint16_t *, const uint16_t *, int64_t, uint16_t);
+    void (*post)(const uint64_t *, uint64_t *, const uint64_t *, uint64_t *, int64_t, int, int, int, int, int);
 } lc_nl_body;
 static const lc_nl_body lc_nl_bodies[] = {
 #if LC_X86_BODIES
     {{"avx512-vpopcntdq", LC_ISA_AVX512 | LC_ISA_VPOPCNT}, LC_NL_X86_WORDS,
      LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_run), LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_planes),
-     LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_values)},
+     LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_values), LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_gather),
+     LC_XBODY(LC_NL_SIMDE, avx512vpopcnt, nl_acc_post)},
     {{"avx512", LC_ISA_AVX512}, LC_NL_X86_WORDS, LC_XBODY(LC_NL_SIMDE, avx512, nl_run),
-     LC_XBODY(LC_NL_SIMDE, avx512, nl_planes), LC_XBODY(LC_NL_SIMDE, avx512, nl_values)},
+     LC_XBODY(LC_NL_SIMDE, avx512, nl_planes), LC_XBODY(LC_NL_SIMDE, avx512, nl_values),
+     LC_XBODY(LC_NL_SIMDE, avx512, nl_gather), LC_XBODY(LC_NL_SIMDE, avx512, nl_acc_post)},
 #endif
 #if LC_X86
-    {{"avx2", LC_ISA_AVX2}, 4 * LC_NL_AVX2_U, lc_nl_run_avx2, lc_nl_planes_avx2, lc_nl_values_generic},
+    {{"avx2", LC_ISA_AVX2}, 4 * LC_NL_AVX2_U, lc_nl_run_avx2, lc_nl_planes_avx2, lc_nl_values_generic,
+     lc_nl_gather_generic, lc_nl_acc_post_generic},
 #endif
     {{"generic", LC_ISA_GENERIC}, LC_NL_GEN_WORDS, lc_nl_run_generic, lc_nl_planes_generic,
-     lc_nl_values_generic},
+     lc_nl_values_generic, lc_nl_gather_generic, lc_nl_acc_post_generic},
 };
 LC_BODY_TABLE(lc_nl_body, lc_nl, lc_nl_bodies)   /* lc_nl_pick(isa), lc_nl_body_name(isa) */
 
@@ -428,5 +478,7 @@ static int lc_nl_products(int64_t *out, const uint16_t *a, const uint16_t *b, in
     lc_nl_plan_free(&P);
     return rc;
 }
+
+#include "netlist/accum.h"
 
 #endif /* LUTCORE_NETLIST_H */

@@ -66,6 +66,88 @@ def products(int64_t[::1] out, const uint16_t[::1] a, const uint16_t[::1] b, con
     _rc(rc)
 
 
+cdef int _spec(lc_acc_spec *sp, int W, bint sgn, bint sat, int64_t chunk, const int32_t[:, ::1] gates,
+               const int32_t[::1] outputs) except -1:
+    if not 2 <= W <= 32 or chunk < 1:
+        raise ValueError(f"accumulator: width {W} (2..32) or chunk {chunk} (>= 1) out of range")
+    sp.W, sp.sgn, sp.sat, sp.chunk = W, sgn, sat, chunk
+    sp.out_bits = <int>outputs.shape[0] if gates is not None else 0
+    if gates is not None:
+        if W > 16 or sp.out_bits not in (W, W + 1):
+            raise ValueError(f"adder: a {W}-bit register's adder netlist has {W} or {W + 1} outputs (W <= 16), "
+                             f"got {sp.out_bits}")
+        _check(gates, outputs, W, W)
+    return 0
+
+
+cdef int _acc_call(int64_t[::1] out, int64_t[::1] cnt, lc_acc_src *S, int64_t L, int64_t K, lc_acc_spec *sp,
+                   const int32_t[:, ::1] gates, const int32_t[::1] outputs, int isa, int nthreads) except -1:
+    cdef int rc
+    cdef int64_t *pc = NULL
+    cdef const int32_t *pg = NULL
+    cdef const int32_t *po = NULL
+    if out.shape[0] != L or (cnt is not None and cnt.shape[0] != L):
+        raise ValueError("accumulate: out / counts lengths differ from the lanes")
+    if cnt is not None and L:
+        pc = &cnt[0]
+    if gates is not None:
+        if gates.shape[0]:
+            pg = &gates[0, 0]
+        po = &outputs[0]
+    if L == 0:
+        return 0
+    with nogil:
+        rc = lc_acc_run(&out[0], pc, S, L, K, sp, pg, gates.shape[0] if gates is not None else 0, po, isa, nthreads)
+    return _rc(rc)
+
+
+def accumulate(int64_t[::1] out, int64_t[::1] cnt, const int64_t[:, ::1] products, int W, bint sgn, bint sat,
+               int64_t chunk, const int32_t[:, ::1] gates, const int32_t[::1] outputs, int isa, int nthreads):
+    """out[l] (and cnt[l], cnt may be None) = lane l's products accumulated in the declared register
+    (csrc/netlist/accum.h); gates None: the exact adder."""
+    cdef lc_acc_spec sp
+    cdef lc_acc_src S
+    _spec(&sp, W, sgn, sat, chunk, gates, outputs)
+    cdef int64_t L = products.shape[0], K = products.shape[1]
+    S.P = &products[0, 0] if L and K else NULL
+    S.A = NULL
+    S.B = NULL
+    S.tab = NULL
+    S.N = 0
+    if K == 0:
+        out[:] = 0
+        if cnt is not None:
+            cnt[:] = 0
+        return
+    _acc_call(out, cnt, &S, L, K, &sp, gates, outputs, isa, nthreads)
+
+
+def accum_gemm(int64_t[::1] out, int64_t[::1] cnt, const uint16_t[:, ::1] a, const uint16_t[:, ::1] b,
+               const int32_t[::1] table, int a_bits, int b_bits, int W, bint sgn, bint sat, int64_t chunk,
+               const int32_t[:, ::1] gates, const int32_t[::1] outputs, int isa, int nthreads):
+    """out[m N + n] = sum over k of table[a[m, k], b[k, n]] in the declared register (accum.h)."""
+    cdef lc_acc_spec sp
+    cdef lc_acc_src S
+    _spec(&sp, W, sgn, sat, chunk, gates, outputs)
+    cdef int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1]
+    if b.shape[0] != K or not 1 <= a_bits <= 8 or not 1 <= b_bits <= 8 or table.shape[0] != (1 << (a_bits + b_bits)):
+        raise ValueError("accum_gemm: operand shapes, widths or the table's size disagree")
+    if K == 0:
+        out[:] = 0
+        if cnt is not None:
+            cnt[:] = 0
+        return
+    S.P = NULL
+    S.A = &a[0, 0] if M else NULL
+    S.B = &b[0, 0] if N else NULL
+    S.tab = &table[0]
+    S.N = N
+    S.bb = b_bits
+    S.am = <uint16_t>((1 << a_bits) - 1)
+    S.bm = <uint16_t>((1 << b_bits) - 1)
+    _acc_call(out, cnt, &S, M * N, K, &sp, gates, outputs, isa, nthreads)
+
+
 def body_names(int isa):
     """{family: the body the netlist kernels run at isa} (lutcore.show_config)."""
     return {"netlist (gate-level multipliers)": lc_nl_body_name(isa).decode()}

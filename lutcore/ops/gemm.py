@@ -168,6 +168,8 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     """
     if not isinstance(units, Units):         # a resolved Units passes through without a call
         units = _resolve_units(units)
+    if units.accumulator is not None:        # a declared register: the accumulator kernels
+        return _accumulated(a, b, units, threads, out)
     fmt = units.format
     if units.mul is None:                    # a unit wider than a table: its netlist, bit-sliced (int64 sums)
         if isinstance(b, PackedB):
@@ -223,6 +225,29 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     if audit._rate > 0:
         audit.check_gemm(c, a, b, units)
     return _check.out_done(out, c)
+
+
+def _accumulated(a, b, units, threads, out):
+    """lut_gemm through a unit with a declared accumulator (``lutcore.ops.accum``): int32 when the
+    register's values fit it, else int64 (then ``out`` is refused)."""
+    from lutcore.ops import accum
+    if isinstance(b, PackedB):
+        if not units.format.legacy:
+            _packed_codes(b, units.format)
+        b = b.b if b.signed else b.b.view(np.uint8)
+    c = accum.gemm(a, b, units, units.accumulator, threads=threads)
+    lo, hi = units.accumulator.range
+    if lo < -2**31 or hi > INT32_MAX:
+        if out is not None:
+            raise TypeError(f"out: a {units.accumulator} accumulator's sums leave int32: the product is int64 and "
+                            f"returned new")
+        return c
+    c = c.astype(np.int32)
+    if out is None:
+        return c
+    _check.out_checked(out, "out", c.shape, np.int32)
+    out[...] = c
+    return out
 
 
 def _codes(x, name, fmt, which) -> np.ndarray:

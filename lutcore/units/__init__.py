@@ -25,7 +25,10 @@ COST_FILE = "cost.json"        # optional: {"cost": {...}, "published": {...}} (
 GRAD_A_FILE, GRAD_B_FILE = "grad_a.bin", "grad_b.bin"   # optional: float32 LE, 65536, Units.grad_tables
 FORMAT_FILE = "format.json"    # a unit of another format than signed 8 x 8: {"a": "8u", "b": "4u", "product": "12u"}
 NETLIST_FILE = "netlist.npz"   # a unit wider than a table: its gate netlist (lutcore.units.netlist), instead of mul_lut.bin
+ACC_FILE = "accumulator.json"  # a declared accumulator (lutcore.units.accumulator): width, overflow, order
+ADDER_DIR = "adder"            # its approximate adder, when it has one (lutcore.units.adders.Adder.save)
 _FORMAT_FORMAT = "lutcore-units-format/1"
+_ACC_FORMAT = "lutcore-units-accumulator/1"
 _COST_FORMAT = "lutcore-units-cost/1"
 
 
@@ -252,6 +255,51 @@ class Units:
         self.published: dict = {}  # error metrics a circuit's header states (EvoApproxLib style)
         self.loaded_from = None    # what it was built from, as resolve() takes it: dir, mul.v[:top], mul.c:fn
         self.grad_tables = None    # with_gradients / a units directory's grad_a.bin, grad_b.bin: (Ga, Gb)
+        self.accumulator = None    # with_accumulator: the declared register (None: exact sums, as always)
+
+    # ---------------------------------------------------------------- the accumulator
+    @property
+    def product_range(self) -> tuple:
+        """(lo, hi): the smallest and largest product the unit gives (a netlist: its format's range)."""
+        if self.mul is None:
+            return self.format.p_range
+        return int(self.mul.min()), int(self.mul.max())
+
+    def with_accumulator(self, accumulator) -> "Units":
+        """A copy of these units whose dot products accumulate in ``accumulator`` (a
+        ``lutcore.units.accumulator.Accumulator`` or a spec such as ``"16s:saturate"``; None: exact
+        sums again): its width, overflow policy, order and adder (the contract:
+        ``lutcore.units.accumulator``).  Every product through the copy -- ``lut_gemm``,
+        ``qmatmul`` (each block), ``lutcore.torch``, the models and pipeline stages -- forms its
+        integer sums in that register.  A register narrower than one of the unit's products is a
+        ValueError.  The digest covers the accumulator; the tables are shared, not copied."""
+        import copy
+        from lutcore.units.accumulator import accumulator_arg
+        acc = accumulator_arg(accumulator)
+        base = self.table_digest
+        if acc is not None:
+            lo, hi = self.product_range
+            acc.check_products(lo, hi, f"units {self.name!r}")
+        out = copy.copy(self)
+        out.accumulator = acc
+        out.table_digest = base
+        out.digest = base if acc is None else hashlib.sha256(f"{base}\naccumulator:{acc.digest}".encode()).hexdigest()
+        out.cost, out.published = dict(self.cost), dict(self.published)
+        return out
+
+    def without_accumulator(self) -> "Units":
+        """These units with exact sums (no declared accumulator): self when there is none."""
+        return self if self.accumulator is None else self.with_accumulator(None)
+
+    @property
+    def table_digest(self) -> str:
+        """The digest of the multiplier and the requant/ReLU tables alone (``digest`` without the
+        accumulator)."""
+        return self.__dict__.get("table_digest", self.digest)
+
+    @table_digest.setter
+    def table_digest(self, v):
+        self.__dict__["table_digest"] = v
 
     # ---------------------------------------------------------------- kernel path
     @property
@@ -377,6 +425,8 @@ class Units:
                                            remap[np.asarray(n.outputs, np.int64)].astype(np.int32)), fmt, name=name)
         u.cost, u.published = dict(self.cost), dict(self.published)
         u.source = f"{self.name} with its operands swapped" + (f" ({self.source})" if self.source else "")
+        if self.accumulator is not None:        # the register adds the same products in the same order
+            u = u.with_accumulator(self.accumulator)
         return u
 
     def products(self, a, b) -> np.ndarray:
@@ -486,7 +536,7 @@ class Units:
         _check_dir(src)
         fmt = _read_format(contained(src, FORMAT_FILE))
         if not fmt.is_table:
-            return _load_netlist_units(cls, path, src, fmt, read)
+            return _read_accumulator(_load_netlist_units(cls, path, src, fmt, read), src)
         n = fmt.table_shape[0] * fmt.table_shape[1]
         mul = read(MUL_FILE, "<i2" if fmt.legacy else "<i4", n)
         requant, relu = read(REQUANT_FILE, np.int8, 65536), read(RELU_FILE, np.int8, 256)
@@ -513,7 +563,7 @@ class Units:
                                      f"gradient table holds finite float32 values")
             units.grad_tables = (_readonly(ga.astype(np.float32).reshape(fmt.table_shape)),
                                  _readonly(gb.astype(np.float32).reshape(fmt.table_shape)))
-        return units
+        return _read_accumulator(units, src)
 
     def save(self, path) -> None:
         """Write the three tables into directory ``path`` (created if needed).
@@ -528,7 +578,13 @@ class Units:
         from lutcore._io import atomic_dir
         legacy = self.format.legacy
         with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE,
-                                     MUL_FILE)) as tmp:
+                                     MUL_FILE, ACC_FILE, ADDER_DIR)) as tmp:
+            if self.accumulator is not None:
+                acc = self.accumulator
+                with open(os.path.join(tmp, ACC_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"format": _ACC_FORMAT, **acc.to_dict()}, f, indent=1)
+                if acc.adder is not None:
+                    acc.adder.save(os.path.join(tmp, ADDER_DIR))
             tables = ((REQUANT_FILE, self.requant_lut), (RELU_FILE, self.relu_lut))
             if self.mul is not None:
                 tables = ((MUL_FILE, self.mul.astype("<i2" if legacy else "<i4")),) + tables
@@ -659,7 +715,8 @@ class Units:
         if self.mul is None:
             kind += f" netlist of {self.netlist.gate_count} gates"
         dflt = f", defaulted={'+'.join(self.defaulted)}" if self.defaulted else ""
-        return f"Units(name={self.name!r}, format={self.format}, mul={kind}, digest={self.digest[:16]}{dflt})"
+        acc = f", accumulator={self.accumulator}" if self.accumulator is not None else ""
+        return f"Units(name={self.name!r}, format={self.format}, mul={kind}{acc}, digest={self.digest[:16]}{dflt})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Units) and other.digest == self.digest
@@ -787,6 +844,33 @@ def _read_format(f):
     return fmt
 
 
+def _read_accumulator(units, src):
+    """units with the accumulator a directory's accumulator.json (+ adder/) declares, if any."""
+    from lutcore._io import contained
+    from lutcore.units.accumulator import Accumulator
+    f = contained(src, ACC_FILE)
+    if not os.path.lexists(f):
+        return units
+    d = _read_json(f, "the accumulator")
+    keys = ("bits", "signed", "overflow", "order", "chunk")
+    if not isinstance(d, dict) or d.get("format") != _ACC_FORMAT or any(k not in d for k in keys):
+        raise ValueError(f"{f}: expected {{\"format\": \"{_ACC_FORMAT}\", \"bits\": 16, \"signed\": true, "
+                         f"\"overflow\": \"wrap\", \"order\": \"sequential\", \"chunk\": 1, \"adder\": null}}, "
+                         f"got {d!r}"[:400])
+    adder = None
+    if d.get("adder") is not None:
+        from lutcore.units.adders import Adder
+        adder = Adder.load(contained(src, ADDER_DIR))
+        want = d["adder"].get("digest") if isinstance(d["adder"], dict) else None
+        if want is not None and want != adder.digest:
+            raise ValueError(f"{f}: names adder digest {str(want)[:16]}, but {ADDER_DIR}/ holds {adder.digest[:16]}")
+    try:
+        acc = Accumulator(**{k: d[k] for k in keys}, adder=adder)
+        return units.with_accumulator(acc)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{f}: {e}") from None
+
+
 def _load_netlist_units(cls, path, src, fmt, read):
     """A units directory of a wide unit: format.json + netlist.npz (+ requant/relu, cost.json)."""
     from lutcore._io import contained
@@ -821,7 +905,8 @@ def _check_dir(path: str) -> None:
     warning (a typo such as mul_lut.bn would otherwise pass for "no table")."""
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE)
+    known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE,
+             ACC_FILE, ADDER_DIR)
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
                 f"{FORMAT_FILE} (another operand format: then {MUL_FILE} is int32, 2^a_bits * 2^b_bits "

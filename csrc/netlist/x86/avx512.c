@@ -97,10 +97,11 @@ void LC_BODY(nl_planes)(uint64_t *out, int64_t os, const uint16_t *x, int64_t n,
             src = t;
         }
         const __m512i v0 = _mm512_loadu_si512((const void *)src), v1 = _mm512_loadu_si512((const void *)(src + 32));
-        for (int i = 0; i < bits; i++) {
+        for (int i = 0; i < bits; i++) {      /* two 32-lane masks, stored as the word's halves */
             const __m512i bit = _mm512_set1_epi16((short)(1 << i));
-            out[i * os + w] = (uint64_t)(uint32_t)_mm512_test_epi16_mask(v0, bit) |
-                              (uint64_t)(uint32_t)_mm512_test_epi16_mask(v1, bit) << 32;
+            uint32_t *h = (uint32_t *)(out + i * os + w);
+            h[0] = (uint32_t)_mm512_test_epi16_mask(v0, bit);
+            h[1] = (uint32_t)_mm512_test_epi16_mask(v1, bit);
         }
     }
 }
@@ -123,6 +124,70 @@ void LC_BODY(nl_values)(int64_t *out, const uint64_t *pl, int64_t ps, int64_t n,
             _mm512_storeu_si512((void *)(dst + 8 * q), v);
         }
         if (dst == t) memcpy(out + w * 64, t, sizeof(int64_t) * (size_t)l1);
+    }
+}
+
+/* x[i] = row[b[i] & bm]: the row's 256 patterns in 8 zmm, 32 codes a step -- four 64-entry
+ * vpermi2w lookups, then index bits 6 and 7 choose among them */
+void LC_BODY(nl_gather)(uint16_t *x, const uint16_t *row, const uint16_t *b, int64_t n, uint16_t bm) {
+    __m512i t[8];
+    for (int q = 0; q < 8; q++) t[q] = _mm512_loadu_si512((const void *)(row + 32 * q));
+    const __m512i mk = _mm512_set1_epi16((short)bm), b6 = _mm512_set1_epi16(64), b7 = _mm512_set1_epi16(128);
+    for (int64_t i = 0; i < n; i += 32) {
+        const __mmask32 live = n - i >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (n - i)) - 1);
+        const __m512i idx = _mm512_and_si512(_mm512_maskz_loadu_epi16(live, (const void *)(b + i)), mk);
+        const __m512i v0 = _mm512_permutex2var_epi16(t[0], idx, t[1]), v1 = _mm512_permutex2var_epi16(t[2], idx, t[3]);
+        const __m512i v2 = _mm512_permutex2var_epi16(t[4], idx, t[5]), v3 = _mm512_permutex2var_epi16(t[6], idx, t[7]);
+        const __mmask32 h6 = _mm512_test_epi16_mask(idx, b6), h7 = _mm512_test_epi16_mask(idx, b7);
+        const __m512i v = _mm512_mask_blend_epi16(h7, _mm512_mask_blend_epi16(h6, v0, v1),
+                                                  _mm512_mask_blend_epi16(h6, v2, v3));
+        _mm512_mask_storeu_epi16((void *)(x + i), live, v);
+    }
+}
+
+/* the generic body's post (netlist.h), 8 words a zmm */
+void LC_BODY(nl_acc_post)(const uint64_t *O, uint64_t *R, const uint64_t *D, uint64_t *CP, int64_t TW, int W, int ob,
+                          int sgn, int sat, int count) {
+    const uint64_t *Ot = O + (int64_t)(ob - 1) * TW;
+    for (int64_t w = 0; w < TW; w += 8) {
+        const __m512i ot = _mm512_loadu_si512((const void *)(Ot + w));
+        __m512i ov, pos;
+        if (ob == W + 1) {
+            if (sgn) {
+                ov = _mm512_xor_si512(ot, _mm512_loadu_si512((const void *)(O + (int64_t)(W - 1) * TW + w)));
+                pos = _mm512_andnot_si512(ot, ov);
+            } else {
+                ov = pos = ot;
+            }
+        } else {
+            const __m512i rs = _mm512_loadu_si512((const void *)(R + (int64_t)(W - 1) * TW + w));
+            const __m512i ds = _mm512_loadu_si512((const void *)(D + (int64_t)(W - 1) * TW + w));
+            ov = _mm512_ternarylogic_epi64(rs, ds, ot, 0x42);        /* ~(r ^ d) & (s ^ r) */
+            pos = _mm512_andnot_si512(rs, ov);
+        }
+        const __mmask8 any = _mm512_test_epi64_mask(ov, ov);
+        if (count && any) {
+            __m512i c = ov;
+            for (int b = 0; b < LC_ACC_CNT_BITS; b++) {
+                uint64_t *cp = CP + (int64_t)b * TW + w;
+                const __m512i old = _mm512_loadu_si512((const void *)cp);
+                _mm512_storeu_si512((void *)cp, _mm512_xor_si512(old, c));
+                c = _mm512_and_si512(old, c);
+                if (!_mm512_test_epi64_mask(c, c)) break;
+            }
+        }
+        if (!sat || !any) {
+            for (int i = 0; i < W; i++)
+                _mm512_storeu_si512((void *)(R + (int64_t)i * TW + w),
+                                    _mm512_loadu_si512((const void *)(O + (int64_t)i * TW + w)));
+        } else {
+            const __m512i neg = _mm512_andnot_si512(pos, ov);
+            for (int i = 0; i < W; i++) {
+                const __m512i o = _mm512_loadu_si512((const void *)(O + (int64_t)i * TW + w));
+                const __m512i set = i == W - 1 && sgn ? neg : pos;
+                _mm512_storeu_si512((void *)(R + (int64_t)i * TW + w), _mm512_ternarylogic_epi64(o, ov, set, 0xBA));
+            }
+        }
     }
 }
 

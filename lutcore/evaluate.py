@@ -44,6 +44,7 @@ whole one (eval.json ``"partial": true``), and ``lutcore eval`` exits 130.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -51,6 +52,8 @@ import os
 import time
 
 import numpy as np
+
+from lutcore.ops import accum as _accum
 
 __all__ = ["evaluate_units", "EvalResult", "EvalInterrupted", "format_table", "write_report",
            "checkpoint_units", "load_checkpoint", "open_checkpoint", "OpenCheckpoint", "MAX_SEQ_LEN", "FLOAT_SPECS"]
@@ -347,14 +350,17 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
         score = model.scorer(u)
         nll, top1 = 0.0, np.empty((n_win, L), np.int64)
         step = batch_size if isinstance(model, _Own) else 1
-        for s in range(0, n_win, step):
-            chunk = wins[s:s + step]
-            part, top1[s:s + len(chunk)] = _nll(score([w[:-1] for w in chunk]), targets[s:s + len(chunk)])
-            nll += part
-            done += len(chunk)
-            cur["windows_done"] = s + len(chunk)
-            if on_window is not None:
-                on_window(done, total, cur["units"])
+        units_of = [] if u is None else list(u.values()) if per else [u]
+        declared = any(v is not None and v.accumulator is not None for v in units_of)
+        with _accum.overflow_log() if declared else contextlib.nullcontext() as log:
+            for s in range(0, n_win, step):
+                chunk = wins[s:s + step]
+                part, top1[s:s + len(chunk)] = _nll(score([w[:-1] for w in chunk]), targets[s:s + len(chunk)])
+                nll += part
+                done += len(chunk)
+                cur["windows_done"] = s + len(chunk)
+                if on_window is not None:
+                    on_window(done, total, cur["units"])
         loss = nll / targets.size
         if u is None:
             float_top1 = top1
@@ -367,7 +373,16 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
             "loss": loss, "perplexity": math.exp(min(loss, 700.0)), "bits_per_token": loss / math.log(2),
             "accuracy": float((top1 == targets).mean()),
             "top1_agreement": float((top1 == float_top1).mean()),
+            **({"overflow": _overflow_rows(log)} if declared else {}),
             "seconds": time.perf_counter() - t0}
+
+
+def _overflow_rows(log) -> dict:
+    """{layer: {outputs, overflowed, events, additions, overflowed_pct}} of an overflow log."""
+    out = {}
+    for name, r in log.to_dict().items():
+        out[name] = {**r, "overflowed_pct": 100.0 * r["overflowed"] / r["outputs"] if r["outputs"] else 0.0}
+    return out
 
 
 def _result(units, resolved, scored, config, interrupted=False):
@@ -401,13 +416,33 @@ def format_table(res: EvalResult) -> str:
         rows.append((r["units"], "-" if r["wce_pct"] is None else f"{r['wce_pct']:.3g}", f"{r['loss']:.4f}",
                      f"{r['perplexity']:.3f}", f"{r['bits_per_token']:.3f}", f"{r['dloss']:+.4f}",
                      f"{r['top1_agreement']:.3f}", f"{r['accuracy']:.3f}"))
-    w = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"{c['model']}: {c['tokens']:,} predicted tokens in {c['windows']} window(s) of {c['seq_len']}"]
+    lines += _aligned(rows)
+    for r in res.rows:                        # a declared accumulator: its overflows, layer by layer
+        if r.get("overflow"):
+            lines.append(f"\noverflows of {r['units']}'s accumulator (dot products that wrapped or saturated "
+                         f"at least once):")
+            lines += _aligned([("layer", "dot products", "overflowed", "%", "events")] + [
+                (n, f"{o['outputs']:,}", f"{o['overflowed']:,}", f"{o['overflowed_pct']:.3g}", f"{o['events']:,}")
+                for n, o in r["overflow"].items()])
+    return "\n".join(lines)
+
+
+def _overflowed_pct(layers: dict) -> float:
+    """Share (%) of a row's dot products, over all layers, that overflowed at least once."""
+    n = sum(o["outputs"] for o in layers.values())
+    return 100.0 * sum(o["overflowed"] for o in layers.values()) / n if n else 0.0
+
+
+def _aligned(rows) -> list:
+    """Text lines of a table: the first column left-aligned, the others right, a rule under the head."""
+    w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
     for i, row in enumerate(rows):
         lines.append("  ".join(x.ljust(w[j]) if j == 0 else x.rjust(w[j]) for j, x in enumerate(row)))
         if i == 0:
             lines.append("  ".join("-" * x for x in w))
-    return "\n".join(lines)
+    return lines
 
 
 def write_report(res: EvalResult, out) -> dict:
@@ -425,6 +460,7 @@ def write_report(res: EvalResult, out) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels = [f"{r['units']}\nWCE {'-' if r['wce_pct'] is None else format(r['wce_pct'], '.3g') + '%'}"
+              + (f"\noverflowed {_overflowed_pct(r['overflow']):.3g}%" if r.get("overflow") else "")
               for r in res.rows]
     d = [r["dloss"] for r in res.rows]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(d) + 2), 4.2))

@@ -25,7 +25,7 @@ import numpy as np
 
 from lutcore import _check, _workspace, audit
 from lutcore._threads import resolve_threads
-from lutcore.ops import quant as _k
+from lutcore.ops import accum as _accum, quant as _k
 from lutcore.ops.gemm import even_depth as _even, pack_b, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
@@ -297,7 +297,7 @@ def qmatmul(a, b, units: Units | None = None, block: int = 32, threads: int | No
     """
     if not isinstance(units, Units):            # a resolved Units passes through without a call
         units = _resolve_units(units)
-    if not units.format.legacy:
+    if not units.plain:
         return _qmatmul_formats(a, b, units, block, threads, out)
     block = _block(block)
     nt = resolve_threads(threads)
@@ -434,6 +434,7 @@ class QLinear:
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
         self.qf = None                           # units of another format: the weight in their own codes
+        self.label = None                        # the layer's name, for the overflow log (lutcore.ops.accum)
         self.units = units
         self._rows = 0
         self.rows_seen = None        # an int while counting (count_rows): rows of x over calls
@@ -447,7 +448,7 @@ class QLinear:
         """Switch the multiplier: the Q8 stays; a unit of another format gets the weight's codes
         in its format (made once per format), the exact table its packed panels."""
         u = _resolve_units(units)
-        if u.format.legacy:
+        if u.plain:
             self.qf = None
             if u.kernel_path == "exact":
                 _exact_panels(self.q8, resolve_threads(self.threads))       # pack now, not on the first call
@@ -506,7 +507,8 @@ class QLinear:
         if self.qf is not None:
             if not np.isfinite(x).all():
                 raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
-            y[...] = _qmm_formats(x, self.qf, self.units, nt)
+            with _accum.labelled(self.label):
+                y[...] = _qmm_formats(x, self.qf, self.units, nt)
             return _check.out_done(out, y)
         self._buffers(M)
         qa, sa = self._qa[:M], self._sa[:M]

@@ -113,6 +113,8 @@ class LanguageModel:
                                           two_pass=getattr(self, "two_pass", False))
             else:
                 mm.units = u
+            if self._mms[n] is not None:
+                self._mms[n].label = n
         used = [mm.units for mm in self._mms.values() if mm is not None]
         uniform = len(used) == len(self._mms) and all(u.digest == used[0].digest for u in used)
         self.units = used[0] if used and uniform else None

@@ -60,11 +60,14 @@ class UnitMatmul:
         self.threads = threads
         self.block = int(block)
         self.two_pass = _check.bool_arg(two_pass, "two_pass")
+        self.label = None                # the layer's name, for the overflow log (lutcore.ops.accum)
         f = self.units.format
-        if not f.legacy:                 # units of another format: zero points (lutcore.quant.QF)
+        if not self.units.plain:         # another format (zero points) or an accumulator: lutcore.quant.QF
             if self.unit_backward == TABLE or self.two_pass:
-                raise ValueError(f"unit_backward / two_pass: units {self.units.name!r} ({f}) run the block-scaled "
-                                 f"product with zero points; their backward is the float STE or, for units "
+                acc = self.units.accumulator
+                raise ValueError(f"unit_backward / two_pass: units {self.units.name!r} ({f}"
+                                 f"{', accumulator ' + str(acc) if acc is not None else ''}) run the block-scaled "
+                                 f"product of operand formats; their backward is the float STE or, for units "
                                  f"whose operands share one format, through the units (unit_backward=True)")
             if self.unit_backward and (f.a_bits, f.a_signed) != (f.b_bits, f.b_signed):
                 raise ValueError(f"unit_backward: True passes the gradient through the unit as its first operand "
@@ -76,7 +79,7 @@ class UnitMatmul:
         quantized once along K (the residual pass reuses both).  A transposed view
         (dY^T) is quantized as it lies (``qmatmul`` / ``quantize``)."""
         a, b = a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
-        if not self.units.format.legacy:
+        if not self.units.plain:
             return qmatmul(a, b, self.units, self.block)
         qb = quantize(b, self.block, axis=0)
         if not self.two_pass:
@@ -87,8 +90,10 @@ class UnitMatmul:
         return y
 
     def forward(self, x2, w):
-        if not self.units.format.legacy:
-            y = qmatmul(_f32(x2), np.ascontiguousarray(_f32(w).T), self.units, self.block)
+        if not self.units.plain:
+            from lutcore.ops.accum import labelled
+            with labelled(self.label):
+                y = qmatmul(_f32(x2), np.ascontiguousarray(_f32(w).T), self.units, self.block)
             return y.astype(x2.dtype, copy=False)
         y = qmatmul(_f32(x2), _as_b(w, self.block), self.units, self.block)
         return y.astype(x2.dtype, copy=False)

@@ -93,6 +93,11 @@ def layer(name):
         _state.label = prev
 
 
+def labelled(label):
+    """``layer(label)``, or a no-op context for None."""
+    return layer(label) if label else contextlib.nullcontext()
+
+
 def logging() -> bool:
     """Whether an overflow log is open in this thread (then callers ask for counts)."""
     return bool(getattr(_state, "logs", None))
@@ -164,6 +169,7 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     acc.check_products(lo, hi, f"units {units.name!r}")
     if units.mul is None:
         return _netlist_gemm(a, b, units, acc, counts, threads)
+    a0, b0 = a, b
     a = _codes(a, "a", fmt, "a")
     b = _codes(b, "b", fmt, "b")
     if a.shape[1] != b.shape[0]:
@@ -174,7 +180,7 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     nt = resolve_threads(threads)
     if not want and (acc.holds_every_sum(lo, hi, K) or acc.exact_wrap) and K * max(abs(lo), abs(hi)) < 2**31:
         from lutcore.ops.gemm import lut_gemm
-        c = lut_gemm(a, b, units.without_accumulator(), threads=nt).astype(np.int64)
+        c = lut_gemm(a0, b0, units.without_accumulator(), threads=nt).astype(np.int64)
         return acc.wrap(c) if acc.exact_wrap else c
     out = np.empty(M * N, np.int64)
     cnt = np.empty(M * N, np.int64) if want else None

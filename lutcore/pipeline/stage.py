@@ -191,6 +191,7 @@ class Stage:
         self.layers = [self._build_layer(i, w) for i in range(self.plan.lo, self.plan.hi)]
         if self.plan.head:
             self._build_head(w)
+        self._label_units()
         # Llama-family layers (RMSNorm, RoPE, SwiGLU with SiLU) decode one token: all of the
         # stage's layers in one native call (see _decode_fused)
         self._fusable = (self._fusable_family() and
@@ -522,11 +523,21 @@ class Stage:
         if self.plan.head and isinstance(self._head, QLinear):
             self._head.units = want["lm_head"]
         self._unit_of = want
+        self._label_units()
         us = list(want.values())
         self.units = us[0] if us and us[0] is not None and _same(us) else None
         self._fused = self._fused_lin = None                    # the native decode linears hold the tables
         self._fusable = (self._fusable_family() and
                          not any(isinstance(m, _Split) for L in self.layers for m in (L.wqkv, L.wup)))
+
+    def _label_units(self) -> None:
+        """Each QLinear's label (the overflow log's layer, lutcore.ops.accum): its module name, the
+        names of a fused group's parts joined by '+'."""
+        names: dict = {}
+        for lin, name, _ in self._unit_matrices():
+            names.setdefault(id(lin), (lin, []))[1].append(name)
+        for lin, ns in names.values():
+            lin.label = "+".join(dict.fromkeys(ns))
 
     def _unit_matrices(self) -> list:
         """[(QLinear, module name, column range or None)] of every matmul through units."""

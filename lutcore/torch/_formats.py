@@ -68,11 +68,13 @@ def _codes_at(v, s, zp, bits, signed, clamped=False):
 
 def _codes_gemm(qa: np.ndarray, qb: np.ndarray, units, nt: int) -> np.ndarray:
     """int64 (M, N) sum_k T[qa[m, k], qb[k, n]] through the unit (its table, or its netlist)."""
-    if units.mul is None:
+    if units.mul is None and units.accumulator is None:
         from lutcore.ops import netlist as _net
         f, n = units.format, units.netlist
         return _net.gemm(qa, qb, n.gates, n.outputs, a_bits=f.a_bits, b_bits=f.b_bits, a_signed=f.a_signed,
                          b_signed=f.b_signed, product_signed=f.p_signed, threads=nt)
+    if units.mul is None:                    # a netlist through a declared accumulator (lut_gemm's room)
+        return lut_gemm(qa, qb, units, threads=nt).astype(np.int64)
     f = units.format                         # a table: codes of <= 8 bits as bytes, by signedness
     qa = qa if qa.dtype in (np.int8, np.uint8) else qa.astype(np.int8 if f.a_signed else np.uint8)
     if not isinstance(qb, PackedB):

@@ -271,7 +271,7 @@ class _Space:
         self.model = work
         self.layers = [(n, m) for n, m in all_layers if n in names]
         cands, ref = _core.candidates_and_reference(units, reference)
-        odd = [u for u in cands if not u.format.legacy]
+        odd = [u for u in cands if not u.plain]
         if comp and odd:
             raise ValueError(f"compensation: {list(comp)} models signed 8 x 8 codes (-127..127); units "
                              f"{odd[0].name!r} have format {odd[0].format}: search without compensation, or "

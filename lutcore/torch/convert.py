@@ -293,7 +293,7 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
         for name, m in layers:
             m.activations = "static"
             u = m.units
-            if u is not None and not u.format.legacy:      # the unit's activation format: scale and zero point
+            if u is not None and not u.plain:              # the unit's activation format: scale and zero point
                 from lutcore.torch._formats import quantize
                 lo, hi = m._lc_calib_range or (0.0, 0.0)
                 _, s_x, zp = quantize(np.array([lo, hi], np.float32), u.format.a_bits, u.format.a_signed)

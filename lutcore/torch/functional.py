@@ -761,7 +761,7 @@ def _formats_path(units, layer, weights="channel") -> bool:
     8 x 8: zero points, narrow and wide codes; or one weight scale per tensor); not traceable yet
     (a ValueError naming the layer)."""
     u = _units_of(units) if isinstance(units, str) else units          # tracing: the digest
-    if u.format.legacy and weights == "channel":
+    if u.plain and weights == "channel":
         return False
     if _tracing():
         raise ValueError(f"{layer}: units of another format than signed 8 x 8 do not run under torch.compile, "

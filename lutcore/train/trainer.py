@@ -492,7 +492,36 @@ def units_tensors(units) -> dict:
         t["outputs"] = np.ascontiguousarray(units.netlist.outputs)
     if not units.format.legacy:
         t["format"] = np.frombuffer(str(units.format).encode(), np.uint8).copy()
+    acc = units.accumulator
+    if acc is not None:                       # the declared register (and its adder's netlist)
+        d = acc.to_dict()
+        if acc.adder is not None:
+            ad = acc.adder
+            d["adder"].update(signed=ad.signed, cost=ad.cost, published=ad.published, source=ad.source)
+            t["adder_gates"] = np.ascontiguousarray(ad.netlist.gates)
+            t["adder_outputs"] = np.ascontiguousarray(ad.netlist.outputs)
+        t["accumulator"] = np.frombuffer(json.dumps(d, sort_keys=True).encode(), np.uint8).copy()
     return t
+
+
+def _accumulator_from_tensors(t: dict, where: str):
+    """The Accumulator ``units_tensors`` wrote, or None."""
+    if "accumulator" not in t:
+        return None
+    from lutcore.units.accumulator import Accumulator
+    d = json.loads(bytes(t["accumulator"]).decode())
+    adder = None
+    if d.get("adder") is not None:
+        from lutcore.units.adders import Adder
+        from lutcore.units.netlist import Netlist
+        a = d["adder"]
+        g, o = t["adder_gates"], t["adder_outputs"]
+        adder = Adder(Netlist(d["bits"], d["bits"], int(o.shape[0]), g, o), bool(a["signed"]), name=a.get("name"))
+        adder.cost, adder.published, adder.source = dict(a.get("cost") or {}), dict(a.get("published") or {}), \
+            a.get("source")
+        if a.get("digest") not in (None, adder.digest):
+            raise ValueError(f"{where}: the adder's netlist does not match its digest")
+    return Accumulator(d["bits"], d["signed"], d["overflow"], d["order"], d["chunk"], adder)
 
 
 def units_from_tensors(t: dict, name, where: str):
@@ -505,8 +534,10 @@ def units_from_tensors(t: dict, name, where: str):
             u = Units.from_netlist(Netlist(fmt.a_bits, fmt.b_bits, fmt.p_bits, t["gates"], t["outputs"]), fmt,
                                    name=name)
             u.requant_lut, u.relu_lut = t["requant"], t["relu"]
-            return u
-        return Units(t["mul"], t["requant"], t["relu"], name=name, format=fmt)
+        else:
+            u = Units(t["mul"], t["requant"], t["relu"], name=name, format=fmt)
+        acc = _accumulator_from_tensors(t, where)
+        return u if acc is None else u.with_accumulator(acc)
     except KeyError as e:
         raise ValueError(f"{where}: lacks the {e.args[0]} table") from None
 

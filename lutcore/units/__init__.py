@@ -287,6 +287,13 @@ class Units:
         out.cost, out.published = dict(self.cost), dict(self.published)
         return out
 
+    @property
+    def plain(self) -> bool:
+        """Whether the int8 paths serve these units: signed 8 x 8 operands and exact sums (no declared
+        accumulator).  Every other unit takes the paths of operand formats (zero points, codes,
+        ``lutcore.quant.QF``), which honour the accumulator."""
+        return self.format.legacy and self.accumulator is None
+
     def without_accumulator(self) -> "Units":
         """These units with exact sums (no declared accumulator): self when there is none."""
         return self if self.accumulator is None else self.with_accumulator(None)
@@ -952,6 +959,9 @@ def resolve(units) -> Units:
         s = os.fspath(units)
         if s == "exact":
             return resolve(None)
+        if isinstance(units, str) and "@" in s and not os.path.exists(s):     # UNITS@16s:saturate[:adder=FILE]
+            base, acc = s.rsplit("@", 1)
+            return resolve(base or None).with_accumulator(accumulator_spec(acc))
         if isinstance(units, str) and s.startswith("exact:") and not os.path.exists(s):
             return Units.exact(Format.parse(s[6:], "units"))       # exact:8u, exact:8u x 4u, exact:16s
         if isinstance(units, str) and approx.is_name(s):        # a built-in name wins over a folder
@@ -971,6 +981,34 @@ def resolve(units) -> Units:
         return approx.by_name(s)
     raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file, file.c:function, a text table, or "
                     f"None, got {type(units).__name__}")
+
+
+def accumulator_spec(text: str):
+    """An Accumulator from its spelling with an optional adder: ``"16s:saturate"``,
+    ``"16s:wrap:chunks=8"``, ``"16s:wrap:adder=add16se_X.c"`` (the adder a .c / .v file, ``file.c:function``,
+    ``file.v:top``, or a directory an Adder was saved to)."""
+    from lutcore.units.accumulator import Accumulator
+    if not isinstance(text, str):
+        raise TypeError(f"accumulator: expected a spec such as '16s:saturate', got {type(text).__name__}")
+    head, sep, adder = text.partition(":adder=")
+    return Accumulator.parse(head, adder=adder_spec(adder) if sep else None)
+
+
+def adder_spec(spec: str):
+    """An Adder from a file spec: ``add.c``, ``add.c:function``, ``add.v``, ``add.v:top``, a saved directory."""
+    from lutcore.units.adders import Adder
+    if os.path.isdir(spec):
+        return Adder.load(spec)
+    if spec.lower().endswith((".v", ".sv")):
+        return Adder.from_verilog(spec)
+    m = _V_SPEC.fullmatch(spec)
+    if m and not os.path.exists(spec):
+        return Adder.from_verilog(m.group(1), m.group(2))
+    m = _C_SPEC.fullmatch(spec)
+    if m:
+        return Adder.from_c(m.group(1), m.group(2))
+    raise ValueError(f"adder: expected a .c file (file.c or file.c:function), a .v file (file.v or file.v:top) or "
+                     f"a saved adder's directory, got {spec!r}")
 
 
 from lutcore.units import approx  # noqa: E402  (submodule export)

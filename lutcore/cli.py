@@ -592,6 +592,15 @@ def cmd_search(args) -> int:
         raise ValueError("search: give --checkpoint DIR (lutcore's) or --model DIR (Hugging Face), one of them")
     writable_dir(args.out, "--out")
     units, reference = _search_units(args.units, args.power, args.reference)
+    if args.adders:                              # every multiplier with every adder: (multiplier, adder) pairs
+        from lutcore.search import pairs
+        try:
+            units = pairs(units, args.adders, args.accumulator)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"--adders: {e}") from None
+    elif args.accumulator:
+        raise ValueError("--accumulator: states the register of the --adders pairs; give --adders too (or name a "
+                         "unit with its register: --units 'mitchell@16s:saturate')")
     path, data, source, seq_len, tok, _ = _model_data(args)
     print(f"lutcore search: {path}; data: {source}; {len(units)} units: "
           f"{', '.join(u.name for u in units)}; budget {args.budget}", file=sys.stderr)
@@ -924,6 +933,11 @@ def main(argv=None) -> int:
     se.add_argument("--reference", metavar="SPEC", help="the unit energy is relative to (default: the exact one); "
                                                         "its power: --power SPEC=MW, else the candidate's with its "
                                                         "table")
+    se.add_argument("--adders", nargs="+", metavar="FILE", help="adder circuits (add16se_X.c, add16u_Y.v, "
+                                                               "FILE.c:function): a layer's choice is then a "
+                                                               "(multiplier, adder) pair, its energy both")
+    se.add_argument("--accumulator", metavar="SPEC", help="the pairs' register, e.g. 16s:saturate or "
+                                                          "16s:wrap:chunks=8 (default: the adder's width, wrap)")
     se.add_argument("--layers", nargs="+", metavar="KEY", help="layers to search: names, prefixes or globs "
                                                                "(default all; the rest stay exact)")
     se.add_argument("--budget", type=POS_INT, default=200, help="assignments evaluated at most (default 200)")

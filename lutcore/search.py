@@ -10,8 +10,10 @@ lives here: the energy model, the sensitivity table and its heatmap, the search 
 NSGA-II, seeded with every uniform assignment and a sensitivity-guided greedy path), the
 evaluation cache, the result with its front, search.json and front.png.
 
-Energy.  With ``P(u)`` the unit's power (``Units.cost["power_mw"]``) and ``n_l`` the layer's
-products, the relative multiplier energy of an assignment is
+Energy.  With ``P(u)`` the unit's power (``Units.cost["power_mw"]``; for a (multiplier, adder)
+pair -- a unit whose declared accumulator has an adder circuit, ``pairs()`` -- the multiplier's
+plus the adder's per addition, ``unit_cost``) and ``n_l`` the layer's
+products, the relative energy of an assignment is
 ``sum_l n_l * P(u_l) / sum_l n_l * P(reference)``; the reference is the exact multiplier
 (the candidate whose table is exact, or one the caller names).  Where power is known the
 absolute figure ``sum_l n_l * P(u_l)`` (mW x products; times the delay in ns it is pJ per
@@ -54,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Candidates", "Point", "SearchResult", "Sensitivity", "Finished", "run_sensitivity", "run_search",
+__all__ = ["pairs", "Candidates", "Point", "SearchResult", "Sensitivity", "Finished", "run_sensitivity", "run_search",
            "search_files", "candidate_units", "select_layers", "unit_cost", "fingerprint", "SEARCH_FILE", "FRONT_FILE",
            "SENS_FILE", "SENS_PNG"]
 
@@ -65,9 +67,62 @@ _FORMAT = "lutcore-search/1"
 
 def unit_cost(u) -> dict:
     """The cost mapping of a Units (``power_mw``, ``area_um2``, ``delay_ns``, ``source``; any
-    may be missing), an empty dict when it has none."""
+    may be missing), an empty dict when it has none.  A unit whose accumulator has an adder
+    circuit costs the pair: power = the multiplier's + the adder's times the additions a product
+    makes (1 one after another; 1/C for chunks of C, whose tree is not counted), area the sum,
+    delay the sum (in series); a figure either lacks is missing (``adder_missing`` names it)."""
     c = getattr(u, "cost", None)
-    return dict(c) if c else {}
+    c = dict(c) if c else {}
+    acc = getattr(u, "accumulator", None)
+    if acc is None or acc.adder is None:
+        return c
+    ad, per = dict(acc.adder.cost or {}), 1.0 / acc.chunk
+    out = {"source": f"multiplier: {c.get('source', 'no cost')}; adder {acc.adder.name}: "
+                     f"{ad.get('source', 'no cost')} ({per:g} addition(s) a product)"}
+    missing = []
+    for key, f in (("power_mw", lambda m, a: m + a * per), ("area_um2", lambda m, a: m + a),
+                   ("delay_ns", lambda m, a: m + a)):
+        if c.get(key) is not None and ad.get(key) is not None:
+            out[key] = f(float(c[key]), float(ad[key]))
+        elif c.get(key) is not None:
+            missing.append(key)
+    if missing:
+        out["adder_missing"] = f"adder {acc.adder.name} states no {', '.join(missing)}"
+    return out
+
+
+def _exact_adder(u) -> bool:
+    acc = getattr(u, "accumulator", None)
+    return acc is None or acc.adder is None or acc.adder.is_exact
+
+
+def pairs(multipliers, adders, accumulator=None) -> list:
+    """Candidate (multiplier, adder) pairs for a search: every multiplier spec / Units with every
+    adder (an ``Adder`` or a file spec: ``add.c``, ``add.c:function``, ``add.v``, a saved
+    directory), each as ``units.with_accumulator(...)`` named ``mul+adder``.  ``accumulator``: the
+    register's spelling without the adder (``"16s:saturate"``, ``"16s:wrap:chunks=8"``); default
+    the adder's width and signedness, wrapping, one addition a product."""
+    from lutcore.units import adder_spec, paired_name
+    from lutcore.units.accumulator import Accumulator
+    from lutcore.units.adders import Adder
+    mults = candidate_units(multipliers)
+    if isinstance(adders, (str, os.PathLike, Adder)):
+        adders = [adders]
+    ads = [a if isinstance(a, Adder) else adder_spec(os.fspath(a)) for a in adders]
+    if not ads:
+        raise ValueError("adders: expected at least one adder, got none")
+    out = []
+    for a in ads:
+        if accumulator is None:
+            acc = Accumulator(a.bits, a.signed, adder=a)
+        else:
+            base = Accumulator.parse(accumulator, where="accumulator")
+            acc = dataclasses.replace(base, adder=a)
+        for m in mults:
+            u = m.with_accumulator(acc)
+            u.name = paired_name(u)
+            out.append(u)
+    return out
 
 
 # ----------------------------------------------------------------------------- the space
@@ -172,6 +227,7 @@ class Candidates:
             raise ValueError("macs: the model has no layers to assign units to")
         if reference is None:
             exact = [u for u in self.units if u.is_exact]
+            exact.sort(key=lambda u: not _exact_adder(u))      # an exact pair first: exact multiplier and adder
             if not exact:
                 raise ValueError("reference: none of the candidate units is exact; name the unit energy is "
                                  "relative to (reference=...)")
@@ -185,6 +241,9 @@ class Candidates:
     def _figure(self, u, key, what):
         c = unit_cost(u)
         v = c.get(key)
+        if v is None and c.get("adder_missing"):
+            raise ValueError(f"units {u.name!r}: {c['adder_missing']} ({what} needs the pair's {key}): give it one "
+                             f"with a circuit header or meta.json, or adder.cost[{key!r}] = ...")
         if v is None:
             raise ValueError(f"units {u.name!r} has no {key} in its cost ({what} needs it): give it one with "
                              f"units.with_cost({key}=...), or a circuit header / meta.json that states it; "

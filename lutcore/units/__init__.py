@@ -961,7 +961,9 @@ def resolve(units) -> Units:
             return resolve(None)
         if isinstance(units, str) and "@" in s and not os.path.exists(s):     # UNITS@16s:saturate[:adder=FILE]
             base, acc = s.rsplit("@", 1)
-            return resolve(base or None).with_accumulator(accumulator_spec(acc))
+            u = resolve(base or None).with_accumulator(accumulator_spec(acc))
+            u.name = paired_name(u)
+            return u
         if isinstance(units, str) and s.startswith("exact:") and not os.path.exists(s):
             return Units.exact(Format.parse(s[6:], "units"))       # exact:8u, exact:8u x 4u, exact:16s
         if isinstance(units, str) and approx.is_name(s):        # a built-in name wins over a folder
@@ -981,6 +983,17 @@ def resolve(units) -> Units:
         return approx.by_name(s)
     raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file, file.c:function, a text table, or "
                     f"None, got {type(units).__name__}")
+
+
+def paired_name(u) -> str:
+    """A unit's name with its accumulator: ``mul+adder`` (an adder circuit), ``mul@16s:saturate`` (exact adder)."""
+    base = u.name.split("@")[0].split("+")[0]
+    acc = u.accumulator
+    if acc is None:
+        return base
+    if acc.adder is not None:
+        return f"{base}+{acc.adder.name}"
+    return f"{base}@{acc}"
 
 
 def accumulator_spec(text: str):

@@ -26,7 +26,7 @@ GRAD_A_FILE, GRAD_B_FILE = "grad_a.bin", "grad_b.bin"   # optional: float32 LE, 
 FORMAT_FILE = "format.json"    # a unit of another format than signed 8 x 8: {"a": "8u", "b": "4u", "product": "12u"}
 NETLIST_FILE = "netlist.npz"   # a unit wider than a table: its gate netlist (lutcore.units.netlist), instead of mul_lut.bin
 ACC_FILE = "accumulator.json"  # a declared accumulator (lutcore.units.accumulator): width, overflow, order
-ADDER_DIR = "adder"            # its approximate adder, when it has one (lutcore.units.adders.Adder.save)
+ADDER_FILES = ("adder.json", "adder.net")   # its adder circuit, when it has one (lutcore.units.adders.Adder.save)
 _FORMAT_FORMAT = "lutcore-units-format/1"
 _ACC_FORMAT = "lutcore-units-accumulator/1"
 _COST_FORMAT = "lutcore-units-cost/1"
@@ -585,13 +585,13 @@ class Units:
         from lutcore._io import atomic_dir
         legacy = self.format.legacy
         with atomic_dir(path, owned=(COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE,
-                                     MUL_FILE, ACC_FILE, ADDER_DIR)) as tmp:
+                                     MUL_FILE, ACC_FILE) + ADDER_FILES) as tmp:
             if self.accumulator is not None:
                 acc = self.accumulator
                 with open(os.path.join(tmp, ACC_FILE), "w", encoding="utf-8") as f:
                     json.dump({"format": _ACC_FORMAT, **acc.to_dict()}, f, indent=1)
                 if acc.adder is not None:
-                    acc.adder.save(os.path.join(tmp, ADDER_DIR))
+                    acc.adder.save(tmp)
             tables = ((REQUANT_FILE, self.requant_lut), (RELU_FILE, self.relu_lut))
             if self.mul is not None:
                 tables = ((MUL_FILE, self.mul.astype("<i2" if legacy else "<i4")),) + tables
@@ -867,10 +867,12 @@ def _read_accumulator(units, src):
     adder = None
     if d.get("adder") is not None:
         from lutcore.units.adders import Adder
-        adder = Adder.load(contained(src, ADDER_DIR))
+        for fname in ADDER_FILES:
+            contained(src, fname)                # a link out of the directory: refused, as the tables
+        adder = Adder.load(src)
         want = d["adder"].get("digest") if isinstance(d["adder"], dict) else None
         if want is not None and want != adder.digest:
-            raise ValueError(f"{f}: names adder digest {str(want)[:16]}, but {ADDER_DIR}/ holds {adder.digest[:16]}")
+            raise ValueError(f"{f}: names adder digest {str(want)[:16]}, but {ADDER_FILES[1]} holds {adder.digest[:16]}")
     try:
         acc = Accumulator(**{k: d[k] for k in keys}, adder=adder)
         return units.with_accumulator(acc)
@@ -913,7 +915,7 @@ def _check_dir(path: str) -> None:
     import warnings
     names = sorted(n for n in os.listdir(path) if not n.startswith("."))
     known = (MUL_FILE, REQUANT_FILE, RELU_FILE, COST_FILE, GRAD_A_FILE, GRAD_B_FILE, FORMAT_FILE, NETLIST_FILE,
-             ACC_FILE, ADDER_DIR)
+             ACC_FILE) + ADDER_FILES
     unknown = [n for n in names if n not in known]
     expected = (f"expected {MUL_FILE} (int16 little-endian, 65536 entries; required) and optionally "
                 f"{FORMAT_FILE} (another operand format: then {MUL_FILE} is int32, 2^a_bits * 2^b_bits "

@@ -13,6 +13,8 @@ codes is the int64 sum of those entries over k; zero-point terms are added exact
 """
 import numpy as np
 
+from reference.accum_ref import accumulate_ref
+
 
 def format_gemm_ref(a, b, table):
     a = np.asarray(a, np.int64)
@@ -52,11 +54,13 @@ def quantize_ref(v, bits, signed):
     return np.clip(np.rint((v / s).astype(np.float32)).astype(np.int64) + zp, 0, top), s, zp
 
 
-def qmatmul_formats_ref(a, b, table, fmt, block):
+def qmatmul_formats_ref(a, b, table, fmt, block, acc=None):
     """The block-scaled product with zero points: blocks of ``block`` along K (the last one
     shorter), a per (row, block) in the first operand's format, b per (block, column) in the
     second's; I_b exact, Y = sum_b (sa * sb) * float32(I_b) in float32, b increasing.
-    fmt = (a_bits, a_signed, b_bits, b_signed)."""
+    fmt = (a_bits, a_signed, b_bits, b_signed).  ``acc``: a declared accumulator as
+    accum_ref.accumulate_ref's keywords -- each block's code-product sum is then that
+    register's value (the zero-point terms stay exact)."""
     a = np.asarray(a, np.float32)
     b = np.asarray(b, np.float32)
     M, K = a.shape
@@ -72,8 +76,9 @@ def qmatmul_formats_ref(a, b, table, fmt, block):
         for m in range(M):
             for n in range(N):
                 ia, ib = np.asarray(qa[m]), np.asarray(qb[n])
-                I[m, n] = (t[ia & (t.shape[0] - 1), ib & (t.shape[1] - 1)].sum() - zb[n] * ia.sum()
-                           - za[m] * ib.sum() + (k1 - k0) * za[m] * zb[n])
+                p = t[ia & (t.shape[0] - 1), ib & (t.shape[1] - 1)]
+                s = p.sum() if acc is None else accumulate_ref(p[None, :], **acc)[0][0]
+                I[m, n] = s - zb[n] * ia.sum() - za[m] * ib.sum() + (k1 - k0) * za[m] * zb[n]
         scale = (np.asarray(sa, np.float32)[:, None] * np.asarray(sb, np.float32)[None, :]).astype(np.float32)
         y = (y + (scale * I.astype(np.float32)).astype(np.float32)).astype(np.float32)
     return y

@@ -111,31 +111,36 @@ def _gather(table, a, b):
     return t[np.asarray(a, np.int64) & ma, np.asarray(b, np.int64) & mb]
 
 
-def code_gemm(qa, qb, table):
-    """C[m, o] = sum_k T[qa[m, k], qb[o, k]] in int64; qa (M, K), qb (O, K)."""
+def code_gemm(qa, qb, table, acc=None):
+    """C[m, o] = sum_k T[qa[m, k], qb[o, k]] in int64; qa (M, K), qb (O, K).  ``acc``: a declared
+    accumulator (accum_ref.accumulate_ref's keywords): each sum is then that register's value."""
     qa = np.asarray(qa, np.int64)
     qb = np.asarray(qb, np.int64)
     t = np.asarray(table, np.int64)
     M, K = qa.shape
     O = qb.shape[0]
+    if acc is not None:
+        from reference.accum_ref import accumulate_ref
+        p = _gather(t, qa[:, None, :], qb[None, :, :])                  # (M, O, K)
+        return accumulate_ref(p.reshape(M * O, K), **acc)[0].reshape(M, O)
     out = np.zeros((M, O), np.int64)
     for k in range(K):
         out += _gather(t, qa[:, k][:, None], qb[:, k][None, :])        # (M, O)
     return out
 
 
-def linear_acc(qx, zp_x, qw, zp_w, table):
+def linear_acc(qx, zp_x, qw, zp_w, table, acc=None):
     """acc[m, o] = sum_k T[qx, qw] - zp_w[o] sum_k qx - zp_x sum_k qw + K zp_x zp_w[o] (int64)."""
     qx = np.asarray(qx, np.int64)                                      # (M, K)
     qw = np.asarray(qw, np.int64)                                      # (O, K)
     zp_w = np.asarray(zp_w, np.int64)                                  # (O,)
     zp_x = np.int64(zp_x)
     K = qx.shape[1]
-    acc = code_gemm(qx, qw, table)
-    acc -= zp_w[None, :] * qx.sum(axis=1)[:, None]
-    acc -= zp_x * qw.sum(axis=1)[None, :]
-    acc += np.int64(K) * zp_x * zp_w[None, :]
-    return acc
+    out = code_gemm(qx, qw, table, acc)
+    out -= zp_w[None, :] * qx.sum(axis=1)[:, None]
+    out -= zp_x * qw.sum(axis=1)[None, :]
+    out += np.int64(K) * zp_x * zp_w[None, :]
+    return out
 
 
 def dequantize(acc, s_x, s_w, b):
@@ -147,7 +152,7 @@ def dequantize(acc, s_x, s_w, b):
     return y
 
 
-def linear_forward(x, w, b, table, fmt):
+def linear_forward(x, w, b, table, fmt, acc=None):
     ab, asg, bb, bsg = parse_format(fmt)
     x = np.asarray(x, F32)
     w = np.asarray(w, F32)
@@ -156,7 +161,7 @@ def linear_forward(x, w, b, table, fmt):
     x2 = x.reshape(-1, K)
     qx, s_x, zp_x = quantize_tensor(x2, ab, asg)
     qw, s_w, zp_w = quantize_rows(w, bb, bsg)
-    y = dequantize(linear_acc(qx, zp_x, qw, zp_w, table), s_x, s_w, b)
+    y = dequantize(linear_acc(qx, zp_x, qw, zp_w, table, acc), s_x, s_w, b)
     return y.reshape(x.shape[:-1] + (O,))
 
 

@@ -241,13 +241,15 @@ class _ConvSetup:
         return col2im(cols, self.x.shape, self.KH, self.KW, *self.geo)
 
 
-def conv2d_forward(x, w, b, table, fmt, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_forward(x, w, b, table, fmt, stride=1, padding=0, dilation=1, groups=1, acc=None):
+    """``acc``: a declared accumulator (accum_ref's keywords): a patch's products enter it in the
+    weight's (c, kh, kw) order."""
     c = _ConvSetup(x, w, fmt, stride, padding, dilation, groups)
-    acc = np.zeros((c.M, c.O), np.int64)
+    out = np.zeros((c.M, c.O), np.int64)
     for g in range(c.G):
         A, osl = c.group(g)
-        acc[:, osl] = linear_acc(A, c.zp_x, c.qw[osl], c.zp_w[osl], table)
-    y = dequantize(acc, c.s_x, c.s_w, b)                                    # (M, O)
+        out[:, osl] = linear_acc(A, c.zp_x, c.qw[osl], c.zp_w[osl], table, acc)
+    y = dequantize(out, c.s_x, c.s_w, b)                                    # (M, O)
     return np.ascontiguousarray(y.reshape(c.N, c.OH, c.OW, c.O).transpose(0, 3, 1, 2))
 
 
@@ -255,9 +257,9 @@ def _as2d(x, w, stride, padding, dilation):
     return (np.asarray(x)[:, :, None, :], np.asarray(w)[:, :, None, :], (1, stride), (0, padding), (1, dilation))
 
 
-def conv1d_forward(x, w, b, table, fmt, stride=1, padding=0, dilation=1, groups=1):
+def conv1d_forward(x, w, b, table, fmt, stride=1, padding=0, dilation=1, groups=1, acc=None):
     x4, w4, s, p, d = _as2d(x, w, stride, padding, dilation)
-    return conv2d_forward(x4, w4, b, table, fmt, s, p, d, groups)[:, :, 0, :]
+    return conv2d_forward(x4, w4, b, table, fmt, s, p, d, groups, acc)[:, :, 0, :]
 
 
 # --------------------------------------------------------------------- table backward

@@ -57,12 +57,45 @@ def cmd_units_table(args) -> int:
     return 0
 
 
+def _adder_circuit(path):
+    """(file, module or function) when PATH is a circuit named as an EvoApproxLib adder is
+    (``add8se_72D.v``, ``add16u_00G.c``, ``adders.c:add8u_006``), else None."""
+    import re
+    from lutcore.units.adders import evoapprox_adder_name
+    m = re.fullmatch(r"(?s)(.+\.(?:s?v|c))(?::([A-Za-z_][\w$]*))?", path, re.I)
+    if not m or not os.path.isfile(m.group(1)):
+        return None
+    name = m.group(2) or os.path.splitext(os.path.basename(m.group(1)))[0]
+    return (m.group(1), m.group(2)) if evoapprox_adder_name(name) is not None else None
+
+
+def cmd_units_adder(args, file, part) -> int:
+    """`lutcore units add8se_72D.v --verify`: an adder circuit, its metrics and cost."""
+    from lutcore.units.adders import Adder
+    adder = Adder.from_c(file, part) if file.lower().endswith(".c") else Adder.from_verilog(file, part)
+    print(repr(adder))
+    if args.verify:
+        rep = adder.verify()
+        print(rep)
+        if args.strict and not rep.ok:
+            return 1
+    elif adder.source:
+        print(f"  from {adder.source}")
+    if args.save:
+        adder.save(args.save)
+        print(f"saved to {args.save}")
+    return 0
+
+
 def cmd_units(args) -> int:
     from lutcore.units import resolve
     if args.table:
         return cmd_units_table(args)
     if args.png:
         raise ValueError("--png: goes with --table (a library directory's chart)")
+    adder = _adder_circuit(args.path)
+    if adder is not None:
+        return cmd_units_adder(args, *adder)
     if os.path.isdir(args.path) and not os.path.exists(os.path.join(args.path, "mul_lut.bin")) and \
             any(n.lower().endswith((".v", ".sv", ".c")) for _, _, fs in os.walk(args.path) for n in fs):
         raise ValueError(f"{args.path}: a directory of circuits, not a units directory (no mul_lut.bin): "
@@ -981,7 +1014,9 @@ def main(argv=None) -> int:
     u.add_argument("path", nargs="?", default="exact",
                    help="directory with mul_lut.bin/requant_lut.bin/relu_lut.bin, 'exact', "
                         "an approximate multiplier (truncated:K, mitchell, reduced:BITS), a Verilog "
-                        "multiplier FILE.v (synthesised with Yosys) or a C model FILE.c[:function]")
+                        "multiplier FILE.v (synthesised with Yosys) or a C model FILE.c[:function]; "
+                        "a circuit named as EvoApproxLib's adders (add8se_72D.v, add16u_00G.c) is read "
+                        "as an adder")
     u.add_argument("--verify", action="store_true", help="print the verification report")
     u.add_argument("--strict", action="store_true", help="exit 1 unless every table is exact")
     u.add_argument("--save", metavar="DIR", help="write the tables to DIR")

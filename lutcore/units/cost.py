@@ -33,6 +33,10 @@ missing until stated (``Units.with_cost``).
     read_meta(path, root=None) -> (cost, published, digits, where) from a meta.json above path
     attach(units, path, stat=None)   sets units.cost / units.published, warns on disagreement
     check_published(units, published, digits, where)   the comparison alone
+
+``units`` is anything with ``cost``, ``published`` and ``error_metrics()``: a ``Units`` or an
+``Adder`` (``lutcore.units.adders``, whose metrics are EvoApproxLib's adder metrics and whose
+MAE% comparison allows the library's rounding of MAE: ``slack``).
 """
 from __future__ import annotations
 
@@ -195,10 +199,13 @@ def read_meta(path, root=None) -> tuple[dict, dict, dict, str | None]:
     return cost, pub, steps, f"{f} (instance {hit.get('name', base)})"
 
 
-def check_published(units, published: dict, steps: dict, where: str) -> list:
-    """Compare ``published`` {metric: value} with ``units.error_metrics()``; warn once per
-    metric whose difference exceeds one unit of its last printed digit (``steps``).
-    -> the list of (metric, published, computed) that disagreed."""
+def check_published(units, published: dict, steps: dict, where: str, *, slack: dict | None = None,
+                    computed: str = "the table") -> list:
+    """Compare ``published`` {metric: value} with ``units.error_metrics()`` (a ``Units``, or
+    anything with that method: an ``Adder``); warn once per metric whose difference exceeds one
+    unit of its last printed digit (``steps``) plus ``slack`` {metric: how much more the
+    library's own rounding allows}; ``computed`` names what the metrics were computed from, for
+    the message.  -> the list of (metric, published, computed) that disagreed."""
     if not published:
         return []
     got = units.error_metrics()
@@ -207,7 +214,7 @@ def check_published(units, published: dict, steps: dict, where: str) -> list:
     for k, v in published.items():
         if k not in got:
             continue
-        tol = steps.get(k, 0.0) * (1 + 1e-9) + 1e-12 * max(1.0, abs(v))
+        tol = steps.get(k, 0.0) * (1 + 1e-9) + 1e-12 * max(1.0, abs(v)) + (slack or {}).get(k, 0.0)
         if sampled:
             if k in ("mre_pct", "wcre_pct"):             # relative errors: ruled by the few pairs of tiny
                 continue                                 # products a sample may or may not hold
@@ -215,22 +222,24 @@ def check_published(units, published: dict, steps: dict, where: str) -> list:
                 if got[k] > v + tol:
                     bad.append((k, v, got[k]))
                     warnings.warn(f"{where}: published {k} = {v:g} but sampled pairs already give {got[k]:.6g}: "
-                                  f"the table may not be the circuit's", PublishedFigureWarning, stacklevel=4)
+                                  f"{computed} may not be the circuit's", PublishedFigureWarning, stacklevel=4)
                 continue
             tol = max(tol, 0.10 * abs(v))                # means over 2^20 sampled pairs: within 10%
         if abs(got[k] - v) > tol:
             bad.append((k, v, got[k]))
-            warnings.warn(f"{where}: published {k} = {v:g} but the table gives {got[k]:.6g} (difference "
-                          f"{got[k] - v:+.3g}, more than the last printed digit allows): the table may not be "
+            warnings.warn(f"{where}: published {k} = {v:g} but {computed} gives {got[k]:.6g} (difference "
+                          f"{got[k] - v:+.3g}, more than the last printed digit allows): {computed} may not be "
                           f"the circuit's, or the figure is another circuit's", PublishedFigureWarning,
                           stacklevel=4)
     return bad
 
 
-def attach(units, path, stat: dict | None = None, root=None) -> None:
+def attach(units, path, stat: dict | None = None, root=None, *, slack: dict | None = None,
+           computed: str = "the table") -> None:
     """Set ``units.cost`` and ``units.published`` from circuit ``path``'s header and any
     EvoApproxLib meta.json above it; compare the published figures with the table (warning
-    on disagreement); without published cost and with Yosys's ``stat``, the area proxy."""
+    on disagreement; ``slack``, ``computed``: ``check_published``'s); without published cost
+    and with Yosys's ``stat``, the area proxy.  ``units``: a ``Units`` or an ``Adder``."""
     cost, pub, steps = read_header(path)
     name = os.path.basename(path)
     srcs = []
@@ -257,4 +266,4 @@ def attach(units, path, stat: dict | None = None, root=None) -> None:
         units.cost = c
     if pub:
         units.published = dict(pub)
-        check_published(units, pub, steps, f"{path} ({' and '.join(srcs)})")
+        check_published(units, pub, steps, f"{path} ({' and '.join(srcs)})", slack=slack, computed=computed)

@@ -14,14 +14,32 @@ operands' values (err = table - e, in int64; signed operands as signed values):
     mse       mean err^2
 
 ``Units.verify()`` puts them in its multiplier report; they are plain floats.
+
+An adder's (``adder_metrics``; ``Adder.error_metrics``) are the same eight against the exact
+sum ``e = a + b`` of the operands' values (signed or unsigned as the adder reads them), with
+the output read at its width (``out_bits``) and signedness; EvoApproxLib's definitions for its
+add8u .. add16se, found by computing them on its circuits and matching their headers:
+
+    pairs     every pair whose exact sum the output can hold: all of them for an adder with
+              a carry out or a sign-extended sum (bits + 1 outputs: add8u, add8se, add12se...);
+              for one with bits outputs (add8s, which wraps) those whose sum does not overflow
+    scale     mae_pct and wce_pct relative to the output's magnitude: 2^(out_bits - 1) when
+              signed (2^8 for add8se, 2^7 for add8s), 2^out_bits unsigned (2^9 for add8u)
+    relative  wcre_pct and mre_pct over the pairs with e != 0
+
+EvoApproxLib derives its MAE% from its MAE rounded to one decimal (add8se_7C9: MAE 0.25
+printed 0.2, MAE% 0.078 = 0.2 / 2^8); ``ADDER_MAE_ROUNDING`` is that 0.05, which a comparison with a
+published MAE% allows (``Adder`` passes it to ``lutcore.units.cost``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["error_metrics", "metrics_of", "METRICS"]
+__all__ = ["error_metrics", "metrics_of", "adder_metrics", "adder_scale_bits",
+           "METRICS", "ADDER_MAE_ROUNDING"]
 
 METRICS = ("mae", "mae_pct", "wce", "wce_pct", "wcre_pct", "ep_pct", "mre_pct", "mse")
+ADDER_MAE_ROUNDING = 0.05      # EvoApproxLib rounds an adder's MAE to 0.1 before its MAE%
 
 
 def error_metrics(table, format=None) -> dict:
@@ -51,3 +69,26 @@ def metrics_of(values, exact, bits: int) -> dict:
     return {"mae": mae, "mae_pct": mae / r * 100, "wce": wce, "wce_pct": wce / r * 100,
             "wcre_pct": float(rel.max()) * 100 if rel.size else 0.0, "ep_pct": float(np.count_nonzero(err)) / err.size * 100,
             "mre_pct": float(rel.mean()) * 100 if rel.size else 0.0, "mse": float((err * err).mean())}
+
+
+def adder_scale_bits(out_bits: int, signed: bool) -> int:
+    """log2 of what an adder's mae_pct and wce_pct are relative to: the output's magnitude."""
+    return int(out_bits) - int(bool(signed))
+
+
+def adder_metrics(values, exact, *, out_bits: int, signed: bool) -> dict:
+    """EvoApproxLib's metrics of an adder (the module docstring):
+
+        values    (N,) int64  IN  the adder's outputs, read at out_bits bits, signed as it is
+        exact     (N,) int64  IN  the exact sums a + b of the same pairs
+        returns   {metric: float} and "pairs": how many pairs counted (those the output holds)
+    """
+    v, e = np.asarray(values, np.int64), np.asarray(exact, np.int64)
+    q = int(out_bits)
+    lo, hi = (-(1 << (q - 1)), (1 << (q - 1)) - 1) if signed else (0, (1 << q) - 1)
+    keep = (e >= lo) & (e <= hi)                            # (N,): every pair but a wrapping adder's overflows
+    if not keep.all():
+        v, e = v[keep], e[keep]
+    m = metrics_of(v, e, adder_scale_bits(q, signed))
+    m["pairs"] = float(e.size)
+    return m

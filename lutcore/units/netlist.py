@@ -787,8 +787,10 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     netlist: -> (Netlist, info).  Ports as hdl.py chooses them: two inputs (the first
     declared is ``a``) of 1..16 bits, one output of 1..32 bits.  info: {"top", "a", "b",
     "out" (port names), "a_bits", "b_bits", "p_bits", "a_signed", "b_signed", "out_signed"
-    (declared ``signed``), "gates"}.  The netlist is Yosys's gates one for one; ``optimise``
-    it before running it.  Results are cached per file (path, mtime, size) and top."""
+    (declared ``signed``), "gates", "stat" (Yosys's cell statistics after constant folding,
+    ``lutcore.units.cost``'s area proxy; None when Yosys gave none)}.  The netlist is Yosys's
+    gates one for one; ``optimise`` it before running it.  Results are cached per file (path,
+    mtime, size) and top."""
     path = hdl._check_file(path, (".v", ".sv"), "Verilog")
     timeout = hdl._timeout_arg(timeout)
     if top is not None and not isinstance(top, str):
@@ -798,12 +800,12 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top)
     if key not in _vcache:
-        name, module = hdl.synthesise(path, top, progress=progress, timeout=timeout)
+        name, module, stat = hdl._synthesise(path, top, progress=progress, timeout=timeout)
         (na, pa), (nb, pb), (no, po) = _choose_ports(module, path)
         nl = from_yosys(module, na, nb, no, path)
         info = {"top": name, "a": na, "b": nb, "out": no, "a_bits": nl.a_bits, "b_bits": nl.b_bits,
                 "p_bits": nl.p_bits, "a_signed": bool(pa.get("signed")), "b_signed": bool(pb.get("signed")),
-                "out_signed": bool(po.get("signed")), "gates": nl.gate_count}
+                "out_signed": bool(po.get("signed")), "gates": nl.gate_count, "stat": stat}
         _vcache[key] = (nl, info)
     nl, info = _vcache[key]
     return nl, dict(info)

@@ -34,7 +34,8 @@ request), under the same header of metrics computed from the circuit's function:
 ``reference_c(family, variant)`` is the same function written differently — plain
 arithmetic on the operand codes (``a * b`` for exact, the matrix's rows as bit masks for
 the others) — and ``compile_reference`` builds it with the system C compiler into a shared
-library loaded by ctypes: the circuits are checked against a C model compiled apart.
+library loaded by ctypes (``compile_c_batch``, which tests/units/circuits_adders.py uses too):
+the circuits are checked against a C model compiled apart.
 """
 import ctypes
 import hashlib
@@ -370,18 +371,12 @@ uint64_t {fn}(uint64_t a, uint64_t b)
     /* cut: no carry from column K-1 into column K (the constants sit in their columns) */
     return ((low + (konst & kmask)) & kmask) + ((high + (konst & ~kmask)) & pmask & ~kmask);
 }}
-
-void {fn}_batch(const int64_t *a, const int64_t *b, int64_t *out, long n)
-{{
-    for (long i = 0; i < n; ++i) out[i] = (int64_t){fn}((uint64_t)a[i], (uint64_t)b[i]);
-}}
 """
 
 
 def reference_c(family, variant):
     """(C source, function name): ``uint64_t fn(uint64_t a, uint64_t b)`` = the circuit's
-    product bit pattern for operand codes a, b, written as arithmetic (and
-    ``void fn_batch(const int64_t *a, const int64_t *b, int64_t *out, long n)``)."""
+    product bit pattern for operand codes a, b, written as arithmetic."""
     n, m, signed = shape(family)
     fn = "ref_" + name_of(family, variant)
     return _REF.format(family=family, variant=variant, n=n, m=m, p=n + m, k=cut_column(family),
@@ -392,25 +387,38 @@ def compile_reference(family, variant, dir):
     """Compile ``reference_c(family, variant)`` with the system C compiler into a shared
     library in ``dir`` -> f(a_codes, b_codes) -> int64 product patterns (numpy)."""
     text, fn = reference_c(family, variant)
+    return compile_c_batch(text, [fn], dir, fn)[fn]
+
+
+def compile_c_batch(text, fns, dir, stem):
+    """Compile C source ``text`` defining ``uint64_t fn(uint64_t a, uint64_t b)`` for each name
+    in ``fns`` (and a batch loop over each, added here) into ``dir``/``stem``.so with the system
+    C compiler, loaded by ctypes -> {fn: f(a, b) -> int64 array} (a, b integer arrays, broadcast)."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         raise RuntimeError("no C compiler for the references")
-    src = os.path.join(os.fspath(dir), fn + ".c")
-    so = os.path.join(os.fspath(dir), fn + ".so")
+    loops = "".join(f"\nvoid {fn}_batch(const int64_t *a, const int64_t *b, int64_t *out, long n)\n"
+                    f"{{ for (long i = 0; i < n; ++i) out[i] = (int64_t){fn}((uint64_t)a[i], (uint64_t)b[i]); }}\n"
+                    for fn in fns)
+    src = os.path.join(os.fspath(dir), stem + ".c")
+    so = os.path.join(os.fspath(dir), stem + ".so")
     with open(src, "w") as f:
-        f.write(text)
+        f.write(text + loops)
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", so, src], check=True, capture_output=True)
     lib = ctypes.CDLL(so)
-    batch = getattr(lib, fn + "_batch")
     p = ctypes.POINTER(ctypes.c_int64)
-    batch.argtypes = [p, p, p, ctypes.c_long]
-    batch.restype = None
+    out = {}
+    for fn in fns:
+        batch = getattr(lib, fn + "_batch")
+        batch.argtypes = [p, p, p, ctypes.c_long]
+        batch.restype = None
 
-    def f(a, b):
-        a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        out = np.empty(a.shape, np.int64)
-        batch(a.ctypes.data_as(p), b.ctypes.data_as(p), out.ctypes.data_as(p), a.size)
-        return out
-    f.lib = lib
-    return f
+        def f(a, b, batch=batch):
+            a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+            a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+            r = np.empty(a.shape, np.int64)
+            batch(a.ctypes.data_as(p), b.ctypes.data_as(p), r.ctypes.data_as(p), a.size)
+            return r
+        f.lib = lib
+        out[fn] = f
+    return out

@@ -29,7 +29,8 @@ from lutcore.ops import accum as _accum, quant as _k
 from lutcore.ops.gemm import even_depth as _even, pack_b, pack_panels
 from lutcore.units import Units, resolve as _resolve_units
 
-__all__ = ["Q8", "QF", "quantize", "quantize_codes", "qmatmul", "QLinear"]
+__all__ = ["Q8", "QF", "quantize", "quantize_codes", "qmatmul", "QLinear", "attn_scores", "attn_values",
+           "check_attention_units"]
 
 
 class Q8:
@@ -516,3 +517,97 @@ class QLinear:
             raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")
         ap = self._ap[:_k.padded_rows(M)] if self.units.kernel_path == "exact" else None
         return _check.out_done(out, _qmm_quantized(y, qa, sa, self.q8, self.units, self.block, nt, ap=ap, ld=ld))
+
+
+# ------------------------------------------------------------------ attention's own products
+def check_attention_units(units, where: str = "units") -> Units:
+    """``units`` resolved, after checking that attention's products can run through them: the
+    probabilities enter as the first operand and a masked position has probability 0 -- its
+    code 0 -- so the multiplier must give 0 for a zero first operand (T[0, b] = 0 for every b), and
+    a declared register's adder must leave it unchanged when 0 is added; otherwise a masked (or
+    not yet decoded) position would count, and a token decoded with the cache would not have the
+    bits of a full recompute.  A ValueError naming ``where`` otherwise."""
+    u = units if isinstance(units, Units) else _resolve_units(units)
+    fmt = u.format
+    if u.mul is not None:
+        row0 = u.table()[0]
+    else:
+        b = fmt.codes("b")
+        row0 = u.products(np.zeros_like(b), b)
+    if np.any(row0 != 0):
+        bad = int(np.flatnonzero(row0 != 0)[0])
+        raise ValueError(f"{where}: units {u.name!r} give {int(row0[bad])} for 0 x code {int(fmt.codes('b')[bad])}: "
+                         f"attention's products need 0 x b = 0 (a masked position's probability is the code 0)")
+    acc = u.accumulator
+    if acc is not None and acc.adder is not None:
+        lo, hi = acc.range
+        r = np.arange(lo, hi + 1, dtype=np.int64) if hi - lo < (1 << 20) else \
+            np.random.default_rng(0).integers(lo, hi + 1, 1 << 20)
+        got = acc.adder.add(r, np.zeros_like(r))
+        if not np.array_equal(got, r):
+            i = int(np.flatnonzero(got != r)[0])
+            raise ValueError(f"{where}: the accumulator's adder {acc.adder.name} gives {int(got[i])} for "
+                             f"{int(r[i])} + 0: attention's masked positions (probability 0) would change the sum")
+    return u
+
+
+def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:
+    """Attention scores through ``units``: ``q`` (R, D) float32 rows (queries, already scaled), ``k``
+    (S, D) float32 keys -> float32 (R, S) = the block-scaled product of q and k^T (``qmatmul``:
+    q quantized per row, each key per position, in blocks of ``block`` along D), so a score depends
+    on its query and its key alone (a cached key gives the bits of a recomputed one)."""
+    q = _check.array(q, "q", np.float32, 2, kind="f")
+    k = _check.array(k, "k", np.float32, 2, kind="f")
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"q, k: head dims differ: q is {q.shape}, k is {k.shape}")
+    return qmatmul(q, np.ascontiguousarray(k.T), units, block, threads)
+
+
+def attn_values(p, v, units, block: int = 32, threads=None) -> np.ndarray:
+    """Attention output through ``units``: probabilities ``p`` (R, S) float32 (>= 0; 0 where
+    masked) times values ``v`` (S, D) float32 -> float32 (R, D).  Each value row (position) is
+    quantized on its own in the unit's second-operand format over D (``quantize_codes``: scale
+    s_v[s], zero point z_v[s]); its scale goes into the probabilities, ``p'[r, s] = p[r, s] *
+    s_v[s]`` (float32), which are quantized per row in blocks of ``block`` along S in the first
+    operand's format (p' >= 0: unsigned codes have zero point 0, signed ones use 0..qmax); then
+    ``Y[r, c] = sum_b float32(s_p[r, b]) * float32(I_b[r, c])`` in float32, b increasing, with
+    ``I_b = sum_{s in b} T[qp[r, s], qv[s, c]] - sum_{s in b} qp[r, s] z_v[s]`` (the products
+    through the unit and its register, the zero-point term exact).  Blocks are aligned to
+    position 0, so a row's result depends on its visible positions alone: masked ones have p = 0,
+    code 0, and add nothing (``check_attention_units``)."""
+    from lutcore.ops.gemm import lut_gemm
+    u = units if isinstance(units, Units) else _resolve_units(units)
+    p = _check.array(p, "p", np.float32, 2, kind="f")
+    v = _check.array(v, "v", np.float32, 2, kind="f")
+    R, S = p.shape
+    if v.shape[0] != S:
+        raise ValueError(f"p, v: positions differ: p is {p.shape}, v is {v.shape}")
+    if not (np.isfinite(p).all() and np.isfinite(v).all()):
+        raise ValueError("p, v: non-finite value(s) (NaN or Inf) cannot be quantized")
+    if p.size and float(p.min()) < 0:
+        raise ValueError(f"p: probabilities are >= 0, got {float(p.min())}")
+    fmt = u.format
+    D = v.shape[1]
+    nt = resolve_threads(threads)
+    y = np.zeros((R, D), np.float32)
+    if R == 0 or D == 0 or S == 0:
+        return y
+    qv, sv, zv = quantize_codes(v, fmt.b_bits, fmt.b_signed, axis=1)          # (S, D), (S, 1), (S, 1)
+    pp = (p * sv.reshape(1, S)).astype(np.float32)
+    nblk = -(-S // block)
+    ppad = np.zeros((R, nblk * block), np.float32)
+    ppad[:, :S] = pp
+    qp, sp, _ = quantize_codes(ppad.reshape(R, nblk, block), fmt.a_bits, fmt.a_signed, axis=2)   # zp 0: p' >= 0
+    qp, sp = qp.reshape(R, nblk * block), sp.reshape(R, nblk)
+    zv = zv.reshape(S)
+    for bi in range(nblk):
+        s0, s1 = bi * block, min(S, (bi + 1) * block)
+        A, B = np.ascontiguousarray(qp[:, s0:s1]), np.ascontiguousarray(qv[s0:s1])
+        if fmt.is_table:
+            A = A.astype(np.int8 if fmt.a_signed else np.uint8)
+            B = B.astype(np.int8 if fmt.b_signed else np.uint8)
+        I = lut_gemm(A, B, u, threads=nt).astype(np.int64)
+        if zv[s0:s1].any():
+            I -= A.astype(np.int64) @ zv[s0:s1][:, None]
+        y = y + sp[:, bi, None] * I.astype(np.float32)
+    return y

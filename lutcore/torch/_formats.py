@@ -22,7 +22,10 @@ goes through the unit; the zero-point terms are exact integers outside it, as TF
 
 A conv runs the same over its patches (``F.unfold``, per group), padding zeros quantized like
 any zero (the code zp_x).  A unit whose operands are wider than 8 bits (a gate netlist) runs
-its code product through ``lutcore.ops.netlist``; every other through ``lut_gemm``.
+its code product through ``lutcore.ops.netlist``; every other through ``lut_gemm``.  A unit that
+declares an accumulator (``Units.with_accumulator``) sums the code products in that register
+(the zero-point terms stay exact beside it); its calls are labelled with the layer's name (a
+"units" backward's with "<name> (backward)") for ``lutcore.ops.accum.overflow_log``.
 
 Backward (``FormatFunction``): "ste" — the float layer's gradients at the float weights and
 inputs; "table" — through the unit's gradient tables Ga = df/da, Gb = df/db with the rounding
@@ -38,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lutcore.ops.accum import labelled
 from lutcore.ops.gemm import PackedB, lut_gemm, pack_b
 from lutcore.quant import quantize_codes
 from lutcore.torch._once import _once_differentiable
@@ -269,8 +273,9 @@ class FormatFunction(torch.autograd.Function):
         X, W = _operands(x, weight, geo)
         groups = 1 if geo is None else geo.groups
         wq = _weight_codes(weight, W, units, per_channel, groups)
-        y, z = _forward(X, W, bias, units, groups, nt, None if geo is None else x.detach().float().numpy(),
-                        static_q, per_channel, wq)
+        with labelled(layer):                    # a declared accumulator's overflows, under the layer's name
+            y, z = _forward(X, W, bias, units, groups, nt, None if geo is None else x.detach().float().numpy(),
+                            static_q, per_channel, wq)
         ctx.save_for_backward(x, weight, bias)
         ctx.z, ctx.units, ctx.geo, ctx.mode, ctx.grad_h, ctx.layer, ctx.nt = z, units, geo, backward, grad_h, layer, nt
         ctx.has_bias = bias is not None
@@ -304,7 +309,8 @@ class FormatFunction(torch.autograd.Function):
         if mode == "table":
             dX, dW = _table_grads(dY, ctx.z, ctx.units, ctx.grad_h, ctx.layer, ctx.nt, need)
         else:
-            dX, dW = _units_grads(dY, ctx.z, ctx.units, ctx.nt, need, ctx.layer)
+            with labelled(f"{ctx.layer} (backward)"):
+                dX, dW = _units_grads(dY, ctx.z, ctx.units, ctx.nt, need, ctx.layer)
         dx = dw = None
         if need[0]:
             dx = torch.from_numpy(dX) if geo is None else _fold(dX, geo)

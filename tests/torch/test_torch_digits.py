@@ -54,3 +54,24 @@ def test_formats_example_runs(tmp_path, capsys):
     for fmt in ("8s x 8s -> 16s", "8u x 8u -> 16u", "8u x 4u -> 12u", "8u x 2u -> 10u", "12u x 12u -> 24u"):
         assert fmt in out
     assert os.path.getsize(png) > 1000
+
+
+def test_accumulators_example_runs(tmp_path, capsys):
+    """examples/digits_accumulators.py, shortened: every register's row, the 12-bit registers'
+    overflows under the layers' module names, the 16-bit ones without, and the PNG."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "digits_accumulators.py")
+    spec = importlib.util.spec_from_file_location("digits_accumulators", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    png = str(tmp_path / "a.png")
+    assert mod.main(["--epochs", "1", "--png", png]) == 0
+    out = capsys.readouterr().out
+    for label, _ in mod.REGISTERS:
+        assert label in out
+    for name in ("features.0", "features.2", "features.5", "classifier"):
+        assert name in out
+    assert "12s wrap      exact" in out and "12s saturate  exact" in out
+    assert "no overflow (either multiplier): 16s wrap, 16s saturate" in out
+    assert os.path.getsize(png) > 1000

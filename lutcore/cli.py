@@ -465,7 +465,7 @@ def _held_out(ckpt, tok):
     return ids[-n:], f"held-out split of {source} (last {n:,} tokens)", rec.get("seq_len")
 
 
-def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
+def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8, attention=False):
     """evaluate_units with a progress bar over units x windows."""
     from tqdm import tqdm
     from lutcore.evaluate import evaluate_units
@@ -481,7 +481,7 @@ def _damage(model, data, specs, seq_len, tok, threads=None, batch_size=8):
 
     try:
         return evaluate_units(model, data, units=specs, seq_len=seq_len, tokenizer=tok, threads=threads,
-                              on_window=on_window, batch_size=batch_size)
+                              on_window=on_window, batch_size=batch_size, attention=attention)
     finally:
         if bar is not None:
             bar.close()
@@ -641,7 +641,7 @@ def cmd_search(args) -> int:
         res = search_lm(path, data, units, budget=args.budget, seq_len=seq_len, tokenizer=tok,
                         threads=args.threads, layers=args.layers, reference=reference, seed=args.seed,
                         batch_size=args.batch_size, out=args.out, resume=args.resume,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, attention=args.attention)
     except KeyboardInterrupt:
         from lutcore.search import SEARCH_FILE
         f = os.path.join(args.out, SEARCH_FILE)
@@ -670,7 +670,7 @@ def cmd_eval(args) -> int:
         specs = args.units or ["none"]
         print(f"lutcore eval: {path}; data: {source}", file=sys.stderr)
     res = _damage_or_partial(path, data, specs, seq_len, tok, args.out, threads=args.threads,
-                             batch_size=args.batch_size)
+                             batch_size=args.batch_size, attention=args.attention)
     if res is None:
         return 130
     print(_eval_report(res, args.out))
@@ -951,6 +951,8 @@ def main(argv=None) -> int:
     ev.add_argument("--seq-len", type=POS_INT, help="window length L (default: the model's context, at most 512; "
                                                     "the training seq_len for a checkpoint's held-out split)")
     ev.add_argument("--batch-size", type=POS_INT, default=8, help="windows per forward (lutcore checkpoints)")
+    ev.add_argument("--attention", action="store_true", help="each --units spec also runs attention's own "
+                                                             "products (q k^T, p v) through its unit")
     ev.add_argument("--threads", type=POS_INT)
     ev.add_argument("--out", default="lutcore-eval", help="output directory (eval.json, eval.png)")
     ev.set_defaults(fn=cmd_eval)
@@ -971,6 +973,8 @@ def main(argv=None) -> int:
                                                                "(multiplier, adder) pair, its energy both")
     se.add_argument("--accumulator", metavar="SPEC", help="the pairs' register, e.g. 16s:saturate or "
                                                           "16s:wrap:chunks=8 (default: the adder's width, wrap)")
+    se.add_argument("--attention", action="store_true", help="search attention's own products (q k^T, p v: "
+                                                             "<attention module>.qk / .pv) as layers too")
     se.add_argument("--layers", nargs="+", metavar="KEY", help="layers to search: names, prefixes or globs "
                                                                "(default all; the rest stay exact)")
     se.add_argument("--budget", type=POS_INT, default=200, help="assignments evaluated at most (default 200)")

@@ -190,7 +190,7 @@ class _HF:
 
     def layer_names(self):
         from lutcore.pipeline.arch import unit_layer_names
-        return unit_layer_names(self.spec)
+        return unit_layer_names(self.spec, attention=True)
 
     def scorer(self, units):
         from lutcore.pipeline import Pipeline
@@ -210,7 +210,7 @@ class _Own:
         self._work = None
 
     def layer_names(self):
-        return self.model.layer_names()
+        return self.model.layer_names(attention=True)
 
     def scorer(self, units):
         """The forward through ``units`` (valid until the next call)."""
@@ -287,13 +287,15 @@ def _key(u):
 
 # ------------------------------------------------------------------ the table
 def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokenizer=None, threads=None,
-                   on_window=None, batch_size: int = 8) -> EvalResult:
+                   on_window=None, batch_size: int = 8, attention: bool = False) -> EvalResult:
     """Loss, perplexity, bits/token, Δloss and top-1 agreement with float through each units
     spec (``"none"`` = float32; names, directories, ``.v`` files, ``file.c:function`` or
     ``Units``).  ``data``: text, a text file, or token ids.  ``seq_len``: the window L
     (default: the model's context, capped at 512).  ``on_window(done, total, spec)``: progress
     over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
-    Face model's pipeline takes one at a time).  See the module docstring for the definitions."""
+    Face model's pipeline takes one at a time).  ``attention``: each single spec also runs
+    attention's own products (q k^T, p v: ``.qk`` / ``.pv``) through its unit (a mapping names
+    them with such keys).  See the module docstring for the definitions."""
     from lutcore import _check
     from lutcore.units import assign, resolve
     if isinstance(units, (str, os.PathLike, dict)) or not hasattr(units, "__iter__"):
@@ -310,6 +312,10 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         mapping = None if s is None else assign.as_mapping(s)
         if mapping is not None:
             resolved.append(assign.assign(mapping, model.layer_names(), what=f"units {_label(s)}", fill=True))
+        elif s is not None and attention:            # the spec for the weights and for attention's products
+            u = resolve(s)
+            resolved.append(assign.assign({"*": u, "*.qk": u, "*.pv": u}, model.layer_names(),
+                                          what=f"units {_label(s)}", fill=True))
         else:
             resolved.append(None if s is None else resolve(s))
     wins, targets, ids, L = _windows(model, data, tokenizer, seq_len)
@@ -366,15 +372,21 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
             float_top1 = top1
         met = None if u is None or per else u.error_metrics()
         scored[_key(u)] = {
-            "name": "float" if u is None else assign.describe(u) if per else u.name,
+            "name": "float" if u is None else assign.describe(_shown(u)) if per else u.name,
             "digest": None if u is None else _key(u)[1] if per else u.digest,
             "wce_pct": None if met is None else met["wce_pct"], "mae_pct": None if met is None else met["mae_pct"],
-            **({"layers": {n: "none" if v is None else v.name for n, v in u.items()}} if per else {}),
+            **({"layers": {n: "none" if v is None else v.name for n, v in _shown(u).items()}} if per else {}),
             "loss": loss, "perplexity": math.exp(min(loss, 700.0)), "bits_per_token": loss / math.log(2),
             "accuracy": float((top1 == targets).mean()),
             "top1_agreement": float((top1 == float_top1).mean()),
             **({"overflow": _overflow_rows(log)} if declared else {}),
             "seconds": time.perf_counter() - t0}
+
+
+def _shown(assignment) -> dict:
+    """An assignment as a row shows it: attention's products only where they run through units."""
+    from lutcore.units.assign import is_attention
+    return {n: v for n, v in assignment.items() if v is not None or not is_attention(n)}
 
 
 def _overflow_rows(log) -> dict:

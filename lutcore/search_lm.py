@@ -31,7 +31,7 @@ class _OwnSpace:
     def __init__(self, own, threads, batch_size):
         from lutcore.evaluate import _rebuild
         self.model = _rebuild(own.model, "exact", threads)
-        self.names = self.model.layer_names()
+        self.names = self.model.layer_names(attention=True)
         self.step = batch_size
 
     def fingerprint(self) -> str:
@@ -39,7 +39,7 @@ class _OwnSpace:
         return _core.fingerprint(type(m).__name__, repr(m.config), dict(m.parameters()))
 
     def count(self, win):
-        return self.model.count_products(np.asarray(win)[None, :])
+        return self.model.count_products(np.asarray(win)[None, :], attention=True)
 
     def apply(self, per):
         self.model.set_units(per)
@@ -57,7 +57,7 @@ class _HFSpace:
         from lutcore.pipeline.stage import Stage
         self.stage = Stage(hf.spec, hf.plan, hf.weights, units="exact", threads=threads)
         self.pipe = Pipeline.from_stages([self.stage])
-        self.names = self.stage.layer_names()
+        self.names = self.stage.layer_names(attention=True)
         self.step = 1
         self.spec, self.weights = hf.spec, hf.weights
 
@@ -65,7 +65,7 @@ class _HFSpace:
         return _core.fingerprint(repr(self.spec), dict(self.weights))
 
     def count(self, win):
-        return self.stage.count_products(np.asarray(win))
+        return self.stage.count_products(np.asarray(win), attention=True)
 
     def apply(self, per):
         self.stage.set_units(per)
@@ -75,7 +75,8 @@ class _HFSpace:
 
 
 class _LMSpace:
-    def __init__(self, model, data, units, *, seq_len, tokenizer, threads, layers, reference, batch_size):
+    def __init__(self, model, data, units, *, seq_len, tokenizer, threads, layers, reference, batch_size,
+                 attention=False):
         from lutcore import _check
         from lutcore.evaluate import _HF, _open, _windows
         batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
@@ -84,7 +85,9 @@ class _LMSpace:
         self.label = wrapped.label
         self.wins, self.targets, _, self.seq_len = _windows(wrapped, data, tokenizer, seq_len)
         self.m = (_HFSpace if isinstance(wrapped, _HF) else _OwnSpace)(wrapped, threads, batch_size)
-        self.layers = _core.select_layers(self.m.names, layers)
+        from lutcore.units.assign import is_attention
+        names = self.m.names if attention or layers is not None else [n for n in self.m.names if not is_attention(n)]
+        self.layers = _core.select_layers(names, layers)
         per_window = self.m.count(self.wins[0][:-1])
         n = len(self.wins)
         self.cand = _core.Candidates(cands, {l: per_window[l] * n for l in self.layers}, reference=ref)
@@ -117,11 +120,12 @@ class _LMSpace:
 
 
 def sensitivity_lm(model, data, units, *, seq_len=None, tokenizer=None, threads=None, layers=None,
-                   reference=None, batch_size: int = 8, progress=True, out=None) -> "_core.Sensitivity":
+                   reference=None, batch_size: int = 8, progress=True, out=None,
+                   attention: bool = False) -> "_core.Sensitivity":
     """Held-out loss with one layer at a time through each unit (the rest exact): a
     ``lutcore.search.Sensitivity`` (``save(dir)``: sensitivity.json and the heatmap)."""
     space = _LMSpace(model, data, units, seq_len=seq_len, tokenizer=tokenizer, threads=threads, layers=layers,
-                     reference=reference, batch_size=batch_size)
+                     reference=reference, batch_size=batch_size, attention=attention)
     bar = _core.tqdm_bar(progress, 1 + len(space.layers) * len(space.cand.names), "sensitivity")
     try:
         cache = _core._Cache(space.cand, space.evaluate_many, progress=bar.update if bar else None)
@@ -137,7 +141,7 @@ def sensitivity_lm(model, data, units, *, seq_len=None, tokenizer=None, threads=
 
 def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=None, threads=None, layers=None,
               reference=None, greedy: bool = True, pop_size=None, seed: int = 0, batch_size: int = 8, out=None,
-              resume: bool = False, progress=True) -> "_core.SearchResult":
+              resume: bool = False, progress=True, attention: bool = False) -> "_core.SearchResult":
     """The per-layer search of a language model: minimise the relative multiplier energy and
     the held-out loss on ``data`` (text, a text file or token ids; windows as ``lutcore
     eval``).
@@ -145,8 +149,11 @@ def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=
     ``model``: a Hugging Face checkpoint directory, a lutcore training checkpoint or a
     MambaLM / GPT; ``units``: specs / Units or a units library, each with a power figure in
     its ``cost`` (the exact one among them, or ``reference=``); ``layers``: names, prefixes
-    or globs of the layers to search (default all; the rest stay exact) — the names are the
-    Hugging Face module names (``model.layers.3.mlp.down_proj``, ``lm_head``); ``budget``,
+    or globs of the layers to search (default all weight matmuls, and with ``attention=True``
+    attention's own products too; the rest stay exact, attention's products float) — the names
+    are the Hugging Face module names (``model.layers.3.mlp.down_proj``, ``lm_head``,
+    ``model.layers.3.self_attn.qk`` / ``.pv``: a key names those only by ending in qk / pv);
+    energy counts every product of each searched layer; ``budget``,
     ``greedy``, ``pop_size``, ``seed``: as ``lutcore.torch.search``; ``out``: search.json kept
     current after every batch, front.png drawn at the end (Ctrl-C leaves every point so
     far there);
@@ -160,7 +167,7 @@ def search_lm(model, data, units, *, budget: int = 200, seq_len=None, tokenizer=
         resolve_threads(threads)                      # the TypeError / ValueError naming threads
     prior = _core.prior_result(out, resume)
     space = _LMSpace(model, data, units, seq_len=seq_len, tokenizer=tokenizer, threads=threads, layers=layers,
-                     reference=reference, batch_size=batch_size)
+                     reference=reference, batch_size=batch_size, attention=attention)
     bar = _core.tqdm_bar(a["progress"], a["budget"], "search", initial=len(prior.points) if prior else 0)
     try:
         res = _core.search_files(space.cand, space.evaluate_many, budget=a["budget"], greedy=a["greedy"],

@@ -74,6 +74,7 @@ class LanguageModel:
         """The constructor's ``units``: None (float), one spec for every layer, or a mapping
         (the layers no key covers run in float)."""
         self._mms = {n: None for n in self._unit_layers()}
+        self._attn = {n: None for n in self._attn_layers()}      # attention's own products: Units or None
         self.units, self.mixed_units = None, False
         if units is not None:
             self.set_units(units)
@@ -83,13 +84,26 @@ class LanguageModel:
     def _link_units(self) -> None:
         pass
 
-    def layer_names(self) -> list:
-        """The names of the layers whose matmuls can run through units, in forward order."""
-        return list(self._mms)
+    def _attn_layers(self) -> list:
+        """The names of attention's own products (``<attention>.qk``, ``.pv``) a model can run
+        through units; none by default."""
+        return []
 
-    def assignment(self) -> dict:
-        """{layer name: Units, or None for a layer multiplying in float}."""
-        return {n: None if mm is None else mm.units for n, mm in self._mms.items()}
+    def _attn_counts(self, ids) -> dict:
+        """{attention product: multiplications} of one forward over ``ids`` (a model with some)."""
+        return {}
+
+    def layer_names(self, attention: bool = False) -> list:
+        """The names of the layers whose matmuls can run through units, in forward order; with
+        ``attention``, then attention's own products (``.qk`` / ``.pv``: only keys that name them
+        cover them, ``lutcore.units.assign.names_attention``)."""
+        return list(self._mms) + (list(self._attn) if attention else [])
+
+    def assignment(self, attention: bool = False) -> dict:
+        """{layer name: Units, or None for a layer multiplying in float} (``attention``: attention's
+        products too)."""
+        out = {n: None if mm is None else mm.units for n, mm in self._mms.items()}
+        return {**out, **self._attn} if attention else out
 
     def set_units(self, units):
         """Units for the layers (in place; returns the model): one spec (None / "none": float)
@@ -99,12 +113,16 @@ class LanguageModel:
         from lutcore.models.unitmm import UnitMatmul
         from lutcore.units import assign
         mapping = assign.as_mapping(units)
-        if mapping is None:
+        if mapping is None:                  # one spec: the weight matmuls; attention's products in float
             u = assign.resolve_spec(units)
-            per = {n: u for n in self._mms}
+            per = {**{n: u for n in self._mms}, **{n: None for n in self._attn}}
         else:
-            per = assign.assign(mapping, list(self._mms), what="units")
+            per = assign.assign(mapping, list(self._mms) + list(self._attn), what="units")
         for n, u in per.items():
+            if n in self._attn:                       # attention's q k^T / p v: checked, no weights
+                from lutcore.quant import check_attention_units
+                self._attn[n] = None if u is None else check_attention_units(u, n)
+                continue
             mm = self._mms[n]
             if u is None:
                 self._mms[n] = None
@@ -122,7 +140,7 @@ class LanguageModel:
         self._link_units()
         return self
 
-    def count_products(self, ids) -> dict:
+    def count_products(self, ids, attention: bool = False) -> dict:
         """{layer name: multiplications its matmul performs on ``ids``} — a dry run of one
         forward (every layer counted, float or not, as it would run through a unit: rows x
         in x out of each product it computes)."""
@@ -145,6 +163,8 @@ class LanguageModel:
         finally:
             self._mms = saved
             self._link_units()
+        if attention:
+            counts.update(self._attn_counts(ids))
         return counts
 
     def parameters(self) -> dict:

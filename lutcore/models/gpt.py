@@ -42,7 +42,9 @@ from lutcore import _check, _threads
 from lutcore._alloc import reusing
 from lutcore.models import _layers as nn
 from lutcore.models._base import LanguageModel
+from lutcore._threads import resolve_threads
 from lutcore.ops.attn import causal_attention, causal_attention_backward
+from lutcore.ops.matmul import matmul
 from lutcore.ops.mathfn import gelu_tanh, gelu_tanh_backward
 
 __all__ = ["GPTConfig", "GPT"]
@@ -102,6 +104,36 @@ attention_fwd = causal_attention
 attention_bwd = causal_attention_backward
 
 
+def _unit_attention(q, k, v, uqk, upv, pre, threads):
+    """Causal attention with its products through units (None: float): scores = attn_scores(q, k)
+    times 1/sqrt(hd) (float32, after the product), the same causal softmax rows, then
+    attn_values(att, v) (``lutcore.quant``); att is returned for the STE backward (the float
+    attention's gradient at these probabilities)."""
+    from lutcore.ops import accum as _accum, rows as _rows
+    from lutcore.quant import attn_scores, attn_values
+    B, H, L, hd = q.shape
+    scale = np.float32(1.0 / math.sqrt(hd))
+    s = np.empty((B, H, L, L), np.float32)
+    for b in range(B):
+        for h in range(H):
+            if uqk is None:
+                s[b, h] = matmul(q[b, h], np.ascontiguousarray(k[b, h].T), threads=threads)
+            else:
+                with _accum.labelled(pre + "attn.qk"):
+                    s[b, h] = attn_scores(q[b, h], k[b, h], uqk, threads=threads)
+    s *= scale
+    _rows._softmax_causal(s.reshape(-1, L, L), L, 0, 0, resolve_threads(threads))
+    y = np.empty((B, H, L, hd), np.float32)
+    for b in range(B):
+        for h in range(H):
+            if upv is None:
+                y[b, h] = matmul(s[b, h], v[b, h], threads=threads)
+            else:
+                with _accum.labelled(pre + "attn.pv"):
+                    y[b, h] = attn_values(s[b, h], v[b, h], upv, threads=threads)
+    return y, s
+
+
 class GPT(LanguageModel):
     """GPT language model: ``forward(ids)`` -> logits, ``loss_and_grads(ids, targets)``,
     ``parameters()`` by name, ``generate``.
@@ -143,6 +175,17 @@ class GPT(LanguageModel):
         parameter names without .weight), and lm_head (the head, tied to wte)."""
         return [f"h.{i}.{k}" for i in range(self.config.layers)
                 for k in ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")] + ["lm_head"]
+
+    def _attn_layers(self):
+        """Attention's own products: h.{i}.attn.qk (q k^T) and h.{i}.attn.pv (p v)."""
+        return [f"h.{i}.attn.{k}" for i in range(self.config.layers) for k in ("qk", "pv")]
+
+    def _attn_counts(self, ids) -> dict:
+        ids = self._ids(ids)
+        B, L = ids.shape
+        cfg = self.config
+        n = B * cfg.heads * L * L * cfg.head_dim            # every (query, key) pair as the unit forms it
+        return {name: n for name in self._attn}
 
     # ---------------------------------------------------------------- params
     def _expected_shapes(self) -> dict:
@@ -203,7 +246,11 @@ class GPT(LanguageModel):
         # copied by each batched matmul that takes it)
         qkv = np.ascontiguousarray(qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4))    # (3, B, H, L, hd)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        yh, att = attention_fwd(q, k, v)                                                    # (B, H, L, hd)
+        uqk, upv = self._attn.get(pre + "attn.qk"), self._attn.get(pre + "attn.pv")
+        if (uqk is not None or upv is not None) and self.dtype == np.float32:
+            yh, att = _unit_attention(q, k, v, uqk, upv, pre, self.threads)                # through the units
+        else:
+            yh, att = attention_fwd(q, k, v)                                                # (B, H, L, hd)
         y = np.ascontiguousarray(yh.transpose(0, 2, 1, 3)).reshape(B, L, C)
         x1 = x + nn.linear_fwd(y, P[pre + "attn.proj.weight"], P[pre + "attn.proj.bias"], mm("attn.proj"))
         m, ln2 = nn.layernorm_fwd(x1, P[pre + "ln2.weight"], P[pre + "ln2.bias"], cfg.ln_eps)

@@ -159,7 +159,6 @@ def accumulate(products, accumulator, *, counts: bool = False, threads=None):
 def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     """int64 (M, N) [, counts int64 (M, N)]: a @ b through ``units``' table, every output
     accumulated in ``accumulator``'s register (module docstring)."""
-    from lutcore.ops.gemm import _codes
     from lutcore.units import Units
     acc = _acc(accumulator)
     if not isinstance(units, Units):
@@ -169,7 +168,6 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     acc.check_products(lo, hi, f"units {units.name!r}")
     if units.mul is None:
         return _netlist_gemm(a, b, units, acc, counts, threads)
-    a0, b0 = a, b
     a = _codes(a, "a", fmt, "a")
     b = _codes(b, "b", fmt, "b")
     if a.shape[1] != b.shape[0]:
@@ -178,10 +176,6 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     (M, K), N = a.shape, b.shape[1]
     want = counts or logging()
     nt = resolve_threads(threads)
-    if not want and (acc.holds_every_sum(lo, hi, K) or acc.exact_wrap) and K * max(abs(lo), abs(hi)) < 2**31:
-        from lutcore.ops.gemm import lut_gemm
-        c = lut_gemm(a0, b0, units.without_accumulator(), threads=nt).astype(np.int64)
-        return acc.wrap(c) if acc.exact_wrap else c
     out = np.empty(M * N, np.int64)
     cnt = np.empty(M * N, np.int64) if want else None
     g, o = _adder_args(acc)
@@ -194,6 +188,32 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
         record(cnt, M * N * _steps(acc, K))
     out = out.reshape(M, N)
     return (out, cnt.reshape(M, N)) if counts else out
+
+
+def _codes(x, name, fmt, which) -> np.ndarray:
+    """``x`` (M, K) as the bytes the kernel indexes by (lut_gemm's rule): int8 for signed 8 x 8
+    units; for another format any integer array of the operand's codes (checked)."""
+    from lutcore import _check
+    if fmt.legacy:
+        return _check.array(x, name, np.int8, 2)
+    x = np.asarray(x)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array of {fmt} codes, got dtype {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array, got shape {x.shape}")
+    fmt.check_codes(x, which, name)
+    if x.dtype in (np.int8, np.uint8):
+        return np.ascontiguousarray(x).view(np.int8)
+    return np.ascontiguousarray((x & 0xFF).astype(np.uint8)).view(np.int8)
+
+
+def plain_sums_suffice(units, acc, K: int) -> bool:
+    """Whether a table unit's plain sums give the register's bits without a step-by-step pass (no
+    log open; exact adder wrapping -- the sum modulo 2^W -- or a register that holds every partial
+    sum of K products) and fit int32: then ``lut_gemm``'s kernels serve it."""
+    lo, hi = units.product_range
+    return (units.mul is not None and not logging() and (acc.holds_every_sum(lo, hi, K) or acc.exact_wrap)
+            and K * max(abs(lo), abs(hi)) < 2**31)
 
 
 _NETLIST_TILE = 1 << 22          # products a tile of a netlist unit's rows holds (int64)

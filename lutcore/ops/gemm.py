@@ -235,8 +235,15 @@ def _accumulated(a, b, units, threads, out):
         if not units.format.legacy:
             _packed_codes(b, units.format)
         b = b.b if b.signed else b.b.view(np.uint8)
-    c = accum.gemm(a, b, units, units.accumulator, threads=threads)
-    lo, hi = units.accumulator.range
+    acc = units.accumulator
+    K = np.shape(a)[1] if np.ndim(a) == 2 else 0
+    if accum.plain_sums_suffice(units, acc, K):          # the table kernels' sums, wrapped if need be
+        c = lut_gemm(a, b, units.without_accumulator(), threads=threads).astype(np.int64)
+        acc.check_products(*units.product_range, f"units {units.name!r}")
+        c = acc.wrap(c) if acc.exact_wrap else c
+    else:
+        c = accum.gemm(a, b, units, acc, threads=threads)
+    lo, hi = acc.range
     if lo < -2**31 or hi > INT32_MAX:
         if out is not None:
             raise TypeError(f"out: a {units.accumulator} accumulator's sums leave int32: the product is int64 and "

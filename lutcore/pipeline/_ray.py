@@ -170,7 +170,7 @@ class _StageWorker:
         return self.index
 
     def assignment(self):
-        return self.stage.assignment()
+        return self.stage.assignment(attention=True)
 
     @_names_stage
     def set_units(self, a):

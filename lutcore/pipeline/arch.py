@@ -319,12 +319,26 @@ def unit_layers(spec: ArchSpec, i: int) -> dict:
     return {r: t[r][:-len(".weight")] for r in roles}
 
 
-def unit_layer_names(spec: ArchSpec, layers=None, head: bool = True) -> list:
+def attn_layers(spec: ArchSpec, i: int) -> dict:
+    """Layer ``i``'s attention products -> their names: {"qk": "<attention module>.qk", "pv":
+    "<attention module>.pv"} (the module Hugging Face names: model.layers.i.self_attn,
+    transformer.h.i.attn); none for a family without attention (mamba)."""
+    if spec.family not in ("llama", "gpt2"):
+        return {}
+    t = layer_tensors(spec, i)
+    mod = t["q" if spec.family == "llama" else "qkv"].rsplit(".", 2)[0]
+    return {"qk": f"{mod}.qk", "pv": f"{mod}.pv"}
+
+
+def unit_layer_names(spec: ArchSpec, layers=None, head: bool = True, attention: bool = False) -> list:
     """The module names of the weight matmuls of the given layers (default: all) and, when
-    ``head``, of the head ("lm_head", tied or not, as Hugging Face names it), in forward order."""
+    ``head``, of the head ("lm_head", tied or not, as Hugging Face names it), in forward order;
+    with ``attention``, then the layers' attention products (``attn_layers``)."""
     layers = range(spec.layers) if layers is None else layers
-    out = [n for i in layers for n in unit_layers(spec, i).values()]
-    return out + (["lm_head"] if head else [])
+    out = [n for i in layers for n in unit_layers(spec, i).values()] + (["lm_head"] if head else [])
+    if attention:
+        out += [n for i in layers for n in attn_layers(spec, i).values()]
+    return out
 
 
 def tensor_layout(spec: ArchSpec, role: str) -> str:

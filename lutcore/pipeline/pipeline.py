@@ -63,7 +63,7 @@ def _whole_model_units(spec, units):
     mapping = assign.as_mapping(units)
     if mapping is None:
         return units
-    return assign.assign(mapping, unit_layer_names(spec), fill=True, default=None)
+    return assign.assign(mapping, unit_layer_names(spec, attention=True), fill=True, default=None)
 
 
 def _non_finite(n):
@@ -94,7 +94,7 @@ class _LocalRing:
         return _decode_plain(self, tok, pos, sampling)
 
     def assignments(self):
-        return [s.assignment() for s in self.stages]
+        return [s.assignment(attention=True) for s in self.stages]
 
     def set_units(self, a):
         for s in self.stages:
@@ -178,18 +178,20 @@ class Pipeline:
         return cls(spec, [s.plan for s in stages], _LocalRing(stages), "local")
 
     # ------------------------------------------------------------------ per-layer units
-    def layer_names(self) -> list:
-        """The Hugging Face module names of the model's weight matmuls, "lm_head" last."""
+    def layer_names(self, attention: bool = False) -> list:
+        """The Hugging Face module names of the model's weight matmuls, "lm_head" last; with
+        ``attention``, then the attention products (``<attention module>.qk`` / ``.pv``)."""
         from lutcore.pipeline.arch import unit_layer_names
-        return unit_layer_names(self.spec)
+        return unit_layer_names(self.spec, attention=attention)
 
-    def assignment(self) -> dict:
-        """{module name: Units or None (float)} over every stage."""
+    def assignment(self, attention: bool = False) -> dict:
+        """{module name: Units or None (float)} over every stage (``attention``: the attention
+        products too)."""
         ring = self._ring_or_raise()
         out = {}
         for part in ring.assignments():
             out.update(part)
-        return {n: out[n] for n in self.layer_names()}
+        return {n: out[n] for n in self.layer_names(attention)}
 
     def set_units(self, units) -> "Pipeline":
         """Change layers' units on every stage (in place, nothing re-quantized; see
@@ -199,14 +201,14 @@ class Pipeline:
         from lutcore.units import assign
         ring = self._ring_or_raise()
         mapping = assign.as_mapping(units)
-        names = self.layer_names()
-        if mapping is None:
+        names = self.layer_names(attention=True)
+        if mapping is None:                        # one spec: the weights; attention's products in float
             u = assign.resolve_spec(units)
-            a = assign.Assignment((n, u) for n in names)
+            a = assign.Assignment((n, None if assign.is_attention(n) else u) for n in names)
         else:
             a = assign.assign(mapping, names)
-        cur = self.assignment()
-        flips = [n for n in a if (a[n] is None) != (cur[n] is None)]
+        cur = self.assignment(attention=True)
+        flips = [n for n in a if not assign.is_attention(n) and (a[n] is None) != (cur[n] is None)]
         if flips:                                  # checked before any stage changes
             raise ValueError(f"units: layer{'s' if len(flips) > 1 else ''} {', '.join(flips[:8])}"
                              f"{' ...' if len(flips) > 8 else ''} would switch between float and units; a stage "

@@ -54,9 +54,10 @@ from lutcore.ops import decode as _decode, rows as _rows
 from lutcore.ops.mathfn import sigmoid as _sigmoid, silu as _silu
 from lutcore.ops.matmul import PackedMatrix
 from lutcore.ops.matmul import matmul as _fmm
-from lutcore.pipeline.arch import ArchSpec, head_tensors, layer_tensors, tensor_layout, unit_layers
+from lutcore.pipeline.arch import ArchSpec, attn_layers, head_tensors, layer_tensors, tensor_layout, unit_layers
 from lutcore.pipeline.shard import _as_plan, load_stage_weights, stage_tensor_names, to_kn
-from lutcore.quant import Q8, QLinear
+from lutcore.ops import accum as _accum
+from lutcore.quant import Q8, QLinear, attn_scores, attn_values
 
 __all__ = ["Stage", "StageCache"]
 
@@ -117,7 +118,18 @@ class StageCache:
 class _Layer:
     """One transformer layer, weights kernel-ready (matrices (K, N) float32 or Q8)."""
     __slots__ = ("index", "n1w", "n1b", "wqkv", "bqkv", "wo", "bo", "n2w", "n2b", "wup", "bup",
-                 "wdown", "bdown", "scale", "window")
+                 "wdown", "bdown", "scale", "window", "attn_names")
+
+
+def _is_attention(name: str) -> bool:
+    from lutcore.units.assign import is_attention
+    return is_attention(name)
+
+
+def _attention_units(per: dict) -> dict:
+    """{attention product: Units or None}, each unit checked for attention (check_attention_units)."""
+    from lutcore.quant import check_attention_units
+    return {n: None if u is None else check_attention_units(u, n) for n, u in per.items()}
 
 
 class _MambaLayer:
@@ -171,7 +183,10 @@ class Stage:
             raise TypeError(f"spec: expected an ArchSpec, got {type(spec).__name__}")
         self.spec, self.plan = spec, _as_plan(plan)
         self.threads = threads
-        self._unit_of = self._per_layer(spec, self.plan, units)      # {module name: Units or None}
+        per = self._per_layer(spec, self.plan, units)
+        self._attn_of = _attention_units({n: per.pop(n) for n in list(per) if _is_attention(n)})
+        self._attn_count = None                   # {name: products} while count_products runs
+        self._unit_of = per                                            # {module name: Units or None}
         us = list(self._unit_of.values())
         self.units = us[0] if us and us[0] is not None and _same(us) else None   # one units everywhere
         want = stage_tensor_names(spec, self.plan)
@@ -202,14 +217,14 @@ class Stage:
         """{module name: Units or None} of this stage's matmuls from a units argument."""
         from lutcore.pipeline.arch import unit_layer_names
         from lutcore.units import assign
-        names = unit_layer_names(spec, range(plan.lo, plan.hi), head=plan.head)
+        names = unit_layer_names(spec, range(plan.lo, plan.hi), head=plan.head, attention=True)
         if isinstance(units, assign.Assignment):                     # the whole model's, resolved
             return {n: units.get(n) for n in names}
         mapping = assign.as_mapping(units)
         if mapping is not None:
             return dict(assign.assign(mapping, names, fill=True, default=None))
-        u = assign.resolve_spec(units)
-        return {n: u for n in names}
+        u = assign.resolve_spec(units)                               # one spec: the weights; attention in float
+        return {n: None if _is_attention(n) else u for n in names}
 
     @classmethod
     def from_pretrained(cls, path, spec: ArchSpec | None, plan, units=None, threads=None) -> "Stage":
@@ -255,6 +270,7 @@ class Stage:
         C, I, Q, KVd = spec.hidden, spec.inter, spec.q_dim, spec.kv_dim
         L = _Layer()
         L.index = i
+        L.attn_names = attn_layers(spec, i)
         L.window = spec.window(i)
         L.scale = (spec.head_dim ** -0.5 if spec.attn_scale else 1.0) / ((i + 1) if spec.scale_by_layer else 1)
         get = lambda role: w.get(t.get(role)) if role in t else None       # noqa: E731
@@ -447,10 +463,25 @@ class Stage:
             Kc, Vc = kv.append(k, v, pos)                                              # (KV, S, hd)
         else:
             Kc, Vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)
-        s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                    # (KV, gT, S)
+        uqk = self._attn_of.get(L.attn_names["qk"])
+        upv = self._attn_of.get(L.attn_names["pv"])
+        if self._attn_count is not None:                  # a dry run: the products each would form
+            n = KV * g * T * Kc.shape[1] * hd
+            self._attn_count[L.attn_names["qk"]] += n
+            self._attn_count[L.attn_names["pv"]] += n
+        if uqk is None:
+            s = _fmm(qh, Kc.transpose(0, 2, 1), threads=self.threads)                # (KV, gT, S)
+        else:                                             # q per row, each key per position (lutcore.quant)
+            with _accum.labelled(L.attn_names["qk"]):
+                s = np.stack([attn_scores(qh[j], Kc[j], uqk, threads=self.threads) for j in range(KV)])
         # causal / window mask, minus the row max, exp, over the in-order row sum: one native pass
-        _rows._softmax_causal(s, T, pos, int(L.window or 0), self._ew(s.size))     # s: _fmm's new array
-        o = _fmm(s, Vc, threads=self.threads)                                          # (KV, gT, hd)
+        _rows._softmax_causal(s, T, pos, int(L.window or 0), self._ew(s.size))     # s: a new array
+        if upv is None:
+            o = _fmm(s, Vc, threads=self.threads)                                      # (KV, gT, hd)
+        else:                                             # each value row on its own, position-aligned blocks
+            with _accum.labelled(L.attn_names["pv"]):
+                o = np.stack([attn_values(s[j], np.ascontiguousarray(Vc[j]), upv, threads=self.threads)
+                              for j in range(KV)])
         o = o.reshape(KV, g, T, hd).transpose(2, 0, 1, 3).reshape(T, Q)                # (T, H*hd)
         x += self._mm(o, L.wo, L.bo, self._buf("o", T, C))
         h = self._norm(x, L.n2w, L.n2b, self._buf("h", T, C))
@@ -473,13 +504,15 @@ class Stage:
         return out
 
     # ------------------------------------------------------------------ per-layer units
-    def layer_names(self) -> list:
-        """The module names of this stage's weight matmuls (and "lm_head" on the head stage)."""
-        return list(self._unit_of)
+    def layer_names(self, attention: bool = False) -> list:
+        """The module names of this stage's weight matmuls (and "lm_head" on the head stage);
+        with ``attention``, then its layers' attention products (``<attention module>.qk`` / ``.pv``)."""
+        return list(self._unit_of) + (list(self._attn_of) if attention else [])
 
-    def assignment(self) -> dict:
-        """{module name: Units or None (float)} of this stage's matmuls."""
-        return dict(self._unit_of)
+    def assignment(self, attention: bool = False) -> dict:
+        """{module name: Units or None (float)} of this stage's matmuls (``attention``: and of its
+        attention products)."""
+        return {**self._unit_of, **self._attn_of} if attention else dict(self._unit_of)
 
     def set_units(self, units) -> None:
         """Change the units of this stage's layers in place, re-quantizing nothing: one spec
@@ -489,15 +522,19 @@ class Stage:
         weights): a ValueError naming it."""
         from lutcore.units import assign
         names = list(self._unit_of)
+        every = names + list(self._attn_of)
         if isinstance(units, assign.Assignment):
-            new = {n: units[n] for n in names if n in units}
+            new = {n: units[n] for n in every if n in units}
         else:
             mapping = assign.as_mapping(units)
             if mapping is not None:
-                new = dict(assign.assign(mapping, names))
+                new = dict(assign.assign(mapping, every))
             else:
-                u = assign.resolve_spec(units)
-                new = {n: u for n in names}
+                u = assign.resolve_spec(units)                  # one spec: the weights; attention in float
+                new = {n: None if _is_attention(n) else u for n in every}
+        attn = dict(self._attn_of)
+        attn.update({n: u for n, u in new.items() if n in attn})
+        new = {n: u for n, u in new.items() if n not in attn}
         want = dict(self._unit_of)
         want.update(new)
         flips = [n for n in names if (want[n] is None) != (self._unit_of[n] is None)]
@@ -523,6 +560,7 @@ class Stage:
         if self.plan.head and isinstance(self._head, QLinear):
             self._head.units = want["lm_head"]
         self._unit_of = want
+        self._attn_of = _attention_units(attn)
         self._label_units()
         us = list(want.values())
         self.units = us[0] if us and us[0] is not None and _same(us) else None
@@ -569,23 +607,31 @@ class Stage:
         return out
 
     @_threads.entry
-    def count_products(self, ids) -> dict:
+    def count_products(self, ids, attention: bool = False) -> dict:
         """{module name: multiplications through its unit} for one pass of this (whole-model)
         stage over token ids (a dry run: each unit matmul's rows x K x N as it is called; a
-        fused group's parts count their own columns).  Float layers count 0."""
+        fused group's parts count their own columns).  Float layers count 0.  ``attention``:
+        attention's products too, each (query, key) pair's head-dim products whether they run
+        through units or not (what they would cost through one)."""
         if not (self.plan.lo == 0 and self.plan.head and self.plan.hi == self.spec.layers):
             raise ValueError("count_products: needs a stage holding the whole model (embedding, every layer, "
                              "the head)")
         lins = {id(lin): lin for lin, _, _ in self._unit_matrices()}
         for lin in lins.values():
             lin.count_rows(True)
+        self._attn_count = {n: 0 for n in self._attn_of}
+        fusable, self._fusable = self._fusable, False          # layer by layer: the attention is counted
         try:
             self.readout(self.run_layers(self.embed(ids)))
             rows = {k: lin.rows_seen for k, lin in lins.items()}
+            attn = self._attn_count
         finally:
             for lin in lins.values():
                 lin.count_rows(False)
+            self._attn_count, self._fusable = None, fusable
         counts = {n: 0 for n in self._unit_of}
+        if attention:
+            counts.update(attn)
         for lin, name, width in self._unit_matrices():
             K, N = lin.shape
             counts[name] += rows[id(lin)] * K * (N if width is None else width)
@@ -596,6 +642,7 @@ class Stage:
         weights or float; units of another format run the layer by layer path)."""
         spec = self.spec
         return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
+                and not any(u is not None for u in self._attn_of.values())     # the native layer's attention is float
                 and all(L.n1b is None and L.n2b is None for L in self.layers)
                 and not any(getattr(m, "qf", None) is not None for L in self.layers
                             for m in (L.wqkv, L.wo, L.wup, L.wdown)))
@@ -746,7 +793,9 @@ class Stage:
                 for v in L.block.params.values():
                     add(v)
             else:
-                for name in _Layer.__slots__[1:-2]:
+                for name in _Layer.__slots__:
+                    if name in ("index", "scale", "window", "attn_names"):
+                        continue
                     add(getattr(L, name))
         if self.plan.head:
             for a in (self.embedding, self.positions, self.norm_w, self.norm_b, self._head):

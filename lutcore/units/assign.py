@@ -92,10 +92,31 @@ def _prefixes(name: str):
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
+ATTENTION_PRODUCTS = ("qk", "pv")     # attention's own products: "<attention module>.qk" / ".pv"
+
+
+def is_attention(name: str) -> bool:
+    """Whether a layer name is one of attention's own products (q k^T, p v)."""
+    return name.rsplit(".", 1)[-1] in ATTENTION_PRODUCTS
+
+
+def names_attention(key: str) -> bool:
+    """Whether a mapping key names attention products: its last component is ``qk`` / ``pv`` (or a
+    glob other than ``*`` matching one).  Only such keys cover them: ``"*"`` or a layer's prefix
+    keeps meaning the weight matmuls, as it always has."""
+    last = key.rsplit(".", 1)[-1]
+    if last in ATTENTION_PRODUCTS:
+        return True
+    return bool(_GLOB & set(last)) and last != "*" and any(fnmatch.fnmatchcase(p, last) for p in ATTENTION_PRODUCTS)
+
+
 def covers(key: str, name: str) -> bool:
-    """Whether mapping key ``key`` covers layer ``name`` (exact, dotted prefix or glob)."""
+    """Whether mapping key ``key`` covers layer ``name`` (exact, dotted prefix or glob); an
+    attention product only by a key that names one (``names_attention``)."""
     if key == name:
         return True
+    if is_attention(name) and not names_attention(key):
+        return False
     cands = _prefixes(name)
     if key in cands:
         return True
@@ -127,6 +148,11 @@ def match(mapping: Mapping, names, *, what: str = "units") -> dict:
         if not hit[k] and any(covers(k, n) for n in names):
             hit[k] = True
     bad = [k for k, h in hit.items() if not h]
+    att = [k for k in bad if names_attention(k)]
+    if att and not any(is_attention(n) for n in names):
+        raise ValueError(f"{what}: key{'s' if len(att) > 1 else ''} {', '.join(map(repr, att))} name"
+                         f"{'' if len(att) > 1 else 's'} attention products (.qk / .pv), and this model has no "
+                         f"attention through units (its layers: {_names_list(names)})")
     if bad:
         raise ValueError(f"{what}: key{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} match"
                          f"{'' if len(bad) > 1 else 'es'} no layer (a key is a layer name, a dotted prefix or an "

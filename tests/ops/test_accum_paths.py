@@ -54,6 +54,16 @@ def _loa(bits, signed, k):
                  name=f"loa{bits}{'s' if signed else 'u'}_{k}")
 
 
+def _or1_adder(bits=16):
+    """An exact adder whose bit 0 is always 1 (r + 0 != r: refused for attention)."""
+    ad = _loa(bits, True, 0)
+    g = np.asarray(ad.netlist.gates).copy()
+    o = np.asarray(ad.netlist.outputs).copy()
+    o[0] = 1
+    from lutcore.units.netlist import Netlist
+    return Adder(Netlist(bits, bits, bits + 1, g, o), True, name="or1")
+
+
 def _units_acc(u, spec, adder=None):
     return u.with_accumulator(Accumulator.parse(spec, adder=adder))
 
@@ -190,7 +200,7 @@ def test_gpt_through_a_register_logs_overflows_per_layer():
     assert np.array_equal(y1.view(np.int32), y2.view(np.int32))
     assert not np.array_equal(y1.view(np.int32), exact.forward(ids).view(np.int32))
     rows = log.to_dict()
-    assert set(rows) == set(m.layer_names())
+    assert set(rows) == {n for n in m.layer_names() if not n.endswith((".qk", ".pv"))}   # attention: float
     assert sum(r["events"] for r in rows.values()) > 0
     assert all(r["overflowed"] <= r["outputs"] for r in rows.values())
 
@@ -202,7 +212,7 @@ def test_eval_reports_overflows_per_layer(tmp_path):
     res = evaluate_units(m, ids, ["none", "exact", "exact@16s:wrap"], seq_len=16)
     assert "overflow" not in res.rows[1]
     ov = res.rows[2]["overflow"]
-    assert set(ov) == set(m.layer_names()) and sum(o["overflowed"] for o in ov.values()) > 0
+    assert set(ov) == {n for n in m.layer_names() if not n.endswith((".qk", ".pv"))} and sum(o["overflowed"] for o in ov.values()) > 0
     text = format_table(res)
     assert "overflows of exact@16s:wrap's accumulator" in text and "h.0.mlp.fc" in text
     files = write_report(res, tmp_path)

@@ -72,13 +72,13 @@ def qmatmul_formats_ref(a, b, table, fmt, block, acc=None):
         k1 = min(K, k0 + block)
         qa, sa, za = zip(*[quantize_ref(a[m, k0:k1], ab, asg) for m in range(M)])
         qb, sb, zb = zip(*[quantize_ref(b[k0:k1, n], bb, bsg) for n in range(N)])
-        I = np.zeros((M, N), np.int64)
-        for m in range(M):
-            for n in range(N):
-                ia, ib = np.asarray(qa[m]), np.asarray(qb[n])
-                p = t[ia & (t.shape[0] - 1), ib & (t.shape[1] - 1)]
-                s = p.sum() if acc is None else accumulate_ref(p[None, :], **acc)[0][0]
-                I[m, n] = s - zb[n] * ia.sum() - za[m] * ib.sum() + (k1 - k0) * za[m] * zb[n]
+        ia, ib = np.stack(qa), np.stack(qb)              # (M, n), (N, n) codes
+        za, zb = np.asarray(za, np.int64), np.asarray(zb, np.int64)   # (M,), (N,)
+        p = t[(ia & (t.shape[0] - 1))[:, None, :], (ib & (t.shape[1] - 1))[None, :, :]]   # (M, N, n) k order
+        # one lane per output: the register steps through each lane's products in k order
+        s = p.sum(axis=2) if acc is None else accumulate_ref(p.reshape(M * N, -1), **acc)[0].reshape(M, N)
+        I = (s - zb[None, :] * ia.sum(1)[:, None] - za[:, None] * ib.sum(1)[None, :]
+             + (k1 - k0) * za[:, None] * zb[None, :])   # (M, N) the zero-point terms exact
         scale = (np.asarray(sa, np.float32)[:, None] * np.asarray(sb, np.float32)[None, :]).astype(np.float32)
         y = (y + (scale * I.astype(np.float32)).astype(np.float32)).astype(np.float32)
     return y

@@ -560,7 +560,15 @@ def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:
     k = _check.array(k, "k", np.float32, 2, kind="f")
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"q, k: head dims differ: q is {q.shape}, k is {k.shape}")
+    _finite(q, "q")
+    _finite(k, "k")
     return qmatmul(q, np.ascontiguousarray(k.T), units, block, threads)
+
+
+def _finite(x, name):
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name}: {int(np.count_nonzero(~np.isfinite(x)))} non-finite value(s) (NaN or Inf) "
+                         f"cannot be quantized")
 
 
 def attn_values(p, v, units, block: int = 32, threads=None) -> np.ndarray:
@@ -582,8 +590,9 @@ def attn_values(p, v, units, block: int = 32, threads=None) -> np.ndarray:
     R, S = p.shape
     if v.shape[0] != S:
         raise ValueError(f"p, v: positions differ: p is {p.shape}, v is {v.shape}")
-    if not (np.isfinite(p).all() and np.isfinite(v).all()):
-        raise ValueError("p, v: non-finite value(s) (NaN or Inf) cannot be quantized")
+    block = _block(block)
+    _finite(p, "p")
+    _finite(v, "v")
     if p.size and float(p.min()) < 0:
         raise ValueError(f"p: probabilities are >= 0, got {float(p.min())}")
     fmt = u.format

@@ -11,7 +11,7 @@ the adder's C model alone and the table GEMM with exact sums.
                                                                           register), the same products
 
 The adder: 16-bit signed, the 5 low sum bits a | b (no carry out of them), an exact ripple
-adder above, 17 output bits -- 38 gates.  The unit: Mitchell's multiplier (the any-table
+adder above, 17 output bits -- 38 gates (the peer's C: 2-input gates, as EvoApproxLib writes them).  The unit: Mitchell's multiplier (the any-table
 path).  Validation first: the kernel and the C loop give the same sums.  ``ops`` = M N K
 products; G MAC/s = macs / time.
 """
@@ -39,8 +39,9 @@ GROUP = pytest.mark.benchmark(group=f"accum gemm 8x8 table + 16-bit adder {SHAPE
 W, LOW = 16, 5
 
 
-def loa16():
-    """The bench's adder as a netlist (module docstring)."""
+def loa16(two_input=False):
+    """The bench's adder as a netlist (module docstring); ``two_input``: its full adders as 2-input
+    gates (XOR, XOR, AND, AND, OR), as EvoApproxLib writes its C models -- the peer's form."""
     from lutcore.units.adders import Adder
     from lutcore.units.netlist import Netlist
     gates = []
@@ -50,14 +51,22 @@ def loa16():
         return 2 + 2 * W + len(gates) - 1
     a, b = [2 + i for i in range(W)], [2 + W + i for i in range(W)]
     outs, c = [], 0
-    for i in range(W):
+    for i in range(W + 1):
+        ai, bi = a[min(i, W - 1)], b[min(i, W - 1)]           # bit W: the sign-extended sum
         if i < LOW:
-            outs.append(g(a[i], b[i], 0, 0xFC))
+            outs.append(g(ai, bi, 0, 0xFC))
+        elif not two_input:
+            outs.append(g(ai, bi, c, 0x96))
+            c = g(ai, bi, c, 0xE8)
         else:
-            outs.append(g(a[i], b[i], c, 0x96))
-            c = g(a[i], b[i], c, 0xE8)
-    outs.append(g(a[W - 1], b[W - 1], c, 0x96))
-    return Adder(Netlist(W, W, W + 1, np.array(gates, np.int32), np.array(outs, np.int32)), True, name="loa16s_5")
+            t = g(ai, bi, 0, 0x3C)
+            outs.append(g(t, c, 0, 0x3C))
+            c = g(g(ai, bi, 0, 0xC0), g(t, c, 0, 0xC0), 0, 0xFC)
+        if i == W - 1 and not two_input:
+            outs.append(g(ai, bi, c, 0x96))
+            break
+    return Adder(Netlist(W, W, W + 1, np.array(gates, np.int32), np.array(outs[:W + 1], np.int32)), True,
+                 name="loa16s_5")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +105,7 @@ def peer(case):
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler for the C model")
-    ad = case[2]
+    ad = loa16(two_input=True)
     d = tempfile.mkdtemp()
     src, lib = os.path.join(d, "add16s_x.c"), os.path.join(d, "add16s_x.so")
     model = c_model(ad.netlist.gates, ad.netlist.outputs, W, W, name="add16s_x")

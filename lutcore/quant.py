@@ -529,6 +529,10 @@ def check_attention_units(units, where: str = "units") -> Units:
     bits of a full recompute.  A ValueError naming ``where`` otherwise."""
     u = units if isinstance(units, Units) else _resolve_units(units)
     fmt = u.format
+    for which, bits, signed in (("first", fmt.a_bits, fmt.a_signed), ("second", fmt.b_bits, fmt.b_signed)):
+        if signed and bits < 2:
+            raise ValueError(f"{where}: units {u.name!r} ({fmt}) have a signed 1-bit {which} operand, which holds only "
+                             f"0 in symmetric codes: attention's operands need at least 2 bits")
     if u.mul is not None:
         row0 = u.table()[0]
     else:

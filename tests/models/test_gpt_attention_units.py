@@ -99,6 +99,8 @@ def test_counts_and_bad_input():
     bad = Units.from_mul(lambda a, b: a * b + (a == 0) * (b > 3), name="zero-leaks")
     with pytest.raises(ValueError, match="h.1.attn.pv: units 'zero-leaks' give"):
         _gpt({"h.1.attn.pv": bad})
+    with pytest.raises(ValueError, match="h.0.attn.pv: units 'exact' .* signed 1-bit first operand"):
+        _gpt({"h.0.attn.pv": "exact:1s x 8s"})
     with pytest.raises(ValueError, match="h.0.attn.qk"):
         _gpt({"h.0.attn.qk": Units.exact().with_accumulator(
             __import__("lutcore.units.accumulator", fromlist=["Accumulator"]).Accumulator(

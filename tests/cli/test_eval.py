@@ -248,3 +248,22 @@ def test_a_checkpoint_trained_through_another_format_keeps_it_and_eval_compares_
     rows = json.load(open(tmp_path / "e" / "eval.json"))["results"]
     assert [r["units"] for r in rows] == ["exact", "exact:8u x 4u", spec]
     assert all(np.isfinite(r["loss"]) for r in rows)
+
+
+def test_eval_attention_flag_runs_attention_products_through_each_unit(tmp_path, capsys, tokenizer_json, data_file):
+    path = str(_hf_dir(tmp_path / "m", "llama", tokenizer_json)[0])
+    out = tmp_path / "ev"
+    assert main(["eval", "--model", path, "--data", data_file, "--units", "exact", "mitchell", "--attention",
+                 "--seq-len", "32", "--out", str(out), "--threads", "1"]) == 0
+    rep = json.load(open(out / "eval.json"))
+    plain = tmp_path / "ev0"
+    assert main(["eval", "--model", path, "--data", data_file, "--units", "exact", "mitchell",
+                 "--seq-len", "32", "--out", str(plain), "--threads", "1"]) == 0
+    base = json.load(open(plain / "eval.json"))
+    for r, b in zip(rep["results"], base["results"]):
+        assert r["layers"]["model.layers.0.self_attn.pv"] == b["units"] and r["loss"] != b["loss"]
+    capsys.readouterr()
+    mamba = str(_hf_dir(tmp_path / "mb", "mamba", tokenizer_json)[0])
+    assert main(["eval", "--model", mamba, "--data", data_file, "--units", "exact", "--attention",
+                 "--seq-len", "32", "--out", str(tmp_path / "e3")]) != 0
+    assert "attention products" in capsys.readouterr().err

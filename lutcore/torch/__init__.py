@@ -19,6 +19,10 @@ the layer.
     search(model, units, evaluate, example_input, budget=...) per-layer units: the energy/metric front
     lut_linear(x, weight, bias, units, ...), lut_conv1d / lut_conv2d(x, weight, bias, units,
                 stride, padding, dilation, groups, ...)      autograd Functions for custom layers
+    approximate(model, units, attention=True)                 + attention's q k^T and p v (transformers'
+                                                              attention implementation "lutcore", attention.py)
+    lut_attention(q, k, v, mask, scaling, qk_units=, pv_units=) / float_attention(...)   functional forms
+    UnitMatmul(units, backward="ste"|"table"), unit_matmul(a, b, units)   torch.matmul through a unit
 """
 try:
     import torch as _torch  # noqa: F401
@@ -31,11 +35,13 @@ from lutcore.torch.convert import (approximate, approximate_layers, assignment, 
 from lutcore.torch.functional import LutConvFunction, LutLinearFunction, lut_conv1d, lut_conv2d, lut_linear
 from lutcore.torch.layers import ApproxConv1d, ApproxConv2d, ApproxLayer, ApproxLinear
 from lutcore.torch._search import count_products, search, sensitivity
+from lutcore.torch.attention import UnitMatmul, float_attention, lut_attention, unit_matmul
 
 __all__ = ["approximate", "set_units", "set_backward", "backward_of", "float_state_dict", "assignment", "save_assignment", "load_assignment", "calibrate",
            "approximate_layers", "lut_linear", "lut_conv1d",
            "lut_conv2d", "LutLinearFunction", "LutConvFunction", "ApproxLayer", "ApproxLinear",
-           "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search"]
+           "ApproxConv1d", "ApproxConv2d", "count_products", "sensitivity", "search", "UnitMatmul", "unit_matmul",
+           "lut_attention", "float_attention"]
 
 try:
     from lutcore.torch.layers import ApproxConv1D  # noqa: F401  (needs transformers)

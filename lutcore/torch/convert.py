@@ -58,7 +58,8 @@ def _under(name: str, prefixes) -> bool:
 
 
 def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activations: str = "dynamic",
-                skip=(), inplace: bool = False, threads=None, grad_h=None, weights: str = "channel") -> nn.Module:
+                skip=(), inplace: bool = False, threads=None, grad_h=None, weights: str = "channel",
+                attention: bool = False) -> nn.Module:
     """``model`` with every nn.Linear, nn.Conv1d, nn.Conv2d and transformers' Conv1D running
     through ``units`` (a Units, "exact", "mitchell", "truncated:K", "reduced:B" or a directory),
     or per layer: a mapping {name / prefix / glob: spec} or an assignment .json file (the first
@@ -74,7 +75,17 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     "tensor" (one for the whole weight); ``skip``:
     module names (as in ``named_modules``) or types to keep in float, with their submodules; ``inplace=False``
     converts a deep copy and leaves ``model`` untouched.  Layers that are already
-    approximate take the new settings.  Returns the converted model."""
+    approximate take the new settings.
+
+    ``attention=True`` (a Hugging Face model whose attention modules call transformers'
+    attention interface): attention's two products run through units too — the model's
+    attention implementation becomes "lutcore" (``lutcore.torch.attention``) and every
+    attention module ``<name>`` gets units for ``<name>.qk`` (q k^T) and ``<name>.pv`` (p v):
+    one spec's, or a mapping's keys that name them (``lutcore.units.assign.names_attention``:
+    ``"*"`` and prefixes cover the weights only; uncovered, or under ``skip``: float); their
+    backward "ste" or "table" (one value, or the same mapping keys); their units must give
+    0 x b = 0 (``lutcore.quant.check_attention_units``).  Any other model is a ValueError.
+    Returns the converted model."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     mapping = _assign.as_mapping(units)
@@ -95,6 +106,10 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
         raise ValueError(f"skip: no module named {unknown} in the model (names as in model.named_modules())")
     if not isinstance(inplace, bool):
         raise TypeError(f"inplace: expected a bool, got {type(inplace).__name__}")
+    if not isinstance(attention, bool):
+        raise TypeError(f"attention: expected a bool, got {type(attention).__name__}")
+    if attention:
+        _attention_modules_or_error(model, "approximate")       # before a copy is made
     if not inplace:
         model = copy.deepcopy(model)
     prefixes = list(names)                           # a skipped module's children stay float too
@@ -121,9 +136,20 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
                 warnings.warn(f"approximate: {name} ({type(m).__name__}) overrides forward; left in float")
             continue
         todo.append((name, m, cls))
+    attn = _attention_products(model, prefixes) if attention else []
+    covered = [n for n, _, _ in todo] + [n for n, _, w in attn if w is not None]
     if mapping is not None:                          # every key checked before any layer changes
-        per = _assign.assign(mapping, [n for n, _, _ in todo], what="units")
-    bkeys = _assign.match(bmap, [n for n, _, _ in todo], what="backward") if bmap is not None else None
+        per = _assign.assign(mapping, covered, what="units")
+    bkeys = _assign.match(bmap, covered, what="backward") if bmap is not None else None
+    planned = []                                     # (module, name, which, units, backward), all checked first
+    for name, m, which in attn:
+        u = None if which is None else units if mapping is None else per.get(name)
+        b = backward if bkeys is None else (bmap[bkeys[name]] if name in bkeys else "ste")
+        if u is not None:
+            from lutcore.torch import attention as _att
+            _att.product_backward_arg(b, name)
+            _att.check_product(u, b, grad_h, name)
+        planned.append((m, name, which, u, b if u is not None and b in ("ste", "table") else "ste"))
     for name, m, cls in todo:
         if not isinstance(m, ApproxLayer):
             m.__class__ = cls
@@ -133,7 +159,55 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
     from lutcore.torch._gradtables import check_layer
     for _, m, _ in todo:
         check_layer(m)
+    if attention:
+        _attach_products(model, planned, threads, grad_h)
     return model
+
+
+def _attention_modules_or_error(model, what):
+    """The model's attention modules that call transformers' attention interface (a ValueError
+    when there are none: attention=True asks for something the model does not have)."""
+    from lutcore.torch import attention as _att
+    mods = _att.attention_modules(model)
+    if not mods:
+        raise ValueError(f"{what}: attention=True: {type(model).__name__} has no attention module that calls "
+                         f"transformers' attention interface (ALL_ATTENTION_FUNCTIONS); for attention of your own, "
+                         f"replace its torch.matmul calls with lutcore.torch.UnitMatmul")
+    return mods
+
+
+def _attention_products(model, prefixes):
+    """[(product name, attention module, "qk" | "pv" | None)]: the products of every attention module
+    (None: a module under ``skip``, computing in float)."""
+    out = []
+    for name, m in _attention_modules_or_error(model, "approximate"):
+        if _under(name, prefixes):
+            out.append((name, m, None))
+        else:
+            out += [(f"{name}.qk", m, "qk"), (f"{name}.pv", m, "pv")]
+    return out
+
+
+def _attach_products(model, planned, threads, grad_h):
+    """Attach the checked settings to every attention module and make "lutcore" the model's
+    attention implementation."""
+    from lutcore.torch import attention as _att
+    _att.register()
+    per = {}
+    for m, name, which, u, b in planned:
+        d = per.setdefault(id(m), {"module": m, "name": name.rsplit(".", 1)[0] if which else name})
+        if which is not None:
+            d[which], d[which + "_backward"] = u, b
+    for d in per.values():
+        _att.attach(d["module"], d.get("qk"), d.get("pv"), qk_backward=d.get("qk_backward", "ste"),
+                    pv_backward=d.get("pv_backward", "ste"), threads=threads, grad_h=grad_h, name=d["name"],
+                    skipped="qk_backward" not in d)
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(_att.NAME)
+    for d in per.values():                            # a model of modules without set_attn_implementation
+        cfg = d["module"].config
+        if getattr(cfg, "_attn_implementation", None) != _att.NAME:
+            cfg._attn_implementation = _att.NAME
 
 
 def approximate_layers(model: nn.Module):
@@ -150,23 +224,45 @@ def _layers_or_error(model, what):
     return layers
 
 
+def _targets(model, what):
+    """(approximate layers, attention products) of ``model``; a ValueError when it has neither."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    from lutcore.torch import attention as _att
+    layers, prods = approximate_layers(model), _att.products(model)
+    if not layers and not prods:
+        raise ValueError(f"{what}: the model has no approximate layers (convert it with approximate() first)")
+    return layers, prods
+
+
 def set_units(model: nn.Module, units) -> nn.Module:
     """Swap the multiplier of every approximate layer of ``model`` (in place; nothing is
     re-quantized or rebuilt); returns it.  ``units``: one spec for every layer, or a mapping
     {name / prefix / glob: spec} (or an assignment .json file) for the layers its keys cover
     — the others keep their units.  "none" makes a layer compute in float, and so does None
-    in a mapping (a lone ``units=None`` is the exact units, as ``lutcore.units.resolve``)."""
-    layers = _layers_or_error(model, "set_units")
+    in a mapping (a lone ``units=None`` is the exact units, as ``lutcore.units.resolve``).
+    Attention's products (``approximate(..., attention=True)``: ``<module>.qk`` / ``.pv``) take
+    the units of the keys that name them (``lutcore.units.assign.names_attention``), and one
+    spec sends them to float, as lutcore's models do; their new units are checked
+    (``check_attention_units``, a "table" backward's needs) before anything changes."""
+    from lutcore.torch import attention as _att
+    layers, prods = _targets(model, "set_units")
     mapping = _assign.as_mapping(units)
     if mapping is None:
         u = None if isinstance(units, str) and _assign.is_float(units) else resolve_units(units)
-        for _, m in layers:
-            m.units = u
-        return model
-    per = _assign.assign(mapping, [n for n, _ in layers], what="units")
+        per = {n: u for n, _ in layers}
+        per.update({n: None for n, _, _ in prods})
+    else:
+        per = _assign.assign(mapping, [n for n, _ in layers] + [n for n, _, _ in prods], what="units")
+    for n, m, w in prods:
+        if n in per:
+            _att.check_product(per[n], m.__dict__[f"lutcore_{w}_backward"], m.lutcore_grad_h, n)
     for n, m in layers:
         if n in per:
             m.units = per[n]
+    for n, m, w in prods:
+        if n in per:
+            setattr(m, f"lutcore_{w}_units", per[n])
     return model
 
 
@@ -191,14 +287,17 @@ def set_backward(model: nn.Module, backward, *, grad_h=_KEEP) -> nn.Module:
     backward} for the layers its keys cover (the first covering key wins; the others keep
     theirs; a key covering no layer is a ValueError).  ``grad_h`` (None, an int 1..127 or
     "supplied"; given: set on the same layers) chooses backward="table"'s gradient tables.
-    Every value is checked before any layer changes."""
+    Attention's products ("ste" or "table") take the value of a mapping key that names them
+    (``<module>.qk`` / ``.pv``, ``"*.qk"``); one value is the layers'.  Every value is checked
+    before any layer changes."""
+    from lutcore.torch import attention as _att
     from lutcore.torch._gradtables import grad_arg
-    layers = _layers_or_error(model, "set_backward")
+    layers, prods = _targets(model, "set_backward")
     if isinstance(backward, dict):
         bmap = _backward_map(backward, "set_backward")
-        keys = _assign.match(bmap, [n for n, _ in layers], what="backward")
+        keys = _assign.match(bmap, [n for n, _ in layers] + [n for n, _, _ in prods], what="backward")
         per = {n: bmap[k] for n, k in keys.items()}
-    else:
+    else:                                            # one value: the layers (products keep theirs)
         fn.backward_arg(backward, "set_backward")
         per = {n: backward for n, _ in layers}
     if grad_h is not _KEEP:
@@ -207,18 +306,32 @@ def set_backward(model: nn.Module, backward, *, grad_h=_KEEP) -> nn.Module:
     for n, m in layers:                              # checked before any layer changes
         if n in per and per[n] == "table" and m.units is not None:
             tables_for(m.units, m.grad_h if grad_h is _KEEP else grad_h, m._lc_name)
+    for n, m, w in prods:
+        if n in per:
+            _att.product_backward_arg(per[n], n)
+            _att.check_product(m.__dict__[f"lutcore_{w}_units"], per[n],
+                               m.lutcore_grad_h if grad_h is _KEEP else grad_h, n)
     for n, m in layers:
         if n in per:
             m.backward = per[n]
             if grad_h is not _KEEP:
                 m.grad_h = grad_h
             check_layer(m)
+    for n, m, w in prods:
+        if n in per:
+            setattr(m, f"lutcore_{w}_backward", per[n])
+            if grad_h is not _KEEP:
+                m.lutcore_grad_h = grad_h
     return model
 
 
 def backward_of(model: nn.Module) -> dict:
-    """{layer name: (backward, grad_h)} of every approximate layer of ``model``, in model order."""
-    return {n: (m.backward, m.grad_h) for n, m in _layers_or_error(model, "backward_of")}
+    """{layer name: (backward, grad_h)} of every approximate layer of ``model``, in model order, then of
+    its attention products."""
+    layers, prods = _targets(model, "backward_of")
+    out = {n: (m.backward, m.grad_h) for n, m in layers}
+    out.update({n: (m.__dict__[f"lutcore_{w}_backward"], m.lutcore_grad_h) for n, m, w in prods})
+    return out
 
 
 def float_state_dict(state_dict) -> dict:
@@ -238,9 +351,13 @@ def float_state_dict(state_dict) -> dict:
 
 def assignment(model: nn.Module) -> dict:
     """{layer name: Units, or None for a layer computing in float} of every approximate
-    layer of ``model``, in model order — a mapping ``set_units`` / ``approximate`` take
-    back, and ``save_assignment`` writes."""
-    return {n: m.units for n, m in _layers_or_error(model, "assignment")}
+    layer of ``model``, in model order, then of its attention products (``<module>.qk`` /
+    ``.pv``) — a mapping ``set_units`` / ``approximate`` (with ``attention=True`` when it
+    names products) take back, and ``save_assignment`` writes."""
+    layers, prods = _targets(model, "assignment")
+    out = {n: m.units for n, m in layers}
+    out.update({n: m.__dict__[f"lutcore_{w}_units"] for n, m, w in prods})
+    return out
 
 
 def save_assignment(assignment_or_model, path, *, units_dir=None) -> str:

@@ -972,19 +972,26 @@ def resolve(units) -> Units:
             return approx.by_name(s)
         if os.path.isdir(s):
             return Units.load(s)
-        if s.lower().endswith((".v", ".sv")):
-            return Units.from_verilog(s)
         if s.lower().endswith((".txt", ".lut", ".csv")):
             return Units.from_text(s)
-        m = _V_SPEC.fullmatch(s)
-        if m and not os.path.exists(s):
-            return Units.from_verilog(m.group(1), m.group(2))
-        m = _C_SPEC.fullmatch(s)
-        if m:
-            return Units.from_c(m.group(1), m.group(2))
-        return approx.by_name(s)
+        u = _circuit_spec(s, Units.from_verilog, Units.from_c)
+        return approx.by_name(s) if u is None else u
     raise TypeError(f"units: expected a lutcore.Units, a name, a directory, a .v file, file.c:function, a text table, or "
                     f"None, got {type(units).__name__}")
+
+
+def _circuit_spec(s: str, from_verilog, from_c):
+    """A Verilog file (``f.v``, ``f.sv``, ``f.v:top``) or a C model (``f.c``, ``f.c:function``) read by
+    the given readers; None when ``s`` names neither."""
+    if s.lower().endswith((".v", ".sv")):
+        return from_verilog(s)
+    m = _V_SPEC.fullmatch(s)
+    if m and not os.path.exists(s):
+        return from_verilog(m.group(1), m.group(2))
+    m = _C_SPEC.fullmatch(s)
+    if m:
+        return from_c(m.group(1), m.group(2))
+    return None
 
 
 def paired_name(u) -> str:
@@ -1014,14 +1021,9 @@ def adder_spec(spec: str):
     from lutcore.units.adders import Adder
     if os.path.isdir(spec):
         return Adder.load(spec)
-    if spec.lower().endswith((".v", ".sv")):
-        return Adder.from_verilog(spec)
-    m = _V_SPEC.fullmatch(spec)
-    if m and not os.path.exists(spec):
-        return Adder.from_verilog(m.group(1), m.group(2))
-    m = _C_SPEC.fullmatch(spec)
-    if m:
-        return Adder.from_c(m.group(1), m.group(2))
+    a = _circuit_spec(spec, Adder.from_verilog, Adder.from_c)
+    if a is not None:
+        return a
     raise ValueError(f"adder: expected a .c file (file.c or file.c:function), a .v file (file.v or file.v:top) or "
                      f"a saved adder's directory, got {spec!r}")
 

@@ -51,7 +51,7 @@ import os
 
 import numpy as np
 
-from circuits_wide import compile_c_batch
+from circuits_wide import compile_c_batch, evaluate_gates as _evaluate_wide
 
 FAMILIES = ("8u", "8s", "8se", "9se", "12u", "12se", "16u", "16se")
 VARIANTS = ("exact", "loa", "trunc", "copya", "seg")
@@ -123,25 +123,9 @@ def gate_list(family, variant):
 
 
 def evaluate_gates(gates, outputs, a, b, n):
-    """The gate list on operand patterns (numpy): the output's bit pattern (int64)."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    val = {"0": np.zeros(a.shape, np.uint8)}
-    for i in range(n):
-        val[f"A[{i}]"] = ((a >> i) & 1).astype(np.uint8)
-        val[f"B[{i}]"] = ((b >> i) & 1).astype(np.uint8)
-    for out, op, x, y in gates:
-        if op == "NOT":
-            val[out] = 1 - val[x]
-        elif op == "AND":
-            val[out] = val[x] & val[y]
-        elif op == "OR":
-            val[out] = val[x] | val[y]
-        else:
-            val[out] = val[x] ^ val[y]
-    r = np.zeros(a.shape, np.int64)
-    for j, s in enumerate(outputs):
-        r |= val[s].astype(np.int64) << j
-    return r
+    """The gate list on operand patterns (numpy): the output's bit pattern (int64) -- the wide
+    multipliers' evaluator with two n-bit operands."""
+    return _evaluate_wide(gates, outputs, a, b, n, n)
 
 
 def value(pattern, bits, signed):

@@ -566,7 +566,17 @@ def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:
         raise ValueError(f"q, k: head dims differ: q is {q.shape}, k is {k.shape}")
     _finite(q, "q")
     _finite(k, "k")
-    return qmatmul(q, np.ascontiguousarray(k.T), units, block, threads)
+    return qmatmul(q, np.ascontiguousarray(k.T), units, block, _team(threads, q.shape[0] * k.shape[0] * q.shape[1]))
+
+
+ATTN_SERIAL_MACS = 1 << 20        # attention products smaller than this run on one thread (same bits)
+
+
+def _team(threads, macs: int) -> int:
+    """The thread count for an attention product of ``macs`` products: one below ATTN_SERIAL_MACS
+    (a decode step's products are too small to pay for a team's wake-up), else ``threads``."""
+    nt = resolve_threads(threads)
+    return 1 if macs < ATTN_SERIAL_MACS else nt
 
 
 def _finite(x, name):
@@ -601,13 +611,18 @@ def attn_values(p, v, units, block: int = 32, threads=None) -> np.ndarray:
         raise ValueError(f"p: probabilities are >= 0, got {float(p.min())}")
     fmt = u.format
     D = v.shape[1]
-    nt = resolve_threads(threads)
+    nt = _team(threads, R * S * D)
     y = np.zeros((R, D), np.float32)
     if R == 0 or D == 0 or S == 0:
         return y
     qv, sv, zv = quantize_codes(v, fmt.b_bits, fmt.b_signed, axis=1)          # (S, D), (S, 1), (S, 1)
     pp = (p * sv.reshape(1, S)).astype(np.float32)
     nblk = -(-S // block)
+    if u.plain:               # signed 8 x 8, exact sums: the native block-scaled kernel, value scales 1
+        qb = np.zeros((nblk * block, D), np.int8)
+        qb[:S] = qv
+        vb = Q8(qb, np.ones((nblk, D), np.float32), block, 0, (S, D))
+        return qmatmul(quantize(pp, block, threads=nt, name="p"), vb, u, block, nt)
     ppad = np.zeros((R, nblk * block), np.float32)
     ppad[:, :S] = pp
     qp, sp, _ = quantize_codes(ppad.reshape(R, nblk, block), fmt.a_bits, fmt.a_signed, axis=2)   # zp 0: p' >= 0

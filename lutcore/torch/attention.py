@@ -357,6 +357,19 @@ def softmax_rows(x: np.ndarray, masked, nt: int) -> np.ndarray:
 SERIAL_ELEMS = 1 << 15                  # a softmax of fewer scores runs on one thread (same bits at any count)
 
 
+def _per_head(product, a, b, cols, macs, units, cfg, suffix):
+    """``product(a[b, g], b[b, g], units)`` for every batch and kv head -> float32 (B, KV, R, cols),
+    labelled ``<layer><suffix>`` for the overflow log."""
+    B, KV, R = a.shape[:3]
+    out = np.empty((B, KV, R, cols), np.float32)
+    nt = _serial(macs, units, cfg.nt)
+    with _accum.labelled(cfg.layer + suffix):
+        for i in range(B):
+            for g in range(KV):
+                out[i, g] = product(a[i, g], b[i, g], units, cfg.block, nt)
+    return out
+
+
 def _serial(macs: int, units: Units, nt: int) -> int:
     """The team size of one product: 1 below the layers' threshold (``functional.gemm_threads``:
     a thread team costs more than the work), else ``nt``."""
@@ -378,13 +391,7 @@ def _forward(q, k, v, mask, drop, cfg: _Cfg):
     qs = None
     if cfg.qk is not None:
         qs = (_np(q) * np.float32(cfg.scaling)).reshape(B, KV, R, D)          # (B, KV, R, D)
-        s = np.empty((B, KV, R, S), np.float32)
-        nt = _serial(R * D * S, cfg.qk, cfg.nt)
-        with _accum.labelled(cfg.layer + ".qk"):
-            for b in range(B):
-                for g in range(KV):
-                    s[b, g] = attn_scores(qs[b, g], kn[b, g], cfg.qk, cfg.block, nt)
-        s = s.reshape(B, H, T, S)
+        s = _per_head(attn_scores, qs, kn, S, R * D * S, cfg.qk, cfg, ".qk").reshape(B, H, T, S)
     else:
         with torch.no_grad():
             s = _np(torch.matmul(q, _repeat_kv(k, G).transpose(2, 3)) * cfg.scaling)
@@ -399,13 +406,7 @@ def _forward(q, k, v, mask, drop, cfg: _Cfg):
     pu = p if drop is None else (p * drop.numpy()).astype(np.float32)
     if cfg.pv is not None:
         pr = pu.reshape(B, KV, R, S)
-        o = np.empty((B, KV, R, Dv), np.float32)
-        nt = _serial(R * S * Dv, cfg.pv, cfg.nt)
-        with _accum.labelled(cfg.layer + ".pv"):
-            for b in range(B):
-                for g in range(KV):
-                    o[b, g] = attn_values(pr[b, g], vn[b, g], cfg.pv, cfg.block, nt)
-        o = o.reshape(B, H, T, Dv)
+        o = _per_head(attn_values, pr, vn, Dv, R * S * Dv, cfg.pv, cfg, ".pv").reshape(B, H, T, Dv)
     else:
         with torch.no_grad():
             o = _np(torch.matmul(torch.from_numpy(pu), _repeat_kv(v, G)))

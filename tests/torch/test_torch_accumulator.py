@@ -9,7 +9,7 @@ overflow, exact and lower-part-OR adders), and a "units" backward's under "<name
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")   # noqa: E402  (the torch extra is a test requirement)
+import torch  # noqa: E402  (the torch extra is a test requirement)
 from torch import nn  # noqa: E402
 
 import lutcore  # noqa: E402

@@ -139,6 +139,13 @@ def _assert_bits(got, want, what):
 
 
 # ------------------------------------------------------------------ the bits, against the oracle
+@pytest.fixture(autouse=True)
+def _teams_on_every_size(monkeypatch):
+    """The products run on one thread below ATTN_SERIAL_MACS; here every size takes the team, so
+    threads=2 is exercised on the small shapes too."""
+    monkeypatch.setattr(quant, "ATTN_SERIAL_MACS", 0)
+
+
 @pytest.mark.parametrize("R, S, D, block", SHAPES)
 @pytest.mark.parametrize("name", UNITS)
 def test_scores_bits(simd, name, R, S, D, block):

@@ -102,6 +102,11 @@ def cmd_units(args) -> int:
                          f"list them with --table, or name one file")
     units = resolve(args.path)
     print(repr(units))
+    acc = getattr(units, "accumulator", None)
+    if acc is not None:
+        print(f"  accumulator: {acc.bits}-bit {'signed' if acc.signed else 'unsigned'}, {acc.overflow}, "
+              f"{'one product a step' if acc.order == 'sequential' else f'chunks of {acc.chunk}'}, "
+              f"{'exact adder' if acc.adder is None else repr(acc.adder)}")
     if units.source:
         print(f"  from {units.source}")
     if args.verify:

@@ -22,10 +22,11 @@ process; where the time goes.
                          (decode at depth D), -r calls, on a GGUF of the same checkpoint
 
 prefill: D tokens from an empty cache; decode: ``tokens`` greedy tokens after a D-token prefill
-(the prefill untimed, once a round: each decode rewinds the caches to depth D).  A round runs every side at every depth in turn.  ``--spin`` starts
-``python -c "while True: pass"`` (one core busy) for the run and stops it after.  Then one
-profiled pass per depth: the seconds spent inside attn_scores / attn_values (units) and inside
-the float attention matmuls (float prefill), as a share of the pass.
+(the prefill untimed, once a round: each decode rewinds the caches to depth D).  A round runs
+every side at every depth in turn.  ``--spin`` starts ``python -c "while True: pass"`` (one core
+busy) for the run and stops it after.  Then the fastest of 3 profiled passes per depth: the
+seconds spent inside attn_scores / attn_values (units) and inside the float attention matmuls
+(float), as a share of the pass (the fused float decode has no Python seam: not shown).
 
 The model is bench/test_bench_attention.py's (hidden 256, 4 layers, 4/2 heads, SwiGLU 688,
 vocab 2048, random weights), saved once in ~/.cache/lutcore-bench/llama_attention with a
@@ -333,8 +334,9 @@ def main(a):
             for what, (tot, qk, pv) in row.items():
                 if side == "float attention" and what == "decode" or \
                         side == "float attention, layer by layer" and what == "prefill":     # no seam / same pass
-                    continue                              # the fused native layer: no Python seam
-                print(f"| {d} | {side} | {what} | {1e3 * tot:.1f} | {1e3 * qk:.1f} | {1e3 * pv:.1f} | {100 * (qk + pv) / tot:.0f}% |")
+                    continue
+                print(f"| {d} | {side} | {what} | {1e3 * tot:.1f} | {1e3 * qk:.1f} | {1e3 * pv:.1f} | "
+                      f"{100 * (qk + pv) / tot:.0f}% |")
     res["profile"] = {str(d): v for d, v in prof.items()}
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

@@ -295,7 +295,8 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     over units x windows.  ``batch_size``: windows per forward of a lutcore model (a Hugging
     Face model's pipeline takes one at a time).  ``attention``: each single spec also runs
     attention's own products (q k^T, p v: ``.qk`` / ``.pv``) through its unit (a mapping names
-    them with such keys).  See the module docstring for the definitions."""
+    them with such keys); its row keeps the unit's ``name``, ``wce_pct`` and ``mae_pct`` and adds
+    ``layers``.  See the module docstring for the definitions."""
     from lutcore import _check
     from lutcore.units import assign, resolve
     if isinstance(units, (str, os.PathLike, dict)) or not hasattr(units, "__iter__"):
@@ -308,6 +309,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     batch_size = _check.int_arg(batch_size, "batch_size", lo=1)
     model, tokenizer, trained = _open(model_or_path, tokenizer, threads)
     resolved = []                                                     # every spec checked before any work
+    single = {}                 # attention=True: the key of a single spec's assignment -> its unit
     for s in specs:
         mapping = None if s is None else assign.as_mapping(s)
         if mapping is not None:
@@ -316,6 +318,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
             u = resolve(s)
             resolved.append(assign.assign({"*": u, "*.qk": u, "*.pv": u}, model.layer_names(),
                                           what=f"units {_label(s)}", fill=True))
+            single[_key(resolved[-1])] = u
         else:
             resolved.append(None if s is None else resolve(s))
     wins, targets, ids, L = _windows(model, data, tokenizer, seq_len)
@@ -332,7 +335,7 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
               "data_tokens": int(ids.size), "trained_units": None if trained is None else trained.name,
               "trained_units_digest": None if trained is None else trained.digest}
     try:
-        _score_all(model, order, wins, targets, batch_size, on_window, scored, total)
+        _score_all(model, order, wins, targets, batch_size, on_window, scored, total, single)
     except KeyboardInterrupt as e:
         if isinstance(e, EvalInterrupted):
             raise
@@ -340,9 +343,11 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
     return _result(units, resolved, scored, config)
 
 
-def _score_all(model, order, wins, targets, batch_size, on_window, scored, total):
+def _score_all(model, order, wins, targets, batch_size, on_window, scored, total, single=None):
     """Score each unit of ``order`` (None = float, first), filling ``scored[digest]`` as each
-    finishes (an interruption leaves the finished ones; ``scored["_current"]``: where it was)."""
+    finishes (an interruption leaves the finished ones; ``scored["_current"]``: where it was).
+    ``single``: {key: unit} of the assignments that are one spec run in attention too
+    (``attention=True``): their rows and progress carry that unit's name and error metrics."""
     from lutcore.units import assign
     n_win, L = targets.shape
     done = 0
@@ -350,7 +355,9 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
     for u in order:
         t0 = time.perf_counter()
         per = isinstance(u, dict)
-        cur = {"units": "none" if u is None else "per-layer" if per else u.name, "digest": _key(u),
+        one = (single or {}).get(_key(u)) if per else None
+        cur = {"units": "none" if u is None else one.name if one is not None else "per-layer" if per else u.name,
+               "digest": _key(u),
                "windows_done": 0, "windows": n_win}
         scored["_current"] = cur
         score = model.scorer(u)
@@ -370,9 +377,10 @@ def _score_all(model, order, wins, targets, batch_size, on_window, scored, total
         loss = nll / targets.size
         if u is None:
             float_top1 = top1
-        met = None if u is None or per else u.error_metrics()
+        met = one.error_metrics() if one is not None else None if u is None or per else u.error_metrics()
         scored[_key(u)] = {
-            "name": "float" if u is None else assign.describe(_shown(u)) if per else u.name,
+            "name": "float" if u is None else one.name if one is not None else assign.describe(_shown(u)) if per
+            else u.name,
             "digest": None if u is None else _key(u)[1] if per else u.digest,
             "wce_pct": None if met is None else met["wce_pct"], "mae_pct": None if met is None else met["mae_pct"],
             **({"layers": {n: "none" if v is None else v.name for n, v in _shown(u).items()}} if per else {}),

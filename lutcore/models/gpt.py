@@ -25,10 +25,11 @@ head run through ``UnitMatmul`` — block-scaled int8 through the multiplier
 table forward, straight-through estimator backward (float, or through the
 units too with ``unit_backward=True``, through the unit's gradient tables with
 ``unit_backward="table"``).  The attention products ``q k^T`` and
-``att v`` stay in float: they multiply two activations (no weight), and the
-question lutcore answers is what the unit does to the weight matmuls that a
-hardware accelerator would own; biases, norms, softmax and GELU are float
-as well.
+``att v`` multiply two activations (no weight): they stay in float unless a
+key names them (``h.{i}.attn.qk`` / ``.pv``, ``_unit_attention``: through
+``lutcore.quant.attn_scores`` / ``attn_values``, backward the float
+attention's gradient at their probabilities); biases, norms, softmax and
+GELU are float.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Error budget:
                    logits that differ by summation order (<= ~1e-6 relative, see
                    test_pipeline_hf's HF_LOGIT_TOL); lutcore accumulates the mean in float64.
 """
-from _paths import TESTS  # noqa: F401
+from _paths import ROOT, TESTS
 import json
 import math
 import os
@@ -109,6 +109,45 @@ def test_rows_follow_the_order_given_and_float_is_always_the_reference(tmp_path,
     assert res.reference["units"] == "none"
     assert math.isclose(res["mitchell"]["dloss"], res["mitchell"]["loss"] - res.reference["loss"])
     assert seen[-1][0] == seen[-1][1] == 3 * 6 and {s for _, _, s in seen} == {"none", "truncated:6", "mitchell"}
+
+
+def test_attention_runs_each_spec_in_attention_too(tmp_path, tokenizer_json, data_file):
+    """attention=True: a spec's row is the mapping {"*", "*.qk", "*.pv": spec}, keeps the unit's
+    name and WCE, and the progress names the unit; without it attention stays float."""
+    path, _ = _hf_dir(tmp_path, "llama", tokenizer_json, num_hidden_layers=2)
+    ids = Tokenizer.from_file(tokenizer_json).encode(open(data_file, encoding="utf-8").read())[:4 * 32 + 1]
+    seen = []
+    att = evaluate_units(path, ids, units=["mitchell"], seq_len=32, attention=True,
+                         on_window=lambda d, t, s: seen.append(s))
+    plain = evaluate_units(path, ids, units=["mitchell", {"*": "mitchell", "*.qk": "mitchell", "*.pv": "mitchell"}],
+                           seq_len=32)
+    a, (p, m) = att["mitchell"], plain.rows
+    print(format_table(att), format_table(plain), sep="\n")
+    assert a["loss"] == m["loss"] != p["loss"] and a["top1_agreement"] == m["top1_agreement"]
+    assert a["name"] == "mitchell" and a["wce_pct"] == p["wce_pct"] > 1 and a["mae_pct"] == p["mae_pct"]
+    assert a["layers"]["model.layers.1.self_attn.pv"] == "mitchell" and m["wce_pct"] is None
+    assert set(seen) == {"none", "mitchell"}
+    assert "1.56" in format_table(att)
+
+
+def test_attention_example_runs(tmp_path, capsys):
+    """examples/attention_units.py, shortened: both tables (every unit, attention in float and
+    through the unit), the untrained llama's note, and the PNG."""
+    import importlib.util
+    path = os.path.join(ROOT, "examples", "attention_units.py")
+    spec = importlib.util.spec_from_file_location("attention_units", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    png = str(tmp_path / "a.png")
+    assert mod.main(["--steps", "3", "--eval-tokens", "256", "--units", "exact", "mitchell", "--png", png,
+                     "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert out.count("top-1=float (attn)") == 2 and "RANDOM WEIGHTS" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("float ", "exact ", "mitchell "))]
+    assert [r[0] for r in rows] == ["float", "exact", "mitchell"] * 2
+    assert all(len(r) == 8 for r in rows)
+    assert os.path.getsize(png) > 5000
 
 
 def test_bad_arguments(tmp_path, tokenizer_json):

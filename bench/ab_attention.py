@@ -12,12 +12,6 @@ process; where the time goes.
       layer by layer     decode through the Python layer loop, as units attention decodes
     units attention      units={"*": "exact", "*.qk": "exact", "*.pv": "exact"}: attention's
                          products through the exact units too (decode: layer by layer)
-    units, p v one call  the same with lutcore.quant.attn_values replaced by ``values_one_call``
-                         below — every block of 32 positions in one block-scaled kernel call
-                         (the exact kernel's qmatmul with the value side's block scales 1) instead
-                         of a lut_gemm per block, the probabilities quantized natively; checked
-                         bit for bit against attn_values, and its prefill logits and decoded
-                         tokens against "units attention", before timing
     llama.cpp            (--llama-bench, --gguf) llama-bench -p D (prefill) and -n tokens -d D
                          (decode at depth D), -r calls, on a GGUF of the same checkpoint
 
@@ -98,84 +92,6 @@ def checkpoint(path: Path) -> Path:
         make_model(path, 4096)
         llama2_tokenizer(path)
     return path
-
-
-# ---------------------------------------------------------------- the proposal: p v in one call
-def values_one_call(p, v, units, block: int = 32, threads=None):
-    """attn_values's numbers (docs/DESIGN.md, "Attention through the units") with every block of
-    positions in one block-scaled kernel call: the probabilities' codes and block scales as the
-    left operand, the value codes as the right one with block scales 1 (their per-position scales
-    are in the probabilities already), so y = sum_b s_p[b] * 1 * float32(I_b), b increasing —
-    the kernels' qmatmul sum; signed 8-bit probabilities quantized by the native Q8 row quantizer
-    (``lutcore.ops.quant.quantize_rows``: the codes and scales of quantize_codes, 50x faster at
-    4096 x 2048).  Signed value formats only (zero point 0)."""
-    from lutcore._threads import resolve_threads
-    from lutcore.ops import quant as _k
-    from lutcore.ops.gemm import even_depth, pack_panels
-    from lutcore.quant import attn_values, quantize_codes
-    fmt = units.format
-    if not fmt.b_signed or not units.plain:
-        return attn_values(p, v, units, block, threads)
-    nt = resolve_threads(threads)
-    R, S = p.shape
-    D = v.shape[1]
-    qv, sv, zv = quantize_codes(v, fmt.b_bits, fmt.b_signed, axis=1)            # (S, D), (S, 1), 0
-    nblk = -(-S // block)
-    pp = np.zeros((R, nblk * block), np.float32)
-    pp[:, :S] = p * sv.reshape(1, S)
-    if fmt.a_bits == 8 and fmt.a_signed:          # the native Q8 row quantizer: the same codes and scales
-        qa, sa, _ = _k.quantize_rows(pp, block, threads=nt)
-    else:
-        qp, sp, _ = quantize_codes(pp.reshape(R, nblk, block), fmt.a_bits, fmt.a_signed, axis=2)
-        qa = np.ascontiguousarray(qp.reshape(R, nblk * block), np.int8)
-        sa = np.ascontiguousarray(sp.reshape(R, nblk), np.float32)
-    qb = np.zeros((nblk * block, D), np.int8)
-    qb[:S] = qv
-    sb = np.ones((nblk, D), np.float32)
-    y = np.empty((R, D), np.float32)
-    if units.kernel_path == "exact":
-        bp, _ = pack_panels(qb, block, even_depth(block), nt)
-        _k._qmatmul_exact(y, qa, sa, bp, _k.pack_scales(sb), block, nt)
-    else:
-        _k._qmatmul_table(y, qa, sa, qb, sb, units.kernel_table, block, nt)
-    return y
-
-
-@contextlib.contextmanager
-def one_call_values():
-    """The pipeline stages' attn_values replaced by values_one_call for the duration."""
-    from lutcore.pipeline import stage
-    old = stage.attn_values
-    stage.attn_values = values_one_call
-    try:
-        yield
-    finally:
-        stage.attn_values = old
-
-
-def check_one_call(ids, units_pipe, tokens):
-    """values_one_call against attn_values (random shapes, every built-in table) and on the model:
-    the same prefill logits and decoded tokens, bit for bit."""
-    from lutcore.quant import attn_values
-    from lutcore.units import resolve
-    rng = np.random.default_rng(0)
-    for name in ("exact", "mitchell", "reduced:4"):
-        u = resolve(name)
-        for R, S, D in ((1, 1, 64), (2, 45, 64), (3, 512, 64), (257, 300, 64), (64, 2048, 32)):
-            s = rng.standard_normal((R, S)).astype(np.float32) * 3
-            p = np.exp(s - s.max(1, keepdims=True))
-            p = np.tril(p / p.sum(1, keepdims=True), S - R).astype(np.float32)
-            v = rng.standard_normal((S, D)).astype(np.float32)
-            a, b = attn_values(p, v, u), values_one_call(p, v, u)
-            assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), (name, R, S, D)
-    ring = units_pipe._ring
-    want = prefill(ring, ids)
-    want_toks = decode(ring, want, len(ids), tokens)
-    with one_call_values():
-        got = prefill(ring, ids)
-        got_toks = decode(ring, got, len(ids), tokens)
-    assert np.array_equal(want.view(np.uint32), got.view(np.uint32)), "one-call p v: prefill bits differ"
-    assert want_toks == got_toks, "one-call p v: decoded tokens differ"
 
 
 # ---------------------------------------------------------------- timing
@@ -284,7 +200,6 @@ def main(a):
              "units attention": Pipeline.from_pretrained(str(model), units=UNITS_ATTN, threads=a.threads)}
     for st in pipes["float attention, layer by layer"]._ring.stages:
         st._fusable = False                 # decode as units attention must: the stage's Python layer loop
-    check_one_call(prompt_ids(min(a.depths)), pipes["units attention"], 4)
     spin = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if a.spin else None
     res = {"cpu": cpu_name(), "threads": a.threads, "spin": a.spin, "tokens": a.tokens, "calls": a.calls,
            "rounds": []}
@@ -298,9 +213,6 @@ def main(a):
                 ids = prompt_ids(depth)
                 for side, pipe in pipes.items():
                     row[(depth, side)] = lutcore_side(pipe._ring, ids, a.tokens, a.calls)
-                with one_call_values():
-                    row[(depth, "units, p v one call")] = lutcore_side(pipes["units attention"]._ring, ids,
-                                                                      a.tokens, a.calls)
                 if a.llama_bench:
                     row[(depth, "llama.cpp")] = llama_side(a.llama_bench, a.gguf, depth, a.tokens, a.calls,
                                                            a.threads)

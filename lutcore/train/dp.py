@@ -124,7 +124,16 @@ class _GradWorker:
         self.trainer = None
 
     def info(self):
-        return {"version": __version__, "pid": os.getpid(), "node": socket.gethostname(), "index": self.index}
+        return {"version": __version__, "pid": os.getpid(), "node": socket.gethostname(), "index": self.index,
+                "cpus": _host_cpus()}
+
+    def set_threads(self, n):
+        """The kernel threads this worker runs (before ``load``): the group's share of its host."""
+        from lutcore._threads import resolve_threads
+        self.threads = resolve_threads(n)
+        if self.trainer is not None:
+            self.trainer.threads = self.threads
+        return self.threads
 
     def load(self, blob):
         import pickle
@@ -152,13 +161,32 @@ class _GradWorker:
         return acc.to_wire(), losses
 
 
+def _host_cpus() -> int:
+    """The CPUs this process may run on (its affinity; os.cpu_count() where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def share_of_host(infos) -> list:
+    """Threads per worker when workers on one host share its cores: each worker gets its host's
+    CPUs divided by the workers on that host (at least 1) -- ``infos``: each worker's ``info()``
+    (``node``, ``cpus``)."""
+    on = {}
+    for inf in infos:
+        on[inf["node"]] = on.get(inf["node"], 0) + 1
+    return [max(1, int(inf.get("cpus") or 1) // on[inf["node"]]) for inf in infos]
+
+
 class RayWorkers:
     """``N`` Ray actors computing micro-batch gradients for ``Trainer.train(..., workers=)``.
 
     ``address``: None starts (or joins) a local Ray; else an existing cluster's address,
     checked to answer within ``connect_timeout`` seconds.  ``step_timeout``: the longest a
     step waits for its workers.  ``threads``: kernel threads per worker (same bits at any
-    count).  ``actor_options``: passed to ``.options()`` of every actor.  A worker whose
+    count); None: the workers on one host share its cores, each running its CPUs divided by the
+    workers there (``share_of_host``; ``describe()`` says so).  ``actor_options``: passed to ``.options()`` of every actor.  A worker whose
     lutcore version differs from the driver's is refused (ValueError naming both).
     ``worker_cls`` / ``worker_args``: the actor class, built as ``worker_cls(index, *worker_args)``
     and answering ``info()`` (default: lutcore's own gradient worker, ``(threads,)``); the
@@ -222,11 +250,21 @@ class RayWorkers:
                              f"lutcore {v} on worker {i} (pid {self.infos[i]['pid']} on {self.infos[i]['node']}); "
                              f"install the same version everywhere")
         self._model_key = None
+        self.shares = None
+        if self.threads is None and hasattr(self.worker_cls, "set_threads"):   # the host's cores, shared
+            self.shares = share_of_host(self.infos)
+            self.get([a.set_threads.remote(t) for a, t in zip(self.actors, self.shares)], "start-up")
 
     def describe(self) -> str:
         where = "local Ray" if self.address is None else f"Ray at {self.address}"
-        return f"{self.n} Ray workers on {where}: " + ", ".join(
+        out = f"{self.n} Ray workers on {where}: " + ", ".join(
             f"w{i} pid {inf['pid']}@{inf['node']}" for i, inf in enumerate(self.infos))
+        if self.shares is not None:
+            out += "; " + ", ".join(f"w{i} {t} thread{'s' if t > 1 else ''}" for i, t in enumerate(self.shares)) + \
+                   " (each host's cores / its workers; threads= to choose)"
+        elif self.threads is not None:
+            out += f"; {self.threads} thread{'s' if self.threads > 1 else ''} each"
+        return out
 
     def _which(self, err):
         aid = getattr(err, "actor_id", None)

@@ -278,3 +278,20 @@ def test_workers_follow_set_units(cluster):
     want = run(None)
     with RayWorkers(2, threads=1) as w:
         assert same(run(w), want)
+
+
+def test_workers_on_one_host_share_its_cores(cluster):
+    from lutcore.train.dp import share_of_host
+    infos = [{"node": "a", "cpus": 8}, {"node": "a", "cpus": 8}, {"node": "b", "cpus": 4}, {"node": "a", "cpus": 8}]
+    assert share_of_host(infos) == [2, 2, 4, 2]
+    assert share_of_host([{"node": "a", "cpus": 2}] * 3) == [1, 1, 1]          # never below one thread
+    with RayWorkers(2) as w:                                                     # threads unset: the host's share
+        cpus = w.infos[0]["cpus"]
+        assert w.shares == [max(1, cpus // 2)] * 2
+        assert "each host's cores / its workers" in w.describe()
+        assert w.get([a.set_threads.remote(t) for a, t in zip(w.actors, w.shares)], "check") == w.shares
+        tr = Trainer(mamba(), lr=3e-3, threads=1)
+        tr.train(TEXT, workers=w, **RUN)                                        # the bits of any thread count
+        assert same(raw(tr), raw(local_run(mamba)))
+    with RayWorkers(1, threads=1) as w:
+        assert w.shares is None and "1 thread each" in w.describe()

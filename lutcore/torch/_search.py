@@ -253,6 +253,7 @@ class _Space:
         if bad:
             raise ValueError(f"compensation: expected None or some of {COMPENSATIONS}, got {bad}")
         self.compensation = comp
+        self.threads = threads                           # None: the Ray workers take their host's share
         if need_products and example_input is None:
             raise TypeError("example_input: expected a tensor, a dict of model inputs or an iterable of batches "
                             "(the products are counted on it), got None")
@@ -361,7 +362,9 @@ def _ray_evaluator(space, evaluate, workers):
     """Evaluations on ``workers`` Ray actors, each holding a copy of the working model: the
     batch's assignment i is a call on actor i % n (an actor runs its calls in order), and each
     metric is yielded as ``Finished(i, metric)`` when it arrives — on Ctrl-C, also every one
-    already finished.  Each is computed exactly as in process: same model, same bits."""
+    already finished.  Each is computed exactly as in process: same model, same bits.  Without
+    ``threads``, the actors on one host share its cores: each runs lutcore's kernels on the
+    host's CPUs divided by the actors there (``lutcore.train.dp.share_of_host``)."""
     import ray
     n = _workers_arg(workers)
     started = not ray.is_initialized()
@@ -380,8 +383,26 @@ def _ray_evaluator(space, evaluate, workers):
         def run(self, assignment):
             return float(self.evaluate(self.space.apply(assignment)))
 
+        def info(self):
+            import socket
+            from lutcore.train.dp import _host_cpus
+            return {"node": socket.gethostname(), "cpus": _host_cpus()}
+
+        def set_threads(self, t):
+            import lutcore
+            lutcore.set_num_threads(t)
+            return t
+
     refs = ray.put(space), ray.put(evaluate)
     actors = [_Worker.remote(*refs) for _ in range(n)]
+    if getattr(space, "threads", None) is None:           # the host's cores, shared among its actors
+        from lutcore.train.dp import _host_cpus, share_of_host
+        if started:                                       # our own local Ray: every actor on this host
+            shares = [max(1, _host_cpus() // n)] * n
+        else:
+            shares = share_of_host(ray.get([a.info.remote() for a in actors]))
+        for a, t in zip(actors, shares):                  # an actor runs its calls in order: before any run
+            a.set_threads.remote(t)
 
     def many(assignments):
         calls = [actors[i % n].run.remote(a) for i, a in enumerate(assignments)]

@@ -134,6 +134,22 @@ def test_workers_on_ray_give_the_same_points(setup):
     assert [p.to_dict() for p in remote.points] == [p.to_dict() for p in local.points]
 
 
+class _Threads:
+    """A metric that reports the lutcore thread count the evaluating process runs."""
+
+    def __call__(self, model):
+        import lutcore
+        return float(lutcore.get_num_threads())
+
+
+def test_ray_workers_on_one_host_share_its_cores(setup):
+    import os
+    net, x, _ = setup
+    res = TS.search(net, units_list(), _Threads(), x, budget=24, seed=1, progress=False, workers=2)
+    cpus = len(os.sched_getaffinity(0))
+    assert {p.metric for p in res.points} == {float(max(1, cpus // 2))}
+
+
 # ----------------------------------------------------------------------------- compensation
 
 def _tuned_map_reference(f, hist):

@@ -85,12 +85,13 @@ static inline void lc_acc_bring_in(int64_t *d, uint8_t *ev, int64_t n, int64_t l
     }
 }
 
-/* counter planes c[b * TW + w] += bit l of ov (per lane) */
-static inline void lc_acc_count(uint64_t *c, int64_t TW, int64_t w, uint64_t ov) {
-    for (int b = 0; ov && b < LC_ACC_CNT_BITS; b++) {
-        const uint64_t t = c[b * TW + w] & ov;
-        c[b * TW + w] ^= ov;
-        ov = t;
+/* the counters += the events ev[l] (0/1) of lanes l < n */
+static inline void lc_acc_count_bytes(uint64_t *CP, int64_t TW, const uint8_t *ev, int64_t n) {
+    for (int64_t w = 0; w * 64 < n; w++) {
+        uint64_t m = 0;
+        const int64_t l1 = n - 64 * w < 64 ? n - 64 * w : 64;
+        for (int64_t i = 0; i < l1; i++) m |= (uint64_t)ev[64 * w + i] << i;
+        if (m) lc_acc_count(CP, TW, w, m);
     }
 }
 
@@ -180,28 +181,17 @@ static int lc_acc_run(int64_t *out, int64_t *cnt, const lc_acc_src *S, int64_t L
             for (int64_t j = 0; j < nsteps; j++) {
                 const int64_t k0 = j * C, k1 = k0 + C < K ? k0 + C : K;
                 lc_acc_addends(S, K, l0, n, k0, k1, d, T);
-                int anyev = 0;
                 if (C > 1) {
                     lc_acc_bring_in(d, ev, n, lo, hi, W, sp->sat);
-                    if (cnt)
-                        for (int64_t w = 0; w < TW; w++) {
-                            uint64_t m = 0;
-                            for (int i = 0; i < 64; i++) m |= (uint64_t)ev[64 * w + i] << i;
-                            if (m) lc_acc_count(CP, TW, w, m), anyev = 1;
-                        }
+                    if (cnt) lc_acc_count_bytes(CP, TW, ev, n);
                 }
-                (void)anyev;
                 if (!sp->out_bits) {                  /* the exact adder */
                     if (cnt) {
                         for (int64_t l = 0; l < n; l++) {
                             const int64_t s = r[l] + d[l];
                             ev[l] = (uint8_t)(s < lo || s > hi);
                         }
-                        for (int64_t w = 0; w < TW; w++) {
-                            uint64_t m = 0;
-                            for (int i = 0; i < 64; i++) m |= (uint64_t)ev[64 * w + i] << i;
-                            if (m) lc_acc_count(CP, TW, w, m);
-                        }
+                        lc_acc_count_bytes(CP, TW, ev, n);
                     }
                     if (sp->sat)
                         for (int64_t l = 0; l < T; l++) {

@@ -268,6 +268,15 @@ static void lc_nl_gather_generic(uint16_t *x, const uint16_t *row, const uint16_
 #define LC_ACC_CNT_BITS 40          /* the accumulator's overflow counters: bit planes */
 #endif
 
+/* the overflow counters' planes c[b * TW + w] += bit l of ov, per lane (a bit-sliced increment) */
+static inline void lc_acc_count(uint64_t *c, int64_t TW, int64_t w, uint64_t ov) {
+    for (int b = 0; ov && b < LC_ACC_CNT_BITS; b++) {
+        const uint64_t t = c[b * TW + w] & ov;
+        c[b * TW + w] ^= ov;
+        ov = t;
+    }
+}
+
 static void lc_nl_acc_post_generic(const uint64_t *O, uint64_t *R, const uint64_t *D, uint64_t *CP, int64_t TW,
                                    int W, int ob, int sgn, int sat, int count) {
     const uint64_t *Ot = O + (int64_t)(ob - 1) * TW;
@@ -281,14 +290,7 @@ static void lc_nl_acc_post_generic(const uint64_t *O, uint64_t *R, const uint64_
             ov = ~(rs ^ ds) & (ss ^ rs);
             pos = ov & ~rs;
         }
-        if (count) {
-            uint64_t c = ov;
-            for (int b = 0; c && b < LC_ACC_CNT_BITS; b++) {
-                const uint64_t t = CP[b * TW + w] & c;
-                CP[b * TW + w] ^= c;
-                c = t;
-            }
-        }
+        if (count) lc_acc_count(CP, TW, w, ov);
         if (!sat || !ov) {
             for (int i = 0; i < W; i++) R[i * TW + w] = O[i * TW + w];
         } else {

@@ -115,7 +115,7 @@ class LanguageModel:
         mapping = assign.as_mapping(units)
         if mapping is None:                  # one spec: the weight matmuls; attention's products in float
             u = assign.resolve_spec(units)
-            per = {**{n: u for n in self._mms}, **{n: None for n in self._attn}}
+            per = assign.one_spec(u, list(self._mms) + list(self._attn))
         else:
             per = assign.assign(mapping, list(self._mms) + list(self._attn), what="units")
         for n, u in per.items():

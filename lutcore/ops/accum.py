@@ -13,9 +13,9 @@ a gate netlist, evaluated bit-sliced by that family's bodies).
 
 ``units``: a table unit (any format up to 8 x 8 bits; a and b its codes, as ``lut_gemm`` takes
 them).  ``counts``: the overflow events of each output (addends brought into range plus steps
-that overflowed).  An exact adder with ``wrap`` and no counts asked is the plain sum modulo
-2^W (``lut_gemm``'s kernels, then the wrap): the same bits as the step-by-step pass, at the
-table GEMM's speed; a register that holds every partial sum gives the plain sum.  Overflow
+that overflowed).  These always run the step-by-step kernel; ``lut_gemm`` (the door units with a
+register take) serves an exact adder that wraps, or a register that holds every partial sum, with
+its table kernels when no log is open (``plain_sums_suffice``: the same bits).  Overflow
 events of every call are added to the active ``OverflowLog`` (``overflow_log()``) under the
 label the caller set (``layer(name)``): how ``lutcore eval`` reports them per layer.
 
@@ -168,8 +168,8 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
     acc.check_products(lo, hi, f"units {units.name!r}")
     if units.mul is None:
         return _netlist_gemm(a, b, units, acc, counts, threads)
-    a = _codes(a, "a", fmt, "a")
-    b = _codes(b, "b", fmt, "b")
+    a = fmt.kernel_bytes(a, "a", "a")
+    b = fmt.kernel_bytes(b, "b", "b")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a, b: inner dimensions differ: a is {a.shape}, b is {b.shape} "
                          f"(expected a (M, K) and b (K, N))")
@@ -188,23 +188,6 @@ def gemm(a, b, units, accumulator, *, counts: bool = False, threads=None):
         record(cnt, M * N * _steps(acc, K))
     out = out.reshape(M, N)
     return (out, cnt.reshape(M, N)) if counts else out
-
-
-def _codes(x, name, fmt, which) -> np.ndarray:
-    """``x`` (M, K) as the bytes the kernel indexes by (lut_gemm's rule): int8 for signed 8 x 8
-    units; for another format any integer array of the operand's codes (checked)."""
-    from lutcore import _check
-    if fmt.legacy:
-        return _check.array(x, name, np.int8, 2)
-    x = np.asarray(x)
-    if x.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected an integer array of {fmt} codes, got dtype {x.dtype}")
-    if x.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array, got shape {x.shape}")
-    fmt.check_codes(x, which, name)
-    if x.dtype in (np.int8, np.uint8):
-        return np.ascontiguousarray(x).view(np.int8)
-    return np.ascontiguousarray((x & 0xFF).astype(np.uint8)).view(np.int8)
 
 
 def plain_sums_suffice(units, acc, K: int) -> bool:

@@ -258,21 +258,8 @@ def _accumulated(a, b, units, threads, out):
 
 
 def _codes(x, name, fmt, which) -> np.ndarray:
-    """``x`` (M, K) as the int8 bytes the kernels index by: int8 for signed 8 x 8 units (as always);
-    for another format any integer array whose values are the operand's codes (checked: a
-    ValueError naming ``name``, the format's range and the first value outside it)."""
-    if fmt.legacy:
-        return _check.array(x, name, np.int8, 2)
-    if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
-    if x.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected an integer array of {fmt} codes, got dtype {x.dtype}")
-    if x.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array, got shape {x.shape}")
-    fmt.check_codes(x, which, name)
-    if x.dtype == np.int8 or x.dtype == np.uint8:
-        return np.ascontiguousarray(x).view(np.int8)
-    return np.ascontiguousarray((x & 0xFF).astype(np.uint8)).view(np.int8)
+    """``x`` (M, K) as the int8 bytes the kernels index by (``Format.kernel_bytes``)."""
+    return fmt.kernel_bytes(x, which, name)
 
 
 def _packed_codes(packed, fmt) -> None:

@@ -204,7 +204,7 @@ class Pipeline:
         names = self.layer_names(attention=True)
         if mapping is None:                        # one spec: the weights; attention's products in float
             u = assign.resolve_spec(units)
-            a = assign.Assignment((n, None if assign.is_attention(n) else u) for n in names)
+            a = assign.one_spec(u, names)
         else:
             a = assign.assign(mapping, names)
         cur = self.assignment(attention=True)

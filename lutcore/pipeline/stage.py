@@ -224,7 +224,7 @@ class Stage:
         if mapping is not None:
             return dict(assign.assign(mapping, names, fill=True, default=None))
         u = assign.resolve_spec(units)                               # one spec: the weights; attention in float
-        return {n: None if _is_attention(n) else u for n in names}
+        return dict(assign.one_spec(u, names))
 
     @classmethod
     def from_pretrained(cls, path, spec: ArchSpec | None, plan, units=None, threads=None) -> "Stage":
@@ -531,7 +531,7 @@ class Stage:
                 new = dict(assign.assign(mapping, every))
             else:
                 u = assign.resolve_spec(units)                  # one spec: the weights; attention in float
-                new = {n: None if _is_attention(n) else u for n in every}
+                new = dict(assign.one_spec(u, every))
         attn = dict(self._attn_of)
         attn.update({n: u for n, u in new.items() if n in attn})
         new = {n: u for n, u in new.items() if n not in attn}

@@ -36,25 +36,12 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
-from lutcore.units.adders import MAX_ADDER_BITS, Adder
+from lutcore.units.adders import MAX_ADDER_BITS, Adder, ripple_netlist
 from lutcore.units.netlist import Netlist
 
 __all__ = ["loa", "truncated", "COST_SOURCE"]
 
 COST_SOURCE = "gates of lutcore's netlist (a proxy, not PDK45 figures)"
-
-
-def _tt(f) -> int:
-    """The IR's truth table of f(x, y, z): bit 4x + 2y + z."""
-    return sum(f(x, y, z) << (4 * x + 2 * y + z) for x in (0, 1) for y in (0, 1) for z in (0, 1))
-
-
-XOR3 = _tt(lambda x, y, z: x ^ y ^ z)
-MAJ = _tt(lambda x, y, z: (x & y) | (x & z) | (y & z))
-OR2 = _tt(lambda x, y, z: x | y)
-AND2 = _tt(lambda x, y, z: x & y)
 
 
 def _args(bits, signed, k, what):
@@ -73,27 +60,8 @@ def _args(bits, signed, k, what):
 def _build(n: int, signed: bool, k: int, low: str) -> Netlist:
     """The netlist: the k low sum bits as ``low`` says ("or": a_i | b_i, carry a_{k-1} & b_{k-1};
     "zero": constant 0, no carry), a ripple-carry adder from bit k up, then bit n (the sign
-    extension when signed, else the carry out)."""
-    gates: list = []
-
-    def gate(x, y, z, tt):
-        gates.append((x, y, z, tt))
-        return 2 + 2 * n + len(gates) - 1
-
-    a = [2 + i for i in range(n)]                    # operand a: the register
-    b = [2 + n + i for i in range(n)]                # operand b: the addend
-    outs, carry = [], 0                              # node 0: constant 0
-    if low == "or":
-        outs = [gate(a[i], b[i], 0, OR2) for i in range(k)]
-        if k:
-            carry = gate(a[k - 1], b[k - 1], 0, AND2)
-    else:
-        outs = [0] * k
-    for i in range(k, n):
-        outs.append(gate(a[i], b[i], carry, XOR3))
-        carry = gate(a[i], b[i], carry, MAJ)
-    outs.append(gate(a[n - 1], b[n - 1], carry, XOR3) if signed else carry)
-    return Netlist(n, n, n + 1, np.array(gates, np.int32).reshape(-1, 4), np.array(outs, np.int32))
+    extension when signed, else the carry out) -- ``adders.ripple_netlist``."""
+    return ripple_netlist(n, signed, n + 1, k, low)
 
 
 def _adder(net: Netlist, signed: bool, name: str, source: str) -> Adder:

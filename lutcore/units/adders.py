@@ -49,7 +49,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Adder", "AdderReport", "MAX_ADDER_BITS", "evoapprox_adder_name"]
+__all__ = ["Adder", "ripple_netlist", "AdderReport", "MAX_ADDER_BITS", "evoapprox_adder_name"]
 
 MAX_ADDER_BITS = 16          # the netlist kernels' operand width
 ADDER_JSON, ADDER_NET = "adder.json", "adder.net"
@@ -67,7 +67,39 @@ def evoapprox_adder_name(name):
     return n, kind != "u", n if kind == "s" else n + 1
 
 
+
+def ripple_netlist(n: int, signed: bool, out_bits: int, k: int = 0, low: str = "or"):
+    """A ripple-carry adder's netlist (two n-bit operands, a the register, b the addend): from
+    bit k up an exact full adder a bit (XOR3, majority); the k low sum bits as ``low`` says ("or":
+    a_i | b_i, carry into bit k a_{k-1} & b_{k-1}; "zero": constant 0, no carry); then, for
+    ``out_bits`` = n + 1, bit n (the sign extension when signed, else the carry out).  k = 0 is
+    the exact adder (``Adder.exact``); ``lutcore.units.adder_designs`` builds the others."""
+    from lutcore.units.netlist import Netlist
+    gates: list = []
+
+    def gate(x, y, z, tt):
+        gates.append((x, y, z, tt))
+        return 2 + 2 * n + len(gates) - 1
+
+    a = [2 + i for i in range(n)]
+    b = [2 + n + i for i in range(n)]
+    outs, carry = [], 0                              # node 0: constant 0
+    if low == "or":
+        outs = [gate(a[i], b[i], 0, 0xFC) for i in range(k)]                 # x | y
+        if k:
+            carry = gate(a[k - 1], b[k - 1], 0, 0xC0)                        # x & y
+    else:
+        outs = [0] * k
+    for i in range(k, n):
+        outs.append(gate(a[i], b[i], carry, 0x96))                           # x ^ y ^ z
+        carry = gate(a[i], b[i], carry, 0xE8)                                # majority
+    if out_bits == n + 1:
+        outs.append(gate(a[n - 1], b[n - 1], carry, 0x96) if signed else carry)
+    return Netlist(n, n, out_bits, np.array(gates, np.int32).reshape(-1, 4), np.array(outs, np.int32))
+
+
 @dataclasses.dataclass(frozen=True)
+
 class AdderReport:
     """``Adder.verify()``: what the adder is and its EvoApproxLib metrics; ``str()`` prints it."""
     name: str
@@ -141,7 +173,6 @@ class Adder:
     def exact(cls, bits: int, signed: bool, out_bits: int | None = None) -> "Adder":
         """An exact ripple-carry adder of two ``bits``-bit operands; ``out_bits`` bits + 1 (default:
         the carry out, or for ``signed`` the sum's sign extension) or bits (the sum wraps)."""
-        from lutcore.units.netlist import Netlist
         import numbers
         if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or not 1 <= int(bits) <= MAX_ADDER_BITS:
             raise ValueError(f"bits: expected an int in 1..{MAX_ADDER_BITS}, got {bits!r}")
@@ -149,22 +180,7 @@ class Adder:
         out_bits = n + 1 if out_bits is None else out_bits
         if out_bits not in (n, n + 1):
             raise ValueError(f"out_bits: expected {n} or {n + 1}, got {out_bits!r}")
-        gates: list = []
-
-        def gate(x, y, z, tt):
-            gates.append((x, y, z, tt))
-            return 2 + 2 * n + len(gates) - 1
-
-        a = [2 + i for i in range(n)]
-        b = [2 + n + i for i in range(n)]
-        outs, carry = [], 0
-        for i in range(n):
-            outs.append(gate(a[i], b[i], carry, 0x96))             # x ^ y ^ z
-            carry = gate(a[i], b[i], carry, 0xE8)                  # majority
-        if out_bits == n + 1:
-            outs.append(gate(a[n - 1], b[n - 1], carry, 0x96) if signed else carry)
-        net = Netlist(n, n, out_bits, np.array(gates, np.int32).reshape(-1, 4), np.array(outs, np.int32))
-        u = cls(net, signed, name="exact")
+        u = cls(ripple_netlist(n, signed, out_bits), signed, name="exact")
         u.source = f"an exact {n}-bit ripple-carry adder, {out_bits} output bits"
         return u
 

@@ -110,6 +110,12 @@ def names_attention(key: str) -> bool:
     return bool(_GLOB & set(last)) and last != "*" and any(fnmatch.fnmatchcase(p, last) for p in ATTENTION_PRODUCTS)
 
 
+def one_spec(units, names) -> "Assignment":
+    """What one spec means over ``names``: every weight matmul through ``units`` (resolved, or None
+    for float), attention's own products in float."""
+    return Assignment((n, None if is_attention(n) else units) for n in names)
+
+
 def covers(key: str, name: str) -> bool:
     """Whether mapping key ``key`` covers layer ``name`` (exact, dotted prefix or glob); an
     attention product only by a key that names one (``names_attention``)."""

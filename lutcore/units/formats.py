@@ -180,6 +180,24 @@ class Format:
                              f"[{lo}, {hi}] (the unit's {'first' if which == 'a' else 'second'} operand, "
                              f"format {self}), got {int(bad)}")
 
+    def kernel_bytes(self, x, which: str, name: str):
+        """``x`` (M, K) as the bytes the table kernels index by: int8 for signed 8 x 8 (as always);
+        for another format any integer array of the operand's codes (``check_codes``: a ValueError
+        naming ``name``), its low 8 bits as int8."""
+        from lutcore import _check
+        if self.legacy:
+            return _check.array(x, name, np.int8, 2)
+        if not isinstance(x, np.ndarray):
+            x = np.asarray(x)
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected an integer array of {self} codes, got dtype {x.dtype}")
+        if x.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D array, got shape {x.shape}")
+        self.check_codes(x, which, name)
+        if x.dtype == np.int8 or x.dtype == np.uint8:
+            return np.ascontiguousarray(x).view(np.int8)
+        return np.ascontiguousarray((x & 0xFF).astype(np.uint8)).view(np.int8)
+
     def swapped(self) -> "Format":
         """The format with the operands exchanged (b becomes the activation)."""
         return Format(self.b_bits, self.b_signed, self.a_bits, self.a_signed, self.p_bits, self.p_signed)

@@ -74,18 +74,34 @@ def test_exact_units_stay_near_float_and_training_runs_through_them():
 
 
 def test_ste_backward_is_float_attentions_gradient_at_the_units_probabilities():
+    """The block's cache holds the units' probabilities (the bits of an independent _unit_attention
+    call), and the block's gradients are the float attention backward at them: the same as the
+    gradients of a GPT whose attention forward returns those probabilities in float."""
+    import lutcore.models.gpt as G
     from lutcore.models.gpt import _unit_attention
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((1, 2, 7, 16)).astype(np.float32) for _ in range(3))
+    one = GPTConfig(vocab=40, dim=32, context=16, layers=1, heads=2, seed=1)
+    m = GPT(one, units={"h.0.attn.qk": "mitchell", "h.0.attn.pv": "mitchell"})
     u = approx.mitchell()
-    y, att = _unit_attention(q, k, v, u, u, "x.", None)
-    dy = rng.standard_normal(y.shape).astype(np.float32)
-    want = causal_attention_backward(dy, q, k, v, att)
-    m = _gpt({"*.qk": "mitchell", "*.pv": "mitchell"})
-    assert m._attn["h.0.attn.qk"] is not None
-    got = causal_attention_backward(dy, q, k, v, att)
-    for g, w in zip(got, want):
-        assert np.array_equal(g, w)
+    x = m.parameters()["wte"][IDS] + m.parameters()["wpe"][:IDS.shape[1]]
+    _, cache = m._block_fwd(0, x)
+    q, k, v, att = cache[2], cache[3], cache[4], cache[5]
+    _, want_att = _unit_attention(q, k, v, u, u, "h.0.", None)
+    assert np.array_equal(att.view(np.int32), want_att.view(np.int32))
+    assert not np.array_equal(att, G.causal_attention(q, k, v)[1])          # not float attention's
+    loss, grads = m.loss_and_grads(IDS, IDS)
+    ref = GPT(one)                   # float attention's branch, its forward swapped for the units'
+
+    def fwd(q_, k_, v_):
+        return _unit_attention(q_, k_, v_, u, u, "h.0.", None)
+    saved = G.attention_fwd
+    try:
+        G.attention_fwd = fwd
+        loss2, grads2 = ref.loss_and_grads(IDS, IDS)                          # the float backward
+    finally:
+        G.attention_fwd = saved
+    assert loss2 == loss
+    for n in grads:
+        assert np.array_equal(grads[n], grads2[n]), n
 
 
 def test_counts_and_bad_input():

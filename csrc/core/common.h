@@ -114,4 +114,7 @@ static inline void *lc_aligned_alloc(size_t n) { void *p = NULL; return posix_me
 static inline void lc_aligned_free(void *p) { free(p); }
 #endif
 
+/* The parallel loop every family uses (lutcore's own team). */
+#include "core/team.h"
+
 #endif /* LUTCORE_COMMON_H */

@@ -17,16 +17,25 @@
 
 /* A body's whole call (gemm/x86/x86.h): its conversions, then its units, on the team;
  * 0 = done, -1 = not taken (the caller runs the per-unit loop). */
+typedef struct { const lc_gemm_ebody *xb; lc_gemm_x_call *x; } lc_gemm_x_job;
+
+static void lc_gemm_x_conv_unit(void *p, int64_t i, int tid) {
+    const lc_gemm_x_job *j = (const lc_gemm_x_job *)p;
+    (void)tid;
+    j->xb->x_conv(j->x, i);
+}
+
+static void lc_gemm_x_unit(void *p, int64_t u, int tid) {
+    const lc_gemm_x_job *j = (const lc_gemm_x_job *)p;
+    j->xb->x_unit(j->x, u, tid);
+}
+
 static int lc_gemm_x_whole(const lc_gemm_ebody *xb, lc_gemm_x_call *x, int nthreads) {
     x->nthreads = nthreads;
     if (!xb->x_begin || xb->x_begin(x) != 0) return -1;
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t i = 0; i < x->nconv; i++) xb->x_conv(x, i);
-        LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t u = 0; u < x->nunits; u++) xb->x_unit(x, u, omp_get_thread_num());
-    }
+    lc_gemm_x_job j = {xb, x};
+    lc_team_for(nthreads, x->nconv, lc_gemm_x_conv_unit, &j);
+    lc_team_for(nthreads, x->nunits, lc_gemm_x_unit, &j);
     xb->x_end(x);
     return 0;
 }

@@ -93,22 +93,33 @@ static inline int lc_table_unit(int64_t u, int64_t nrc, int64_t rows_per, int64_
  * read-only to all: a team barrier after a shared build would stall the call until every
  * thread has been scheduled, where now only the final join waits (a per-thread copy cost
  * each thread its own build before its first unit). */
+typedef struct {
+    const lc_gemm_tbody *xb;
+    int32_t *C;
+    int64_t ldc, lda, ldb, M, N, K, nrc, rows_per;
+    const int8_t *A, *B;
+    const int32_t *T, *Pbuf;
+} lc_table_wide_job;
+
+static void lc_table_wide_unit(void *p, int64_t u, int tid) {
+    const lc_table_wide_job *j = (const lc_table_wide_job *)p;
+    int64_t m0, m1, n0;
+    int nc;
+    (void)tid;
+    if (!lc_table_unit(u, j->nrc, j->rows_per, j->M, j->N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) return;
+    lc_table_unit_run(j->xb, j->C + m0 * j->ldc + n0, j->ldc, j->A + m0 * j->lda, j->lda, j->B, j->ldb, j->T,
+                      (int32_t *)j->Pbuf, m1 - m0, n0, nc, 0, j->K);
+}
+
 static void lc_gemm_table_wide(const lc_gemm_tbody *xb, int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
                                const int8_t *B, int64_t ldb, const int32_t *T, int64_t M, int64_t N,
                                int64_t K, int32_t *work, int nthreads) {
     int64_t nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
     int32_t *Pbuf = work;
     lc_table16_rows(Pbuf, T, xb->planes, 0, 256);
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
-        for (int64_t u = 0; u < units; u++) {
-            int64_t m0, m1, n0;
-            int nc;
-            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
-            lc_table_unit_run(xb, C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B, ldb, T, Pbuf, m1 - m0, n0, nc, 0, K);
-        }
-    }
+    lc_table_wide_job j = {.xb = xb, .C = C, .ldc = ldc, .lda = lda, .ldb = ldb, .M = M, .N = N, .K = K,
+                           .nrc = nrc, .rows_per = rows_per, .A = A, .B = B, .T = T, .Pbuf = Pbuf};
+    lc_team_for(nthreads, units, lc_table_wide_unit, &j);
 }
 
 /* Y (M,N) float32 as lc_qmatmul_table, each block's int32 sums from a body's table_unit

@@ -18,6 +18,7 @@
 # a list of tensors (a memoryview each would be new work per tensor on every optimizer
 # step).  `data_of` gives their pointer after the memoryview's checks, made in C
 # (`data_or_null`: an optional one).
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, int64_t
 cimport numpy as cnp
 
@@ -40,3 +41,18 @@ cdef inline void *data_of(object a, int typenum, bint contiguous, str name) exce
 cdef inline void *data_or_null(object a, int typenum, bint contiguous, str name) except? NULL:
     """data_of for an optional buffer: NULL for None."""
     return NULL if a is None else data_of(a, typenum, contiguous, name)
+
+
+cdef extern from "core/team.h" nogil:
+    void lc_team_bind(void *p)
+    int lc_team_is_bound()
+
+
+cdef inline int bind_team() except -1:
+    """Bind this module's parallel loops (core/team.h) to lutcore's one thread team (in _cpu);
+    every module with a parallel kernel calls it once, at its top."""
+    from lutcore._native import _cpu
+    cap = _cpu.team_capsule()
+    if cap is not None:
+        lc_team_bind(PyCapsule_GetPointer(cap, b"lutcore._native._cpu.team"))
+    return 0

@@ -1,6 +1,7 @@
 """numpy data-memory handler over csrc/core/alloc.h (see lutcore._alloc)."""
 from cpython.pycapsule cimport PyCapsule_New
 from lutcore._native._common cimport *
+
 cnp.import_array()
 
 cdef extern from "numpy/arrayobject.h":

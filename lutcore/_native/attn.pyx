@@ -2,6 +2,7 @@
 the values p V, the sgemm's fma chains; the llama decode layer built on them is lutcore._native.models.
 """
 from lutcore._native._common cimport *
+bind_team()
 import numpy as np
 
 

@@ -2,6 +2,7 @@
 arguments validated by lutcore.ops.scan.  float32 or float64 (`real`), every buffer of one
 dtype; x, y, dx, dy (B, L, D), wt (K, D), bias, db (D,) or None, state (B, K-1, D)."""
 from lutcore._native._common cimport *
+bind_team()
 
 
 def body_names(int isa):

@@ -1,5 +1,6 @@
 """Thin wrappers over csrc/elementwise/elementwise.h (arguments validated by lutcore.ops)."""
 from lutcore._native._common cimport *
+bind_team()
 
 
 def requant(int8_t[::1] out, const int32_t[::1] acc, int shift, const int8_t[::1] lut,

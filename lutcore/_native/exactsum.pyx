@@ -2,6 +2,7 @@
 (the accumulator and its contract: lutcore.train.exactsum).  Buffers are checked here: the
 limbs (nl, n) C-contiguous int64, x (n,) float32, flags (n,) uint8 or None."""
 from lutcore._native._common cimport *
+bind_team()
 import numpy as np
 
 MAX_LIMBS = LC_XSUM_MAXL - 2

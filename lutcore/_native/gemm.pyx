@@ -7,6 +7,7 @@ outputs of the public products may be row-strided (``ldc`` elements between rows
 checked against the view here, so the kernel never writes outside it).
 """
 from lutcore._native._common cimport *
+bind_team()
 
 MR = LC_MR
 NR = LC_NR

@@ -5,6 +5,7 @@ buffers' sizes (the native layer never reads or writes out of bounds), release t
 GIL and call C.
 """
 from lutcore._native._common cimport *
+bind_team()
 
 
 def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint8_t[:, ::1] qw,

@@ -7,6 +7,7 @@ of ``quantize_nhwc`` is read through its element strides (any layout of a dense
 tensor); every other buffer is C-contiguous.
 """
 from lutcore._native._common cimport *
+bind_team()
 
 KMAX = LC_C2D_KMAX
 

@@ -3,6 +3,7 @@ arguments validated by lutcore.ops.mathfn.  Element-wise over C-contiguous array
 shape (one size, one dtype: read flat), so the buffers go through `data_of`'s checks rather
 than a memoryview of one number of dimensions (_common.pxd)."""
 from lutcore._native._common cimport *
+bind_team()
 cnp.import_array()
 
 

@@ -14,6 +14,7 @@ rows, the caches) are typed memoryviews; the buffers a Linear or a DecodeLayer k
 """
 from libc.stdlib cimport malloc, free
 from lutcore._native._common cimport *
+bind_team()
 cnp.import_array()
 
 

@@ -11,6 +11,7 @@ released and C called.
     a, b     (n,) uint16; out (n,) int64                       products
 """
 from lutcore._native._common cimport *
+bind_team()
 
 
 cdef int _check(const int32_t[:, ::1] gates, const int32_t[::1] outputs, int a_bits, int b_bits) except -1:

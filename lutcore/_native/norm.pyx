@@ -2,6 +2,7 @@
 Python validates; these wrappers check the buffers' shapes, release the GIL and call C.
 """
 from lutcore._native._common cimport *
+bind_team()
 import numpy as np
 
 

@@ -3,6 +3,7 @@ memoryviews; many: lists of C-contiguous float32 arrays of any shape, read flat 
 from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from lutcore._native._common cimport *
+bind_team()
 cnp.import_array()
 
 def body_names(int isa):

@@ -8,6 +8,7 @@ the partials dAp (B, D, N), dBp, dCp (B, groups, N, L), dDp, ddbp (B, D).  Optio
 and outputs may be None (NULL for C).
 """
 from lutcore._native._common cimport *
+bind_team()
 
 GROUP_CHANNELS = 16 * LC_SCAN_GROUP_UNITS
 

@@ -2,6 +2,7 @@
 float32 ndarrays read through element strides the caller gives (any layout, any number of
 dimensions: `data_of` checks the dtype; work and packed panels are C-contiguous)."""
 from lutcore._native._common cimport *
+bind_team()
 cnp.import_array()
 
 

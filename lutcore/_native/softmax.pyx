@@ -3,6 +3,7 @@ their exponentials are the math functions' (csrc/mathfn/).
 """
 from cython.parallel cimport prange
 from lutcore._native._common cimport *
+bind_team()
 
 
 def body_names(int isa):

@@ -154,6 +154,10 @@ class _StageWorker:
         from lutcore.pipeline.shard import load_stage_weights
         from lutcore.pipeline.stage import Stage
         self.index = plan.index
+        if threads is None:
+            # the stages of a chain run one at a time: each runs the host's CPUs (its affinity)
+            from lutcore.train.dp import _host_cpus
+            threads = _host_cpus()
         weights = load_stage_weights(path, spec, plan)
         self.names = sorted(weights)
         self.stage = Stage(spec, plan, weights, units=units, threads=threads)
@@ -423,18 +427,12 @@ class RayRing:
             for plan, opts in zip(self.plans, actor_options):
                 o = {"num_cpus": 0, "max_restarts": 0}       # stages run one after another: no CPU reservation
                 o.update(opts)
-                # Stages take turns on the same cores: an OpenMP team that spins long between
-                # regions (libgomp's default: 300,000 rounds, about a millisecond) holds a core
-                # the next stage needs; one that sleeps at once (PASSIVE) pays a futex wake-up
-                # (~40 us on a VM) at each of the decode team's barriers.  A short spin (3,000
-                # rounds, tens of us) covers a barrier and then sleeps: decode over the ring
-                # 0.51x -> 0.65x local (median of 4 paired runs, 2 stages, 2 cores).
-                # Ray gives an actor without CPUs OMP_NUM_THREADS=1, and libgomp started that way
-                # barely runs a two-thread team in parallel: ask for the stage's thread count.
+                # Stages take turns on the same cores (the chain runs one stage at a time), so
+                # each stage runs its host's CPUs by default (_StageWorker); lutcore's team sleeps
+                # 100 us after a kernel, so a stage's threads leave the cores to the next stage.
+                # Ray gives an actor without CPUs OMP_NUM_THREADS=1: ask for the stage's count.
                 env = dict(o.get("runtime_env") or {})
-                omp = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "3000"}
-                if threads is not None:
-                    omp["OMP_NUM_THREADS"] = str(threads)
+                omp = {} if threads is None else {"OMP_NUM_THREADS": str(threads)}
                 env["env_vars"] = {**omp, **dict(env.get("env_vars") or {})}
                 o["runtime_env"] = env
                 self.actors.append(cls.options(**o).remote(os.fspath(path), spec, plan, units, threads))

@@ -337,6 +337,9 @@ class Pipeline:
     def describe(self) -> str:
         lines = [self.spec.describe(), f"transport: {self.transport}"]
         lines += [f"  {p}" for p in self.plans]
+        if self._ring is not None and hasattr(self._ring, "info"):
+            # Ray: each stage's process and threads (the stages take turns on a host's cores)
+            lines += [f"  stage {i['index']}: pid {i['pid']}, {i['threads']} threads" for i in self._ring.info()]
         return "\n".join(lines)
 
     def close(self):

@@ -18,6 +18,13 @@ by name once tests/ and bench/ share one pytest session (both are "conftest").
                             generation from the family/model, the AVX-512 subsets present)
     alternate(fns, rounds)  the same-process A/B loop: the callables in turn, round by round,
                             each timed call by call for a budget; [(min, median)] per callable
+    call_times(fn, budget)  one callable timed call by call for a budget: every call's seconds
+    spinning()              context manager: a `python -c "while True: pass"` process keeps one
+                            core busy for the block (started 0.2 s before, killed after)
+    cpu_after(sleep)        this process's CPU seconds burnt during a sleep (workers spinning
+                            after a parallel call)
+    cpu_counters(), other_cpu_share(c0, c1)
+                            /proc/stat samples; the share of the CPUs other processes used
     SLOW                    benchmark.pedantic(fn, **SLOW) for calls slower than ~0.5 s
     rel_err(got, want)      norm-wise relative error (float64), for float validation
     peak_rss(builder, *args, simd=None, imports=())
@@ -26,6 +33,7 @@ by name once tests/ and bench/ share one pytest session (both are "conftest").
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -128,6 +136,19 @@ def best_of(fn, calls: int) -> float:
     return min(t)
 
 
+def call_times(fn, budget: float) -> list:
+    """fn() called back to back for ``budget`` s (at least once); each call's time in seconds."""
+    times = []
+    start = time.perf_counter()
+    while True:
+        t = time.perf_counter()
+        fn()
+        now = time.perf_counter()
+        times.append(now - t)
+        if now - start >= budget:
+            return times
+
+
 def alternate(fns, rounds: int, budget: float = 0.3):
     """Alternate the callables round by round, each timed call by call for ``budget`` s per
     round (at least one call); every call's time kept.  Returns [(min, median)] in seconds,
@@ -135,15 +156,55 @@ def alternate(fns, rounds: int, budget: float = 0.3):
     times = [[] for _ in fns]
     for _ in range(rounds):
         for i, f in enumerate(fns):
-            start = time.perf_counter()
-            while True:
-                t = time.perf_counter()
-                f()
-                now = time.perf_counter()
-                times[i].append(now - t)
-                if now - start >= budget:
-                    break
+            times[i] += call_times(f, budget)
     return [(min(t), float(np.median(t))) for t in times]
+
+
+SPIN_CODE = "while True: pass"
+
+
+@contextlib.contextmanager
+def spinning(settle: float = 0.2):
+    """One core kept busy for the block: a ``python -c "while True: pass"`` subprocess, started
+    ``settle`` s before the block and killed (and reaped) after it; yields the Popen."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", SPIN_CODE])
+    try:
+        time.sleep(settle)
+        yield p
+    finally:
+        p.kill()
+        p.wait()
+
+
+def cpu_after(sleep: float = 0.2) -> float:
+    """This process's CPU seconds (every thread: time.process_time) burnt while the calling
+    thread sleeps ``sleep`` s — right after a parallel call, what its idle workers spin."""
+    c0 = time.process_time()
+    time.sleep(sleep)
+    return time.process_time() - c0
+
+
+def cpu_counters():
+    """(machine-wide busy CPU seconds from /proc/stat, this process's CPU seconds, wall time), or
+    None where /proc/stat is missing; ``other_cpu_share`` of two of them."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    t = os.times()
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK"), t.user + t.system, time.monotonic()
+
+
+def other_cpu_share(c0, c1):
+    """Share of the machine's CPUs that other processes (and this one's children) used between
+    two ``cpu_counters()`` samples, or None."""
+    if c0 is None or c1 is None or c1[2] <= c0[2]:
+        return None
+    other = max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1]))
+    return other / ((c1[2] - c0[2]) * (os.cpu_count() or 1))
 
 
 def dim(n: int) -> int:

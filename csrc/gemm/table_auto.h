@@ -34,18 +34,29 @@ static inline size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t
 }
 
 /* dst (cols, rows; row stride ldd) = src (rows, cols; row stride lds), for 1- and
- * 4-byte elements, in 32 x 32 tiles shared out over the threads (a copy: no bits to lose). */
+ * 4-byte elements, in 32 x 32 tiles, ranges of at least LC_TRANSPOSE_GRAIN tiles shared out
+ * over the threads (a copy: no bits to lose; a small transpose runs on the caller alone). */
+#define LC_TRANSPOSE_GRAIN 16
+typedef struct { void *dst; const void *src; int64_t ldd, rows, cols, lds, ct; } lc_transpose_job;
 #define LC_TRANSPOSE_DEF(NAME, T)                                                            \
-    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
-                     int nthreads) {                                                         \
-        int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
-        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                   \
-        for (int64_t t = 0; t < rt * ct; t++) {                                              \
+    static void NAME##_range(void *p, int64_t t0, int64_t t1, int tid) {                     \
+        const lc_transpose_job *j = (const lc_transpose_job *)p;                             \
+        T *dst = (T *)j->dst;                                                                \
+        const T *src = (const T *)j->src;                                                    \
+        const int64_t rows = j->rows, cols = j->cols, ldd = j->ldd, lds = j->lds, ct = j->ct; \
+        (void)tid;                                                                           \
+        for (int64_t t = t0; t < t1; t++) {                                                  \
             int64_t r0 = (t / ct) * 32, c0 = (t % ct) * 32;                                  \
             int64_t r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols; \
             for (int64_t c = c0; c < c1; c++)                                                \
                 for (int64_t r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];       \
         }                                                                                    \
+    }                                                                                        \
+    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
+                     int nthreads) {                                                         \
+        int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
+        lc_transpose_job j = {dst, src, ldd, rows, cols, lds, ct};                           \
+        lc_team_range(nthreads, rt * ct, LC_TRANSPOSE_GRAIN, NAME##_range, &j);              \
     }
 LC_TRANSPOSE_DEF(lc_transpose_i8, int8_t)
 LC_TRANSPOSE_DEF(lc_transpose_u32, uint32_t)

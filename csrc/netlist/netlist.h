@@ -358,7 +358,7 @@ static void lc_nl_slots_free(void **slots, int nthreads) {
 }
 
 #define LC_NL_TASK_WORDS 1024       /* a gemm task's items (about): a block of columns of one row */
-#define LC_NL_PLANES_GRAIN ((int64_t)1 << 14)   /* the operands' planes: codes a range (about) */
+#define LC_NL_PLANES_GRAIN ((int64_t)1 << 12)   /* the operands' planes: codes a range, at least (a few µs) */
 
 typedef struct {
     const lc_nl_body *Bd;
@@ -472,9 +472,9 @@ static int lc_nl_gemm(int64_t *C, const uint16_t *A, const uint16_t *B, int64_t 
         goto done;
     }
     memset(Bf, 0, sizeof(uint64_t) * (size_t)((b_bits + 1) * NS));
-    const int64_t grain = LC_NL_PLANES_GRAIN / K + 1;
-    lc_team_range(nthreads, N, grain > 16 ? grain : 16, lc_nl_gemm_bcols, &j);
-    lc_team_range(nthreads, M, grain > 16 ? grain : 16, lc_nl_gemm_arows, &j);
+    const int64_t grain = (LC_NL_PLANES_GRAIN + K - 1) / K;         /* columns (rows) a range */
+    lc_team_range(nthreads, N, grain, lc_nl_gemm_bcols, &j);
+    lc_team_range(nthreads, M, grain, lc_nl_gemm_arows, &j);
     lc_team_for(nt, ntask, lc_nl_gemm_task, &j);
 done:
     lc_nl_slots_free(nets, nt);

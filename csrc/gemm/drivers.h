@@ -57,19 +57,69 @@ static inline size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa) {
 
 /* Bf (lc_gemm_exact_bform_size bytes, 64-byte aligned) <- the form of packed Bp; -1 (nothing
  * written) when isa's body has none. */
+/* Pairs of panels are independent (each writes its own bytes): ranges of at least ~64 KB of B. */
+typedef struct { const lc_gemm_ebody *xb; uint8_t *Bf; const int8_t *Bp; int64_t Kp, N; } lc_bform_job;
+
+static void lc_bform_range(void *p, int64_t j0, int64_t j1, int tid) {
+    const lc_bform_job *j = (const lc_bform_job *)p;
+    (void)tid;
+    for (int64_t i = j0; i < j1; i++) j->xb->x_bform(j->Bf, j->Bp, j->Kp, j->N, i);
+}
+
 static int lc_gemm_exact_bform(uint8_t *Bf, const int8_t *Bp, int64_t Kp, int64_t N, int isa, int nthreads) {
     if (!lc_gemm_exact_bform_size(Kp, N, isa)) return -1;
     const lc_gemm_ebody *xb = lc_gemm_exact_pick(isa);
     lc_form_header_write(Bf, LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N, 0);
-    const int64_t npair = (N + 2 * LC_NR - 1) / (2 * LC_NR);
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t j = 0; j < npair; j++) xb->x_bform(Bf + LC_BFORM_HDR, Bp, Kp, N, j);
+    const int64_t npair = (N + 2 * LC_NR - 1) / (2 * LC_NR), pair_bytes = Kp * 2 * LC_NR;
+    lc_bform_job j = {xb, Bf + LC_BFORM_HDR, Bp, Kp, N};
+    lc_team_range(nthreads, npair, ((int64_t)1 << 16) / (pair_bytes > 0 ? pair_bytes : 1) + 1, lc_bform_range, &j);
     return 0;
 }
 
 /* Bf's bytes past the header when it is isa's form of a (Kp, N) B, else NULL. */
 static inline const uint8_t *lc_bform_use(const uint8_t *Bf, int64_t Kp, int64_t N, int isa) {
     return Bf && lc_form_header_ok(Bf, LC_BFORM_MAGIC, lc_bform_body(isa), Kp, N, 0) ? Bf + LC_BFORM_HDR : NULL;
+}
+
+/* The per-unit loop (a body without whole calls): unit u = (row block mu, column block nu),
+ * computed whole by one thread. */
+typedef struct {
+    const lc_gemm_ebody *xb;
+    int32_t *C;
+    float *Y;
+    int64_t ldc, Kp, P, pb, nblk, bkp, M, N, nnu;
+    const int16_t *Ap;
+    const int8_t *Bp;
+    const float *sa, *sbp;
+    int isa;
+} lc_exact_unit_job;
+
+static void lc_gemm_exact_unit(void *p, int64_t u, int tid) {
+    const lc_exact_unit_job *j = (const lc_exact_unit_job *)p;
+    const lc_gemm_ebody *xb = j->xb;
+    int32_t *C = j->C;
+    const int16_t *Ap = j->Ap;
+    const int8_t *Bp = j->Bp;
+    const int64_t ldc = j->ldc, Kp = j->Kp, P = j->P, M = j->M, N = j->N;
+    int64_t mu = u / j->nnu, nu = u % j->nnu;
+    int32_t tile[LC_MR * LC_NR];
+    int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+    int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+    (void)tid;
+    if (xb->gemm_exact_unit &&
+        xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
+                            Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
+        return;
+    for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+        const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+        int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+        for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+            int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+            xb->mk_exact(tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
+            for (int r = 0; r < R; r++)
+                memcpy(C + (m0 + r) * ldc + n0, tile + r * LC_NR, (size_t)nc * sizeof(int32_t));
+        }
+    }
 }
 
 /* C (M,N) int32 = packed Ap x packed Bp over all Kp (exact table); Bf: B's form
@@ -83,27 +133,9 @@ static void lc_gemm_exact_packed(int32_t *C, int64_t ldc, const int16_t *Ap, con
     lc_gemm_x_call x = {.C = C, .ldc = ldc, .Ap = Ap, .Kp = Kp, .Bp = Bp, .bq_in = lc_bform_use(Bf, Kp, N, isa),
                         .nblk = 1, .bkp = Kp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
-    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
-    for (int64_t u = 0; u < units; u++) {
-        int64_t mu = u / nnu, nu = u % nnu;
-        int32_t tile[LC_MR * LC_NR];
-        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
-        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb->gemm_exact_unit &&
-            xb->gemm_exact_unit(C + mu * LC_MC * ldc + nu * LC_NC, ldc, Ap + mu * LC_MC * Kp, Kp,
-                                Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR, m_end - mu * LC_MC, n_end - nu * LC_NC) == 0)
-            continue;
-        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
-            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
-            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
-            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
-                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
-                xb->mk_exact(tile, Ap + m0 * Kp, Kp, Bpan, 0, P, R);
-                for (int r = 0; r < R; r++)
-                    memcpy(C + (m0 + r) * ldc + n0, tile + r * LC_NR, (size_t)nc * sizeof(int32_t));
-            }
-        }
-    }
+    lc_exact_unit_job j = {.xb = xb, .C = C, .ldc = ldc, .Kp = Kp, .P = P, .M = M, .N = N, .nnu = nnu, .Ap = Ap,
+                           .Bp = Bp, .isa = isa};
+    lc_team_for(nthreads, units, lc_gemm_exact_unit, &j);
 }
 
 /* C (M,N) int32 = A's int8 rows (M, K, lda apart) x packed Bp (Kp = K rounded up to even),
@@ -136,6 +168,38 @@ static inline void lc_qexact_tile(float *y, const int16_t *Ap, int64_t Kp, const
     }
 }
 
+static void lc_qmatmul_exact_unit(void *p, int64_t u, int tid) {
+    const lc_exact_unit_job *j = (const lc_exact_unit_job *)p;
+    const lc_gemm_ebody *xb = j->xb;
+    float *Y = j->Y;
+    const int16_t *Ap = j->Ap;
+    const int8_t *Bp = j->Bp;
+    const float *sa = j->sa, *sbp = j->sbp;
+    const int64_t ldy = j->ldc, Kp = j->Kp, P = j->P, pb = j->pb, nblk = j->nblk, bkp = j->bkp, M = j->M, N = j->N;
+    int64_t mu = u / j->nnu, nu = u % j->nnu;
+    float ytile[LC_MR * LC_NR];
+    int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
+    int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
+    (void)tid;
+    if (xb->qmatmul_exact_unit &&
+        xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
+                               sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
+                               sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp, m_end - mu * LC_MC,
+                               n_end - nu * LC_NC) == 0)
+        return;
+    for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
+        const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
+        const float *sbpan = sbp + (n0 / LC_NR) * nblk * LC_NR;
+        int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
+        for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
+            int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
+            lc_qexact_tile(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, pb, R, j->isa);
+            for (int r = 0; r < R; r++)
+                memcpy(Y + (m0 + r) * ldy + n0, ytile + r * LC_NR, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
 /* Y (M,N) float32 = block-scaled matmul on packed operands (exact table).
  * sa (M, nblk) row-major; sbp (Np/16, nblk, 16) packed column scales. */
 static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, const float *sa,
@@ -148,30 +212,9 @@ static void lc_qmatmul_exact_packed(float *Y, int64_t ldy, const int16_t *Ap, co
     lc_gemm_x_call x = {.Y = Y, .ldc = ldy, .Ap = Ap, .Kp = Kp, .Bp = Bp, .sa = sa, .sbp = sbp, .nblk = nblk,
                         .bkp = bkp, .M = M, .N = N};
     if (lc_gemm_x_whole(xb, &x, nthreads) == 0) return;
-    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
-    for (int64_t u = 0; u < units; u++) {
-        int64_t mu = u / nnu, nu = u % nnu;
-        float ytile[LC_MR * LC_NR];
-        int64_t n_end = (nu + 1) * LC_NC < N ? (nu + 1) * LC_NC : N;
-        int64_t m_end = (mu + 1) * LC_MC < M ? (mu + 1) * LC_MC : M;
-        if (xb->qmatmul_exact_unit &&
-            xb->qmatmul_exact_unit(Y + mu * LC_MC * ldy + nu * LC_NC, ldy, Ap + mu * LC_MC * Kp, Kp,
-                                   sa + mu * LC_MC * nblk, Bp + (nu * LC_NC / LC_NR) * P * 2 * LC_NR,
-                                   sbp + (nu * LC_NC / LC_NR) * nblk * LC_NR, nblk, bkp, m_end - mu * LC_MC,
-                                   n_end - nu * LC_NC) == 0)
-            continue;
-        for (int64_t n0 = nu * LC_NC; n0 < n_end; n0 += LC_NR) {
-            const int8_t *Bpan = Bp + (n0 / LC_NR) * P * 2 * LC_NR;
-            const float *sbpan = sbp + (n0 / LC_NR) * nblk * LC_NR;
-            int nc = (int)(n_end - n0 < LC_NR ? n_end - n0 : LC_NR);
-            for (int64_t m0 = mu * LC_MC; m0 < m_end; m0 += LC_MR) {
-                int R = (int)(m_end - m0 < LC_MR ? m_end - m0 : LC_MR);
-                lc_qexact_tile(ytile, Ap + m0 * Kp, Kp, Bpan, sa + m0 * nblk, nblk, sbpan, pb, R, isa);
-                for (int r = 0; r < R; r++)
-                    memcpy(Y + (m0 + r) * ldy + n0, ytile + r * LC_NR, (size_t)nc * sizeof(float));
-            }
-        }
-    }
+    lc_exact_unit_job j = {.xb = xb, .Y = Y, .ldc = ldy, .Kp = Kp, .P = P, .pb = pb, .nblk = nblk, .bkp = bkp,
+                           .M = M, .N = N, .nnu = nnu, .Ap = Ap, .Bp = Bp, .sa = sa, .sbp = sbp, .isa = isa};
+    lc_team_for(nthreads, units, lc_qmatmul_exact_unit, &j);
 }
 
 

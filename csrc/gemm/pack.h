@@ -58,22 +58,40 @@ static inline void lc_pack_a16_row(int16_t *dst, const int8_t *src, int64_t K, i
         }
     }
 }
-/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
-static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
-                        int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t m = 0; m < Mp; m++) {
-        if (m >= M) memset(Ap + m * Kp, 0, (size_t)Kp * sizeof(int16_t));
-        else lc_pack_a16_row(Ap + m * Kp, A + m * lda, K, bk, bkp, Kp);
+/* Rows (A) and panels (B) are packed independently, each into its own bytes: ranges of them on
+ * the team, at least ~32 KB of output a range (smaller calls run on the caller alone). */
+#define LC_PACK_GRAIN_BYTES ((int64_t)1 << 15)
+typedef struct {
+    void *dst;
+    const int8_t *src;
+    int64_t M, N, K, ld, bk, bkp, Kp;
+} lc_pack_job;
+
+static void lc_pack_a16_range(void *p, int64_t m0, int64_t m1, int tid) {
+    const lc_pack_job *j = (const lc_pack_job *)p;
+    int16_t *Ap = (int16_t *)j->dst;
+    (void)tid;
+    for (int64_t m = m0; m < m1; m++) {
+        if (m >= j->M) memset(Ap + m * j->Kp, 0, (size_t)j->Kp * sizeof(int16_t));
+        else lc_pack_a16_row(Ap + m * j->Kp, j->src + m * j->ld, j->K, j->bk, j->bkp, j->Kp);
     }
 }
 
-/* Bp[panel][p][c][2] = (B[src(2p), n], B[src(2p+1), n]) with n = panel*16 + c. */
-static void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb,
-                      int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
-    int64_t npan = (N + LC_NR - 1) / LC_NR, P = Kp / 2;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t pan = 0; pan < npan; pan++) {
+/* Ap[m, kp] = A[m, src(kp)] widened to int16; rows >= M are zero. */
+static void lc_pack_a16(int16_t *Ap, const int8_t *A, int64_t M, int64_t Mp, int64_t K,
+                        int64_t lda, int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    lc_pack_job j = {Ap, A, M, 0, K, lda, bk, bkp, Kp};
+    int64_t row = Kp * (int64_t)sizeof(int16_t);
+    lc_team_range(nthreads, Mp, LC_PACK_GRAIN_BYTES / (row > 0 ? row : 1) + 1, lc_pack_a16_range, &j);
+}
+
+static void lc_pack_b_range(void *ctx, int64_t pan0, int64_t pan1, int tid) {
+    const lc_pack_job *j = (const lc_pack_job *)ctx;
+    int8_t *Bp = (int8_t *)j->dst;
+    const int8_t *B = j->src;
+    const int64_t K = j->K, N = j->N, ldb = j->ld, bk = j->bk, bkp = j->bkp, P = j->Kp / 2;
+    (void)tid;
+    for (int64_t pan = pan0; pan < pan1; pan++) {
         int8_t *dst = Bp + pan * P * 2 * LC_NR;
         int64_t n0 = pan * LC_NR;
         for (int64_t p = 0; p < P; p++) {
@@ -86,6 +104,14 @@ static void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t
             }
         }
     }
+}
+
+/* Bp[panel][p][c][2] = (B[src(2p), n], B[src(2p+1), n]) with n = panel*16 + c. */
+static void lc_pack_b(int8_t *Bp, const int8_t *B, int64_t K, int64_t N, int64_t ldb,
+                      int64_t bk, int64_t bkp, int64_t Kp, int nthreads) {
+    int64_t npan = (N + LC_NR - 1) / LC_NR, pan = Kp * LC_NR;
+    lc_pack_job j = {Bp, B, 0, N, K, ldb, bk, bkp, Kp};
+    lc_team_range(nthreads, npan, LC_PACK_GRAIN_BYTES / (pan > 0 ? pan : 1) + 1, lc_pack_b_range, &j);
 }
 
 #endif /* LUTCORE_GEMM_PACK_H */

@@ -122,8 +122,43 @@ static void lc_gemm_table_wide(const lc_gemm_tbody *xb, int32_t *C, int64_t ldc,
     lc_team_for(nthreads, units, lc_table_wide_unit, &j);
 }
 
+/* The wide block-scaled driver's units (as lc_table_wide_unit), each with its thread's int32
+ * scratch (acc: rows_per x LC_TABLE_WNB per thread). */
+typedef struct {
+    const lc_gemm_tbody *xb;
+    float *Y;
+    int64_t ldy, M, N, nblk, bk, Kq, nrc, rows_per;
+    const int8_t *qa, *qb;
+    const float *sa, *sb;
+    const int32_t *T, *Pbuf;
+    int32_t *accs;
+} lc_qtable_wide_job;
+
+static void lc_qtable_wide_unit(void *p, int64_t u, int tid) {
+    const lc_qtable_wide_job *j = (const lc_qtable_wide_job *)p;
+    const int64_t N = j->N, nblk = j->nblk, bk = j->bk, Kq = j->Kq, ldy = j->ldy;
+    float *Y = j->Y;
+    int32_t *acc = j->accs + (size_t)tid * j->rows_per * LC_TABLE_WNB;
+    int64_t m0, m1, n0;
+    int nc;
+    if (!lc_table_unit(u, j->nrc, j->rows_per, j->M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) return;
+    for (int64_t m = m0; m < m1; m++)
+        for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
+    for (int64_t b = 0; b < nblk; b++) {
+        lc_table_unit_run(j->xb, acc, LC_TABLE_WNB, j->qa + m0 * Kq, Kq, j->qb, N, j->T, j->Pbuf, m1 - m0, n0, nc,
+                          b * bk, (b + 1) * bk);
+        for (int64_t m = m0; m < m1; m++) {
+            float s = j->sa[m * nblk + b];
+            const float *sbr = j->sb + b * N + n0;
+            float *y = Y + m * ldy + n0;
+            const int32_t *ai = acc + (m - m0) * LC_TABLE_WNB;
+            for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
+        }
+    }
+}
+
 /* Y (M,N) float32 as lc_qmatmul_table, each block's int32 sums from a body's table_unit
- * into a per-unit scratch, folded in the generic order straight into Y.  Returns -1
+ * into a per-thread scratch, folded in the generic order straight into Y.  Returns -1
  * (nothing written) when a scratch allocation fails: the caller runs the AVX2 body. */
 static int lc_qmatmul_table_wide(const lc_gemm_tbody *xb, float *Y, int64_t ldy, const int8_t *qa, const float *sa,
                                  const int8_t *qb, const float *sb, const int32_t *T, int64_t M, int64_t N,
@@ -133,31 +168,40 @@ static int lc_qmatmul_table_wide(const lc_gemm_tbody *xb, float *Y, int64_t ldy,
     if (!accs) return -1;
     int32_t *Pbuf = work;
     lc_table16_rows(Pbuf, T, xb->planes, 0, 256);
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        int32_t *acc = accs + (size_t)omp_get_thread_num() * rows_per * LC_TABLE_WNB;
-        LC_PRAGMA(omp for schedule(dynamic, 1) nowait)
-        for (int64_t u = 0; u < units; u++) {
-            int64_t m0, m1, n0;
-            int nc;
-            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
-            for (int64_t m = m0; m < m1; m++)
-                for (int c = 0; c < nc; c++) Y[m * ldy + n0 + c] = 0.0f;
-            for (int64_t b = 0; b < nblk; b++) {
-                lc_table_unit_run(xb, acc, LC_TABLE_WNB, qa + m0 * Kq, Kq, qb, N, T, Pbuf, m1 - m0, n0, nc,
-                                  b * bk, (b + 1) * bk);
-                for (int64_t m = m0; m < m1; m++) {
-                    float s = sa[m * nblk + b];
-                    const float *sbr = sb + b * N + n0;
-                    float *y = Y + m * ldy + n0;
-                    const int32_t *ai = acc + (m - m0) * LC_TABLE_WNB;
-                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
-                }
-            }
-        }
-    }
+    lc_qtable_wide_job j = {.xb = xb, .Y = Y, .ldy = ldy, .M = M, .N = N, .nblk = nblk, .bk = bk, .Kq = Kq,
+                            .nrc = nrc, .rows_per = rows_per, .qa = qa, .qb = qb, .sa = sa, .sb = sb, .T = T,
+                            .Pbuf = Pbuf, .accs = accs};
+    lc_team_for(nthreads, units, lc_qtable_wide_unit, &j);
     lc_aligned_free(accs);
     return 0;
+}
+
+/* The row-table drivers' units (lc_table_layout), each with its thread's slice of work (per
+ * int32 words: the row tables, then the int32 and float accumulators). */
+typedef struct {
+    const lc_gemm_tbody *xb;
+    int32_t *C;
+    float *Y;
+    int64_t ldc, M, N, K, nblk, bk, nrc, rows_per;
+    const int8_t *A, *B;
+    int64_t lda, ldb;
+    const float *sa, *sb;
+    const int32_t *T, *Tt;
+    int32_t *work;
+    size_t per;
+} lc_table_rows_job;
+
+static void lc_gemm_table_unit(void *p, int64_t u, int tid) {
+    const lc_table_rows_job *j = (const lc_table_rows_job *)p;
+    int32_t *mine = j->work + (size_t)tid * j->per;
+    int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
+    int64_t m0, m1, n0;
+    int nc;
+    if (!lc_table_unit(u, j->nrc, j->rows_per, j->M, j->N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) return;
+    memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
+    j->xb->accum(acc, Pbuf, j->A + m0 * j->lda, j->lda, j->B, j->ldb, j->T, j->Tt, m1 - m0, n0, nc, 0, j->K);
+    for (int64_t m = m0; m < m1; m++)
+        memcpy(j->C + m * j->ldc + n0, acc + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(int32_t));
 }
 
 /* C (M,N) int32 = LUT GEMM with any table.  work: nthreads * per-thread int32. */
@@ -172,21 +216,34 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
         lc_gemm_table_wide(xb, C, ldc, A, lda, B, ldb, T, M, N, K, work, nthreads);
         return;
     }
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        int32_t *mine = work + (size_t)omp_get_thread_num() * per;
-        int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
-        LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t u = 0; u < units; u++) {
-            int64_t m0, m1, n0;
-            int nc;
-            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) continue;
-            memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
-            xb->accum(acc, Pbuf, A + m0 * lda, lda, B, ldb, T, Tt, m1 - m0, n0, nc, 0, K);
-            for (int64_t m = m0; m < m1; m++)
-                memcpy(C + m * ldc + n0, acc + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(int32_t));
+    lc_table_rows_job j = {.xb = xb, .C = C, .ldc = ldc, .M = M, .N = N, .K = K, .nrc = nrc, .rows_per = rows_per,
+                           .A = A, .B = B, .lda = lda, .ldb = ldb, .T = T, .Tt = Tt, .work = work, .per = per};
+    lc_team_for(nthreads, units, lc_gemm_table_unit, &j);
+}
+
+static void lc_qmatmul_table_unit(void *p, int64_t u, int tid) {
+    const lc_table_rows_job *j = (const lc_table_rows_job *)p;
+    const int64_t N = j->N, nblk = j->nblk, bk = j->bk, Kq = nblk * bk;
+    int32_t *mine = j->work + (size_t)tid * j->per;
+    int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
+    float *yb = (float *)(acc + (size_t)j->rows_per * LC_TABLE_NB);
+    int64_t m0, m1, n0;
+    int nc;
+    if (!lc_table_unit(u, j->nrc, j->rows_per, j->M, N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) return;
+    for (int64_t i = 0; i < (m1 - m0) * LC_TABLE_NB; i++) yb[i] = 0.0f;
+    for (int64_t b = 0; b < nblk; b++) {
+        memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
+        j->xb->accum(acc, Pbuf, j->A + m0 * Kq, Kq, j->B, N, j->T, j->Tt, m1 - m0, n0, nc, b * bk, (b + 1) * bk);
+        for (int64_t m = m0; m < m1; m++) {
+            float s = j->sa[m * nblk + b];
+            const float *sbr = j->sb + b * N + n0;
+            float *y = yb + (m - m0) * LC_TABLE_NB;
+            const int32_t *ai = acc + (m - m0) * LC_TABLE_NB;
+            for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
         }
     }
+    for (int64_t m = m0; m < m1; m++)
+        memcpy(j->Y + m * j->ldc + n0, yb + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(float));
 }
 
 /* Y (M,N) float32 = block-scaled matmul with any table on quantized operands:
@@ -194,39 +251,16 @@ static void lc_gemm_table(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
 static void lc_qmatmul_table(float *Y, int64_t ldy, const int8_t *qa, const float *sa, const int8_t *qb,
                              const float *sb, const int32_t *T, const int32_t *Tt, int64_t M, int64_t N, int64_t nblk,
                              int64_t bk, int32_t *work, int isa, int nthreads) {
-    int64_t Kq = nblk * bk;
     int64_t ncb = (N + LC_TABLE_NB - 1) / LC_TABLE_NB, nrc, rows_per;
     size_t per = lc_table_layout(M, N, nthreads, 1, &nrc, &rows_per);
     int64_t units = ncb * nrc;
     const lc_gemm_tbody *xb = lc_gemm_table_pick(isa);
     if (xb->table_unit && lc_qmatmul_table_wide(xb, Y, ldy, qa, sa, qb, sb, T, M, N, nblk, bk, work, nthreads) == 0)
         return;
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        int32_t *mine = work + (size_t)omp_get_thread_num() * per;
-        int32_t *Pbuf = mine, *acc = mine + (size_t)LC_TABLE_KB * 256 * LC_TABLE_NB;
-        float *yb = (float *)(acc + (size_t)rows_per * LC_TABLE_NB);
-        LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t u = 0; u < units; u++) {
-            int64_t m0, m1, n0;
-            int nc;
-            if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_NB, &m0, &m1, &n0, &nc)) continue;
-            for (int64_t i = 0; i < (m1 - m0) * LC_TABLE_NB; i++) yb[i] = 0.0f;
-            for (int64_t b = 0; b < nblk; b++) {
-                memset(acc, 0, (size_t)(m1 - m0) * LC_TABLE_NB * sizeof(int32_t));
-                xb->accum(acc, Pbuf, qa + m0 * Kq, Kq, qb, N, T, Tt, m1 - m0, n0, nc, b * bk, (b + 1) * bk);
-                for (int64_t m = m0; m < m1; m++) {
-                    float s = sa[m * nblk + b];
-                    const float *sbr = sb + b * N + n0;
-                    float *y = yb + (m - m0) * LC_TABLE_NB;
-                    const int32_t *ai = acc + (m - m0) * LC_TABLE_NB;
-                    for (int c = 0; c < nc; c++) y[c] = y[c] + (s * sbr[c]) * (float)ai[c];
-                }
-            }
-            for (int64_t m = m0; m < m1; m++)
-                memcpy(Y + m * ldy + n0, yb + (m - m0) * LC_TABLE_NB, (size_t)nc * sizeof(float));
-        }
-    }
+    lc_table_rows_job j = {.xb = xb, .Y = Y, .ldc = ldy, .M = M, .N = N, .nblk = nblk, .bk = bk, .nrc = nrc,
+                           .rows_per = rows_per, .A = qa, .B = qb, .sa = sa, .sb = sb, .T = T, .Tt = Tt,
+                           .work = work, .per = per};
+    lc_team_for(nthreads, units, lc_qmatmul_table_unit, &j);
 }
 
 

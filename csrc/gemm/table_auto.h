@@ -33,22 +33,76 @@ static inline size_t lc_table_auto_work(int64_t M, int64_t N, int64_t K, int64_t
            (bytes + 3) / 4;
 }
 
+/* An 8 x 8 block of bytes transposed in eight 64-bit words (row i's 8 bytes a little-endian
+ * word: byte j = column j): 2 x 2 blocks of bytes, then of 16-bit pairs, then of 32-bit
+ * quads swapped across the diagonal; then word i is column i. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ || \
+    defined(_M_X64) || defined(_M_IX86) || defined(_M_ARM64)
+#define LC_TRANSPOSE_SWAR 1
+static inline void lc_transpose_8x8_i8(int8_t *dst, int64_t ldd, const int8_t *src, int64_t lds) {
+    uint64_t x[8], t;
+    for (int i = 0; i < 8; i++) memcpy(&x[i], src + i * lds, 8);
+    for (int i = 0; i < 8; i += 2) {
+        t = ((x[i] >> 8) ^ x[i + 1]) & UINT64_C(0x00FF00FF00FF00FF);
+        x[i + 1] ^= t;
+        x[i] ^= t << 8;
+    }
+    for (int h = 0; h < 8; h += 4)
+        for (int i = h; i < h + 2; i++) {
+            t = ((x[i] >> 16) ^ x[i + 2]) & UINT64_C(0x0000FFFF0000FFFF);
+            x[i + 2] ^= t;
+            x[i] ^= t << 16;
+        }
+    for (int i = 0; i < 4; i++) {
+        t = ((x[i] >> 32) ^ x[i + 4]) & UINT64_C(0x00000000FFFFFFFF);
+        x[i + 4] ^= t;
+        x[i] ^= t << 32;
+    }
+    for (int i = 0; i < 8; i++) memcpy(dst + i * ldd, &x[i], 8);
+}
+#else
+#define LC_TRANSPOSE_SWAR 0
+static inline void lc_transpose_8x8_i8(int8_t *dst, int64_t ldd, const int8_t *src, int64_t lds) {
+    for (int c = 0; c < 8; c++)
+        for (int r = 0; r < 8; r++) dst[c * ldd + r] = src[r * lds + c];
+}
+#endif
+
 /* dst (cols, rows; row stride ldd) = src (rows, cols; row stride lds), for 1- and
- * 4-byte elements, in 32 x 32 tiles shared out over the threads (a copy: no bits to lose). */
-#define LC_TRANSPOSE_DEF(NAME, T)                                                            \
-    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
-                     int nthreads) {                                                         \
-        int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
-        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                   \
-        for (int64_t t = 0; t < rt * ct; t++) {                                              \
+ * 4-byte elements, in 32 x 32 tiles (bytes: a whole tile in 8 x 8 blocks of words), ranges
+ * of at least LC_TRANSPOSE_GRAIN tiles shared out over the threads (a copy: no bits to lose;
+ * a small transpose runs on the caller alone). */
+#define LC_TRANSPOSE_GRAIN 16
+typedef struct { void *dst; const void *src; int64_t ldd, rows, cols, lds, ct; } lc_transpose_job;
+#define LC_TRANSPOSE_DEF(NAME, T, BYTES)                                                     \
+    static void NAME##_range(void *p, int64_t t0, int64_t t1, int tid) {                     \
+        const lc_transpose_job *j = (const lc_transpose_job *)p;                             \
+        T *dst = (T *)j->dst;                                                                \
+        const T *src = (const T *)j->src;                                                    \
+        const int64_t rows = j->rows, cols = j->cols, ldd = j->ldd, lds = j->lds, ct = j->ct; \
+        (void)tid;                                                                           \
+        for (int64_t t = t0; t < t1; t++) {                                                  \
             int64_t r0 = (t / ct) * 32, c0 = (t % ct) * 32;                                  \
             int64_t r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols; \
+            if (BYTES && r1 - r0 == 32 && c1 - c0 == 32) {                                   \
+                for (int64_t rb = r0; rb < r1; rb += 8)                                      \
+                    for (int64_t cb = c0; cb < c1; cb += 8)                                  \
+                        lc_transpose_8x8_i8((int8_t *)(dst + cb * ldd + rb), ldd,            \
+                                            (const int8_t *)(src + rb * lds + cb), lds);     \
+                continue;                                                                    \
+            }                                                                                \
             for (int64_t c = c0; c < c1; c++)                                                \
                 for (int64_t r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];       \
         }                                                                                    \
+    }                                                                                        \
+    static void NAME(T *dst, int64_t ldd, const T *src, int64_t rows, int64_t cols, int64_t lds,    \
+                     int nthreads) {                                                         \
+        int64_t rt = (rows + 31) / 32, ct = (cols + 31) / 32;                                \
+        lc_transpose_job j = {dst, src, ldd, rows, cols, lds, ct};                           \
+        lc_team_range(nthreads, rt * ct, LC_TRANSPOSE_GRAIN, NAME##_range, &j);              \
     }
-LC_TRANSPOSE_DEF(lc_transpose_i8, int8_t)
-LC_TRANSPOSE_DEF(lc_transpose_u32, uint32_t)
+LC_TRANSPOSE_DEF(lc_transpose_i8, int8_t, LC_TRANSPOSE_SWAR)
+LC_TRANSPOSE_DEF(lc_transpose_u32, uint32_t, 0)
 #undef LC_TRANSPOSE_DEF
 
 /* C (M,N) int32 = A (M,K) B (K,N) through the table (T[a*256+b] = mul(a,b), Tt its

@@ -51,6 +51,23 @@ static inline void lc_table_form(int16_t *T16, const int32_t *T, int isa) {
     lc_table16_rows((int32_t *)T16, T, id == 2, 0, 256);
 }
 
+/* A column block's staged form is its own bytes: one unit per block (K x 256 columns). */
+typedef struct {
+    const lc_gemm_tbody *xb;
+    uint8_t *Bq;
+    const int8_t *B;
+    int64_t ldb, N, K;
+    size_t ub;
+} lc_table_pack_job;
+
+static void lc_table_pack_unit(void *p, int64_t u, int tid) {
+    const lc_table_pack_job *j = (const lc_table_pack_job *)p;
+    int64_t n0 = u * LC_TABLE_WNB;
+    int nc = (int)(j->N - n0 < LC_TABLE_WNB ? j->N - n0 : LC_TABLE_WNB);
+    (void)tid;
+    j->xb->table_stage(j->Bq + LC_TABLE_PACK_HDR + (size_t)u * j->ub, j->B, j->ldb, n0, nc, 0, j->K);
+}
+
 /* Bq (lc_table_pack_size(K, N, isa) bytes, 64-byte aligned) <- B (K, N) rows ldb apart;
  * returns -1 (nothing written) when isa has no staged body. */
 static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, int64_t ldb, int isa, int nthreads) {
@@ -60,12 +77,8 @@ static int lc_table_pack_b(uint8_t *Bq, const int8_t *B, int64_t K, int64_t N, i
     int64_t ncb = (N + LC_TABLE_WNB - 1) / LC_TABLE_WNB;
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
     lc_form_header_write(Bq, LC_TABLE_PACK_MAGIC, id, K, N, (int64_t)ub);
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t u = 0; u < ncb; u++) {
-        int64_t n0 = u * LC_TABLE_WNB;
-        int nc = (int)(N - n0 < LC_TABLE_WNB ? N - n0 : LC_TABLE_WNB);
-        xb->table_stage(Bq + LC_TABLE_PACK_HDR + (size_t)u * ub, B, ldb, n0, nc, 0, K);
-    }
+    lc_table_pack_job j = {xb, Bq, B, ldb, N, K, ub};
+    lc_team_for(nthreads, ncb, lc_table_pack_unit, &j);
     return 0;
 }
 
@@ -78,6 +91,31 @@ static inline int lc_table_pack_check(const uint8_t *Bq, int64_t K, int64_t N, i
     return 0;
 }
 
+/* The wide drivers' units (lc_table_wide_plan), each computed whole by one table_unit_staged call. */
+typedef struct {
+    const lc_gemm_tbody *xb;
+    int32_t *C;
+    int64_t ldc;
+    const int8_t *A;
+    int64_t lda;
+    const uint8_t *Bq;
+    const int16_t *T16;
+    int64_t M, N, K;
+    size_t ub;
+    int64_t nrc, rows_per;
+} lc_table_packed_job;
+
+static void lc_table_packed_unit(void *p, int64_t u, int tid) {
+    const lc_table_packed_job *j = (const lc_table_packed_job *)p;
+    int64_t m0, m1, n0;
+    int nc;
+    (void)tid;
+    if (!lc_table_unit(u, j->nrc, j->rows_per, j->M, j->N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) return;
+    j->xb->table_unit_staged(j->C + m0 * j->ldc + n0, j->ldc, j->A + m0 * j->lda, j->lda,
+                             j->Bq + LC_TABLE_PACK_HDR + (size_t)(n0 / LC_TABLE_WNB) * j->ub, j->T16, m1 - m0, nc,
+                             j->K);
+}
+
 /* C (M, N) int32 = A (M, K) B (K, N) through the table, B packed (Bq) and the table in the
  * body's form (T16).  Returns 0, or -2 (nothing written) when Bq was not packed for isa's body
  * and this (K, N). */
@@ -88,14 +126,9 @@ static int lc_gemm_table_packed(int32_t *C, int64_t ldc, const int8_t *A, int64_
     const lc_gemm_tbody *xb = lc_table_packed_body(isa, &id);
     size_t ub = xb->table_stage_bytes(K, LC_TABLE_WNB);
     int64_t nrc, rows_per, units = lc_table_wide_plan(M, N, &nthreads, &nrc, &rows_per);
-    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads))
-    for (int64_t u = 0; u < units; u++) {
-        int64_t m0, m1, n0;
-        int nc;
-        if (!lc_table_unit(u, nrc, rows_per, M, N, LC_TABLE_WNB, &m0, &m1, &n0, &nc)) continue;
-        xb->table_unit_staged(C + m0 * ldc + n0, ldc, A + m0 * lda, lda,
-                              Bq + LC_TABLE_PACK_HDR + (size_t)(n0 / LC_TABLE_WNB) * ub, T16, m1 - m0, nc, K);
-    }
+    lc_table_packed_job j = {.xb = xb, .C = C, .ldc = ldc, .A = A, .lda = lda, .Bq = Bq, .T16 = T16, .M = M,
+                             .N = N, .K = K, .ub = ub, .nrc = nrc, .rows_per = rows_per};
+    lc_team_for(nthreads, units, lc_table_packed_unit, &j);
     return 0;
 }
 

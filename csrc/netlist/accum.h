@@ -106,6 +106,116 @@ static inline void lc_acc_step(const lc_nl_body *Bd, const lc_nl_plan *P, uint64
     Bd->post(O, R, D, CP, TW, W, sp->out_bits, sp->sgn, sp->sat, count);
 }
 
+/* A thread's scratch (allocated by its thread at its first tile, freed after the job): addends d
+ * (T int64), register r (exact: T int64), events (T bytes), patterns (T uint16); netlist: nets,
+ * register planes R (W TW), addend planes D (W TW), outputs O ((W+1) TW); counts: planes (40 TW). */
+typedef struct {
+    int64_t *d;
+    uint64_t *pl, *nets;
+    int failed;
+} lc_acc_scratch;
+
+typedef struct {
+    int64_t *out, *cnt;
+    const lc_acc_src *S;
+    const lc_acc_spec *sp;
+    const lc_nl_body *Bd;
+    const lc_nl_plan *P;            /* NULL: the exact adder */
+    const uint16_t *tab16;
+    int64_t L, K, lo, hi, nsteps, TW, T;
+    uint64_t wmask;
+    lc_acc_scratch *scratch;        /* one per thread */
+    int rc;
+} lc_acc_job;
+
+/* tile t (T lanes from l0 = t T): every lane's whole sum, in k order, by one thread */
+static void lc_acc_tile(void *p, int64_t t, int tid) {
+    lc_acc_job *j = (lc_acc_job *)p;
+    const lc_acc_src *S = j->S;
+    const lc_acc_spec *sp = j->sp;
+    const lc_nl_body *Bd = j->Bd;
+    const int W = sp->W;
+    const int64_t L = j->L, K = j->K, lo = j->lo, hi = j->hi, nsteps = j->nsteps, TW = j->TW, T = j->T;
+    const int64_t C = sp->chunk;
+    const uint64_t wmask = j->wmask;
+    const uint16_t *tab16 = j->tab16;
+    int64_t *out = j->out, *cnt = j->cnt;
+    lc_acc_scratch *sc = &j->scratch[tid];
+    const int64_t np = sp->out_bits ? (int64_t)(3 * W + 1) * TW : 0;
+    if (sc->failed) return;
+    if (!sc->d) {
+        sc->d = (int64_t *)lc_aligned_alloc(sizeof(int64_t) * (size_t)(2 * T) + T * 3 + 64);
+        sc->pl = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)(np + LC_ACC_CNT_BITS * TW + 8));
+        sc->nets = j->P ? lc_nl_nets(j->P, TW, 0) : NULL;
+        if (!sc->d || !sc->pl || (j->P && !sc->nets)) {
+            sc->failed = 1;
+            __atomic_store_n(&j->rc, -2, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    int64_t *d = sc->d;
+    uint64_t *pl = sc->pl, *nets = sc->nets;
+    const lc_nl_plan *Pp = j->P;
+    const int64_t l0 = t * T, n = L - l0 < T ? L - l0 : T;
+    int64_t *r = d + T;
+    uint8_t *ev = (uint8_t *)(d + 2 * T);
+    uint16_t *x = (uint16_t *)(ev + T + 32);
+    uint64_t *R = pl, *D = pl + (int64_t)W * TW, *O = pl + (int64_t)2 * W * TW;
+    uint64_t *CP = pl + np;
+    memset(CP, 0, sizeof(uint64_t) * (size_t)(LC_ACC_CNT_BITS * TW));
+    if (sp->out_bits)
+        memset(R, 0, sizeof(uint64_t) * (size_t)(W * TW));
+    else
+        for (int64_t l = 0; l < T; l++) r[l] = 0;
+    if (tab16 && sp->out_bits && C == 1) {     /* a table's products as patterns, one k a step */
+        for (int64_t k = 0; k < K; k++) {
+            for (int64_t l = 0; l < n;) {          /* runs of one row m */
+                const int64_t m = (l0 + l) / S->N, nn = (l0 + l) % S->N;
+                const int64_t run = S->N - nn < n - l ? S->N - nn : n - l;
+                Bd->gather(x + l, tab16 + ((int64_t)(S->A[m * K + k] & S->am) << 8), S->B + k * S->N + nn,
+                           run, S->bm);
+                l += run;
+            }
+            for (int64_t l = n; l < T; l++) x[l] = 0;
+            lc_acc_step(Bd, Pp, nets, x, R, D, O, CP, TW, W, sp, cnt != NULL);
+        }
+    } else
+    for (int64_t step = 0; step < nsteps; step++) {
+        const int64_t k0 = step * C, k1 = k0 + C < K ? k0 + C : K;
+        lc_acc_addends(S, K, l0, n, k0, k1, d, T);
+        if (C > 1) {
+            lc_acc_bring_in(d, ev, n, lo, hi, W, sp->sat);
+            if (cnt) lc_acc_count_bytes(CP, TW, ev, n);
+        }
+        if (!sp->out_bits) {                  /* the exact adder */
+            if (cnt) {
+                for (int64_t l = 0; l < n; l++) {
+                    const int64_t s = r[l] + d[l];
+                    ev[l] = (uint8_t)(s < lo || s > hi);
+                }
+                lc_acc_count_bytes(CP, TW, ev, n);
+            }
+            if (sp->sat)
+                for (int64_t l = 0; l < T; l++) {
+                    const int64_t s = r[l] + d[l];
+                    r[l] = s > hi ? hi : s < lo ? lo : s;
+                }
+            else
+                for (int64_t l = 0; l < T; l++)
+                    r[l] = (int64_t)(((uint64_t)(r[l] + d[l] - lo)) & wmask) + lo;
+            continue;
+        }
+        /* the adder netlist: addend patterns into planes, one pass, the overflow words */
+        for (int64_t l = 0; l < T; l++) x[l] = (uint16_t)((uint64_t)d[l] & wmask);
+        lc_acc_step(Bd, Pp, nets, x, R, D, O, CP, TW, W, sp, cnt != NULL);
+    }
+    if (sp->out_bits)
+        Bd->values(out + l0, R, TW, n, W, sp->sgn);
+    else
+        memcpy(out + l0, r, sizeof(int64_t) * (size_t)n);
+    if (cnt) Bd->values(cnt + l0, CP, TW, n, LC_ACC_CNT_BITS, 0);
+}
+
 static int lc_acc_run(int64_t *out, int64_t *cnt, const lc_acc_src *S, int64_t L, int64_t K, const lc_acc_spec *sp,
                       const int32_t *gates, int64_t G, const int32_t *outputs, int isa, int nthreads) {
     const int W = sp->W;
@@ -138,84 +248,21 @@ static int lc_acc_run(int64_t *out, int64_t *cnt, const lc_acc_src *S, int64_t L
                 tab16[ia * 256 + ib] = (uint16_t)((uint64_t)(int64_t)S->tab[(ia << S->bb) | ib] & wmask);
     }
     const int64_t ntile = (L + T - 1) / T;
-    LC_PRAGMA(omp parallel num_threads(ntile < nthreads ? (int)ntile : nthreads))
-    {
-        /* per thread: addends d (T int64), events (T bytes), patterns (T uint16); exact: r (T);
-         * netlist: nets, register planes R (W TW), addend planes D (W TW), outputs O ((W+1) TW);
-         * counts: planes (40 TW) */
-        const int64_t np = sp->out_bits ? (int64_t)(3 * W + 1) * TW : 0;
-        int64_t *d = (int64_t *)lc_aligned_alloc(sizeof(int64_t) * (size_t)(2 * T) + T * 3 + 64);
-        uint64_t *pl = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)(np + LC_ACC_CNT_BITS * TW + 8));
-        uint64_t *nets = haveplan ? lc_nl_nets(&P, TW, 0) : NULL;
-        if (!d || !pl || (haveplan && !nets)) {
-            LC_PRAGMA(omp atomic write)
-            rc = -2;
+    const int nt = ntile < nthreads ? (int)ntile : (nthreads > 0 ? nthreads : 1);
+    lc_acc_job j = {.out = out, .cnt = cnt, .S = S, .sp = sp, .Bd = Bd, .P = haveplan ? &P : NULL, .tab16 = tab16,
+                    .L = L, .K = K, .lo = lo, .hi = hi, .nsteps = nsteps, .TW = TW, .T = T, .wmask = wmask,
+                    .scratch = (lc_acc_scratch *)calloc((size_t)nt, sizeof(lc_acc_scratch)), .rc = 0};
+    if (!j.scratch)
+        rc = -2;
+    else {
+        lc_team_for(nt, ntile, lc_acc_tile, &j);
+        rc = j.rc;
+        for (int i = 0; i < nt; i++) {
+            lc_aligned_free(j.scratch[i].d);
+            lc_aligned_free(j.scratch[i].pl);
+            lc_aligned_free(j.scratch[i].nets);
         }
-        LC_PRAGMA(omp for schedule(dynamic))
-        for (int64_t t = 0; t < ntile; t++) {
-            if (!d || !pl || (haveplan && !nets)) continue;
-            const int64_t l0 = t * T, n = L - l0 < T ? L - l0 : T;
-            int64_t *r = d + T;
-            uint8_t *ev = (uint8_t *)(d + 2 * T);
-            uint16_t *x = (uint16_t *)(ev + T + 32);
-            uint64_t *R = pl, *D = pl + (int64_t)W * TW, *O = pl + (int64_t)2 * W * TW;
-            uint64_t *CP = pl + np;
-            memset(CP, 0, sizeof(uint64_t) * (size_t)(LC_ACC_CNT_BITS * TW));
-            if (sp->out_bits)
-                memset(R, 0, sizeof(uint64_t) * (size_t)(W * TW));
-            else
-                for (int64_t l = 0; l < T; l++) r[l] = 0;
-            if (tab16 && sp->out_bits && C == 1) {     /* a table's products as patterns, one k a step */
-                for (int64_t k = 0; k < K; k++) {
-                    for (int64_t l = 0; l < n;) {          /* runs of one row m */
-                        const int64_t m = (l0 + l) / S->N, nn = (l0 + l) % S->N;
-                        const int64_t run = S->N - nn < n - l ? S->N - nn : n - l;
-                        Bd->gather(x + l, tab16 + ((int64_t)(S->A[m * K + k] & S->am) << 8), S->B + k * S->N + nn,
-                                   run, S->bm);
-                        l += run;
-                    }
-                    for (int64_t l = n; l < T; l++) x[l] = 0;
-                    lc_acc_step(Bd, &P, nets, x, R, D, O, CP, TW, W, sp, cnt != NULL);
-                }
-            } else
-            for (int64_t j = 0; j < nsteps; j++) {
-                const int64_t k0 = j * C, k1 = k0 + C < K ? k0 + C : K;
-                lc_acc_addends(S, K, l0, n, k0, k1, d, T);
-                if (C > 1) {
-                    lc_acc_bring_in(d, ev, n, lo, hi, W, sp->sat);
-                    if (cnt) lc_acc_count_bytes(CP, TW, ev, n);
-                }
-                if (!sp->out_bits) {                  /* the exact adder */
-                    if (cnt) {
-                        for (int64_t l = 0; l < n; l++) {
-                            const int64_t s = r[l] + d[l];
-                            ev[l] = (uint8_t)(s < lo || s > hi);
-                        }
-                        lc_acc_count_bytes(CP, TW, ev, n);
-                    }
-                    if (sp->sat)
-                        for (int64_t l = 0; l < T; l++) {
-                            const int64_t s = r[l] + d[l];
-                            r[l] = s > hi ? hi : s < lo ? lo : s;
-                        }
-                    else
-                        for (int64_t l = 0; l < T; l++)
-                            r[l] = (int64_t)(((uint64_t)(r[l] + d[l] - lo)) & wmask) + lo;
-                    continue;
-                }
-                /* the adder netlist: addend patterns into planes, one pass, the overflow words */
-                for (int64_t l = 0; l < T; l++) x[l] = (uint16_t)((uint64_t)d[l] & wmask);
-                lc_acc_step(Bd, &P, nets, x, R, D, O, CP, TW, W, sp, cnt != NULL);
-            }
-            if (sp->out_bits)
-                Bd->values(out + l0, R, TW, n, W, sp->sgn);
-            else
-                memcpy(out + l0, r, sizeof(int64_t) * (size_t)n);
-            if (cnt) Bd->values(cnt + l0, CP, TW, n, LC_ACC_CNT_BITS, 0);
-        }
-        lc_aligned_free(d);
-        lc_aligned_free(pl);
-        lc_aligned_free(nets);
+        free(j.scratch);
     }
     if (haveplan) lc_nl_plan_free(&P);
     lc_aligned_free(tab16);

@@ -348,7 +348,98 @@ static uint64_t *lc_nl_nets(const lc_nl_plan *P, int64_t L, int64_t extra) {
     return nets;
 }
 
+/* Per-thread scratch on the team: slot tid of an array of nthreads pointers, allocated by its
+ * thread at its first unit (a thread that finds no unit allocates nothing), freed after the job. */
+static void **lc_nl_slots(int nthreads) { return (void **)calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof(void *)); }
+static void lc_nl_slots_free(void **slots, int nthreads) {
+    if (!slots) return;
+    for (int i = 0; i < nthreads; i++) lc_aligned_free(slots[i]);
+    free(slots);
+}
+
 #define LC_NL_TASK_WORDS 1024       /* a gemm task's items (about): a block of columns of one row */
+#define LC_NL_PLANES_GRAIN ((int64_t)1 << 12)   /* the operands' planes: codes a range, at least (a few µs) */
+
+typedef struct {
+    const lc_nl_body *Bd;
+    const lc_nl_plan *P;
+    int64_t *C;
+    const uint16_t *A, *B;
+    uint16_t *Bt;
+    uint64_t *Af, *Bf;
+    uint64_t last;
+    int64_t M, N, K, L, KW, NS, AS, NB, nbn;
+    int a_bits, b_bits;
+    void **nets;
+    int rc;
+} lc_nl_gemm_job;
+
+/* B: columns n into planes (transposed to rows first), the mask row; each column its own bytes */
+static void lc_nl_gemm_bcols(void *p, int64_t c0, int64_t c1, int tid) {
+    const lc_nl_gemm_job *j = (const lc_nl_gemm_job *)p;
+    const int64_t K = j->K, N = j->N, KW = j->KW, NS = j->NS;
+    (void)tid;
+    for (int64_t n = c0; n < c1; n++) {
+        uint16_t *col = j->Bt + n * K;
+        for (int64_t k = 0; k < K; k++) col[k] = j->B[k * N + n];
+        j->Bd->planes(j->Bf + n * KW, NS, col, K, j->b_bits);
+        uint64_t *mk = j->Bf + j->b_bits * NS + n * KW;
+        for (int64_t w = 0; w < KW; w++) mk[w] = w + 1 < KW ? ~UINT64_C(0) : j->last;
+    }
+}
+
+/* A: rows m into planes, extended circularly by L words; each row its own bytes */
+static void lc_nl_gemm_arows(void *p, int64_t m0, int64_t m1, int tid) {
+    const lc_nl_gemm_job *j = (const lc_nl_gemm_job *)p;
+    const int64_t K = j->K, KW = j->KW, AS = j->AS;
+    const int a_bits = j->a_bits;
+    (void)tid;
+    for (int64_t m = m0; m < m1; m++) {
+        uint64_t *am = j->Af + m * a_bits * AS;
+        j->Bd->planes(am, AS, j->A + m * K, K, a_bits);
+        for (int i = 0; i < a_bits; i++)
+            for (int64_t t = KW; t < AS; t++) am[i * AS + t] = am[i * AS + t % KW];
+    }
+}
+
+/* task t: (row m, columns [n0, n0 + NB)), computed whole by one thread */
+static void lc_nl_gemm_task(void *p, int64_t t, int tid) {
+    lc_nl_gemm_job *j = (lc_nl_gemm_job *)p;
+    const lc_nl_body *Bd = j->Bd;
+    const int64_t L = j->L, N = j->N, KW = j->KW, NS = j->NS, AS = j->AS, NB = j->NB, nbn = j->nbn;
+    const int a_bits = j->a_bits, b_bits = j->b_bits;
+    uint64_t *nets = (uint64_t *)j->nets[tid];
+    if (!nets) {
+        nets = lc_nl_nets(j->P, L, 2 * L);
+        if (!nets) {
+            __atomic_store_n(&j->rc, -2, __ATOMIC_RELAXED);
+            return;
+        }
+        j->nets[tid] = nets;
+    }
+    int64_t *acc = (int64_t *)(nets + j->P->nslots * L);
+    uint64_t *mbuf = nets + j->P->nslots * L + L;
+    const int64_t m = t / nbn, n0 = (t % nbn) * NB, n1 = n0 + NB < N ? n0 + NB : N;
+    int64_t *Cm = j->C + m * N;
+    for (int64_t n = n0; n < n1; n++) Cm[n] = 0;
+    const uint64_t *am = j->Af + m * a_bits * AS;
+    const int64_t s1 = n1 * KW;
+    int64_t n = n0, kw = 0;
+    for (int64_t s0 = n0 * KW; s0 < s1; s0 += L) {
+        const int64_t cnt = s1 - s0 < L ? s1 - s0 : L;
+        const uint64_t *mk = j->Bf + b_bits * NS + s0;
+        if (cnt < L) {                         /* the block's last pass: lanes past it off */
+            memcpy(mbuf, mk, sizeof(uint64_t) * (size_t)cnt);
+            memset(mbuf + cnt, 0, sizeof(uint64_t) * (size_t)(L - cnt));
+            mk = mbuf;
+        }
+        Bd->run(j->P, nets, am + s0 % KW, AS, j->Bf + s0, NS, mk, acc, NULL, 0);
+        for (int64_t w = 0; w < cnt; w++) {
+            Cm[n] += acc[w];
+            if (++kw == KW) kw = 0, n++;
+        }
+    }
+}
 
 static int lc_nl_gemm(int64_t *C, const uint16_t *A, const uint16_t *B, int64_t M, int64_t N, int64_t K,
                       const int32_t *gates, int64_t G, const int32_t *outputs, int a_bits, int b_bits, int p_bits,
@@ -364,82 +455,77 @@ static int lc_nl_gemm(int64_t *C, const uint16_t *A, const uint16_t *B, int64_t 
     if (lc_nl_plan_make(&P, gates, G, outputs, a_bits, b_bits, p_bits, psigned)) return -2;
     const int64_t L = Bd->words, KW = (K + 63) / 64, NI = N * KW, NS = NI + L;   /* B rows: NS words */
     const int64_t AS = KW + L;                                                     /* A rows: AS words a bit */
-    uint64_t *Bf = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)((b_bits + 1) * NS));
-    uint64_t *Af = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)(M * a_bits * AS));
-    uint16_t *Bt = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(N * K));
-    int rc = 0;
-    if (!Bf || !Af || !Bt) {
-        rc = -2;
-        goto done;
-    }
-    memset(Bf, 0, sizeof(uint64_t) * (size_t)((b_bits + 1) * NS));
-    const uint64_t last = (K % 64) ? (UINT64_C(1) << (K % 64)) - 1 : ~UINT64_C(0);
-    /* B: columns n into planes (transposed to rows first), the mask row */
-    LC_FOR_CHUNKS(N, 16, nthreads, {
-        for (int64_t n = i0; n < i0 + len; n++) {
-            uint16_t *col = Bt + n * K;
-            for (int64_t k = 0; k < K; k++) col[k] = B[k * N + n];
-            Bd->planes(Bf + n * KW, NS, col, K, b_bits);
-            uint64_t *mk = Bf + b_bits * NS + n * KW;
-            for (int64_t w = 0; w < KW; w++) mk[w] = w + 1 < KW ? ~UINT64_C(0) : last;
-        }
-    });
-    /* A: rows m into planes, extended circularly by L words */
-    LC_FOR_CHUNKS(M, 16, nthreads, {
-        for (int64_t m = i0; m < i0 + len; m++) {
-            uint64_t *am = Af + m * a_bits * AS;
-            Bd->planes(am, AS, A + m * K, K, a_bits);
-            for (int i = 0; i < a_bits; i++)
-                for (int64_t t = KW; t < AS; t++) am[i * AS + t] = am[i * AS + t % KW];
-        }
-    });
     /* tasks: (row m, columns [n0, n0 + NB)) */
     const int64_t NB = KW >= LC_NL_TASK_WORDS ? 1 : LC_NL_TASK_WORDS / KW;
     const int64_t nbn = (N + NB - 1) / NB, ntask = M * nbn;
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        uint64_t *nets = lc_nl_nets(&P, L, 2 * L);
-        int64_t *acc = (int64_t *)(nets ? nets + P.nslots * L : NULL);
-        uint64_t *mbuf = nets ? nets + P.nslots * L + L : NULL;
-        if (!nets) {
-            LC_PRAGMA(omp atomic write)
-            rc = -2;
-        }
-        LC_PRAGMA(omp for schedule(dynamic))
-        for (int64_t t = 0; t < ntask; t++) {
-            if (!nets) continue;
-            const int64_t m = t / nbn, n0 = (t % nbn) * NB, n1 = n0 + NB < N ? n0 + NB : N;
-            int64_t *Cm = C + m * N;
-            for (int64_t n = n0; n < n1; n++) Cm[n] = 0;
-            const uint64_t *am = Af + m * a_bits * AS;
-            const int64_t s1 = n1 * KW;
-            int64_t n = n0, kw = 0;
-            for (int64_t s0 = n0 * KW; s0 < s1; s0 += L) {
-                const int64_t cnt = s1 - s0 < L ? s1 - s0 : L;
-                const uint64_t *mk = Bf + b_bits * NS + s0;
-                if (cnt < L) {                         /* the block's last pass: lanes past it off */
-                    memcpy(mbuf, mk, sizeof(uint64_t) * (size_t)cnt);
-                    memset(mbuf + cnt, 0, sizeof(uint64_t) * (size_t)(L - cnt));
-                    mk = mbuf;
-                }
-                Bd->run(&P, nets, am + s0 % KW, AS, Bf + s0, NS, mk, acc, NULL, 0);
-                for (int64_t w = 0; w < cnt; w++) {
-                    Cm[n] += acc[w];
-                    if (++kw == KW) kw = 0, n++;
-                }
-            }
-        }
-        lc_aligned_free(nets);
+    const int nt = ntask < nthreads ? (int)ntask : (nthreads > 0 ? nthreads : 1);
+    uint64_t *Bf = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)((b_bits + 1) * NS));
+    uint64_t *Af = (uint64_t *)lc_aligned_alloc(sizeof(uint64_t) * (size_t)(M * a_bits * AS));
+    uint16_t *Bt = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(N * K));
+    void **nets = lc_nl_slots(nt);
+    lc_nl_gemm_job j = {.Bd = Bd, .P = &P, .C = C, .A = A, .B = B, .Bt = Bt, .Af = Af, .Bf = Bf,
+                        .last = (K % 64) ? (UINT64_C(1) << (K % 64)) - 1 : ~UINT64_C(0), .M = M, .N = N, .K = K,
+                        .L = L, .KW = KW, .NS = NS, .AS = AS, .NB = NB, .nbn = nbn, .a_bits = a_bits,
+                        .b_bits = b_bits, .nets = nets, .rc = 0};
+    if (!Bf || !Af || !Bt || !nets) {
+        j.rc = -2;
+        goto done;
     }
+    memset(Bf, 0, sizeof(uint64_t) * (size_t)((b_bits + 1) * NS));
+    const int64_t grain = (LC_NL_PLANES_GRAIN + K - 1) / K;         /* columns (rows) a range */
+    lc_team_range(nthreads, N, grain, lc_nl_gemm_bcols, &j);
+    lc_team_range(nthreads, M, grain, lc_nl_gemm_arows, &j);
+    lc_team_for(nt, ntask, lc_nl_gemm_task, &j);
 done:
+    lc_nl_slots_free(nets, nt);
     lc_aligned_free(Bf);
     lc_aligned_free(Af);
     free(Bt);
     lc_nl_plan_free(&P);
-    return rc;
+    return j.rc;
 }
 
 #define LC_NL_CHUNK_WORDS 256        /* products: words (64 products each) a chunk */
+
+typedef struct {
+    const lc_nl_body *Bd;
+    const lc_nl_plan *P;
+    int64_t *out;
+    const uint16_t *a, *b;
+    int64_t n, L, CW, CH;
+    int a_bits, b_bits, p_bits, psigned;
+    void **nets;
+    int rc;
+} lc_nl_products_job;
+
+/* chunk ch of CH products, computed whole by one thread in its nets (and planes past them) */
+static void lc_nl_products_chunk(void *p, int64_t ch, int tid) {
+    lc_nl_products_job *j = (lc_nl_products_job *)p;
+    const lc_nl_body *Bd = j->Bd;
+    const int64_t L = j->L, CW = j->CW, CH = j->CH, n = j->n;
+    const int a_bits = j->a_bits, b_bits = j->b_bits, p_bits = j->p_bits;
+    uint64_t *nets = (uint64_t *)j->nets[tid];
+    if (!nets) {
+        const int64_t planes = a_bits + b_bits + p_bits;
+        nets = lc_nl_nets(j->P, L, planes * CW);
+        if (!nets) {
+            __atomic_store_n(&j->rc, -2, __ATOMIC_RELAXED);
+            return;
+        }
+        j->nets[tid] = nets;
+    }
+    const int64_t i0 = ch * CH, len = n - i0 < CH ? n - i0 : CH, nw = lc_round_up((len + 63) / 64, L);
+    uint64_t *pa = nets + j->P->nslots * L, *pb = pa + a_bits * CW, *po = pb + b_bits * CW;
+    Bd->planes(pa, CW, j->a + i0, len, a_bits);
+    Bd->planes(pb, CW, j->b + i0, len, b_bits);
+    for (int64_t w = (len + 63) / 64; w < nw; w++) {     /* the words past len in the last pass */
+        for (int i = 0; i < a_bits; i++) pa[i * CW + w] = 0;
+        for (int k = 0; k < b_bits; k++) pb[k * CW + w] = 0;
+    }
+    for (int64_t w0 = 0; w0 < nw; w0 += L)
+        Bd->run(j->P, nets, pa + w0, CW, pb + w0, CW, NULL, NULL, po + w0, CW);
+    Bd->values(j->out + i0, po, CW, len, p_bits, j->psigned);
+}
 
 static int lc_nl_products(int64_t *out, const uint16_t *a, const uint16_t *b, int64_t n, const int32_t *gates,
                           int64_t G, const int32_t *outputs, int a_bits, int b_bits, int p_bits, int psigned,
@@ -451,34 +537,17 @@ static int lc_nl_products(int64_t *out, const uint16_t *a, const uint16_t *b, in
     if (lc_nl_plan_make(&P, gates, G, outputs, a_bits, b_bits, p_bits, psigned)) return -2;
     const int64_t L = Bd->words, CW = lc_round_up(LC_NL_CHUNK_WORDS, (size_t)L), CH = 64 * CW;
     const int64_t nch = (n + CH - 1) / CH;
-    int rc = 0;
-    LC_PRAGMA(omp parallel num_threads(nch < nthreads ? (int)nch : nthreads))
-    {
-        const int64_t planes = a_bits + b_bits + p_bits;
-        uint64_t *nets = lc_nl_nets(&P, L, planes * CW);
-        if (!nets) {
-            LC_PRAGMA(omp atomic write)
-            rc = -2;
-        }
-        LC_PRAGMA(omp for schedule(dynamic))
-        for (int64_t ch = 0; ch < nch; ch++) {
-            if (!nets) continue;
-            const int64_t i0 = ch * CH, len = n - i0 < CH ? n - i0 : CH, nw = lc_round_up((len + 63) / 64, L);
-            uint64_t *pa = nets + P.nslots * L, *pb = pa + a_bits * CW, *po = pb + b_bits * CW;
-            Bd->planes(pa, CW, a + i0, len, a_bits);
-            Bd->planes(pb, CW, b + i0, len, b_bits);
-            for (int64_t w = (len + 63) / 64; w < nw; w++) {     /* the words past len in the last pass */
-                for (int i = 0; i < a_bits; i++) pa[i * CW + w] = 0;
-                for (int j = 0; j < b_bits; j++) pb[j * CW + w] = 0;
-            }
-            for (int64_t w0 = 0; w0 < nw; w0 += L)
-                Bd->run(&P, nets, pa + w0, CW, pb + w0, CW, NULL, NULL, po + w0, CW);
-            Bd->values(out + i0, po, CW, len, p_bits, psigned);
-        }
-        lc_aligned_free(nets);
-    }
+    const int nt = nch < nthreads ? (int)nch : (nthreads > 0 ? nthreads : 1);
+    lc_nl_products_job j = {.Bd = Bd, .P = &P, .out = out, .a = a, .b = b, .n = n, .L = L, .CW = CW, .CH = CH,
+                            .a_bits = a_bits, .b_bits = b_bits, .p_bits = p_bits, .psigned = psigned,
+                            .nets = lc_nl_slots(nt), .rc = 0};
+    if (!j.nets)
+        j.rc = -2;
+    else
+        lc_team_for(nt, nch, lc_nl_products_chunk, &j);
+    lc_nl_slots_free(j.nets, nt);
     lc_nl_plan_free(&P);
-    return rc;
+    return j.rc;
 }
 
 #include "netlist/accum.h"

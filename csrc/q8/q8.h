@@ -161,34 +161,67 @@ static int64_t lc_quantize_row(int8_t *qr, float *sr, const float *xr, int64_t K
     }
     return bad;
 }
+/* Rows (and column blocks) are quantized independently, each into its own bytes: ranges of
+ * them on the team, at least ~LC_Q8_GRAIN inputs a range; the non-finite count is an integer
+ * sum, added per range (__atomic_add_fetch: the same total in any order). */
+#define LC_Q8_GRAIN ((int64_t)1 << 14)
+typedef struct {
+    int8_t *q;
+    float *s;
+    const float *x;
+    int64_t R, K, N, ldx, bk, nblk, ncb;
+    int isa;
+    int64_t bad;
+} lc_q8_job;
+
+static void lc_quantize_rows_range(void *p, int64_t r0, int64_t r1, int tid) {
+    lc_q8_job *j = (lc_q8_job *)p;
+    int64_t bad = 0;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        bad += lc_quantize_row(j->q + r * j->nblk * j->bk, j->s + r * j->nblk, j->x + r * j->ldx, j->K, j->bk,
+                               j->nblk, j->isa);
+    if (bad) __atomic_add_fetch(&j->bad, bad, __ATOMIC_RELAXED);
+}
+
 static int64_t lc_quantize_rows(int8_t *q, float *s, const float *x, int64_t R, int64_t K, int64_t ldx,
                                 int64_t bk, int64_t nblk, int isa, int nthreads) {
+    lc_q8_job j = {.q = q, .s = s, .x = x, .R = R, .K = K, .ldx = ldx, .bk = bk, .nblk = nblk, .isa = isa, .bad = 0};
+    int64_t row = nblk * bk;
+    lc_team_range(nthreads, R, LC_Q8_GRAIN / (row > 0 ? row : 1) + 1, lc_quantize_rows_range, &j);
+    return __atomic_load_n(&j.bad, __ATOMIC_ACQUIRE);
+}
+
+#define LC_Q8_CB 256   /* columns a unit of lc_quantize_cols */
+
+static void lc_quantize_cols_range(void *p, int64_t u0, int64_t u1, int tid) {
+    lc_q8_job *j = (lc_q8_job *)p;
+    const lc_q8_body *B = lc_q8_pick(j->isa);
+    const int64_t ncb = j->ncb, N = j->N, K = j->K, bk = j->bk, ldx = j->ldx;
     int64_t bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
-    for (int64_t r = 0; r < R; r++)
-        bad += lc_quantize_row(q + r * nblk * bk, s + r * nblk, x + r * ldx, K, bk, nblk, isa);
-    return bad;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b = u / ncb, c0 = (u % ncb) * LC_Q8_CB, c1 = c0 + LC_Q8_CB < N ? c0 + LC_Q8_CB : N;
+        int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
+        int64_t cv = c0;
+        if (B->cols8) {
+            cv = c0 + (c1 - c0) / 8 * 8;
+            bad += B->cols8(j->q, j->s + b * N, j->x, ldx, N, k0, k1, bk, c0, cv);
+        }
+        bad += lc_q8_cols_generic(j->q, j->s + b * N, j->x, ldx, N, k0, k1, bk, cv, c1);
+    }
+    if (bad) __atomic_add_fetch(&j->bad, bad, __ATOMIC_RELAXED);
 }
 
 /* Q8 along the leading axis: x (K, N) (row stride ldx) -> q (nblk*bk, N), s (nblk, N). */
 static int64_t lc_quantize_cols(int8_t *q, float *s, const float *x, int64_t K, int64_t N, int64_t ldx,
                                 int64_t bk, int64_t nblk, int isa, int nthreads) {
-    const lc_q8_body *B = lc_q8_pick(isa);
-    int64_t bad = 0;
-    const int64_t CB = 256;
-    int64_t ncb = (N + CB - 1) / CB;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad))
-    for (int64_t u = 0; u < nblk * ncb; u++) {
-        int64_t b = u / ncb, c0 = (u % ncb) * CB, c1 = c0 + CB < N ? c0 + CB : N;
-        int64_t k0 = b * bk, k1 = k0 + bk < K ? k0 + bk : K;
-        int64_t cv = c0;
-        if (B->cols8) {
-            cv = c0 + (c1 - c0) / 8 * 8;
-            bad += B->cols8(q, s + b * N, x, ldx, N, k0, k1, bk, c0, cv);
-        }
-        bad += lc_q8_cols_generic(q, s + b * N, x, ldx, N, k0, k1, bk, cv, c1);
-    }
-    return bad;
+    int64_t ncb = (N + LC_Q8_CB - 1) / LC_Q8_CB;
+    lc_q8_job j = {.q = q, .s = s, .x = x, .K = K, .N = N, .ldx = ldx, .bk = bk, .nblk = nblk, .ncb = ncb,
+                   .isa = isa, .bad = 0};
+    int64_t unit = bk * LC_Q8_CB;
+    lc_team_range(nthreads, nblk * ncb, LC_Q8_GRAIN / (unit > 0 ? unit : 1) + 1, lc_quantize_cols_range, &j);
+    return __atomic_load_n(&j.bad, __ATOMIC_ACQUIRE);
 }
 
 

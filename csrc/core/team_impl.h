@@ -316,8 +316,12 @@ static void lc_team_atfork_child(void) {
     lc_team.gen = 0;
 }
 
-/* Set the team up once (the _cpu module's import); spin_us < 0: the default. */
-static void lc_team_init(int64_t spin_us) {
+/* Set the team up once (the _cpu module's import); spin_us < 0: the default.  The workers a
+ * default call uses (workers = the default thread count - 1) start now and go to sleep: a
+ * thread started by a call begins on the caller's CPU, where the busy caller keeps it from
+ * running until the scheduler moves it (milliseconds); one woken from sleep is placed on an
+ * idle CPU. */
+static void lc_team_init(int64_t spin_us, int workers) {
     if (lc_team_ready) return;
     pthread_mutex_init(&lc_team.lock, NULL);
     for (int i = 0; i < LC_TEAM_MAX; i++) lc_ww_init(&lc_team.slots[i].gen);
@@ -326,6 +330,7 @@ static void lc_team_init(int64_t spin_us) {
     lc_team.quiet_ns = 20 * 1000000;
     pthread_atfork(NULL, NULL, lc_team_atfork_child);
     lc_team_ready = 1;
+    if (workers > 0) lc_team_grow(workers);
 }
 
 static void lc_team_set_spin(int64_t spin_us) { lc_team.spin_ns = spin_us * 1000; }
@@ -361,7 +366,7 @@ static void lc_team_selftest(int32_t *count, int32_t *tid, int32_t *inner, int64
 
 #else  /* no POSIX threads: lc_team_for's OpenMP loop */
 
-static void lc_team_init(int64_t spin_us) { (void)spin_us; }
+static void lc_team_init(int64_t spin_us, int workers) { (void)spin_us; (void)workers; }
 static void lc_team_set_spin(int64_t spin_us) { (void)spin_us; }
 #define lc_team_run_impl NULL
 static void lc_team_selftest(int32_t *count, int32_t *tid, int32_t *inner, int64_t n, int nthreads, int nested,

@@ -32,7 +32,7 @@ cdef extern from "core/team_impl.h" nogil:
         int64_t spin_ns
     lc_team_t lc_team
     int LC_TEAM_POSIX
-    void lc_team_init(int64_t spin_us)
+    void lc_team_init(int64_t spin_us, int workers)
     void lc_team_set_spin(int64_t spin_us)
     void *lc_team_run_impl
     void lc_team_selftest(int32_t *count, int32_t *tid, int32_t *inner, int64_t n, int nthreads, int nested,
@@ -53,7 +53,16 @@ def _spin_from_env():
     return us
 
 
-lc_team_init(_spin_from_env())
+def _default_workers():
+    import os
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(0, min(omp_get_max_threads(), cpus, 64) - 1)
+
+
+lc_team_init(_spin_from_env(), _default_workers())
 
 
 def team_capsule():

@@ -40,6 +40,14 @@ def _check(n, name="threads"):
     return int_arg(n, f"{name} (or None)", lo=1, hi=MAX_THREADS)
 
 
+def host_cpus() -> int:
+    """The CPUs this process may run on (its affinity; os.cpu_count() where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def set_num_threads(n: int | None) -> None:
     """Default thread count for every lutcore kernel (None: back to OpenMP's)."""
     global _default

@@ -156,8 +156,8 @@ class _StageWorker:
         self.index = plan.index
         if threads is None:
             # the stages of a chain run one at a time: each runs the host's CPUs (its affinity)
-            from lutcore.train.dp import _host_cpus
-            threads = _host_cpus()
+            from lutcore._threads import host_cpus
+            threads = host_cpus()
         weights = load_stage_weights(path, spec, plan)
         self.names = sorted(weights)
         self.stage = Stage(spec, plan, weights, units=units, threads=threads)

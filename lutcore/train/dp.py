@@ -161,12 +161,7 @@ class _GradWorker:
         return acc.to_wire(), losses
 
 
-def _host_cpus() -> int:
-    """The CPUs this process may run on (its affinity; os.cpu_count() where there is none)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+from lutcore._threads import host_cpus as _host_cpus  # noqa: E402
 
 
 def share_of_host(infos) -> list:

@@ -50,8 +50,8 @@ def test_ray_bits_equal_local(cluster, ckpt, arch, splits, units):
             assert i["tensors"] == sorted(stage_tensor_names(p.spec, plan)), f"stage {plan.index} holds others"
             assert i["nice"] == 0 or not i["reniced"], "a stage that may run at nice 0 does not"
         # the stages take turns: each runs its host's CPUs unless told otherwise, and says so
-        from lutcore.train.dp import _host_cpus
-        assert [i["threads"] for i in info] == [_host_cpus()] * len(splits)
+        from lutcore._threads import host_cpus
+        assert [i["threads"] for i in info] == [host_cpus()] * len(splits)
         text = p.describe()
         for i in info:
             assert f"stage {i['index']}: pid {i['pid']}, {i['threads']} threads" in text

@@ -12,7 +12,7 @@
  *            split the columns, so every element keeps that order.
  * The rounding add is done in 64-bit so acc near INT32_MAX does not wrap.
  *
- * Memory-bound: one pass, OpenMP over contiguous chunks (no reductions), the
+ * Memory-bound: one pass, the team (core/team.h) over contiguous chunks (no reductions), the
  * SIMD bodies are chosen by `isa`: the generic and AVX2 bodies live here, the
  * AVX-512 ones (16 lanes; relu8 with VBMI byte permutes) in their own
  * translation units (x86/x86.h, csrc/elementwise/x86/); one pick per call
@@ -252,48 +252,119 @@ static const char *lc_ew_body_name(int isa, int which) {
     return which == 0 ? b->head.name : b->relu8_name;
 }
 
-/* One pass over n values in chunks of LC_EW_CHUNK over the threads (core/common.h), each
- * chunk on isa's body B. */
-#define LC_EW_CHUNKS(n, isa, nthreads, ...)                                                        \
-    do {                                                                                           \
-        const lc_ew_body *B = lc_ew_pick(isa);                                                     \
-        LC_FOR_CHUNKS(n, LC_EW_CHUNK, nthreads, __VA_ARGS__);                                      \
-    } while (0)
+/* One pass over n values in chunks of LC_EW_CHUNK, one body call (isa's body B) a chunk; the
+ * team (core/team.h) runs ranges of whole chunks, at least LC_EW_GRAIN chunks each. */
+#define LC_EW_GRAIN 2
+typedef struct {
+    lc_unit_fn chunk;   /* one chunk: chunk(job, u, tid) */
+    const lc_ew_body *B;
+    void *out;
+    const void *x;
+    const int8_t *lut;
+    int64_t n;
+    int shift, clamp_lo, clamp_hi, is_clamp, mode;
+} lc_ew_job;
 
+/* chunk u's first element and length */
+static inline int64_t lc_ew_chunk(const lc_ew_job *j, int64_t u, int64_t *len) {
+    const int64_t i0 = u * LC_EW_CHUNK;
+    *len = j->n - i0 < LC_EW_CHUNK ? j->n - i0 : LC_EW_CHUNK;
+    return i0;
+}
+static void lc_ew_range(void *p, int64_t u0, int64_t u1, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    for (int64_t u = u0; u < u1; u++) j->chunk(p, u, tid);
+}
+static inline void lc_ew_run(lc_ew_job *j, int isa, int nthreads, lc_unit_fn chunk) {
+    j->B = lc_ew_pick(isa);
+    j->chunk = chunk;
+    lc_team_range(nthreads, (j->n + LC_EW_CHUNK - 1) / LC_EW_CHUNK, LC_EW_GRAIN, lc_ew_range, j);
+}
+
+static void lc_requant_unit(void *p, int64_t u, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    int64_t len, i0 = lc_ew_chunk(j, u, &len);
+    int8_t *out = (int8_t *)j->out + i0;
+    const int32_t *acc = (const int32_t *)j->x + i0;
+    (void)tid;
+    if (j->is_clamp) j->B->requant_clamp(out, acc, len, j->shift, j->clamp_lo, j->clamp_hi);
+    else lc_requant_generic(out, acc, len, j->shift, j->lut);
+}
 /* is_clamp: lut is clamp(int16, clamp_lo, clamp_hi) (the caller checked it): the body's
  * saturating path; else the table, generic. */
 static void lc_requant(int8_t *out, const int32_t *acc, int64_t n, int shift, const int8_t *lut,
                        int clamp_lo, int clamp_hi, int is_clamp, int isa, int nthreads) {
-    LC_EW_CHUNKS(n, isa, nthreads,
-                 if (is_clamp) B->requant_clamp(out + i0, acc + i0, len, shift, clamp_lo, clamp_hi);
-                 else lc_requant_generic(out + i0, acc + i0, len, shift, lut));
+    lc_ew_job j = {.out = out, .x = acc, .lut = lut, .n = n, .shift = shift, .clamp_lo = clamp_lo,
+                   .clamp_hi = clamp_hi, .is_clamp = is_clamp};
+    lc_ew_run(&j, isa, nthreads, lc_requant_unit);
+}
+static void lc_relu8_unit(void *p, int64_t u, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    int64_t len, i0 = lc_ew_chunk(j, u, &len);
+    (void)tid;
+    j->B->relu8((int8_t *)j->out + i0, (const int8_t *)j->x + i0, len, j->lut);
 }
 static void lc_relu8(int8_t *out, const int8_t *x, int64_t n, const int8_t *lut, int isa, int nthreads) {
-    LC_EW_CHUNKS(n, isa, nthreads, B->relu8(out + i0, x + i0, len, lut));
+    lc_ew_job j = {.out = out, .x = x, .lut = lut, .n = n};
+    lc_ew_run(&j, isa, nthreads, lc_relu8_unit);
+}
+static void lc_fp16_encode_unit(void *p, int64_t u, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    int64_t len, i0 = lc_ew_chunk(j, u, &len);
+    (void)tid;
+    j->B->fp16_encode((uint16_t *)j->out + i0, (const float *)j->x + i0, len, j->mode);
 }
 static void lc_fp16_encode(uint16_t *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
-    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_encode(out + i0, x + i0, len, mode));
+    lc_ew_job j = {.out = out, .x = x, .n = n, .mode = mode};
+    lc_ew_run(&j, isa, nthreads, lc_fp16_encode_unit);
+}
+static void lc_fp16_decode_unit(void *p, int64_t u, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    int64_t len, i0 = lc_ew_chunk(j, u, &len);
+    (void)tid;
+    j->B->fp16_decode((float *)j->out + i0, (const uint16_t *)j->x + i0, len);
 }
 static void lc_fp16_decode(float *out, const uint16_t *h, int64_t n, int isa, int nthreads) {
-    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_decode(out + i0, h + i0, len));
+    lc_ew_job j = {.out = out, .x = h, .n = n};
+    lc_ew_run(&j, isa, nthreads, lc_fp16_decode_unit);
+}
+static void lc_fp16_round_unit(void *p, int64_t u, int tid) {
+    const lc_ew_job *j = (const lc_ew_job *)p;
+    int64_t len, i0 = lc_ew_chunk(j, u, &len);
+    (void)tid;
+    j->B->fp16_round((float *)j->out + i0, (const float *)j->x + i0, len, j->mode);
 }
 static void lc_fp16_round(float *out, const float *x, int64_t n, int mode, int isa, int nthreads) {
-    LC_EW_CHUNKS(n, isa, nthreads, B->fp16_round(out + i0, x + i0, len, mode));
+    lc_ew_job j = {.out = out, .x = x, .n = n, .mode = mode};
+    lc_ew_run(&j, isa, nthreads, lc_fp16_round_unit);
 }
 
-/* grad (V, C) rows ids[t] += dy (n, C) rows t, t in order; ids already checked < V. */
-static void lc_scatter_add_rows(float *grad, int64_t C, const int64_t *ids, int64_t n, const float *dy,
-                                int nthreads) {
-    const int64_t CB = 64, ncb = (C + CB - 1) / CB;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t cb = 0; cb < ncb; cb++) {
-        const int64_t c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
-        for (int64_t t = 0; t < n; t++) {
-            float *g = grad + ids[t] * C;
-            const float *d = dy + t * C;
-            for (int64_t c = c0; c < c1; c++) g[c] = g[c] + d[c];
+/* grad (V, C) rows ids[t] += dy (n, C) rows t, t in order; ids already checked < V.  Ranges of
+ * column blocks of LC_EW_SCATTER_CB (each column's adds in t order, whoever runs them), at
+ * least LC_EW_SCATTER_GRAIN adds a range. */
+#define LC_EW_SCATTER_CB 64
+#define LC_EW_SCATTER_GRAIN 16384
+typedef struct { float *grad; const int64_t *ids; const float *dy; int64_t C, n; } lc_scatter_job;
+static void lc_scatter_add_range(void *p, int64_t cb0, int64_t cb1, int tid) {
+    const lc_scatter_job *j = (const lc_scatter_job *)p;
+    const int64_t C = j->C, c1 = cb1 * LC_EW_SCATTER_CB < C ? cb1 * LC_EW_SCATTER_CB : C;
+    (void)tid;
+    for (int64_t c0 = cb0 * LC_EW_SCATTER_CB; c0 < c1; c0 += LC_EW_SCATTER_CB) {
+        const int64_t ce = c0 + LC_EW_SCATTER_CB < c1 ? c0 + LC_EW_SCATTER_CB : c1;
+        for (int64_t t = 0; t < j->n; t++) {
+            float *g = j->grad + j->ids[t] * C;
+            const float *d = j->dy + t * C;
+            for (int64_t c = c0; c < ce; c++) g[c] = g[c] + d[c];
         }
     }
+}
+static void lc_scatter_add_rows(float *grad, int64_t C, const int64_t *ids, int64_t n, const float *dy,
+                                int nthreads) {
+    const int64_t ncb = (C + LC_EW_SCATTER_CB - 1) / LC_EW_SCATTER_CB;
+    const int64_t per = n * LC_EW_SCATTER_CB;   /* adds a block */
+    const int64_t grain = per >= LC_EW_SCATTER_GRAIN ? 1 : LC_EW_SCATTER_GRAIN / (per > 0 ? per : 1);
+    lc_scatter_job j = {grad, ids, dy, C, n};
+    if (n > 0) lc_team_range(nthreads, ncb, grain, lc_scatter_add_range, &j);
 }
 
 #endif /* LUTCORE_ELEMENTWISE_H */

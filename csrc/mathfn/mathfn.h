@@ -337,13 +337,48 @@ static inline void lc_mathfn_row(float *out, const float *x, int64_t n, int fn, 
     lc_mathfn_pick(isa)->row(out, x, n, fn);
 }
 /* The whole-array passes run in chunks of LC_MATHFN_CHUNK values (a multiple of 8 and 16, so
- * every chunk's SIMD body and tail split as one pass over all n would) over the threads. */
+ * every chunk's SIMD body and tail split as one pass over all n would), one body call a chunk;
+ * the team (core/team.h) runs ranges of whole chunks, at least LC_MATHFN_GRAIN chunks each (a
+ * chunk of exp is ~2 µs: a range is worth its claim). */
 #define LC_MATHFN_CHUNK 16384
+#define LC_MATHFN_GRAIN 4
+
+typedef struct {
+    lc_unit_fn chunk;               /* one chunk: chunk(job, u, tid) */
+    const lc_mathfn_body *B;
+    float *o, *o2;                  /* out, y, dx;  t (GELU's forward) */
+    const float *a, *b, *c;         /* the inputs, in the body's order */
+    int64_t n;
+    int fn;
+} lc_mathfn_job;
+
+/* chunk u's first element and length */
+static inline int64_t lc_mathfn_chunk(const lc_mathfn_job *j, int64_t u, int64_t *len) {
+    const int64_t i0 = u * LC_MATHFN_CHUNK;
+    *len = j->n - i0 < LC_MATHFN_CHUNK ? j->n - i0 : LC_MATHFN_CHUNK;
+    return i0;
+}
+static void lc_mathfn_range(void *p, int64_t u0, int64_t u1, int tid) {
+    const lc_mathfn_job *j = (const lc_mathfn_job *)p;
+    for (int64_t u = u0; u < u1; u++) j->chunk(p, u, tid);
+}
+/* the pass: chunk over every chunk of j->n values, in ranges of chunks on nthreads threads */
+static inline void lc_mathfn_run(lc_mathfn_job *j, lc_unit_fn chunk, int nthreads) {
+    j->chunk = chunk;
+    lc_team_range(nthreads, (j->n + LC_MATHFN_CHUNK - 1) / LC_MATHFN_CHUNK, LC_MATHFN_GRAIN, lc_mathfn_range, j);
+}
+
+static void lc_mathfn_f32_unit(void *p, int64_t u, int tid) {
+    const lc_mathfn_job *j = (const lc_mathfn_job *)p;
+    int64_t len, i0 = lc_mathfn_chunk(j, u, &len);
+    (void)tid;
+    j->B->row(j->o + i0, j->a + i0, len, j->fn);
+}
 
 /* in chunks (the same bits as one lc_mathfn_row over all n) */
 static void lc_mathfn_f32(float *out, const float *x, int64_t n, int fn, int isa, int nthreads) {
-    const lc_mathfn_body *B = lc_mathfn_pick(isa);
-    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->row(out + i0, x + i0, len, fn));
+    lc_mathfn_job j = {.B = lc_mathfn_pick(isa), .o = out, .a = x, .n = n, .fn = fn};
+    lc_mathfn_run(&j, lc_mathfn_f32_unit, nthreads);
 }
 
 /* One in-order chain from 0 (the stage's rowsum, the norms' and softmax's sums). */
@@ -352,25 +387,52 @@ static inline float lc_rowsum_f(const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) s = s + x[i];
     return s;
 }
+
+/* float64: element by element (scalar), in ranges of at least LC_MATHFN_F64_GRAIN */
+#define LC_MATHFN_F64_GRAIN 2048
+typedef struct { double *out; const double *x; int fn; } lc_mathfn_f64_job;
+static void lc_mathfn_f64_range(void *p, int64_t i0, int64_t i1, int tid) {
+    const lc_mathfn_f64_job *j = (const lc_mathfn_f64_job *)p;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = lc_apply_d(j->fn, j->x[i]);
+}
 static void lc_mathfn_f64(double *out, const double *x, int64_t n, int fn, int nthreads) {
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t i = 0; i < n; i++) out[i] = lc_apply_d(fn, x[i]);
+    lc_mathfn_f64_job j = {out, x, fn};
+    lc_team_range(nthreads, n, LC_MATHFN_F64_GRAIN, lc_mathfn_f64_range, &j);
 }
 
 /* y, t (n) <- GELU of u;  dx (n) <- its backward;  dx (n) <- SiLU's backward (dy2 NULL: none). */
+static void lc_gelu_unit(void *p, int64_t u, int tid) {
+    const lc_mathfn_job *j = (const lc_mathfn_job *)p;
+    int64_t len, i0 = lc_mathfn_chunk(j, u, &len);
+    (void)tid;
+    j->B->gelu(j->o + i0, j->o2 + i0, j->a + i0, len);
+}
 static void lc_gelu_f32(float *y, float *t, const float *u, int64_t n, int isa, int nthreads) {
-    const lc_mathfn_body *B = lc_mathfn_pick(isa);
-    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->gelu(y + i0, t + i0, u + i0, len));
+    lc_mathfn_job j = {.B = lc_mathfn_pick(isa), .o = y, .o2 = t, .a = u, .n = n};
+    lc_mathfn_run(&j, lc_gelu_unit, nthreads);
+}
+static void lc_gelu_bwd_unit(void *p, int64_t u, int tid) {
+    const lc_mathfn_job *j = (const lc_mathfn_job *)p;
+    int64_t len, i0 = lc_mathfn_chunk(j, u, &len);
+    (void)tid;
+    j->B->gelu_bwd(j->o + i0, j->a + i0, j->b + i0, j->c + i0, len);
 }
 static void lc_gelu_bwd_f32(float *dx, const float *dy, const float *u, const float *t, int64_t n, int isa,
                             int nthreads) {
-    const lc_mathfn_body *B = lc_mathfn_pick(isa);
-    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->gelu_bwd(dx + i0, dy + i0, u + i0, t + i0, len));
+    lc_mathfn_job j = {.B = lc_mathfn_pick(isa), .o = dx, .a = dy, .b = u, .c = t, .n = n};
+    lc_mathfn_run(&j, lc_gelu_bwd_unit, nthreads);
+}
+static void lc_silu_bwd_unit(void *p, int64_t u, int tid) {
+    const lc_mathfn_job *j = (const lc_mathfn_job *)p;
+    int64_t len, i0 = lc_mathfn_chunk(j, u, &len);
+    (void)tid;
+    j->B->silu_bwd(j->o + i0, j->a + i0, j->b ? j->b + i0 : NULL, j->c + i0, len);
 }
 static void lc_silu_bwd_f32(float *dx, const float *dy, const float *dy2, const float *x, int64_t n, int isa,
                             int nthreads) {
-    const lc_mathfn_body *B = lc_mathfn_pick(isa);
-    LC_FOR_CHUNKS(n, LC_MATHFN_CHUNK, nthreads, B->silu_bwd(dx + i0, dy + i0, dy2 ? dy2 + i0 : NULL, x + i0, len));
+    lc_mathfn_job j = {.B = lc_mathfn_pick(isa), .o = dx, .a = dy, .b = dy2, .c = x, .n = n};
+    lc_mathfn_run(&j, lc_silu_bwd_unit, nthreads);
 }
 
 #endif /* LUTCORE_MATHFN_H */

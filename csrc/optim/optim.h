@@ -145,10 +145,36 @@ static inline void lc_sumsq_group(double *part, const float *const *xs, const in
     for (int q = 0; q < cnt; q++) part[q] = b->sumsq_chunk(xs[q], ls[q]);
 }
 
+/* The drivers run on the team (core/team.h): one unit per chunk (LC_OPT_CHUNK elements, or a
+ * piece of a chunk list), whichever thread computes it; the sums of squares' units are the
+ * groups of four LC_SS_CHUNK pieces, their partials added after the job in piece order. */
+typedef struct {
+    const lc_optim_body *B;
+    const lc_adamw_hp *h;
+    int isa;
+    /* one tensor (lc_adamw) */
+    float *p, *m, *v;
+    const float *g;
+    int64_t n;
+    /* a chunk list (the multi-tensor passes) */
+    float **ps, **ms, **vs;
+    const float *const *gs;
+    const int64_t *ns, *tix, *off;
+    int64_t total, ngr;
+    double *part;
+} lc_optim_job;
+
+static void lc_adamw_unit(void *q, int64_t u, int tid) {
+    const lc_optim_job *j = (const lc_optim_job *)q;
+    const int64_t i0 = u * LC_OPT_CHUNK, len = j->n - i0 < LC_OPT_CHUNK ? j->n - i0 : LC_OPT_CHUNK;
+    (void)tid;
+    j->B->adamw(j->p + i0, j->g + i0, j->m + i0, j->v + i0, len, j->h);
+}
+
 static void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
                      int isa, int nthreads) {
-    const lc_optim_body *B = lc_optim_pick(isa);
-    LC_FOR_CHUNKS(n, LC_OPT_CHUNK, nthreads, B->adamw(p + i0, g + i0, m + i0, v + i0, len, h));
+    lc_optim_job j = {.B = lc_optim_pick(isa), .h = h, .isa = isa, .p = p, .m = m, .v = v, .g = g, .n = n};
+    lc_team_for(nthreads, (n + LC_OPT_CHUNK - 1) / LC_OPT_CHUNK, lc_adamw_unit, &j);
 }
 
 /* The chunks of many tensors as one flat list: chunk k is tensor tix[k] from element
@@ -164,19 +190,28 @@ static int64_t *lc_chunk_list(const int64_t *n, int64_t ntensors, int64_t chunk,
     return tix;
 }
 
-/* Many tensors in one parallel region over their chunk list.  Elementwise, so the
- * bits equal one call per tensor. */
+/* piece k of a chunk list of pieces of `chunk` elements, updated with the hyperparameters hp */
+static inline void lc_adamw_list_piece(const lc_optim_job *j, int64_t k, int64_t chunk, const lc_adamw_hp *hp) {
+    const int64_t t = j->tix[k], i0 = j->off[k], len = j->ns[t] - i0 < chunk ? j->ns[t] - i0 : chunk;
+    lc_adamw_piece(j->ps[t] + i0, j->gs[t] + i0, j->ms[t] + i0, j->vs[t] + i0, len, hp, j->isa);
+}
+
+static void lc_adamw_multi_unit(void *q, int64_t k, int tid) {
+    const lc_optim_job *j = (const lc_optim_job *)q;
+    (void)tid;
+    lc_adamw_list_piece(j, k, LC_OPT_CHUNK, j->h);
+}
+
+/* Many tensors in one job over their chunk list.  Elementwise, so the bits equal one call
+ * per tensor. */
 static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,
                            const lc_adamw_hp *h, int isa, int nthreads) {
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_OPT_CHUNK, &total);
     if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
-    const int64_t *off = tix + total;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t k = 0; k < total; k++) {
-        int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_OPT_CHUNK ? n[t] - i0 : LC_OPT_CHUNK;
-        lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, h, isa);
-    }
+    lc_optim_job j = {.h = h, .isa = isa, .ps = p, .ms = m, .vs = v, .gs = (const float *const *)g, .ns = n,
+                      .tix = tix, .off = tix + total, .total = total};
+    lc_team_for(nthreads, total, lc_adamw_multi_unit, &j);
     free(tix);
 }
 
@@ -196,14 +231,19 @@ static inline void lc_sumsq_group_at(double *part, const float **x, const int64_
     lc_sumsq_group(part + 4 * w, xs, ls, cnt, isa);
 }
 
+static void lc_sumsq_unit(void *q, int64_t w, int tid) {
+    const lc_optim_job *j = (const lc_optim_job *)q;
+    (void)tid;
+    lc_sumsq_group_at(j->part, (const float **)j->gs, j->ns, j->tix, j->off, j->total, w, j->isa);
+}
+
 static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_t ntensors, int isa, int nthreads) {
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
     double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     if (!tix || !part) { free(tix); free(part); return 1; }
-    const int64_t *off = tix + total, ngr = (total + 3) / 4;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t w = 0; w < ngr; w++) lc_sumsq_group_at(part, x, n, tix, off, total, w, isa);
+    lc_optim_job j = {.isa = isa, .gs = x, .ns = n, .tix = tix, .off = tix + total, .total = total, .part = part};
+    lc_team_for(nthreads, (total + 3) / 4, lc_sumsq_unit, &j);
     int64_t c = 0;
     for (int64_t t = 0; t < ntensors; t++) {
         double s = 0.0;
@@ -215,20 +255,20 @@ static int lc_sumsq_multi(double *out, const float **x, const int64_t *n, int64_
     return 0;
 }
 
-/* The whole step of lutcore.train.AdamW in ONE parallel region (one native call, one team):
+/* The whole step of lutcore.train.AdamW in one native call, two team jobs:
  *   1. the norm pass: the chunk list of LC_SS_CHUNK pieces in groups of four, exactly as
- *      lc_sumsq_multi (the same partials, so the same sums);
- *   2. on every thread (one barrier), Python's arithmetic of AdamW.step written out in double, in its order:
+ *      lc_sumsq_multi (the same units and partials, so the same sums);
+ *   2. on the caller, Python's arithmetic of AdamW.step written out in double, in its order:
  *      total = ((0 + s_0) + s_1) + ... over the tensors in the caller's (sorted) order,
  *      norm = sqrt(total) (NaN when total is not finite) * |grad_scale|; a norm that is not
  *      finite or >= safe_norm stops here (return 1, nothing written: the caller skips the step
  *      or checks the overflow exactly and calls lc_adamw_multi itself); clip =
  *      max_grad_norm / (norm + 1e-6) when 0 < max_grad_norm < norm, else 1;
  *      h->gscale = (float)(grad_scale * clip);
- *   3. the update, the same element-wise body per piece, each thread over the pieces of its
- *      own norm groups walked backwards: it starts on the gradient it read last (still in its
- *      L2 / the L3) instead of the one read first (long evicted).  Element-wise, so the pieces
- *      and their order change no bit.
+ *   3. the update, the same element-wise body per piece, one unit per norm group, the groups
+ *      handed out last first and each group's pieces walked backwards: the first units start
+ *      on the gradients read last (still in L2 / the L3) instead of those read first (long
+ *      evicted).  Element-wise, so the pieces and their order change no bit.
  * Returns 0 (updated; io->norm, io->clip, h->gscale set), 1 (not updated; io->norm set), -1
  * (out of memory: nothing done).  The team's split depends on nthreads, the bits do not.
  *   p, m, v  [ntensors][n[t]] float32 IN/OUT     g [ntensors][n[t]] float32 IN
@@ -240,49 +280,42 @@ typedef struct {
     double norm, clip;                           /* OUT */
 } lc_adamw_step_io;
 
+static void lc_adamw_step_unit(void *q, int64_t u, int tid) {
+    const lc_optim_job *j = (const lc_optim_job *)q;
+    const int64_t w = j->ngr - 1 - u, k1 = 4 * w + 4 < j->total ? 4 * w + 4 : j->total;
+    (void)tid;
+    for (int64_t k = k1 - 1; k >= 4 * w; k--) lc_adamw_list_piece(j, k, LC_SS_CHUNK, j->h);
+}
+
 static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float **m, float **v, const int64_t *n,
                                int64_t ntensors, lc_adamw_hp *h, int isa, int nthreads) {
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_SS_CHUNK, &total);
     double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     if (!tix || !part) { free(tix); free(part); return -1; }
-    const int64_t *off = tix + total, ngr = (total + 3) / 4;
-    int go = 0;
-    float gscale = h->gscale;
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        int nt = omp_get_num_threads(), me = omp_get_thread_num();
-        int64_t w0 = ngr * me / nt, w1 = ngr * (me + 1) / nt;
-        for (int64_t w = w0; w < w1; w++) lc_sumsq_group_at(part, (const float **)g, n, tix, off, total, w, isa);
-        LC_PRAGMA(omp barrier)
-        /* every thread makes the decision itself from the shared partials (the same operations
-         * on the same values: the same answer), so no second barrier; thread 0 reports it */
-        lc_adamw_hp hl = *h;
-        double tot = 0.0;
-        int64_t c = 0;
-        for (int64_t t = 0; t < ntensors; t++) {
-            double st = 0.0;
-            for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) st = st + part[c++];
-            tot = tot + st;
-        }
-        double norm = (isfinite(tot) ? sqrt(tot) : (double)NAN) * fabs(io->grad_scale), clip = 1.0;
-        int mine = isfinite(norm) && norm < io->safe_norm;
-        if (mine) {
-            if (io->max_grad_norm > 0.0 && norm > io->max_grad_norm) clip = io->max_grad_norm / (norm + 1e-6);
-            hl.gscale = (float)(io->grad_scale * clip);
-        }
-        if (me == 0) { io->norm = norm; io->clip = clip; go = mine; gscale = hl.gscale; }
-        if (mine) {
-            int64_t k1 = 4 * w1 < total ? 4 * w1 : total;
-            for (int64_t k = k1 - 1; k >= 4 * w0; k--) {
-                int64_t t = tix[k], i0 = off[k], len = n[t] - i0 < LC_SS_CHUNK ? n[t] - i0 : LC_SS_CHUNK;
-                lc_adamw_piece(p[t] + i0, g[t] + i0, m[t] + i0, v[t] + i0, len, &hl, isa);
-            }
-        }
+    lc_adamw_hp hl = *h;
+    lc_optim_job j = {.h = &hl, .isa = isa, .ps = p, .ms = m, .vs = v, .gs = (const float *const *)g, .ns = n,
+                      .tix = tix, .off = tix + total, .total = total, .ngr = (total + 3) / 4, .part = part};
+    lc_team_for(nthreads, j.ngr, lc_sumsq_unit, &j);
+    double tot = 0.0;
+    int64_t c = 0;
+    for (int64_t t = 0; t < ntensors; t++) {
+        double st = 0.0;
+        for (int64_t i = 0; i < n[t]; i += LC_SS_CHUNK) st = st + part[c++];
+        tot = tot + st;
     }
+    double norm = (isfinite(tot) ? sqrt(tot) : (double)NAN) * fabs(io->grad_scale), clip = 1.0;
+    const int go = isfinite(norm) && norm < io->safe_norm;
+    if (go) {
+        if (io->max_grad_norm > 0.0 && norm > io->max_grad_norm) clip = io->max_grad_norm / (norm + 1e-6);
+        hl.gscale = (float)(io->grad_scale * clip);
+        lc_team_for(nthreads, j.ngr, lc_adamw_step_unit, &j);
+    }
+    io->norm = norm;
+    io->clip = clip;
     free(tix);
     free(part);
-    h->gscale = gscale;
+    h->gscale = hl.gscale;
     return go ? 0 : 1;
 }
 

@@ -181,29 +181,140 @@ static inline size_t lc_scan_bwd_work(int64_t T, int64_t N) {
            (size_t)2 * T * 8 + (size_t)(10 * (LC_SCAN_GROUP_UNITS + 1) + 5) * LC_SCAN_PAD;
 }
 
+/* The drivers run on the team (core/team.h): the units are those the bits are defined on,
+ * (batch, span) in the forward and (batch, channel group) in the backward, whichever thread
+ * computes them.  Each thread's scratch is allocated at its first unit (slot tid of works;
+ * freed after the job); a failed allocation sets the call's fail flag (an atomic or) and
+ * the thread's units are skipped.  The backward's fixed-order reductions of the partials
+ * (dB and dC per (batch, step), dA per (channel, state), dD and ddelta_bias per channel)
+ * are one second job after the first, each output summed whole in its fixed order by one
+ * unit of about LC_SCAN_RED_ADDS additions (skipped when fail is set). */
+#define LC_SCAN_RED_ADDS 8192
+
+/* thread tid's scratch of `bytes`, allocated at its first unit; NULL (fail set) when out of memory */
+static inline void *lc_scan_scratch(void **works, int tid, size_t bytes, int *fail) {
+    if (!works[tid]) {
+        works[tid] = malloc(bytes);
+        if (!works[tid]) __atomic_fetch_or(fail, 1, __ATOMIC_RELAXED);
+    }
+    return works[tid];
+}
+/* slots for nthreads threads' scratch (NULL when out of memory) and their release */
+static inline void **lc_scan_works(int nthreads) {
+    return (void **)calloc((size_t)(nthreads > 1 ? nthreads : 1), sizeof(void *));
+}
+static inline void lc_scan_works_free(void **works, int nthreads) {
+    for (int t = 0; t < (nthreads > 1 ? nthreads : 1); t++) free(works[t]);
+    free(works);
+}
+/* items per reduction unit: about LC_SCAN_RED_ADDS additions (an item costs `adds`) */
+static inline int64_t lc_scan_red_per(int64_t adds) {
+    return adds >= LC_SCAN_RED_ADDS ? 1 : LC_SCAN_RED_ADDS / (adds > 0 ? adds : 1);
+}
+
 #define LC_SCAN_DRIVERS(ST, SUF, DISPATCH_FWD, DISPATCH_BWD)                                          \
+typedef struct {                                                                                     \
+    ST *y, *ypre, *hs, *hlast;                                                                       \
+    const ST *u, *delta, *A, *Bm, *Cm, *Dv, *z, *dbias, *h0;                                          \
+    int64_t L, D, N, T, nblk, nsp;                                                                   \
+    int softplus, zoh, isa, fail;                                                                    \
+    void **works;                                                                                    \
+} lc_scan_fwd_job_##SUF;                                                                             \
+static void lc_scan_fwd_unit_##SUF(void *p, int64_t w, int tid) {                                    \
+    lc_scan_fwd_job_##SUF *j = (lc_scan_fwd_job_##SUF *)p;                                            \
+    const int isa = j->isa;                                                                          \
+    ST *work = (ST *)lc_scan_scratch(j->works, tid, lc_scan_fwd_work(j->N) * sizeof(ST), &j->fail);  \
+    (void)isa;                                                                                       \
+    if (!work) return;                                                                               \
+    int64_t b = w / j->nsp, k0 = (w % j->nsp) * LC_SCAN_SPAN;                                         \
+    int64_t k1 = k0 + LC_SCAN_SPAN < j->nblk ? k0 + LC_SCAN_SPAN : j->nblk;                          \
+    DISPATCH_FWD(j->y, j->ypre, j->hs, j->hlast, j->u, j->delta, j->A, j->Bm, j->Cm, j->Dv, j->z,     \
+                 j->dbias, j->h0, b, k0, k1, j->L, j->D, j->N, j->T, j->softplus, j->zoh, work);     \
+}                                                                                                    \
 static int lc_scan_fwd_##SUF(ST *y, ST *ypre, ST *hs, ST *hlast, const ST *u, const ST *delta,       \
         const ST *A, const ST *Bm, const ST *Cm, const ST *Dv, const ST *z, const ST *dbias,          \
         const ST *h0, int64_t Bsz, int64_t L, int64_t D, int64_t N, int64_t T, int softplus, int zoh, \
         int isa, int nthreads) {                                                                     \
     int64_t nblk = (D + 15) / 16, nsp = (nblk + LC_SCAN_SPAN - 1) / LC_SCAN_SPAN, units = Bsz * nsp; \
-    int fail = 0;                                                                                    \
+    if (nthreads < 1) nthreads = 1;                                                                  \
+    void **works = lc_scan_works(nthreads);                                                          \
+    if (!works) return 1;                                                                            \
+    lc_scan_fwd_job_##SUF j = {y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, L, D, N, T, \
+                               nblk, nsp, softplus, zoh, isa, 0, works};                             \
+    lc_team_for(nthreads, units, lc_scan_fwd_unit_##SUF, &j);                                        \
+    lc_scan_works_free(works, nthreads);                                                             \
+    return j.fail;                                                                                   \
+}                                                                                                    \
+typedef struct {                                                                                     \
+    ST *du, *ddelta, *dA, *dB, *dC, *dD, *dz, *ddb, *dh0, *dAp, *dBp, *dCp, *dDp, *ddbp;               \
+    const ST *dout, *u, *delta, *A, *Bm, *Cm, *Dv, *z, *dbias, *hs, *ypre;                            \
+    int64_t Bsz, L, D, N, T, nun, ng;                                                                \
+    int softplus, zoh, isa, fail;                                                                    \
+    void **works;                                                                                    \
+    int64_t per1, per2, per3, nu1, nu2, nu3;   /* the reductions' items a unit and units */          \
+} lc_scan_bwd_job_##SUF;                                                                             \
+static void lc_scan_bwd_unit_##SUF(void *p, int64_t w, int tid) {                                    \
+    lc_scan_bwd_job_##SUF *j = (lc_scan_bwd_job_##SUF *)p;                                            \
+    const int isa = j->isa;                                                                          \
+    const int64_t L = j->L, N = j->N, ng = j->ng, nun = j->nun;                                      \
+    ST *work = (ST *)lc_scan_scratch(j->works, tid, lc_scan_bwd_work(j->T, N) * sizeof(ST), &j->fail); \
     (void)isa;                                                                                       \
-    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
-    {                                                                                                \
-        ST *work = (ST *)malloc(lc_scan_fwd_work(N) * sizeof(ST));                                    \
-        if (!work) fail = 1;                                                                         \
-        LC_PRAGMA(omp for schedule(static))                                                          \
-        for (int64_t w = 0; w < units; w++) {                                                        \
-            if (!work) continue;                                                                     \
-            int64_t b = w / nsp, k0 = (w % nsp) * LC_SCAN_SPAN;                                       \
-            int64_t k1 = k0 + LC_SCAN_SPAN < nblk ? k0 + LC_SCAN_SPAN : nblk;                        \
-            DISPATCH_FWD(y, ypre, hs, hlast, u, delta, A, Bm, Cm, Dv, z, dbias, h0, b, k0, k1, L, D, \
-                         N, T, softplus, zoh, work);                                                 \
+    if (!work) return;                                                                               \
+    int64_t b = w / ng, g = w % ng;                                                                  \
+    ST *dBg = j->dBp + (b * ng + g) * L * N, *dCg = j->dCp + (b * ng + g) * L * N;                    \
+    memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                                    \
+    memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                                    \
+    int64_t k0 = g * LC_SCAN_GROUP_UNITS;                                                             \
+    int64_t k1 = k0 + LC_SCAN_GROUP_UNITS < nun ? k0 + LC_SCAN_GROUP_UNITS : nun;                     \
+    DISPATCH_BWD(j->du, j->ddelta, j->dAp, dBg, dCg, j->Dv ? j->dDp : NULL, j->dz,                    \
+                 j->dbias ? j->ddbp : NULL, j->dh0, j->dout, j->u, j->delta, j->A, j->Bm, j->Cm,      \
+                 j->Dv, j->z, j->dbias, j->hs, j->ypre, b, k0, k1, L, j->D, N, j->T, j->softplus,     \
+                 j->zoh, work);                                                                      \
+}                                                                                                    \
+/* the fixed-order reductions: units [0, nu1) dB/dC rows (b, t), then [nu1, nu1 + nu2) dA's      \
+ * (channel, state) entries, then dD / ddelta_bias's channels */                                    \
+static void lc_scan_red_unit_##SUF(void *p, int64_t w, int tid) {                                    \
+    const lc_scan_bwd_job_##SUF *j = (const lc_scan_bwd_job_##SUF *)p;                                \
+    const int64_t Bsz = j->Bsz, L = j->L, D = j->D, N = j->N, ng = j->ng;                             \
+    const ST *dBp = j->dBp, *dCp = j->dCp, *dAp = j->dAp, *dDp = j->dDp, *ddbp = j->ddbp;             \
+    (void)tid;                                                                                       \
+    if (w < j->nu1) {                                                                                \
+        const int64_t r1 = (w + 1) * j->per1 < Bsz * L ? (w + 1) * j->per1 : Bsz * L;                 \
+        for (int64_t r = w * j->per1; r < r1; r++) {                                                 \
+            int64_t b = r / L, t = r % L;                                                            \
+            for (int64_t n = 0; n < N; n++) {                                                        \
+                ST sb = 0, sc = 0;                                                                   \
+                for (int64_t g = 0; g < ng; g++) {                                                   \
+                    sb = sb + dBp[((b * ng + g) * N + n) * L + t];                                   \
+                    sc = sc + dCp[((b * ng + g) * N + n) * L + t];                                   \
+                }                                                                                    \
+                j->dB[r * N + n] = sb;                                                               \
+                j->dC[r * N + n] = sc;                                                               \
+            }                                                                                        \
         }                                                                                            \
-        free(work);                                                                                  \
+        return;                                                                                      \
     }                                                                                                \
-    return fail;                                                                                     \
+    w -= j->nu1;                                                                                     \
+    if (w < j->nu2) {                                                                                \
+        const int64_t i1 = (w + 1) * j->per2 < D * N ? (w + 1) * j->per2 : D * N;                     \
+        for (int64_t i = w * j->per2; i < i1; i++) {                                                 \
+            ST s = 0;                                                                                \
+            for (int64_t b = 0; b < Bsz; b++) s = s + dAp[b * D * N + i];                            \
+            j->dA[i] = s;                                                                            \
+        }                                                                                            \
+        return;                                                                                      \
+    }                                                                                                \
+    w -= j->nu2;                                                                                     \
+    const int64_t d1 = (w + 1) * j->per3 < D ? (w + 1) * j->per3 : D;                                 \
+    for (int64_t d = w * j->per3; d < d1; d++) {                                                     \
+        ST s1 = 0, s2 = 0;                                                                           \
+        for (int64_t b = 0; b < Bsz; b++) {                                                          \
+            if (j->Dv) s1 = s1 + dDp[b * D + d];                                                     \
+            if (j->dbias) s2 = s2 + ddbp[b * D + d];                                                 \
+        }                                                                                            \
+        if (j->Dv) j->dD[d] = s1;                                                                    \
+        if (j->dbias) j->ddb[d] = s2;                                                                \
+    }                                                                                                \
 }                                                                                                    \
 /* dBp, dCp: (B, ngroups, N, L) scratch; dAp: (B, D, N); dDp, ddbp: (B, D) scratch. */                \
 static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD, ST *dz, ST *ddb,     \
@@ -214,58 +325,23 @@ static int lc_scan_bwd_##SUF(ST *du, ST *ddelta, ST *dA, ST *dB, ST *dC, ST *dD,
         int isa, int nthreads) {                                                                     \
     int64_t nun = (D + 15) / 16;                                                                     \
     int64_t ng = (nun + LC_SCAN_GROUP_UNITS - 1) / LC_SCAN_GROUP_UNITS, units = Bsz * ng;            \
-    int fail = 0;                                                                                    \
-    (void)isa;                                                                                       \
-    LC_PRAGMA(omp parallel num_threads(nthreads) reduction(|:fail))                                  \
-    {                                                                                                \
-        ST *work = (ST *)malloc(lc_scan_bwd_work(T, N) * sizeof(ST));                                \
-        if (!work) fail = 1;                                                                         \
-        LC_PRAGMA(omp for schedule(static))                                                          \
-        for (int64_t w = 0; w < units; w++) {                                                        \
-            if (!work) continue;                                                                     \
-            int64_t b = w / ng, g = w % ng;                                                          \
-            ST *dBg = dBp + (b * ng + g) * L * N, *dCg = dCp + (b * ng + g) * L * N;                  \
-            memset(dBg, 0, (size_t)(L * N) * sizeof(ST));                                            \
-            memset(dCg, 0, (size_t)(L * N) * sizeof(ST));                                            \
-            int64_t k0 = g * LC_SCAN_GROUP_UNITS;                                                     \
-            int64_t k1 = k0 + LC_SCAN_GROUP_UNITS < nun ? k0 + LC_SCAN_GROUP_UNITS : nun;             \
-            DISPATCH_BWD(du, ddelta, dAp, dBg, dCg, Dv ? dDp : NULL, dz, dbias ? ddbp : NULL, dh0,     \
-                         dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre, b, k0, k1, L, D, N, T,     \
-                         softplus, zoh, work);                                                       \
-        }                                                                                            \
-        free(work);                                                                                  \
-        /* fixed-order reductions */                                                                 \
-        LC_PRAGMA(omp for schedule(static))                                                          \
-        for (int64_t r = 0; r < Bsz * L; r++) {                                                       \
-            int64_t b = r / L, t = r % L;                                                            \
-            for (int64_t n = 0; n < N; n++) {                                                        \
-                ST sb = 0, sc = 0;                                                                   \
-                for (int64_t g = 0; g < ng; g++) {                                                   \
-                    sb = sb + dBp[((b * ng + g) * N + n) * L + t];                                   \
-                    sc = sc + dCp[((b * ng + g) * N + n) * L + t];                                   \
-                }                                                                                    \
-                dB[r * N + n] = sb;                                                                  \
-                dC[r * N + n] = sc;                                                                  \
-            }                                                                                        \
-        }                                                                                            \
-        LC_PRAGMA(omp for schedule(static))                                                          \
-        for (int64_t i = 0; i < D * N; i++) {                                                        \
-            ST s = 0;                                                                                \
-            for (int64_t b = 0; b < Bsz; b++) s = s + dAp[b * D * N + i];                            \
-            dA[i] = s;                                                                               \
-        }                                                                                            \
-        LC_PRAGMA(omp for schedule(static))                                                          \
-        for (int64_t d = 0; d < D; d++) {                                                            \
-            ST s1 = 0, s2 = 0;                                                                       \
-            for (int64_t b = 0; b < Bsz; b++) {                                                      \
-                if (Dv) s1 = s1 + dDp[b * D + d];                                                    \
-                if (dbias) s2 = s2 + ddbp[b * D + d];                                                \
-            }                                                                                        \
-            if (Dv) dD[d] = s1;                                                                      \
-            if (dbias) ddb[d] = s2;                                                                  \
-        }                                                                                            \
-    }                                                                                                \
-    return fail;                                                                                     \
+    if (nthreads < 1) nthreads = 1;                                                                  \
+    void **works = lc_scan_works(nthreads);                                                          \
+    if (!works) return 1;                                                                            \
+    lc_scan_bwd_job_##SUF j = {du, ddelta, dA, dB, dC, dD, dz, ddb, dh0, dAp, dBp, dCp, dDp, ddbp,     \
+                               dout, u, delta, A, Bm, Cm, Dv, z, dbias, hs, ypre,                    \
+                               Bsz, L, D, N, T, nun, ng, softplus, zoh, isa, 0, works,               \
+                               0, 0, 0, 0, 0, 0};                                                    \
+    lc_team_for(nthreads, units, lc_scan_bwd_unit_##SUF, &j);                                        \
+    lc_scan_works_free(works, nthreads);                                                             \
+    j.per1 = lc_scan_red_per(2 * N * ng);                                                            \
+    j.per2 = lc_scan_red_per(Bsz);                                                                   \
+    j.per3 = lc_scan_red_per(2 * Bsz);                                                               \
+    j.nu1 = (Bsz * L + j.per1 - 1) / j.per1;                                                         \
+    j.nu2 = (D * N + j.per2 - 1) / j.per2;                                                           \
+    j.nu3 = Dv || dbias ? (D + j.per3 - 1) / j.per3 : 0;                                             \
+    if (!j.fail) lc_team_for(nthreads, j.nu1 + j.nu2 + j.nu3, lc_scan_red_unit_##SUF, &j);           \
+    return j.fail;                                                                                   \
 }
 
 /* ------------------------------------------------------------ the float32 body table

@@ -44,4 +44,46 @@ static void lc_softmax_bwd_row(float *ds, const float *att, int64_t S, int64_t q
     for (int64_t j = n; j < S; j++) ds[j] = 0.0f;
 }
 
+/* The (KV, R, S) drivers: rows i = (kv, r) of R = g*T, the query of row r at position
+ * pos + r % T; rows independent, so the team (core/team.h) runs ranges of them, each at least
+ * LC_SOFTMAX_GRAIN elements. */
+#define LC_SOFTMAX_GRAIN 8192
+typedef struct {
+    float *s;
+    const float *att;
+    int64_t R, S, T, pos, window;
+    float scale;
+    int isa;
+} lc_softmax_job;
+
+static inline int64_t lc_softmax_grain(int64_t S) {
+    return S >= LC_SOFTMAX_GRAIN ? 1 : LC_SOFTMAX_GRAIN / (S > 0 ? S : 1);
+}
+
+static void lc_softmax_range(void *p, int64_t i0, int64_t i1, int tid) {
+    const lc_softmax_job *j = (const lc_softmax_job *)p;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        lc_softmax_row(j->s + i * j->S, j->S, j->pos + (i % j->R) % j->T, j->window, j->isa);
+}
+/* in place on s (KV, R, S); T divides R */
+static void lc_softmax_causal(float *s, int64_t KV, int64_t R, int64_t S, int64_t T, int64_t pos, int64_t window,
+                              int isa, int nthreads) {
+    lc_softmax_job j = {.s = s, .R = R, .S = S, .T = T, .pos = pos, .window = window, .isa = isa};
+    if (S > 0) lc_team_range(nthreads, KV * R, lc_softmax_grain(S), lc_softmax_range, &j);
+}
+
+static void lc_softmax_bwd_range(void *p, int64_t i0, int64_t i1, int tid) {
+    const lc_softmax_job *j = (const lc_softmax_job *)p;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        lc_softmax_bwd_row(j->s + i * j->S, j->att + i * j->S, j->S, j->pos + (i % j->R) % j->T, j->scale);
+}
+/* in place on ds (KV, R, S) given att (KV, R, S); T divides R */
+static void lc_softmax_causal_bwd(float *ds, const float *att, int64_t KV, int64_t R, int64_t S, int64_t T,
+                                  int64_t pos, float scale, int nthreads) {
+    lc_softmax_job j = {.s = ds, .att = att, .R = R, .S = S, .T = T, .pos = pos, .scale = scale};
+    if (S > 0) lc_team_range(nthreads, KV * R, lc_softmax_grain(S), lc_softmax_bwd_range, &j);
+}
+
 #endif /* LUTCORE_SOFTMAX_H */

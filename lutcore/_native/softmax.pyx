@@ -1,7 +1,6 @@
 """Causal (and sliding-window) softmax rows, forward and backward (csrc/softmax/softmax.h);
 their exponentials are the math functions' (csrc/mathfn/).
 """
-from cython.parallel cimport prange
 from lutcore._native._common cimport *
 bind_team()
 
@@ -14,13 +13,13 @@ def body_names(int isa):
 def softmax_causal(float[:, :, ::1] s, int64_t T, int64_t pos, int64_t window, int isa, int nthreads):
     """In place on scores s (KV, g*T, S), rows (g, t): the query at row r sits at position
     pos + r % T; causal (and sliding-window) masking, then the stage's softmax steps."""
-    cdef int64_t KV = s.shape[0], R = s.shape[1], S = s.shape[2], i
+    cdef int64_t KV = s.shape[0], R = s.shape[1], S = s.shape[2]
     if T <= 0 or R % T:
         raise ValueError(f"T: expected a positive divisor of the {R} score rows, got {T}")
     if KV == 0 or R == 0 or S == 0:
         return
-    for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
-        lc_softmax_row(&s[i // R, i % R, 0], S, pos + (i % R) % T, window, isa)
+    with nogil:
+        lc_softmax_causal(&s[0, 0, 0], KV, R, S, T, pos, window, isa, nthreads)
 
 
 def softmax_causal_backward(float[:, :, ::1] ds, const float[:, :, ::1] att, int64_t T, int64_t pos, double scale,
@@ -28,7 +27,7 @@ def softmax_causal_backward(float[:, :, ::1] ds, const float[:, :, ::1] att, int
     """In place on ds = dL/d(att) (KV, g*T, S), rows laid out as in softmax_causal, given its
     output att: the scores' gradient ((ds - <ds, att>_row) * att) * scale, zero past each
     query's position (csrc/softmax/softmax.h)."""
-    cdef int64_t KV = ds.shape[0], R = ds.shape[1], S = ds.shape[2], i
+    cdef int64_t KV = ds.shape[0], R = ds.shape[1], S = ds.shape[2]
     if att.shape[0] != KV or att.shape[1] != R or att.shape[2] != S:
         raise ValueError(f"att: expected the shape of ds ({KV}, {R}, {S}), got ({att.shape[0]}, {att.shape[1]}, "
                          f"{att.shape[2]})")
@@ -36,5 +35,5 @@ def softmax_causal_backward(float[:, :, ::1] ds, const float[:, :, ::1] att, int
         raise ValueError(f"T: expected a positive divisor of the {R} rows, got {T}")
     if KV == 0 or R == 0 or S == 0:
         return
-    for i in prange(KV * R, nogil=True, num_threads=max(1, nthreads), schedule="static"):
-        lc_softmax_bwd_row(&ds[i // R, i % R, 0], &att[i // R, i % R, 0], S, pos + (i % R) % T, <float>scale)
+    with nogil:
+        lc_softmax_causal_bwd(&ds[0, 0, 0], &att[0, 0, 0], KV, R, S, T, pos, <float>scale, nthreads)

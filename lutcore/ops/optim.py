@@ -51,7 +51,7 @@ def adamw_step(ps, gs, ms, vs, b1, b2, eps, lr, wd, max_delta, bc1, bc2, grad_sc
                safe_norm, threads=None):
     """One AdamW step over every tensor: the global norm of the gradients times ``grad_scale``
     (a float64 sum over the lists' order), the clip decision (``max_grad_norm`` 0: none), and
-    the per-element update, in one parallel region.  Returns ``(updated, norm, clip, gscale)``:
+    the per-element update, in one native call (two team jobs).  Returns ``(updated, norm, clip, gscale)``:
     ``updated`` False when the scaled norm is not finite or >= ``safe_norm`` (nothing written;
     the caller decides)."""
     _lists(ps, gs, ms, vs)

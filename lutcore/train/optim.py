@@ -4,8 +4,8 @@ survive changes of the trainable set (a step updates exactly the parameters
 named in its gradient dict).  One global step counter.
 
 Design: a step is one native call (csrc/optim/optim.h lc_adamw_step_multi): the
-norm pass over every gradient, the skip/clip decision, the per-element update, in
-one parallel region; the global norm is a float64 sum over names in sorted order,
+norm pass over every gradient, the skip/clip decision, the per-element update (the
+passes on lutcore's thread team); the global norm is a float64 sum over names in sorted order,
 each tensor summed in fixed chunks — the same bits at any thread count, and the
 same as ``global_grad_norm``.  The passes are ``lutcore.ops.optim``'s; ``step`` checks
 every tensor by name, then calls that room's unchecked fast functions.

@@ -113,6 +113,29 @@ static inline int lc_c2d_fast(int isa, int exact) { return exact && lc_c2d_pick(
  * barrier cost more than the work); bits never depend on it. */
 #define LC_C2D_PAR_MIN (1 << 20)
 
+/* Rows of output (n, oh) per work unit: at least about this many multiply-accumulates
+ * (a unit costs a claim; rows at the padding edges cost less, so units stay small). */
+#define LC_C2D_UNIT_MACS (1 << 19)
+
+typedef struct {
+    const lc_c2d_body *B;
+    float *y;
+    const int8_t *q, *Wt;
+    const lc_c2d_geo *g;
+    const int32_t *wp, *mul;
+    const float *scale, *bias;
+    int64_t R, rpu;              /* output rows, rows per unit */
+    int exact;
+} lc_c2d_job;
+
+static void lc_c2d_unit(void *p, int64_t u, int tid) {
+    const lc_c2d_job *j = (const lc_c2d_job *)p;
+    const int64_t r0 = u * j->rpu, r1 = r0 + j->rpu < j->R ? r0 + j->rpu : j->R;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)    /* a row a call */
+        j->B->rows(j->y, j->q, j->g, j->wp, j->Wt, j->mul, j->exact, j->scale, j->bias, r, r + 1);
+}
+
 /* y = the direct convolution (the header comment); returns 0, or -1 when out of memory. */
 static int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, const int8_t *Wt, const int32_t *mul,
                             int exact, const float *scale, const float *bias, int isa, int nthreads) {
@@ -124,9 +147,9 @@ static int lc_conv2d_direct(float *y, const int8_t *q, const lc_c2d_geo *g, cons
         if (!wp) return -1;
         lc_c2d_pack_weight(wp, g, Wt, B->wp_vnni);
     }
-    const int64_t work = R * g->OW * K * O;
-    LC_PRAGMA(omp parallel for schedule(dynamic, 1) num_threads(nthreads) if(work > LC_C2D_PAR_MIN))
-    for (int64_t r = 0; r < R; r++) B->rows(y, q, g, wp, Wt, mul, exact, scale, bias, r, r + 1);
+    const int64_t work = R * g->OW * K * O, row = g->OW * K * O > 0 ? g->OW * K * O : 1;
+    lc_c2d_job j = {B, y, q, Wt, g, wp, mul, scale, bias, R, row >= LC_C2D_UNIT_MACS ? 1 : LC_C2D_UNIT_MACS / row, exact};
+    lc_team_for(work > LC_C2D_PAR_MIN ? nthreads : 1, (R + j.rpu - 1) / j.rpu, lc_c2d_unit, &j);
     free(wp);
     return 0;
 }

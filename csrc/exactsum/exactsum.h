@@ -15,8 +15,9 @@
  *   lc_xsum_round   the exact value rounded once to float32, nearest, ties to even
  *                   (+0.0 for an exact zero; beyond float32's range: +-inf)
  *
- * Every element is independent: OpenMP splits elements, so any thread count gives the
- * same bits.  Plain C (the passes are memory-bound integer work; no SIMD bodies).
+ * Every element is independent: the team (core/team.h) splits elements in ranges, so any
+ * thread count gives the same bits (lc_xsum_range's min, max and or: integers, exact in
+ * any order).  Plain C (the passes are memory-bound integer work; no SIMD bodies).
  */
 #ifndef LUTCORE_EXACTSUM_H
 #define LUTCORE_EXACTSUM_H
@@ -40,10 +41,26 @@ static inline int lc_xsum_split(uint32_t bits, int64_t *c, int *q) {
     return 1;
 }
 
-static void lc_xsum_range(const float *x, int64_t n, int *qmin, int *qmax, int *nonfinite, int nthreads) {
+/* Elements per team range, at least (a range costs a claim; each pass is a few ns an element). */
+#define LC_XSUM_GRAIN 16384
+
+/* The passes' job on the team (each pass uses the fields it needs). */
+typedef struct {
+    const float *x;
+    int64_t *L;
+    const int64_t *Lc;
+    float *out;
+    uint8_t *flags;
+    int64_t n, nl, lo;
+    int qlo, qhi, bad;          /* lc_xsum_range's: combined by atomic min / max / or (integers: exact) */
+} lc_xsum_job;
+
+static void lc_xsum_range_part(void *ctx, int64_t i0, int64_t i1, int tid) {
+    lc_xsum_job *j = (lc_xsum_job *)ctx;
+    const float *x = j->x;
     int lo = 1 << 20, hi = -1, bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(min:lo) reduction(max:hi) reduction(|:bad))
-    for (int64_t i = 0; i < n; i++) {
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
         uint32_t b;
         memcpy(&b, x + i, 4);
         int64_t c;
@@ -54,16 +71,30 @@ static void lc_xsum_range(const float *x, int64_t n, int *qmin, int *qmax, int *
             if (q > hi) hi = q;
         }
     }
-    *qmin = hi < 0 ? -1 : lo;
-    *qmax = hi;
-    *nonfinite = bad;
+    int cur = __atomic_load_n(&j->qlo, __ATOMIC_RELAXED);
+    while (lo < cur && !__atomic_compare_exchange_n(&j->qlo, &cur, lo, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    cur = __atomic_load_n(&j->qhi, __ATOMIC_RELAXED);
+    while (hi > cur && !__atomic_compare_exchange_n(&j->qhi, &cur, hi, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    if (bad) __atomic_fetch_or(&j->bad, bad, __ATOMIC_RELAXED);
+}
+
+static void lc_xsum_range(const float *x, int64_t n, int *qmin, int *qmax, int *nonfinite, int nthreads) {
+    lc_xsum_job j = {.x = x, .n = n, .qlo = 1 << 20, .qhi = -1, .bad = 0};
+    lc_team_range(nthreads, n, LC_XSUM_GRAIN, lc_xsum_range_part, &j);
+    *qmin = j.qhi < 0 ? -1 : j.qlo;
+    *qmax = j.qhi;
+    *nonfinite = j.bad;
 }
 
 /* the caller's window [lo, lo + nl) covers every limb lc_xsum_range reported */
-static void lc_xsum_add(int64_t *L, int64_t nl, int64_t lo, const float *x, uint8_t *flags, int64_t n,
-                        int nthreads) {
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t i = 0; i < n; i++) {
+static void lc_xsum_add_part(void *ctx, int64_t i0, int64_t i1, int tid) {
+    const lc_xsum_job *j = (const lc_xsum_job *)ctx;
+    int64_t *L = j->L;
+    const int64_t nl = j->nl, lo = j->lo, n = j->n;
+    const float *x = j->x;
+    uint8_t *flags = j->flags;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
         uint32_t b;
         memcpy(&b, x + i, 4);
         int64_t c;
@@ -76,6 +107,12 @@ static void lc_xsum_add(int64_t *L, int64_t nl, int64_t lo, const float *x, uint
     }
 }
 
+static void lc_xsum_add(int64_t *L, int64_t nl, int64_t lo, const float *x, uint8_t *flags, int64_t n,
+                        int nthreads) {
+    lc_xsum_job j = {.x = x, .L = L, .flags = flags, .n = n, .nl = nl, .lo = lo};
+    lc_team_range(nthreads, n, LC_XSUM_GRAIN, lc_xsum_add_part, &j);
+}
+
 /* one element's limbs, n apart: carries up, arithmetic shift (floor) */
 static inline void lc_xsum_norm1(int64_t *l, int64_t nl, int64_t stride) {
     for (int64_t j = 0; j + 1 < nl; j++) {
@@ -85,15 +122,25 @@ static inline void lc_xsum_norm1(int64_t *l, int64_t nl, int64_t stride) {
     }
 }
 
+static void lc_xsum_norm_part(void *ctx, int64_t i0, int64_t i1, int tid) {
+    const lc_xsum_job *j = (const lc_xsum_job *)ctx;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) lc_xsum_norm1(j->L + i, j->nl, j->n);
+}
+
 static void lc_xsum_norm(int64_t *L, int64_t nl, int64_t n, int nthreads) {
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t i = 0; i < n; i++) lc_xsum_norm1(L + i, nl, n);
+    lc_xsum_job j = {.L = L, .n = n, .nl = nl};
+    lc_team_range(nthreads, n, LC_XSUM_GRAIN / (nl > 1 ? nl : 1) + 1, lc_xsum_norm_part, &j);
 }
 
 /* out[i] = L's element i rounded to float32 (0 < nl <= LC_XSUM_MAXL - 2); L is not changed */
-static void lc_xsum_round(float *out, const int64_t *L, int64_t nl, int64_t lo, int64_t n, int nthreads) {
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))
-    for (int64_t i = 0; i < n; i++) {
+static void lc_xsum_round_part(void *ctx, int64_t i0, int64_t i1, int tid) {
+    const lc_xsum_job *j = (const lc_xsum_job *)ctx;
+    float *out = j->out;
+    const int64_t *L = j->Lc;
+    const int64_t nl = j->nl, lo = j->lo, n = j->n;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
         int64_t l[LC_XSUM_MAXL];                  /* a zero limb below, the element's nl, one above */
         const int64_t nt = nl + 2;
         l[0] = 0;
@@ -122,6 +169,11 @@ static void lc_xsum_round(float *out, const int64_t *L, int64_t nl, int64_t lo, 
         const float v = (float)ldexp((double)mant, e);          /* exact, or overflow to inf */
         out[i] = neg ? -v : v;
     }
+}
+
+static void lc_xsum_round(float *out, const int64_t *L, int64_t nl, int64_t lo, int64_t n, int nthreads) {
+    lc_xsum_job j = {.Lc = L, .out = out, .n = n, .nl = nl, .lo = lo};
+    lc_team_range(nthreads, n, LC_XSUM_GRAIN / (nl > 1 ? nl : 1) + 1, lc_xsum_round_part, &j);
 }
 
 #endif /* LUTCORE_EXACTSUM_H */

@@ -69,14 +69,34 @@ static const lc_gt_body lc_gt_bodies[] = {
 };
 LC_BODY_TABLE(lc_gt_body, lc_gt, lc_gt_bodies)   /* lc_gt_pick(isa), lc_gt_body_name(isa) */
 
+/* Rows per team range: at least about this many table lookups (a range costs a claim). */
+#define LC_GT_RANGE_MIN (1 << 16)
+
+typedef struct {
+    const lc_gt_body *B;
+    float *out;
+    const int8_t *qx;
+    const uint8_t *qw;
+    const float *w, *table;
+    int64_t M, K, O;
+    int which;
+} lc_gt_job;
+
+static void lc_gt_range(void *ctx, int64_t r0, int64_t r1, int tid) {
+    const lc_gt_job *j = (const lc_gt_job *)ctx;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)   /* a row a call */
+        j->B->rows(j->which, j->out, j->qx, j->qw, j->w, j->table, j->M, j->K, j->O, r, r + 1);
+}
+
 /* which: 0 = dx (table Ga, weights g), 1 = s (table GbT, weights dy); isa as common.h.
  * Threads over the output rows (one row, one thread: the bits do not depend on them). */
 static void lc_gt(int which, float *out, const int8_t *qx, const uint8_t *qw, const float *w,
                   const float *table, int64_t M, int64_t K, int64_t O, int isa, int nthreads) {
-    const lc_gt_body *B = lc_gt_pick(isa);
-    const int64_t R = which ? O : M;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(M * K * O > LC_GT_PAR_MIN))
-    for (int64_t r = 0; r < R; r++) B->rows(which, out, qx, qw, w, table, M, K, O, r, r + 1);
+    const int64_t R = which ? O : M, per_row = (which ? M : O) * K > 0 ? (which ? M : O) * K : 1;
+    lc_gt_job j = {lc_gt_pick(isa), out, qx, qw, w, table, M, K, O, which};
+    lc_team_range(M * K * O > LC_GT_PAR_MIN ? nthreads : 1, R,
+                  per_row >= LC_GT_RANGE_MIN ? 1 : (LC_GT_RANGE_MIN + per_row - 1) / per_row, lc_gt_range, &j);
 }
 
 #endif /* LUTCORE_GRADTABLES_H */

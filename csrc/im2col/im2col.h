@@ -39,6 +39,14 @@
  * thread stalls the whole team.  Partitions never change the bits. */
 #define LC_IM2COL_PAR_MIN 32768
 
+/* Items per team range so that a range holds at least `target` (bytes, elements, ...) when an
+ * item holds `per_item`: ranges of a few microseconds' work (a range costs a claim). */
+static inline int64_t lc_i2c_grain(int64_t per_item, int64_t target) {
+    if (per_item <= 0) per_item = 1;
+    return per_item >= target ? 1 : (target + per_item - 1) / per_item;
+}
+#define LC_I2C_GRAIN 32768     /* bytes or elements of output per team range, at least */
+
 /* ------------------------------------------------------------ same bytes? */
 
 #define LC_SAME_CHUNK (1 << 18)
@@ -46,16 +54,21 @@
 /* 1 when the n bytes at a and b are equal, else 0: the layers' weight-change check
  * (a weight against the float copy it was quantized from), memcmp over 256 KiB chunks
  * on the team.  Exact, and a byte test, so -0.0 != 0.0 and NaN payloads count. */
+typedef struct { const unsigned char *x, *y; int64_t n; int diff; } lc_same_job;
+
+static void lc_same_unit(void *p, int64_t ch, int tid) {
+    lc_same_job *j = (lc_same_job *)p;
+    (void)tid;
+    if (__atomic_load_n(&j->diff, __ATOMIC_RELAXED)) return;     /* already unequal */
+    int64_t i0 = ch * LC_SAME_CHUNK, len = j->n - i0 < LC_SAME_CHUNK ? j->n - i0 : LC_SAME_CHUNK;
+    if (memcmp(j->x + i0, j->y + i0, (size_t)len) != 0) __atomic_store_n(&j->diff, 1, __ATOMIC_RELAXED);
+}
+
 static int lc_same_bytes(const void *a, const void *b, int64_t n, int nthreads) {
-    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
-    int64_t nch = (n + LC_SAME_CHUNK - 1) / LC_SAME_CHUNK, diff = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:diff) \
-              if(n > 4 * LC_SAME_CHUNK))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * LC_SAME_CHUNK, len = n - i0 < LC_SAME_CHUNK ? n - i0 : LC_SAME_CHUNK;
-        diff += memcmp(x + i0, y + i0, (size_t)len) != 0;
-    }
-    return diff == 0;
+    lc_same_job j = {(const unsigned char *)a, (const unsigned char *)b, n, 0};
+    int64_t nch = (n + LC_SAME_CHUNK - 1) / LC_SAME_CHUNK;
+    lc_team_for(n > 4 * LC_SAME_CHUNK ? nthreads : 1, nch, lc_same_unit, &j);
+    return j.diff == 0;
 }
 
 /* ------------------------------------------------------------------ max|x|: the bodies
@@ -130,12 +143,21 @@ LC_TARGET_AVX2 static int64_t lc_q8_run_avx2(int8_t *q, const float *x, int64_t 
 /* A (G, M, Kg) from the NHWC codes q: row m = (n*OH + oh)*OW + ow of group g holds,
  * tap by tap (i, j), the Cg channels g*Cg.. of pixel (oh*sh - ph + i*dh, ow*sw - pw + j*dw),
  * or Cg zero codes where that pixel lies in the padding.  Threads over rows. */
-static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
-                           int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
-                           int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads) {
-    int64_t Cg = C / G, M = N * OH * OW, Kg = KH * KW * Cg;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(G * M * Kg > LC_IM2COL_PAR_MIN))
-    for (int64_t u = 0; u < G * M; u++) {
+typedef struct {
+    int8_t *A;
+    const int8_t *q;
+    int64_t H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, Cg, M, Kg;
+} lc_im2col_job;
+
+static void lc_im2col_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    const lc_im2col_job *jb = (const lc_im2col_job *)ctx;
+    int8_t *A = jb->A;
+    const int8_t *q = jb->q;
+    const int64_t H = jb->H, W = jb->W, C = jb->C, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
+    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
+    const int64_t Cg = jb->Cg, M = jb->M, Kg = jb->Kg;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t g = u / M, m = u % M;
         int64_t n = m / (OH * OW), p = m % (OH * OW), oh = p / OW, ow = p % OW;
         int8_t *dst = A + u * Kg;
@@ -155,6 +177,15 @@ static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int
             }
         }
     }
+}
+
+static void lc_im2col_nhwc(int8_t *A, const int8_t *q, int64_t N, int64_t H, int64_t W, int64_t C,
+                           int64_t G, int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh,
+                           int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads) {
+    int64_t Cg = C / G, M = N * OH * OW, Kg = KH * KW * Cg;
+    lc_im2col_job j = {A, q, H, W, C, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, Cg, M, Kg};
+    lc_team_range(G * M * Kg > LC_IM2COL_PAR_MIN ? nthreads : 1, G * M, lc_i2c_grain(Kg, LC_I2C_GRAIN),
+                  lc_im2col_range, &j);
 }
 
 /* ------------------------------------------------------- narrow groups: the bodies */
@@ -240,19 +271,45 @@ LC_BODY_TABLE(lc_im2col_body, lc_im2col, lc_im2col_bodies)   /* lc_im2col_pick(i
 
 #define LC_ABSMAX_CHUNK 65536
 
-/* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless). */
-static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
-    const lc_im2col_body *B = lc_im2col_pick(isa);
-    int64_t nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK, nf = 0;
+#define LC_ABSMAX_UNITS 64     /* at most this many units (groups of consecutive chunks) */
+
+typedef struct {
+    const lc_im2col_body *B;
+    const float *x;
+    int64_t n, nch, cpu;           /* chunks, chunks per unit */
+    float m[LC_ABSMAX_UNITS];      /* each unit's max, combined in unit order */
+    int64_t nf;                    /* non-finite count (atomic) */
+} lc_absmax_job;
+
+static void lc_absmax_unit(void *p, int64_t u, int tid) {
+    lc_absmax_job *j = (lc_absmax_job *)p;
+    int64_t nf = 0, c1 = (u + 1) * j->cpu < j->nch ? (u + 1) * j->cpu : j->nch;
     float m = 0.0f;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(max:m) reduction(+:nf) \
-              if(n > 4 * LC_IM2COL_PAR_MIN))
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * LC_ABSMAX_CHUNK, len = n - i0 < LC_ABSMAX_CHUNK ? n - i0 : LC_ABSMAX_CHUNK;
-        float v = B->absmax(x + i0, len, &nf);
+    (void)tid;
+    for (int64_t ch = u * j->cpu; ch < c1; ch++) {
+        int64_t i0 = ch * LC_ABSMAX_CHUNK, len = j->n - i0 < LC_ABSMAX_CHUNK ? j->n - i0 : LC_ABSMAX_CHUNK;
+        float v = j->B->absmax(j->x + i0, len, &nf);
         m = v > m ? v : m;
     }
-    *bad = nf;
+    j->m[u] = m;
+    if (nf) __atomic_fetch_add(&j->nf, nf, __ATOMIC_RELAXED);
+}
+
+/* max|x[i]| over n values; *bad = how many are NaN/Inf (the max is then meaningless).
+ * The max of each unit's chunks, then of the units' in unit order: the serial loop's. */
+static float lc_absmax(const float *x, int64_t n, int64_t *bad, int isa, int nthreads) {
+    lc_absmax_job j;
+    j.B = lc_im2col_pick(isa);
+    j.x = x;
+    j.n = n;
+    j.nch = (n + LC_ABSMAX_CHUNK - 1) / LC_ABSMAX_CHUNK;
+    j.cpu = (j.nch + LC_ABSMAX_UNITS - 1) / LC_ABSMAX_UNITS;
+    j.nf = 0;
+    const int64_t nu = j.cpu > 0 ? (j.nch + j.cpu - 1) / j.cpu : 0;
+    lc_team_for(n > 4 * LC_IM2COL_PAR_MIN ? nthreads : 1, nu, lc_absmax_unit, &j);
+    float m = 0.0f;
+    for (int64_t u = 0; u < nu; u++) m = j.m[u] > m ? j.m[u] : m;
+    *bad = j.nf;
     return m;
 }
 
@@ -267,14 +324,25 @@ static inline int64_t lc_q8_run(const lc_im2col_body *B, int8_t *q, const float 
 
 /* q (N, H, W, C) contiguous = the codes of x at scale s, x given by its element
  * strides (sn, sh, sw, sc).  Threads over (n, h) rows.  Returns the count of NaN/Inf. */
-static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
-                                int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
-                                int nthreads) {
-    const lc_im2col_body *B = lc_im2col_pick(isa);
+typedef struct {
+    const lc_im2col_body *B;
+    int8_t *q;
+    const float *x;
+    int64_t H, W, C, sn, sh, sw, sc;
+    float s;
+    int64_t bad;                   /* non-finite count (atomic) */
+} lc_quantize_job;
+
+static void lc_quantize_range(void *p, int64_t r0, int64_t r1, int tid) {
+    lc_quantize_job *j = (lc_quantize_job *)p;
+    const lc_im2col_body *B = j->B;
+    int8_t *q = j->q;
+    const float *x = j->x;
+    const int64_t H = j->H, W = j->W, C = j->C, sn = j->sn, sh = j->sh, sw = j->sw, sc = j->sc;
+    const float s = j->s;
     int64_t bad = 0;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) reduction(+:bad) \
-              if(N * H * W * C > LC_IM2COL_PAR_MIN))
-    for (int64_t r = 0; r < N * H; r++) {
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         int64_t n = r / H, h = r % H;
         const float *xr = x + n * sn + h * sh;
         int8_t *qr = q + r * W * C;
@@ -291,22 +359,50 @@ static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H,
             }
         }
     }
-    return bad;
+    if (bad) __atomic_fetch_add(&j->bad, bad, __ATOMIC_RELAXED);
+}
+
+static int64_t lc_quantize_nhwc(int8_t *q, const float *x, int64_t N, int64_t H, int64_t W, int64_t C,
+                                int64_t sn, int64_t sh, int64_t sw, int64_t sc, float s, int isa,
+                                int nthreads) {
+    lc_quantize_job j = {lc_im2col_pick(isa), q, x, H, W, C, sn, sh, sw, sc, s, 0};
+    lc_team_range(N * H * W * C > LC_IM2COL_PAR_MIN ? nthreads : 1, N * H, lc_i2c_grain(W * C, LC_I2C_GRAIN),
+                  lc_quantize_range, &j);
+    return j.bad;
 }
 
 /* ------------------------------------------------------- narrow groups (the driver) */
 
 #define LC_GD_MB 16      /* rows per work unit */
 
+typedef struct {
+    const lc_im2col_body *B;
+    int32_t *acc;
+    const int8_t *q, *Wt;
+    const int32_t *mul;
+    int64_t ldacc, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, O, M;
+    int exact;
+} lc_gd_job;
+
+/* row blocks [b0, b1) of LC_GD_MB rows (each row's sums its own: any blocking, the same bits) */
+static void lc_gd_range(void *p, int64_t b0, int64_t b1, int tid) {
+    const lc_gd_job *j = (const lc_gd_job *)p;
+    int64_t m0 = b0 * LC_GD_MB, m1 = b1 * LC_GD_MB < j->M ? b1 * LC_GD_MB : j->M;
+    (void)tid;
+    for (int64_t mb = m0; mb < m1; mb += LC_GD_MB)
+        j->B->gd_rows(j->acc, j->ldacc, j->q, j->H, j->W, j->C, j->G, j->KH, j->KW, j->OH, j->OW, j->sh, j->sw,
+                      j->ph, j->pw, j->dh, j->dw, j->Wt, j->mul, j->exact, j->O, mb,
+                      mb + LC_GD_MB < m1 ? mb + LC_GD_MB : m1);
+}
+
 static void lc_grouped_direct(LC_GD_PARAMS, int64_t N, int isa, int nthreads) {
-    const lc_im2col_body *B = lc_im2col_pick(isa);
     int64_t M = N * OH * OW, nmb = (M + LC_GD_MB - 1) / LC_GD_MB;
     int64_t work = M * KH * KW * (C / G) * O;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(work > LC_IM2COL_PAR_MIN))
-    for (int64_t mb = 0; mb < nmb; mb++) {
-        int64_t m0 = mb * LC_GD_MB, m1 = m0 + LC_GD_MB < M ? m0 + LC_GD_MB : M;
-        B->gd_rows(LC_GD_ARGS, m0, m1);
-    }
+    lc_gd_job j = {lc_im2col_pick(isa), acc, q, Wt, mul, ldacc, H, W, C, G, KH, KW, OH, OW, sh, sw, ph, pw, dh,
+                   dw, O, M, exact};
+    /* ranges of at least ~64K multiply-accumulates */
+    lc_team_range(work > LC_IM2COL_PAR_MIN ? nthreads : 1, nmb,
+                  lc_i2c_grain(LC_GD_MB * KH * KW * (C / G) * O, 4 * LC_I2C_GRAIN), lc_gd_range, &j);
 }
 
 /* --------------------------------------------------------------- dequantize */
@@ -315,11 +411,21 @@ static void lc_grouped_direct(LC_GD_PARAMS, int64_t N, int isa, int nthreads) {
 
 /* y[n, o, p] = (float)acc[n*P + p, o] * scale[o] + bias[o] (bias NULL: no addition), in
  * that order, float32.  Threads over (n, block of positions). */
-static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
-                       int64_t N, int64_t P, int64_t O, int nthreads) {
-    int64_t npb = (P + LC_DQ_PB - 1) / LC_DQ_PB;
-    LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads) if(N * P * O > LC_IM2COL_PAR_MIN / 4))
-    for (int64_t u = 0; u < N * npb; u++) {
+typedef struct {
+    float *y;
+    const int32_t *acc;
+    const float *scale, *bias;
+    int64_t ldacc, P, O, npb;
+} lc_dequant_job;
+
+static void lc_dequant_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    const lc_dequant_job *j = (const lc_dequant_job *)ctx;
+    float *y = j->y;
+    const int32_t *acc = j->acc;
+    const float *scale = j->scale, *bias = j->bias;
+    const int64_t ldacc = j->ldacc, P = j->P, O = j->O, npb = j->npb;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t n = u / npb, p0 = (u % npb) * LC_DQ_PB, p1 = p0 + LC_DQ_PB < P ? p0 + LC_DQ_PB : P;
         if (P == 1) {                        /* a linear layer: one contiguous row */
             const int32_t *a = acc + n * ldacc;
@@ -340,6 +446,14 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
             }
         }
     }
+}
+
+static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
+                       int64_t N, int64_t P, int64_t O, int nthreads) {
+    int64_t npb = (P + LC_DQ_PB - 1) / LC_DQ_PB;
+    lc_dequant_job j = {y, acc, scale, bias, ldacc, P, O, npb};
+    lc_team_range(N * P * O > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * npb,
+                  lc_i2c_grain((P < LC_DQ_PB ? P : LC_DQ_PB) * O, LC_I2C_GRAIN), lc_dequant_range, &j);
 }
 
 #endif /* LUTCORE_IM2COL_H */

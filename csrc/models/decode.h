@@ -10,17 +10,19 @@
  * recompute.
  *
  * Threads: a token is a chain of small steps (a 512-wide GEMV is tens of
- * microseconds), so forking a thread team per step costs as much as the step's
- * parallel part saves.  `lc_dec_layers` runs all layers of a stage inside one
- * team: each linear's output panels are split between the threads (every
- * output element is computed whole by one thread, so the split does not show
- * in the bits), the KV heads are dealt round-robin, and every thread does the
- * short row steps (norms, residual adds, activation quantization) on its own
- * copy of the row, so barriers stand only where a product must be complete —
- * five a layer (a barrier costs tens of microseconds where threads sleep while
- * they wait, as in a Ray actor).  With one thread, or for linears through an arbitrary table (whose
- * kernel keeps per-thread scratch), the same steps run on the caller's thread
- * with each kernel using its own threads.
+ * microseconds).  `lc_dec_layers` runs each layer as a chain of jobs on lutcore's
+ * team (core/team.h): the caller does the short row steps (norms, residual adds,
+ * activation quantization) and hands the team only the products — each linear's
+ * output panels in units of about 512 KiB of weights, at least one a thread (every
+ * output element is computed whole by one unit, so the split does not show in the
+ * bits), and the KV heads one a unit, each computing its own columns of qkv first
+ * when the heads split evenly between the threads: four (or five) jobs a layer, one
+ * wherever a product must be complete.  A job returns when its units are done, never
+ * waiting for a thread to arrive (an OpenMP barrier waited for every thread, so a
+ * thread whose core another process held stalled the token); between jobs the
+ * workers spin briefly, so the next job finds them awake.  With one thread, or for
+ * linears through an arbitrary table (whose kernel keeps per-thread scratch), the
+ * same steps run on the caller's thread with each kernel using its own threads.
  */
 #ifndef LUTCORE_DECODE_H
 #define LUTCORE_DECODE_H
@@ -127,28 +129,23 @@ static void lc_dlin_panels(const lc_dlin *L, float *y, const float *x, const int
     }
 }
 
-/* Thread t's share of panels [p0, p0 + np) out of T: float panels go in groups of
- * four (the GEMV body's streams). */
-static void lc_dlin_share(const lc_dlin *L, int64_t p0, int64_t np, int t, int T, int64_t *q0, int64_t *q1) {
-    if (L->kind == LC_DLIN_FLOAT) {
-        const int64_t ng = (np + 3) / 4;
-        *q0 = ng * t / T * 4;
-        *q1 = ng * (t + 1) / T * 4;
-        if (*q1 > np) *q1 = np;
-    } else {
-        *q0 = np * t / T;
-        *q1 = np * (t + 1) / T;
-    }
-    *q0 += p0;
-    *q1 += p0;
-}
+/* A linear's team units: about this many weight bytes each (~10 µs streamed: a unit costs
+ * a claim and a completion, cache lines moved between cores, and a job ~1 µs), but at least
+ * one per thread; below LC_DEC_PAR_BYTES of weights it is one unit (the caller's). */
+#define LC_DEC_UNIT_BYTES (512 << 10)
+#define LC_DEC_PAR_BYTES (64 << 10)
 
-/* Thread t's panels of the whole output. */
-static void lc_dlin_part(const lc_dlin *L, float *y, const float *x, const int16_t *ap, const float *sa, int t,
-                         int T, int isa) {
-    int64_t q0, q1;
-    lc_dlin_share(L, 0, (L->N + LC_NR - 1) / LC_NR, t, T, &q0, &q1);
-    lc_dlin_panels(L, y, x, ap, sa, q0, q1, isa);
+/* Panels per team unit of a linear's np panels on nt threads: float panels in whole
+ * groups of the GEMV body's streams. */
+static int64_t lc_dlin_unit_panels(const lc_dlin *L, int64_t np, int nt, int isa) {
+    const int64_t pb = L->kind == LC_DLIN_FLOAT ? L->K * LC_NR * (int64_t)sizeof(float) : L->nblk * L->bkp * LC_NR;
+    const int64_t g = L->kind == LC_DLIN_FLOAT ? lc_sgemm_pick(isa)->gemv_group : 1, ng = (np + g - 1) / g;
+    const int64_t bytes = np * pb;
+    int64_t nu = bytes / LC_DEC_UNIT_BYTES;
+    if (bytes >= LC_DEC_PAR_BYTES && nu < nt) nu = nt;
+    if (nu > ng) nu = ng;
+    if (nu < 1) nu = 1;
+    return (ng + nu - 1) / nu * g;
 }
 
 /* The whole product on the caller's thread, each kernel with nt threads of its own. */
@@ -193,6 +190,72 @@ static void lc_dec_head(const lc_dlayer *L, lc_dctx *c, int64_t kv, int64_t pos,
     lc_attn_values(c->att + kv * g * hd, hd, c->sc + kv * g * S, S, g, L->Vc + kv * L->cap * hd, S, hd, isa);
 }
 
+/* A job's n units on nt threads of the team, thread t taking those of its static share
+ * first (units [n t / T, n (t + 1) / T), ascending), then any left, the others' from their
+ * shares' ends: token after token a thread streams the same weights (its caches keep them),
+ * and a thread that comes late still leaves its share to the others.  A unit of the team is
+ * a ticket: it claims a unit by its flag, so each unit runs once (its bits do not depend on
+ * the thread). */
+#define LC_DEC_AFF_MAX 256
+typedef struct {
+    lc_unit_fn fn;
+    void *ctx;
+    int64_t n;
+    int nt;
+    int taken[LC_DEC_AFF_MAX];
+} lc_dec_aff_job;
+
+static void lc_dec_aff_unit(void *p, int64_t u, int tid) {
+    lc_dec_aff_job *a = (lc_dec_aff_job *)p;
+    const int64_t n = a->n, u0 = n * tid / a->nt, u1 = n * (tid + 1) / a->nt;
+    (void)u;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t v = k < u1 - u0 ? u0 + k : (u0 + n - 1 - (k - (u1 - u0))) % n;   /* own, then back from u0 - 1 */
+        if (__atomic_load_n(&a->taken[v], __ATOMIC_RELAXED) || __atomic_exchange_n(&a->taken[v], 1, __ATOMIC_ACQ_REL))
+            continue;
+        a->fn(a->ctx, v, tid);
+        return;
+    }
+}
+
+static void lc_dec_team_for(int nt, int64_t n, lc_unit_fn fn, void *ctx) {
+    if (nt <= 1 || n <= 1 || n > LC_DEC_AFF_MAX) {
+        lc_team_for(nt, n, fn, ctx);
+        return;
+    }
+    lc_dec_aff_job a;
+    a.fn = fn, a.ctx = ctx, a.n = n, a.nt = nt < n ? nt : (int)n;
+    memset(a.taken, 0, (size_t)n * sizeof(int));
+    lc_team_for(a.nt, n, lc_dec_aff_unit, &a);
+}
+
+/* A layer's job on the team (lc_dec_layers; lc_dec_layer's heads): a linear's panels
+ * [u ppu, (u + 1) ppu) of np (fused: those of gate and of up, pa apart, then SiLU(gate) * up
+ * of their columns), or KV head u. */
+typedef struct {
+    const lc_dlayer *L;
+    lc_dctx *c;
+    const lc_dlin *lin;
+    float *y;
+    const float *x, *sa, *cs, *sn;
+    const int16_t *ap;
+    int64_t np, ppu, pa, pos;
+    int isa;
+} lc_dec_job;
+
+static void lc_dec_lin_unit(void *p, int64_t u, int tid) {
+    const lc_dec_job *j = (const lc_dec_job *)p;
+    const int64_t q0 = u * j->ppu, q1 = q0 + j->ppu < j->np ? q0 + j->ppu : j->np;
+    (void)tid;
+    lc_dlin_panels(j->lin, j->y, j->x, j->ap, j->sa, q0, q1, j->isa);
+}
+
+static void lc_dec_head_unit(void *p, int64_t kv, int tid) {
+    const lc_dec_job *j = (const lc_dec_job *)p;
+    (void)tid;
+    lc_dec_head(j->L, j->c, kv, j->pos, j->cs, j->sn, j->isa);
+}
+
 /* A linear on the caller's thread, each kernel with nt threads of its own.
  * Returns -1 when the row could not be quantized. */
 static int lc_dec_linear(const lc_dlin *L, float *y, const float *x, int nt, int isa) {
@@ -209,8 +272,8 @@ static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, c
     lc_rmsnorm_row(c->h, x, L->n1w, C, c->eps);
     if (lc_dec_linear(&L->qkv, c->qkvb, c->h, nt, isa)) return -1;
     if (nt > 1 && KV > 1) {
-        LC_PRAGMA(omp parallel for schedule(static) num_threads(nt))
-        for (int64_t kv = 0; kv < KV; kv++) lc_dec_head(L, c, kv, pos, cs, sn, isa);
+        lc_dec_job j = {.L = L, .c = c, .cs = cs, .sn = sn, .pos = pos, .isa = isa};
+        lc_dec_team_for(nt, KV, lc_dec_head_unit, &j);
     } else {
         for (int64_t kv = 0; kv < KV; kv++) lc_dec_head(L, c, kv, pos, cs, sn, isa);
     }
@@ -225,8 +288,8 @@ static int lc_dec_layer(const lc_dlayer *L, lc_dctx *c, float *x, int64_t pos, c
     return 0;
 }
 
-/* A team thread's own rows: the residual stream x and the normed row h (C each),
- * and the quantized, packed input row of the Q8 linears. */
+/* The team path's rows (the caller's): the residual stream x and the normed row h
+ * (C each), and the quantized, packed input row of the Q8 linears. */
 typedef struct {
     float *x, *h, *sa;
     int8_t *qa;
@@ -240,51 +303,92 @@ static void lc_dec_swiglu(float *u, int64_t NI, int64_t i0, int64_t i1, int isa)
     for (int64_t i = i0; i < i1; i++) u[i] = u[i] * u[NI + i];
 }
 
-/* One layer by thread t of a team of T.  Every thread keeps its own copy of the
- * residual stream and computes the row steps (norms, residual adds, activation
- * quantization) itself — the same operations on the same values, so the copies
- * agree bit for bit — which leaves a barrier only where a product's panels, split
- * between the threads, must all be in: after qkv, attention, o, gate|up and down.
- * With NI a whole number of panels each thread takes the same panels of gate and
- * of up and applies SiLU(gate) * up to its own columns.  Returns -1 (on every
- * thread, at the same step: the rows are the same) on a non-finite activation. */
+/* fused gate|up: the same panels of gate and of up, then SiLU(gate) * up of their columns */
+static void lc_dec_up_unit(void *p, int64_t u, int tid) {
+    const lc_dec_job *j = (const lc_dec_job *)p;
+    const int64_t q0 = u * j->ppu, q1 = q0 + j->ppu < j->pa ? q0 + j->ppu : j->pa;
+    (void)tid;
+    lc_dlin_panels(j->lin, j->y, j->x, j->ap, j->sa, q0, q1, j->isa);
+    lc_dlin_panels(j->lin, j->y, j->x, j->ap, j->sa, q0 + j->pa, q1 + j->pa, j->isa);
+    lc_dec_swiglu(j->y, j->c->inter, q0 * LC_NR, q1 * LC_NR, j->isa);
+}
+
+/* qkv and attention fused: KV head kv's columns of qkv (its query heads', its key's and its
+ * value's panels; hd a whole number of panels), then the head (lc_dec_head reads only
+ * those columns) */
+static void lc_dec_qkv_head_unit(void *p, int64_t kv, int tid) {
+    const lc_dec_job *j = (const lc_dec_job *)p;
+    const lc_dctx *c = j->c;
+    const int64_t hd = c->hd, g = c->H / c->KV, Q = c->H * hd, KVd = c->KV * hd;
+    const int64_t c0[3] = {kv * g * hd, Q + kv * hd, Q + KVd + kv * hd}, w[3] = {g * hd, hd, hd};
+    (void)tid;
+    for (int i = 0; i < 3; i++)
+        lc_dlin_panels(&j->L->qkv, c->qkvb, j->x, j->ap, j->sa, c0[i] / LC_NR, (c0[i] + w[i]) / LC_NR, j->isa);
+    lc_dec_head(j->L, j->c, kv, j->pos, j->cs, j->sn, j->isa);
+}
+
+static void lc_dec_swiglu_range(void *p, int64_t i0, int64_t i1, int tid) {
+    const lc_dec_job *j = (const lc_dec_job *)p;
+    (void)tid;
+    lc_dec_swiglu(j->y, j->c->inter, i0, i1, j->isa);
+}
+
+/* y = lin(x) (prepared into p) on nt threads of the team, bias included */
+static void lc_dec_lin_team(const lc_dlin *lin, float *y, const float *x, const lc_dpriv *p, int nt, int isa) {
+    lc_dec_job j = {.lin = lin, .y = y, .x = x, .ap = p->ap, .sa = p->sa, .isa = isa};
+    j.np = (lin->N + LC_NR - 1) / LC_NR;
+    j.ppu = lc_dlin_unit_panels(lin, j.np, nt, isa);
+    lc_dec_team_for(nt, (j.np + j.ppu - 1) / j.ppu, lc_dec_lin_unit, &j);
+}
+
+/* Elements of SiLU(gate) * up per team range, at least */
+#define LC_DEC_SWIGLU_GRAIN 2048
+
+/* One layer with the team's nt threads: the row steps (norms, residual adds, activation
+ * quantization) on the caller's thread into its rows p, the products as jobs — after qkv
+ * and attention (one job when the KV heads split evenly between the threads), o, gate|up
+ * and down each is complete.  With NI a whole number of panels a
+ * unit takes the same panels of gate and of up and applies SiLU(gate) * up to its own
+ * columns.  Returns -1 on a non-finite activation. */
 static int lc_dec_layer_team(const lc_dlayer *L, lc_dctx *c, lc_dpriv *p, int64_t pos, const float *cs,
-                             const float *sn, int t, int T, int isa) {
+                             const float *sn, int nt, int isa) {
     const int64_t C = c->C, KV = c->KV, NI = c->inter;
     lc_rmsnorm_row(p->h, p->x, L->n1w, C, c->eps);
     if (lc_dlin_prep(&L->qkv, p->h, p->qa, p->sa, p->ap, isa)) return -1;
-    lc_dlin_part(&L->qkv, c->qkvb, p->h, p->ap, p->sa, t, T, isa);
-    LC_PRAGMA(omp barrier)
-    for (int64_t kv = t; kv < KV; kv += T) lc_dec_head(L, c, kv, pos, cs, sn, isa);
-    LC_PRAGMA(omp barrier)
+    lc_dec_job hj = {.L = L, .c = c, .x = p->h, .ap = p->ap, .sa = p->sa, .cs = cs, .sn = sn, .pos = pos,
+                     .isa = isa};
+    if (c->hd % LC_NR == 0 && KV % nt == 0 && L->qkv.N == (c->H + 2 * KV) * c->hd) {   /* one job */
+        lc_dec_team_for(nt, KV, lc_dec_qkv_head_unit, &hj);
+    } else {
+        lc_dec_lin_team(&L->qkv, c->qkvb, p->h, p, nt, isa);
+        lc_dec_team_for(nt, KV, lc_dec_head_unit, &hj);
+    }
     if (lc_dlin_prep(&L->o, c->att, p->qa, p->sa, p->ap, isa)) return -1;
-    lc_dlin_part(&L->o, c->ob, c->att, p->ap, p->sa, t, T, isa);
-    LC_PRAGMA(omp barrier)
+    lc_dec_lin_team(&L->o, c->ob, c->att, p, nt, isa);
     for (int64_t i = 0; i < C; i++) p->x[i] = p->x[i] + c->ob[i];
     lc_rmsnorm_row(p->h, p->x, L->n2w, C, c->eps);
     if (lc_dlin_prep(&L->up, p->h, p->qa, p->sa, p->ap, isa)) return -1;
     if (NI % LC_NR == 0) {
-        int64_t q0, q1, pa = NI / LC_NR;
-        lc_dlin_share(&L->up, 0, pa, t, T, &q0, &q1);
-        lc_dlin_panels(&L->up, c->upb, p->h, p->ap, p->sa, q0, q1, isa);
-        lc_dlin_panels(&L->up, c->upb, p->h, p->ap, p->sa, q0 + pa, q1 + pa, isa);
-        lc_dec_swiglu(c->upb, NI, q0 * LC_NR, q1 * LC_NR, isa);
+        lc_dec_job j = {.c = c, .lin = &L->up, .y = c->upb, .x = p->h, .ap = p->ap, .sa = p->sa, .isa = isa};
+        j.pa = NI / LC_NR;
+        j.ppu = lc_dlin_unit_panels(&L->up, 2 * j.pa, nt, isa) / 2;   /* of gate's (and up's) panels */
+        if (j.ppu < 1) j.ppu = 1;
+        lc_dec_team_for(nt, (j.pa + j.ppu - 1) / j.ppu, lc_dec_up_unit, &j);
     } else {
-        lc_dlin_part(&L->up, c->upb, p->h, p->ap, p->sa, t, T, isa);
-        LC_PRAGMA(omp barrier)
-        lc_dec_swiglu(c->upb, NI, NI * t / T, NI * (t + 1) / T, isa);
+        lc_dec_lin_team(&L->up, c->upb, p->h, p, nt, isa);
+        lc_dec_job j = {.c = c, .y = c->upb, .isa = isa};
+        lc_team_range(nt, NI, LC_DEC_SWIGLU_GRAIN, lc_dec_swiglu_range, &j);
     }
-    LC_PRAGMA(omp barrier)
     if (lc_dlin_prep(&L->down, c->upb, p->qa, p->sa, p->ap, isa)) return -1;
-    lc_dlin_part(&L->down, c->ob, c->upb, p->ap, p->sa, t, T, isa);
-    LC_PRAGMA(omp barrier)
+    lc_dec_lin_team(&L->down, c->ob, c->upb, p, nt, isa);
     for (int64_t i = 0; i < C; i++) p->x[i] = p->x[i] + c->ob[i];
     return 0;
 }
 
-/* Layers Ls[0..nl) on x (1, C) at position pos.  team: one thread team for all of
- * them (no linear may be of kind TABLE); else layer by layer on this thread.
- * Returns 0, -1 on a non-finite activation, or -2 when memory ran out. */
+/* Layers Ls[0..nl) on x (1, C) at position pos.  team: the products on lutcore's team
+ * (no linear may be of kind TABLE); else layer by layer on this thread, each kernel with
+ * nt threads of its own.  Returns 0, -1 on a non-finite activation, or -2 when memory
+ * ran out. */
 static int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, int64_t pos, const float *cs,
                          const float *sn, int isa, int nt, int team) {
     if (!team || nt <= 1) {
@@ -292,8 +396,8 @@ static int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, 
             if (lc_dec_layer(&Ls[l], c, x, pos, cs, sn, nt, isa)) return -1;
         return 0;
     }
-    /* the private rows of nt threads, in one block: 2 C floats, then for the largest
-       Q8 linear its blocks' scales, quantized row and packed rows (LC_MR: the tile's) */
+    /* the caller's rows, in one block: 2 C floats, then for the largest Q8 linear its
+       blocks' scales, quantized row and packed rows (LC_MR: the tile's) */
     int64_t qk = 0, nb = 0, kp = 0;
     for (int64_t l = 0; l < nl; l++) {
         const lc_dlin *lins[4] = {&Ls[l].qkv, &Ls[l].o, &Ls[l].up, &Ls[l].down};
@@ -306,24 +410,15 @@ static int lc_dec_layers(const lc_dlayer *Ls, int64_t nl, lc_dctx *c, float *x, 
     }
     const size_t fl = lc_round_up((size_t)(2 * c->C + nb) * sizeof(float), 64);
     const size_t per = fl + lc_round_up((size_t)qk, 64) + (size_t)LC_MR * (size_t)kp * sizeof(int16_t);
-    char *blk = (char *)lc_aligned_alloc(per * (size_t)nt);
+    char *blk = (char *)lc_aligned_alloc(per);
     if (!blk) return -2;
+    lc_dpriv p = {(float *)blk, (float *)blk + c->C, (float *)blk + 2 * c->C, (int8_t *)(blk + fl),
+                  (int16_t *)(blk + fl + lc_round_up((size_t)qk, 64))};
+    memset(p.ap, 0, (size_t)LC_MR * (size_t)kp * sizeof(int16_t));    /* the tile's unused rows */
+    memcpy(p.x, x, (size_t)c->C * sizeof(float));
     int rc = 0;
-    LC_PRAGMA(omp parallel num_threads(nt))
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        char *mine = blk + per * (size_t)t;
-        lc_dpriv p = {(float *)mine, (float *)mine + c->C, (float *)mine + 2 * c->C, (int8_t *)(mine + fl),
-                      (int16_t *)(mine + fl + lc_round_up((size_t)qk, 64))};
-        memset(p.ap, 0, (size_t)LC_MR * (size_t)kp * sizeof(int16_t));    /* the tile's unused rows */
-        memcpy(p.x, x, (size_t)c->C * sizeof(float));
-        int bad = 0;
-        for (int64_t l = 0; l < nl && !bad; l++) bad = lc_dec_layer_team(&Ls[l], c, &p, pos, cs, sn, t, T, isa);
-        if (t == 0) {
-            if (bad) rc = -1;
-            else memcpy(x, p.x, (size_t)c->C * sizeof(float));
-        }
-    }
+    for (int64_t l = 0; l < nl && !rc; l++) rc = lc_dec_layer_team(&Ls[l], c, &p, pos, cs, sn, nt, isa);
+    if (!rc) memcpy(x, p.x, (size_t)c->C * sizeof(float));
     lc_aligned_free(blk);
     return rc;
 }

@@ -332,123 +332,168 @@ static inline size_t lc_sgemm_work(int64_t M, int64_t N, int64_t K) {
     return (size_t)(((M + LC_SMR - 1) / LC_SMR) * LC_SMR + ((N + LC_SNR - 1) / LC_SNR) * LC_SNR) * (size_t)K;
 }
 
+/* One call's job on the team (lc_sgemm_tri): the packing items, then the output units. */
+typedef struct {
+    const lc_sgemm_body *SB;
+    float *C, *work, *part;       /* part: a LC_SMC x LC_SNC partial-tile block per thread (NULL: none) */
+    const float *A, *B, *Bpre;
+    int64_t scb, ldc, sab, sar, sac, sbb, sbr, sbc, M, N, K;
+    int64_t npa, npb, nmu, nnu, nia, nib, npack, gp, np;
+    size_t per;
+    int accumulate, tri, wide, direct_a, a_rows, b_rows;
+} lc_sgemm_job;
+
+/* GEMV: group gi of gp panels (the body's weight streams) */
+static void lc_sgemm_gemv_unit(void *p, int64_t gi, int tid) {
+    const lc_sgemm_job *j = (const lc_sgemm_job *)p;
+    (void)tid;
+    const int64_t q0 = gi * j->gp, q1 = q0 + j->gp < j->np ? q0 + j->gp : j->np;
+    j->SB->gemv(j->C, j->A, j->Bpre, j->K, j->N, q0, q1, j->accumulate);
+}
+
+/* packing items [w0, w1) (every batch's operands; independent of the thread count and of
+   the ranges): A is read in place when its rows are contiguous; an operand whose panel
+   pieces (6 or 16 elements at one k) lie contiguous (A^T, row-major B) is packed in items
+   of LC_SPACK_KB source rows across every panel, the others panel by panel, each walking
+   k along its contiguous direction */
+static void lc_sgemm_pack_range(void *p, int64_t w0, int64_t w1, int tid) {
+    const lc_sgemm_job *j = (const lc_sgemm_job *)p;
+    const int64_t M = j->M, N = j->N, K = j->K, npa = j->npa, nia = j->nia;
+    (void)tid;
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t b = w / j->npack, pi = w % j->npack;
+        float *Ap = j->work + (size_t)b * j->per, *Bp = Ap + (size_t)npa * LC_SMR * K;
+        if (pi < nia) {
+            if (j->a_rows) {
+                int64_t k0 = pi * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
+                lc_sgemm_pack_a_rows(Ap, j->A + b * j->sab, M, K, j->sar, j->sac, k0, k1, j->tri);
+            } else {
+                int64_t r0 = pi * LC_SMR, nr = M - r0 < LC_SMR ? M - r0 : LC_SMR, klo, khi;
+                lc_stri_krange(j->tri, r0, nr, K, &klo, &khi);
+                lc_sgemm_pack_a(Ap + pi * K * LC_SMR, j->A + b * j->sab + r0 * j->sar, nr, K, j->sar, j->sac, klo, khi);
+            }
+        } else {
+            int64_t q = pi - nia;
+            if (j->b_rows) {
+                int64_t k0 = q * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
+                lc_sgemm_pack_b_rows(Bp, j->B + b * j->sbb, K, N, j->sbr, j->sbc, k0, k1);
+            } else {
+                int64_t c0 = q * LC_SNR;
+                lc_sgemm_pack_b(Bp + q * K * LC_SNR, j->B + b * j->sbb + c0 * j->sbc, K,
+                                (N - c0 < LC_SNR ? N - c0 : LC_SNR), j->sbr, j->sbc);
+            }
+        }
+    }
+}
+
+/* output unit w = (batch, 48-row block, 128-column block): computed whole by one thread,
+   so the bits do not depend on who takes it.  The k loop runs in blocks of the body's kc
+   (operands L1-resident) through the thread's partial tiles; a tile's chains continue
+   exactly across blocks */
+static void lc_sgemm_tile_unit(void *p, int64_t w, int tid) {
+    const lc_sgemm_job *j = (const lc_sgemm_job *)p;
+    const lc_sgemm_body *SB = j->SB;
+    const int64_t M = j->M, N = j->N, K = j->K, nmu = j->nmu, nnu = j->nnu, npa = j->npa, ldc = j->ldc;
+    const int tri = j->tri, accumulate = j->accumulate, wide = j->wide, direct_a = j->direct_a;
+    float *part = j->part ? j->part + (size_t)tid * LC_SMC * LC_SNC : NULL;
+    int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
+    const float *Ap = j->work + (size_t)b * j->per, *Bp = j->Bpre ? j->Bpre : Ap + (size_t)npa * LC_SMR * K;
+    float tile[2 * LC_SMR * LC_SNR];    /* no buffer: the tile(s) of one column step */
+    int np2 = 1;
+    float *Cb = j->C + b * j->scb;
+    int64_t m0 = mu * LC_SMC, n0 = nu * LC_SNC;
+    int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
+    int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
+    int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
+    const int64_t kstep = part ? SB->kc : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
+    for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
+        for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
+            /* panels this column step: two side by side for the zmm tile */
+            np2 = wide && j0 + LC_SNR < n_end ? 2 : 1;
+            int ncp[2];
+            for (int pp = 0; pp < np2; pp++) {
+                const int64_t jp = j0 + pp * LC_SNR;
+                ncp[pp] = (int)(n_end - jp < LC_SNR ? n_end - jp : LC_SNR);
+            }
+            for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
+                const int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
+                /* the tile's k range: zero terms of a triangular A are not added (a chain
+                   then differs from the full one only in the sign of an exact zero) */
+                int64_t klo, khi;
+                lc_stri_krange(tri, i0, R, K, &klo, &khi);
+                /* panels from npc on lie wholly above the diagonal (or have no k): zeros */
+                int npc = 0;
+                while (npc < np2 && !((tri == LC_TRI_C_LOWER && j0 + npc * LC_SNR > i0 + R - 1) || klo >= khi))
+                    npc++;
+                if (k0 == 0 && !accumulate)     /* nothing to add: those tiles are zero */
+                    for (int pp = npc; pp < np2; pp++)
+                        for (int r = 0; r < R; r++)
+                            memset(Cb + (i0 + r) * ldc + j0 + pp * LC_SNR, 0, (size_t)ncp[pp] * sizeof(float));
+                if (npc == 0) continue;
+                const int64_t lo = k0 > klo ? k0 : klo, hi = k0 + kstep < khi ? k0 + kstep : khi;
+                if (lo >= hi) continue;         /* this k block is outside the tile's range */
+                float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
+                                : tile;
+                const float *ap = direct_a ? j->A + b * j->sab + i0 * j->sar + lo
+                                           : Ap + (i0 / LC_SMR) * K * LC_SMR + lo * LC_SMR;
+                const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
+                const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? j->sar : 1, kn = hi - lo;
+                const int init = lo > klo;
+                SB->tile(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
+                if (hi == khi)                  /* the tiles' chains are complete */
+                    for (int pp = 0; pp < npc; pp++)
+                        lc_stile_out(Cb, ldc, t + pp * (LC_SMR * LC_SNR), i0, j0 + pp * LC_SNR, R, ncp[pp],
+                                     accumulate);
+            }
+        }
+    }
+}
+
+/* Packing items per team range: about this many floats copied (a few µs) */
+#define LC_SPACK_GRAIN_FLOATS 32768
+
 static void lc_sgemm_tri(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                          const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,
                          int64_t K, int accumulate, int tri, float *work, const float *Bpre, int isa, int nthreads) {
     if (M <= 0 || N <= 0 || nbatch <= 0) return;
     const lc_sgemm_body *SB = lc_sgemm_pick(isa);
+    lc_sgemm_job j = {.SB = SB, .C = C, .work = work, .part = NULL, .A = A, .B = B, .Bpre = Bpre, .scb = scb,
+                      .ldc = ldc, .sab = sab, .sar = sar, .sac = sac, .sbb = sbb, .sbr = sbr, .sbc = sbc, .M = M,
+                      .N = N, .K = K, .accumulate = accumulate, .tri = tri};
     if (M == 1 && nbatch == 1 && Bpre && sac == 1) {      /* a row against packed panels: the GEMV */
         /* groups of panels: as many as the body streams at a time */
-        const int64_t gp = SB->gemv_group, np = (N + LC_SNR - 1) / LC_SNR, ng = (np + gp - 1) / gp;
-        LC_PRAGMA(omp parallel for num_threads(nthreads) schedule(static))
-        for (int64_t gi = 0; gi < ng; gi++) {
-            const int64_t q0 = gi * gp, q1 = q0 + gp < np ? q0 + gp : np;
-            SB->gemv(C, A, Bpre, K, N, q0, q1, accumulate);
-        }
+        j.gp = SB->gemv_group;
+        j.np = (N + LC_SNR - 1) / LC_SNR;
+        lc_team_for(nthreads, (j.np + j.gp - 1) / j.gp, lc_sgemm_gemv_unit, &j);
         return;
     }
-    int64_t npa = (M + LC_SMR - 1) / LC_SMR, npb = (N + LC_SNR - 1) / LC_SNR;
-    size_t per = lc_sgemm_work(M, N, K);
-    int64_t nmu = (M + LC_SMC - 1) / LC_SMC, nnu = (N + LC_SNC - 1) / LC_SNC;
-    const int wide = SB->np == 2;      /* the 6x32 zmm tile (two panels a call) */
-    LC_PRAGMA(omp parallel num_threads(nthreads))
-    {
-        /* pack every batch's operands (independent of the thread count): A is read in
-           place when its rows are contiguous; an operand whose panel pieces (6 or 16
-           elements at one k) lie contiguous (A^T, row-major B) is packed in items of
-           LC_SPACK_KB source rows across every panel, the others panel by panel, each
-           walking k along its contiguous direction */
-        const int direct_a = (sac == 1);
-        const int a_rows = !direct_a && sar == 1, b_rows = !Bpre && sbc == 1;
-        const int64_t nka = (K + LC_SPACK_KB - 1) / LC_SPACK_KB;
-        const int64_t nia = direct_a ? 0 : (a_rows ? nka : npa), nib = Bpre ? 0 : (b_rows ? nka : npb);
-        const int64_t npack = nia + nib;
-        /* round robin: each operand's items are alike, and split evenly between threads */
-        LC_PRAGMA(omp for schedule(static, 1))
-        for (int64_t w = 0; w < nbatch * npack; w++) {
-            int64_t b = w / npack, p = w % npack;
-            float *Ap = work + (size_t)b * per, *Bp = Ap + (size_t)npa * LC_SMR * K;
-            if (p < nia) {
-                if (a_rows) {
-                    int64_t k0 = p * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
-                    lc_sgemm_pack_a_rows(Ap, A + b * sab, M, K, sar, sac, k0, k1, tri);
-                } else {
-                    int64_t r0 = p * LC_SMR, nr = M - r0 < LC_SMR ? M - r0 : LC_SMR, klo, khi;
-                    lc_stri_krange(tri, r0, nr, K, &klo, &khi);
-                    lc_sgemm_pack_a(Ap + p * K * LC_SMR, A + b * sab + r0 * sar, nr, K, sar, sac, klo, khi);
-                }
-            } else {
-                int64_t q = p - nia;
-                if (b_rows) {
-                    int64_t k0 = q * LC_SPACK_KB, k1 = k0 + LC_SPACK_KB < K ? k0 + LC_SPACK_KB : K;
-                    lc_sgemm_pack_b_rows(Bp, B + b * sbb, K, N, sbr, sbc, k0, k1);
-                } else {
-                    int64_t c0 = q * LC_SNR;
-                    lc_sgemm_pack_b(Bp + q * K * LC_SNR, B + b * sbb + c0 * sbc, K, (N - c0 < LC_SNR ? N - c0 : LC_SNR), sbr, sbc);
-                }
-            }
-        }
-        /* per-unit partial tiles: the k loop runs in blocks of LC_SKC (operands
-           L1-resident); a tile's chains continue exactly across blocks */
-        float *part = (float *)malloc((size_t)LC_SMC * LC_SNC * sizeof(float));
-        /* units go to threads dynamically (ragged edges make them unequal); each output
-           tile is computed whole by one thread, so the bits do not depend on who takes it */
-        LC_PRAGMA(omp for schedule(dynamic, 1))
-        for (int64_t w = 0; w < nbatch * nmu * nnu; w++) {
-            int64_t b = w / (nmu * nnu), u = w % (nmu * nnu), mu = u / nnu, nu = u % nnu;
-            const float *Ap = work + (size_t)b * per, *Bp = Bpre ? Bpre : Ap + (size_t)npa * LC_SMR * K;
-            float tile[2 * LC_SMR * LC_SNR];    /* no buffer: the tile(s) of one column step */
-            int np2 = 1;
-            float *Cb = C + b * scb;
-            int64_t m0 = mu * LC_SMC, n0 = nu * LC_SNC;
-            int64_t m_end = m0 + LC_SMC < M ? m0 + LC_SMC : M;
-            int64_t n_end = n0 + LC_SNC < N ? n0 + LC_SNC : N;
-            int64_t ntile_n = (n_end - n0 + LC_SNR - 1) / LC_SNR;
-            const int64_t kstep = part ? SB->kc : (K > 0 ? K : 1);  /* no buffer: one pass over all of K */
-            for (int64_t k0 = 0; k0 < (K > 0 ? K : 1); k0 += kstep) {
-                for (int64_t j0 = n0; j0 < n_end; j0 += (int64_t)np2 * LC_SNR) {
-                    /* panels this column step: two side by side for the zmm tile */
-                    np2 = wide && j0 + LC_SNR < n_end ? 2 : 1;
-                    int ncp[2];
-                    for (int p = 0; p < np2; p++) {
-                        const int64_t jp = j0 + p * LC_SNR;
-                        ncp[p] = (int)(n_end - jp < LC_SNR ? n_end - jp : LC_SNR);
-                    }
-                    for (int64_t i0 = m0; i0 < m_end; i0 += LC_SMR) {
-                        const int R = (int)(m_end - i0 < LC_SMR ? m_end - i0 : LC_SMR);
-                        /* the tile's k range: zero terms of a triangular A are not added (a chain
-                           then differs from the full one only in the sign of an exact zero) */
-                        int64_t klo, khi;
-                        lc_stri_krange(tri, i0, R, K, &klo, &khi);
-                        /* panels from npc on lie wholly above the diagonal (or have no k): zeros */
-                        int npc = 0;
-                        while (npc < np2 && !((tri == LC_TRI_C_LOWER && j0 + npc * LC_SNR > i0 + R - 1) || klo >= khi))
-                            npc++;
-                        if (k0 == 0 && !accumulate)     /* nothing to add: those tiles are zero */
-                            for (int p = npc; p < np2; p++)
-                                for (int r = 0; r < R; r++)
-                                    memset(Cb + (i0 + r) * ldc + j0 + p * LC_SNR, 0, (size_t)ncp[p] * sizeof(float));
-                        if (npc == 0) continue;
-                        const int64_t lo = k0 > klo ? k0 : klo, hi = k0 + kstep < khi ? k0 + kstep : khi;
-                        if (lo >= hi) continue;         /* this k block is outside the tile's range */
-                        float *t = part ? part + (((i0 - m0) / LC_SMR) * ntile_n + (j0 - n0) / LC_SNR) * (LC_SMR * LC_SNR)
-                                        : tile;
-                        const float *ap = direct_a ? A + b * sab + i0 * sar + lo
-                                                   : Ap + (i0 / LC_SMR) * K * LC_SMR + lo * LC_SMR;
-                        const float *bp = Bp + (j0 / LC_SNR) * K * LC_SNR + lo * LC_SNR;
-                        const int64_t aks = direct_a ? 1 : LC_SMR, ars = direct_a ? sar : 1, kn = hi - lo;
-                        const int init = lo > klo;
-                        SB->tile(t, ap, aks, ars, bp, K * LC_SNR, kn, init, R, npc);
-                        if (hi == khi)                  /* the tiles' chains are complete */
-                            for (int p = 0; p < npc; p++)
-                                lc_stile_out(Cb, ldc, t + p * (LC_SMR * LC_SNR), i0, j0 + p * LC_SNR, R, ncp[p],
-                                             accumulate);
-                    }
-                }
-            }
-        }
-        free(part);
+    j.npa = (M + LC_SMR - 1) / LC_SMR;
+    j.npb = (N + LC_SNR - 1) / LC_SNR;
+    j.per = lc_sgemm_work(M, N, K);
+    j.nmu = (M + LC_SMC - 1) / LC_SMC;
+    j.nnu = (N + LC_SNC - 1) / LC_SNC;
+    j.wide = SB->np == 2;      /* the 6x32 zmm tile (two panels a call) */
+    j.direct_a = (sac == 1);
+    j.a_rows = !j.direct_a && sar == 1;
+    j.b_rows = !Bpre && sbc == 1;
+    const int64_t nka = (K + LC_SPACK_KB - 1) / LC_SPACK_KB;
+    j.nia = j.direct_a ? 0 : (j.a_rows ? nka : j.npa);
+    j.nib = Bpre ? 0 : (j.b_rows ? nka : j.npb);
+    j.npack = j.nia + j.nib;
+    const int64_t nunits = nbatch * j.nmu * j.nnu;
+    const int nt = nthreads > 1 ? (nunits < nthreads ? (int)nunits : nthreads) : 1;
+    /* the packing, then (the job's end being the barrier) the output units */
+    if (j.npack > 0) {
+        /* floats an item copies, on average (items of one operand are alike) */
+        const int64_t fl = ((j.nia ? j.npa * LC_SMR : 0) + (j.nib ? j.npb * LC_SNR : 0)) * K / j.npack;
+        const int64_t grain = fl >= LC_SPACK_GRAIN_FLOATS ? 1 : (LC_SPACK_GRAIN_FLOATS + fl - 1) / (fl > 0 ? fl : 1);
+        lc_team_range(nthreads, nbatch * j.npack, grain, lc_sgemm_pack_range, &j);
     }
+    /* per-thread partial tiles (a thread's units reuse its block; blocks of whole cache
+       lines); NULL: one pass over K */
+    j.part = (float *)lc_aligned_alloc((size_t)nt * LC_SMC * LC_SNC * sizeof(float));
+    lc_team_for(nt, nunits, lc_sgemm_tile_unit, &j);
+    if (j.part) lc_aligned_free(j.part);
 }
 static void lc_sgemm(float *C, int64_t scb, int64_t ldc, const float *A, int64_t sab, int64_t sar, int64_t sac,
                      const float *B, int64_t sbb, int64_t sbr, int64_t sbc, int64_t nbatch, int64_t M, int64_t N,

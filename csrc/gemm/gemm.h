@@ -62,4 +62,19 @@ static void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda,
     lc_gemm_exact_packed(C, ldc, Ap, Bp, Bf, M, N, Kp, isa, nthreads);
 }
 
+/* C (M,N) int32 = A's int8 rows (M, K, lda apart) x B's int8 rows (K, N, ldb apart): a body
+ * that takes whole calls builds its own form of B from B's rows (no panels in between);
+ * otherwise B is packed into Bp (the caller's scratch, round_up(N, LC_NR) * Kp int8, Kp = K
+ * rounded up to even) and lc_gemm_exact runs (Ap: its scratch).  Every route gives the same bits. */
+static void lc_gemm_exact_rows(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B,
+                               int64_t ldb, int64_t M, int64_t N, int64_t K, int8_t *Bp, int16_t *Ap, int isa,
+                               int nthreads) {
+    int64_t Kp = K + (K & 1);
+    lc_gemm_x_call x = {.C = C, .ldc = ldc, .Kp = Kp, .A8 = A, .lda8 = lda, .K = K, .B8 = B, .ldb8 = ldb,
+                        .nblk = 1, .bkp = Kp, .M = M, .N = N};
+    if (lc_gemm_x_whole(lc_gemm_exact_pick(isa), &x, nthreads) == 0) return;
+    lc_pack_b(Bp, B, K, N, ldb, K, Kp, Kp, nthreads);
+    lc_gemm_exact(C, ldc, A, lda, Bp, NULL, M, N, K, Kp, Ap, isa, nthreads);
+}
+
 #endif /* LUTCORE_GEMM_H */

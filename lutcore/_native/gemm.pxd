@@ -11,6 +11,8 @@ cdef extern from "gemm/gemm.h" nogil:
                               int64_t M, int64_t N, int64_t Kp, int isa, int nthreads)
     void lc_gemm_exact(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, const uint8_t *Bf,
                        int64_t M, int64_t N, int64_t K, int64_t Kp, int16_t *Ap, int isa, int nthreads)
+    void lc_gemm_exact_rows(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *B, int64_t ldb,
+                            int64_t M, int64_t N, int64_t K, int8_t *Bp, int16_t *Ap, int isa, int nthreads)
     int lc_gemm_exact_a8(int32_t *C, int64_t ldc, const int8_t *A, int64_t lda, const int8_t *Bp, const uint8_t *Bf,
                          int64_t M, int64_t N, int64_t K, int64_t Kp, int isa, int nthreads)
     size_t lc_gemm_exact_bform_size(int64_t Kp, int64_t N, int isa)

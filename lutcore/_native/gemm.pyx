@@ -123,6 +123,34 @@ def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, in
         lc_gemm_exact(&C[0, 0], ldc, &A[0, 0], K, &Bp[0], bf, M, N, K, Kp, &Ap[0], isa, nthreads)
 
 
+def gemm_exact_rows(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[:, ::1] B, int8_t[::1] Bp,
+                    int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1):
+    """C = the exact product of A's and B's int8 rows (gemm.h lc_gemm_exact_rows: a body taking
+    whole calls reads B's rows into its own form; otherwise B is packed into the scratch Bp,
+    round_up(N, NR) * Kp int8, and A widened into the scratch Ap, round_up(M, MR) * Kp int16;
+    Kp = K rounded up to even; contents undefined)."""
+    cdef int64_t M = C.shape[0], N = C.shape[1], K = A.shape[1]
+    cdef int64_t Kp = K + (K & 1)
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("A: expected K >= 1 columns, got 0")
+    if B.shape[0] != K or B.shape[1] != N:
+        raise ValueError(f"B: expected shape ({K}, {N}), got ({B.shape[0]}, {B.shape[1]})")
+    if A.shape[0] != M:
+        raise ValueError(f"A: expected {M} rows, got {A.shape[0]}")
+    if Ap.shape[0] < ((M + LC_MR - 1) // LC_MR) * LC_MR * Kp:
+        raise ValueError(f"Ap: expected at least {((M + LC_MR - 1) // LC_MR) * LC_MR * Kp} int16 values, "
+                         f"got {Ap.shape[0]}")
+    if Bp.shape[0] < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
+        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, "
+                         f"got {Bp.shape[0]}")
+    ldc = N if ldc < 0 else ldc
+    _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
+    with nogil:
+        lc_gemm_exact_rows(&C[0, 0], ldc, &A[0, 0], K, &B[0, 0], N, M, N, K, &Bp[0], &Ap[0], isa, nthreads)
+
+
 def gemm_exact_a8(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp, int isa,
                   int nthreads, int64_t ldc=-1, const uint8_t[::1] Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), when

@@ -206,14 +206,14 @@ def lut_gemm(a, b, units: Units | None = None, threads: int | None = None, out=N
     if units.kernel_path == "exact":
         bk = K
         bkp = _even(K)
+        Mp = -(-M // _g.MR) * _g.MR            # the dispatcher widens A here unless its body reads int8 rows
+        a16 = _workspace.scratch("a16", Mp * bkp, np.int16)
         if packed is not None:
             bp, Kp = packed.panels(bk, bkp, nt)
-        else:
+            _g.gemm_exact(c, a, bp, Kp, a16, isa, nt, ldc, packed.exact_form(isa, nt))
+        else:                                  # B's rows as they are (a whole-call body reads them itself)
             Np = -(-N // _g.NR) * _g.NR
-            bp, Kp = pack_panels(b, bk, bkp, nt, out=_workspace.scratch("bpan", Np * bkp, np.int8))
-        Mp = -(-M // _g.MR) * _g.MR            # the dispatcher widens A here unless its body reads int8 rows
-        _g.gemm_exact(c, a, bp, Kp, _workspace.scratch("a16", Mp * Kp, np.int16), isa, nt, ldc,
-                      None if packed is None else packed.exact_form(isa, nt))
+            _g.gemm_exact_rows(c, a, b, _workspace.scratch("bpan", Np * bkp, np.int8), a16, isa, nt, ldc)
     elif packed is not None and packed.table_form(isa, nt) is not None:
         # B staged once (table_packed.h): the product as it is, rows = a's rows
         _g.gemm_table_packed(c, a, packed.table_form(isa, nt), table16(units, isa), isa, nt, ldc)

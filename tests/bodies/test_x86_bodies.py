@@ -189,6 +189,10 @@ def test_exact_gemm_body_from_int8_rows(rng, runner, shape):
             assert np.all(big[:, :1] == -7) and np.all(big[:, 1 + N:] == -7)
         else:
             assert np.all(big == -7)
+        got = np.full((M, N), -7, np.int32)          # B's rows too (its form built from them, or packed)
+        mod.gemm_exact_rows(got, a, b, np.empty(bp.size, np.int8), np.empty(-(-M // _g.MR) * _g.MR * Kp, np.int16),
+                            isa, threads)
+        assert np.array_equal(got, ref), (runner[0], "rows", threads, np.sum(got != ref))
 
 
 # Whole calls in strips (rows >= 48 a strip for max(ceil(M / 64), 4 * threads) strips, rounded up to a
@@ -221,6 +225,13 @@ def test_exact_gemm_body_strips_and_tile_heights(rng, runner, shape):
         got8 = np.full((M, N), -7, np.int32)
         if mod.gemm_exact_a8(got8, a, bp, Kp, isa, threads):
             assert np.array_equal(got8, ref), (runner[0], "a8", threads, np.sum(got8 != ref))
+        # both operands as int8 rows: the whole call builds B's form from B's rows (no panels)
+        big = np.full((M, N + 3), -7, np.int32)
+        got = big[:, 1:1 + N]
+        mod.gemm_exact_rows(got, a, b, np.full(bp.size, 99, np.int8), np.full(ap.size, 99, np.int16), isa,
+                            threads, N + 3)
+        assert np.array_equal(got, ref), (runner[0], "rows", threads, np.sum(got != ref))
+        assert np.all(big[:, :1] == -7) and np.all(big[:, 1 + N:] == -7)
 
 
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)

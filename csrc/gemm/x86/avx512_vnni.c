@@ -312,6 +312,47 @@ static void vnni_pack_b(uint8_t *bq, const int8_t *Bp, int64_t pstride, int npan
         }
 }
 
+/* Pair j of B's form (nblk 1) read straight from B's int8 rows (K, N, ldb apart): the bytes
+ * vnni_pack_b makes from the packed panels (k >= K and columns >= N read as 0, so the padding
+ * is 0 ^ 0x80 as there), without the panels.  Per quad q, the 32 columns of rows 4q..4q+3:
+ * byte then word unpacks put each column's 4 bytes side by side, within 128-bit lanes (lane 0:
+ * columns 0..15, panel 0; lane 1: 16..31, panel 1); a lane shuffle gathers each panel's 64. */
+static void vnni_pack_b_rows(uint8_t *bq, const int8_t *B, int64_t ldb, int64_t K, int64_t N, int64_t j,
+                             int64_t nqb) {
+    const int64_t n0 = j * 2 * LC_XNR, nv = N - n0 < 2 * LC_XNR ? N - n0 : 2 * LC_XNR;
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    const int two = nv > LC_XNR;
+    uint8_t *d0 = bq, *d1 = bq + nqb * 64;
+    const int8_t *src = B + n0;
+    for (int64_t q = 0; q < nqb; q++) {
+        __m256i r[4];
+        for (int i = 0; i < 4; i++) {
+            int64_t k = 4 * q + i;
+            __m256i v = _mm256_setzero_si256();
+            if (k < K && nv == 2 * LC_XNR) {
+                v = _mm256_loadu_si256((const __m256i *)(src + k * ldb));
+            } else if (k < K) {                   /* the last columns: a zeroed copy */
+                int8_t tail[32] = {0};
+                memcpy(tail, src + k * ldb, (size_t)nv);
+                v = _mm256_loadu_si256((const __m256i *)tail);
+            }
+            r[i] = _mm256_xor_si256(v, x80);
+        }
+        __m256i t0 = _mm256_unpacklo_epi8(r[0], r[1]), t1 = _mm256_unpackhi_epi8(r[0], r[1]);
+        __m256i s0 = _mm256_unpacklo_epi8(r[2], r[3]), s1 = _mm256_unpackhi_epi8(r[2], r[3]);
+        __m256i u0 = _mm256_unpacklo_epi16(t0, s0), u1 = _mm256_unpackhi_epi16(t0, s0);   /* columns 0-3, 4-7 */
+        __m256i u2 = _mm256_unpacklo_epi16(t1, s1), u3 = _mm256_unpackhi_epi16(t1, s1);   /* 8-11, 12-15 */
+        __m512i p0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(u0, u1, 0x20)),
+                                        _mm256_permute2x128_si256(u2, u3, 0x20), 1);
+        _mm512_store_si512((void *)(d0 + q * 64), p0);
+        if (two) {
+            __m512i p1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(u0, u1, 0x31)),
+                                            _mm256_permute2x128_si256(u2, u3, 0x31), 1);
+            _mm512_store_si512((void *)(d1 + q * 64), p1);
+        }
+    }
+}
+
 /* The unit's scratch: au, rs, and the converted quads of two panels, in a per-thread
  * buffer that is kept and only grows (a fresh allocation per unit would be page
  * faults per unit once it passes malloc's mmap threshold: K = 2048 ran at a third
@@ -508,6 +549,10 @@ void LC_BODY(x_conv)(const lc_gemm_x_call *x, int64_t i) {
         return;
     }
     int64_t j = i - x->na, pstride = x->Kp / 2 * 32;
+    if (x->B8) {
+        vnni_pack_b_rows(x->bq + j * 32 * x->lda, x->B8, x->ldb8, x->K, x->N, j, x->nqb);
+        return;
+    }
     int npan = x->N - j * 2 * LC_XNR > LC_XNR ? 2 : 1;
     vnni_pack_b(x->bq + j * 32 * x->lda, x->Bp + 2 * j * pstride, pstride, npan, x->nblk, pb);
 }

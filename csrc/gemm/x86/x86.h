@@ -32,7 +32,9 @@
  * number, < nthreads: a unit may use thread t's part of the scratch), then x_end.  Y == NULL:
  * C = the exact product over all of Kp (nblk = 1, bkp = Kp); else Y = the
  * block-scaled product.  A8 != NULL (exact only): the conversions read A's
- * int8 rows directly (k >= K reads as 0) and Ap is unused.  bq_in != NULL (exact only):
+ * int8 rows directly (k >= K reads as 0) and Ap is unused.  B8 != NULL (exact only, with
+ * A8): B's conversion reads B's int8 rows directly (the same bytes as from its panels) and
+ * Bp is unused.  bq_in != NULL (exact only):
  * B's conversion was done once beforehand (x_bform over its x_bform_bytes(Kp, N) bytes,
  * pair j at a time: a PackedB keeps it per weight), and the call converts only A.  The body's plan (unit shape, scratch) lives in the
  * struct's second half.
@@ -52,6 +54,8 @@ typedef struct lc_gemm_x_call {
     const int8_t *A8;           /* exact, instead of Ap: A's int8 rows (M, K), lda8 apart IN */
     int64_t lda8, K;
     const int8_t *Bp;           /* packed panels, P * 32 bytes apart     IN */
+    const int8_t *B8;           /* exact, instead of Bp: B's int8 rows (K, N), ldb8 apart IN */
+    int64_t ldb8;
     const uint8_t *bq_in;       /* exact: B already in the body's form (x_bform), or NULL IN */
     const float *sa, *sbp;      /* block-scaled: (M, nblk), (panels, nblk, 16) */
     int64_t nblk, bkp, M, N;

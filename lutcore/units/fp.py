@@ -277,8 +277,8 @@ def _codes_arg(codes, name: str, fmt: FloatFormat) -> np.ndarray:
         raise TypeError(f"{name}: expected integer codes of format {fmt.name} (uint8), got dtype {c.dtype}")
     if c.size and (int(c.min()) < 0 or int(c.max()) >= 1 << fmt.bits):
         bad = int(c.max()) if int(c.max()) >= 1 << fmt.bits else int(c.min())
-        raise ValueError(f"{name}: expected codes of the {fmt.bits}-bit format {fmt.name} in [0, {(1 << fmt.bits) - 1}], "
-                         f"got {bad}")
+        raise ValueError(f"{name}: expected codes of the {fmt.bits}-bit format {fmt.name} in "
+                         f"[0, {(1 << fmt.bits) - 1}], got {bad}")
     return c if c.dtype == np.uint8 else c.astype(np.intp)
 
 

@@ -141,7 +141,8 @@ def test_encode_random_float32_bit_patterns_as_ml_dtypes(name):
     rng = np.random.default_rng(1234)
     x = rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)   # NaN payloads too
     with np.errstate(over="ignore"):                                    # (e8m0: some become inf)
-        y = (rng.standard_normal(1 << 18) * f.max_normal * rng.choice([1e-6, 1e-3, 0.1, 1, 1.2], 1 << 18)).astype(np.float32)
+        y = rng.standard_normal(1 << 18) * f.max_normal * rng.choice([1e-6, 1e-3, 0.1, 1, 1.2], 1 << 18)
+        y = y.astype(np.float32)
     for arr in (x, y, y.reshape(64, -1)):
         assert np.array_equal(f.encode(arr), ml_encode(arr, f)), name
 

@@ -26,6 +26,10 @@ def _native_missing(err: ImportError) -> ImportError:
                        f"broken in {pkg}; reinstall it (`pip install --force-reinstall lutcore`). [{err}]")
 
 
+from lutcore import _spin
+
+_spin.tame()                 # before any OpenMP runtime loads (ours below, torch's later): see _spin
+
 try:
     from lutcore._native import _cpu as _cpu, alloc as _alloc_native  # noqa: F401
 except ImportError as _e:
@@ -95,6 +99,7 @@ def config() -> dict:
         "kernel_bodies": _simd.bodies(),
         "audit_rate": get_audit(),
         "memory_reuse": _alloc.ENABLED,
+        "openmp_spin": _spin.describe(),
     }
 
 
@@ -111,3 +116,4 @@ def show_config() -> None:
         print(f"  body {fam + ':':<{w}} {bodies}")
     print(f"  audit rate:      {c['audit_rate']}")
     print(f"  memory reuse:    {'on' if c['memory_reuse'] else 'off (LUTCORE_REUSE_MEMORY=0)'}")
+    print(f"  OpenMP spinning: {c['openmp_spin']}")

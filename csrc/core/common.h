@@ -9,9 +9,9 @@
  * baseline ISA; the caller (Python) passes the ISA to use as an argument, so
  * no kernel reads global state and tests can force every path.
  *
- * Threading: `LC_OMP_FOR(n)` parallelises a loop over independent outputs with
- * a static schedule; without OpenMP it is a plain loop.  No kernel splits a
- * floating-point reduction differently per thread count.
+ * Threading: every parallel loop is core/team.h's lc_team_for / lc_team_range (lutcore's own
+ * thread team; OpenMP only gives the default thread count, and the loop where there are no
+ * POSIX threads).  No kernel splits a floating-point reduction differently per thread count.
  */
 #ifndef LUTCORE_COMMON_H
 #define LUTCORE_COMMON_H
@@ -87,20 +87,6 @@ static int lc_cpu_features(void) {
 #endif
     return f;
 }
-
-/* A pass over n elements in chunks of `chunk` (the last one shorter), the chunks dealt to
- * nthreads threads in a static schedule: the body (the trailing arguments) sees its chunk
- * as i0 and len; `continue` ends a chunk.  Element-wise kernels split this way, so the
- * partition is the chunk size's, never the thread count's. */
-#define LC_FOR_CHUNKS(n, chunk, nthreads, ...)                                                   \
-    do {                                                                                         \
-        const int64_t nch_ = ((n) + (chunk) - 1) / (chunk);                                      \
-        LC_PRAGMA(omp parallel for schedule(static) num_threads(nthreads))                       \
-        for (int64_t ch_ = 0; ch_ < nch_; ch_++) {                                               \
-            const int64_t i0 = ch_ * (chunk), len = (n) - i0 < (chunk) ? (n) - i0 : (chunk);      \
-            __VA_ARGS__;                                                                         \
-        }                                                                                        \
-    } while (0)
 
 static inline size_t lc_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 

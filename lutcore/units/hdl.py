@@ -521,6 +521,15 @@ def _check_file(path, exts, what):
     return path
 
 
+def top_arg(top):
+    """``top`` as given: None, or a Verilog module name (else TypeError/ValueError naming it)."""
+    if top is not None and not isinstance(top, str):
+        raise TypeError(f"top: expected a module name (str) or None, got {type(top).__name__}")
+    if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
+        raise ValueError(f"top: expected a module name, got {top!r}")
+    return top
+
+
 def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress: bool = True, format=None):
     """Map ``path`` to gates with Yosys and tabulate the netlist: a ``Units``.
     ``timeout``: seconds Yosys may take (its one-time WebAssembly compile not counted);
@@ -532,10 +541,7 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     stated = format_arg(format)
     path = _check_file(path, (".v", ".sv"), "Verilog")
     timeout = _timeout_arg(timeout)
-    if top is not None and not isinstance(top, str):
-        raise TypeError(f"top: expected a module name (str) or None, got {type(top).__name__}")
-    if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
-        raise ValueError(f"top: expected a module name, got {top!r}")
+    top = top_arg(top)
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top, str(stated))
     if key not in _cache:

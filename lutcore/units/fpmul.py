@@ -309,15 +309,17 @@ class FPUnit:
     def from_function(cls, a, b, fn, name: str | None = None, *, allow_nonfinite: bool = False) -> "FPUnit":
         """``fn(x, y)`` called once on the whole grid: x, y float32 (2^a.bits, 2^b.bits) holding
         every pair of decoded operands (x[i, j] = a's code i, y[i, j] = b's code j; NaN codes NaN,
-        e5m2's inf inf); it returns the products, an array of that shape of real numbers, rounded
-        to float32 (nearest) -- checked as ``from_table``'s."""
+        e5m2's inf inf; called with numpy's invalid and overflow warnings off); it returns the
+        products, an array of that shape of real numbers, rounded to float32 (nearest) -- checked
+        as ``from_table``'s."""
         a, b = _operand(a, "a"), _operand(b, "b")
         if not callable(fn):
             raise TypeError(f"fn: expected a function fn(x, y) of two float32 arrays, got {type(fn).__name__}")
         shape = (1 << a.bits, 1 << b.bits)
         x = np.ascontiguousarray(np.broadcast_to(a.values()[:, None], shape))
         y = np.ascontiguousarray(np.broadcast_to(b.values()[None, :], shape))
-        out = np.asarray(fn(x, y))
+        with np.errstate(invalid="ignore", over="ignore"):      # the grid holds NaN (and inf) operands
+            out = np.asarray(fn(x, y))
         if out.shape != shape:
             raise ValueError(f"fn: must return a {shape} array for {shape} inputs ({a.name} x {b.name}), got shape "
                              f"{out.shape}")
@@ -517,8 +519,8 @@ def _checked_table(table, a: FloatFormat, b: FloatFormat, allow_nonfinite: bool)
         bad = finite & ~np.isfinite(p)
         if bad.any():
             i, j = (int(t[0]) for t in np.nonzero(bad))
-            raise ValueError(f"table: the product of a={i:#x} ({a.name} {va[i]!r}) and b={j:#x} ({b.name} {vb[j]!r}) "
-                             f"is {p[i, j]!r}, but finite operands need a finite product ({int(bad.sum())} such "
+            raise ValueError(f"table: the product of a={i:#x} ({a.name} {float(va[i])!r}) and b={j:#x} ({b.name} "
+                             f"{float(vb[j])!r}) is {float(p[i, j])!r}, but finite operands need a finite product ({int(bad.sum())} such "
                              f"entries; declare allow_nonfinite=True for a unit that overflows by design)")
     return p
 
@@ -553,7 +555,8 @@ def fp_metrics(unit: FPUnit, weights_a=None, weights_b=None) -> dict:
     a, b = unit.a, unit.b
     wa, wb = _weights(weights_a, a, "weights_a"), _weights(weights_b, b, "weights_b")
     va, vb = a.values().astype(np.float64), b.values().astype(np.float64)
-    e = va[:, None] * vb[None, :]                                        # (na, nb) exact in float64
+    with np.errstate(invalid="ignore"):
+        e = va[:, None] * vb[None, :]                                    # (na, nb) exact in float64
     p = unit.products.astype(np.float64)                                 # (na, nb)
     finite = np.isfinite(va)[:, None] & np.isfinite(vb)[None, :]
     nz = finite & (e != 0)

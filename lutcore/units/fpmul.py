@@ -59,9 +59,9 @@ declares ``allow_nonfinite=True`` (an e4m3-output circuit overflows to NaN by de
 ValueError naming the first such entry (both codes and values).
 
 Metrics (``fp_metrics``; ``lutcore.units.metrics`` holds the formulas): against the exact
-product e, err = p - e, rel = err / e (> 0: |p| > |e|), over the pairs of finite nonzero operands (so e is
-finite and nonzero) -- optionally weighted by independent operand distributions w_a[code_a] *
-w_b[code_b] (renormalised over those pairs): mred = mean |rel|, max_red = max |rel|, bias = mean
+product e, err = p - e, rel = err / e (> 0: |p| > |e|), over the pairs of finite nonzero operands
+(so e is finite and nonzero) -- optionally weighted by independent operand distributions
+w_a[code_a] * w_b[code_b] (renormalised over those pairs): mred = mean |rel|, max_red = max |rel|, bias = mean
 rel, msre = mean rel^2, error_rate = share with p != e, max_abs_err = max |err|; and EvoApproxLib's
 integer-style metrics on the product values over all pairs of finite operands, unweighted (zeros
 included; mre and wcre over e != 0): mae, wce, ep_pct, mre_pct, wcre_pct, mse.
@@ -520,8 +520,9 @@ def _checked_table(table, a: FloatFormat, b: FloatFormat, allow_nonfinite: bool)
         if bad.any():
             i, j = (int(t[0]) for t in np.nonzero(bad))
             raise ValueError(f"table: the product of a={i:#x} ({a.name} {float(va[i])!r}) and b={j:#x} ({b.name} "
-                             f"{float(vb[j])!r}) is {float(p[i, j])!r}, but finite operands need a finite product ({int(bad.sum())} such "
-                             f"entries; declare allow_nonfinite=True for a unit that overflows by design)")
+                             f"{float(vb[j])!r}) is {float(p[i, j])!r}, but finite operands need a finite product "
+                             f"({int(bad.sum())} such entries; declare allow_nonfinite=True for a unit that "
+                             f"overflows by design)")
     return p
 
 

@@ -101,7 +101,7 @@ HAND = [
     ("lmul", {}, "e4m3", "e4m3", 0x3F, 0x3F, 2.875),        # 1 + 0.875 + 0.875 + 0.125: not renormalised
     ("lmul", {}, "int8", "int8", 64, 64, 1.0625),           # 1.0 * 1.0 + 2^-4 (m = 6)
     ("lmul", {}, "int8", "int8", 96, 0xC0, -1.5625),        # 1.5 * -1: -(1 + 0.5 + 0 + 2^-4)
-    ("lmul", {}, "int8", "int8", 3, 0x7F, 0.07958984375),   # 3/64 * 127/64 = 2^-5 1.5 * 1.984375: (1+.5+.984375+2^-4) 2^-5
+    ("lmul", {}, "int8", "int8", 3, 0x7F, 0.07958984375),   # 3/64 * 127/64: (1 + .5 + .984375 + 2^-4) 2^-5
     ("lmul", {"offset": 2 ** -24}, "e4m3", "e4m3", 0x38, 0x38, 1.0),   # 1 + 2^-24: a tie, to even
     ("truncated", {"k": 0}, "e4m3", "e4m3", 0x3C, 0x3C, 2.0),          # 1.5 * 1.5 = 2.25 = 2 * 1.125 -> 2
     ("truncated", {"k": 3}, "e4m3", "e4m3", 0x3F, 0x3F, 3.5),          # 1.875^2 = 3.515625 = 2 * 1.7578 -> 2 * 1.75
@@ -230,7 +230,7 @@ def test_nan_entries_are_stored_canonical():
 def test_from_function():
     u = FPUnit.from_function("e4m3", "e5m2", lambda x, y: x * y)
     assert u == FPUnit.exact("e4m3", "e5m2") and u.name == "<lambda>"
-    v = FPUnit.from_function("e2m1", "e2m1", lambda x, y: np.float64(1.0) + x.astype(np.float64) * y + 2 ** -30, name="r")
+    v = FPUnit.from_function("e2m1", "e2m1", lambda x, y: 1.0 + x.astype(np.float64) * y + 2 ** -30, name="r")
     assert v.products[0, 0] == 1.0 and v.name == "r"             # float64 rounded to float32
     with pytest.raises(ValueError, match=r"fn: must return a \(16, 16\)"):
         FPUnit.from_function("e2m1", "e2m1", lambda x, y: x[0] * y[0])
@@ -399,7 +399,8 @@ def test_c_output_width_must_hold_the_format(tmp_path):
     with pytest.raises(ValueError, match="returns a 16-bit integer, but out=fp32 is a 32-bit pattern"):
         FPUnit.from_c(f, "e2m1", "e2m1", out="fp32")
     f = tmp_path / "wide.c"
-    f.write_text(E2M1_C % "uint64_t mul(uint8_t a, uint8_t b) { return f32(v4(a) * v4(b)) | (a == 3 ? 1ull << 40 : 0); }")
+    f.write_text(E2M1_C % "uint64_t mul(uint8_t a, uint8_t b) { return f32(v4(a) * v4(b)) | (a == 3 ? 1ull << 40 : 0); "
+                           "}")
     with pytest.raises(ValueError, match="for a=0x3, b=0x0: bits above the 32-bit fp32 pattern"):
         FPUnit.from_c(f, "e2m1", "e2m1", out="fp32")
 

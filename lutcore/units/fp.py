@@ -3,8 +3,8 @@
 Design: a ``FloatFormat`` is a frozen value describing one element format -- its bit fields,
 its special codes and its range -- and the two conversions between float32 and its codes,
 written once over the float32 bits in vectorised numpy (no per-element Python).  Everything
-that needs a format's codes asks here: MX blocks (``lutcore.mx``), and later the product
-tables of FP8/FP6/FP4 units (``values()`` is the row/column of such a table).  Nothing here
+that needs a format's codes asks here: MX blocks (``lutcore.mx``) and the product tables of
+FP8/FP6/FP4 multipliers (``lutcore.units.fpmul``: ``values()`` is a table's row/column).  Nothing here
 imports the rest of lutcore but ``_check``; ``lutcore.mx`` builds on it, never the reverse.
 ml_dtypes is the field's format library and the conversions are bit-exact against it
 (``saturate=False``); ``ml_dtype`` names its type.

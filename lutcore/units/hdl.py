@@ -50,6 +50,10 @@ compiler run in temporary directories that are removed afterwards.
     from_c(path, function=None, *, timeout=60)   -> Units
     synthesise(path, top=None)   -> (name, module)     Yosys: the top's flat JSON netlist
     eval_netlist(module)         -> (values, ports)    netlist JSON module -> 65536-pair values
+    c_function(path, function, timeout) -> (path, source, function, declared, timeout)
+    c_tabulate(path, source, function, declared, wa, wb, sa, sb, timeout) -> (outputs, bits, signed, cc)
+                                 the C half in two parts: the checks, then compile + tabulate under
+                                 the keeper (lutcore.units.fpmul reads float-valued circuits with them)
 """
 from __future__ import annotations
 
@@ -517,6 +521,15 @@ def _check_file(path, exts, what):
     return path
 
 
+def top_arg(top):
+    """``top`` as given: None, or a Verilog module name (else TypeError/ValueError naming it)."""
+    if top is not None and not isinstance(top, str):
+        raise TypeError(f"top: expected a module name (str) or None, got {type(top).__name__}")
+    if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
+        raise ValueError(f"top: expected a module name, got {top!r}")
+    return top
+
+
 def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress: bool = True, format=None):
     """Map ``path`` to gates with Yosys and tabulate the netlist: a ``Units``.
     ``timeout``: seconds Yosys may take (its one-time WebAssembly compile not counted);
@@ -528,10 +541,7 @@ def from_verilog(path, top: str | None = None, *, timeout: float = 120, progress
     stated = format_arg(format)
     path = _check_file(path, (".v", ".sv"), "Verilog")
     timeout = _timeout_arg(timeout)
-    if top is not None and not isinstance(top, str):
-        raise TypeError(f"top: expected a module name (str) or None, got {type(top).__name__}")
-    if top is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", top):
-        raise ValueError(f"top: expected a module name, got {top!r}")
+    top = top_arg(top)
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, top, str(stated))
     if key not in _cache:
@@ -896,31 +906,12 @@ def _model_ended(end, timeout, done):
     return None
 
 
-def from_c(path, function: str | None = None, *, timeout: float = 60, format=None):
-    """Compile ``function(a, b)`` from C file ``path`` and tabulate it in a child process.
-
-    The function takes two integers and returns one (any C integer types of at most 64 bits:
-    ``int16_t f(int8_t, int8_t)``, EvoApproxLib's ``uint16_t mul8s_X(uint8_t, uint8_t)``,
-    ``uint64_t mul8u_X(uint64_t, uint64_t)``, ``int32_t mul12s_X(int16_t, int16_t)``...).  The
-    operands' formats are ``format`` when given, else those an EvoApproxLib name states
-    (``mul8u_``, ``mul8x4u_``, ``mul12s_``), else — both parameters spelt as 8-bit integers — 8 x 8
-    with the signedness the values show (``decide_format``); anything else must be stated.  A
-    signed operand is passed as its value, an unsigned one as its code, each converted to the
-    parameter's type by C; the return value is read at the product's width and signedness.
-    Any C identifier names it (lutcore's own names begin with ``__lutcore``).  The file — exactly
-    its bytes, copied once into a temporary directory — is compiled with the system C compiler
-    (``$CC``, cc, gcc or clang; ``-O1 -Wall -Wextra``, its directory on the include path) and
-    linked with a small driver whose ``main`` calls the function on every pair of codes and
-    writes the table to a file.  The compiler and then the driver run under a keeper process
-    (``lutcore.units._child``) in a temporary directory, each for at most ``timeout`` seconds and
-    ``CHILD_MEMORY`` (2 GiB) of address space; the model may write at most ``CHILD_OUTPUT`` (64 MiB)
-    to its stdout and stderr and to any one file; every process either starts — one that
-    double-forks and detaches too — ends with the call, and with the caller if the caller is
-    killed.  What the model writes, its constructors and its ``exit``/``abort``/crashes stay
-    there.  Every way it can fail is one ValueError naming the file and the function."""
-    from lutcore.units import Units
-    from lutcore.units.formats import Format, evoapprox_name, format_arg
-    stated = format_arg(format)
+def c_function(path, function, timeout):
+    """The checks ``from_c`` (and ``lutcore.units.fpmul``'s) make before compiling anything:
+    -> (path as str, the file's bytes, the function's name, its declaration as written or None,
+    timeout as float).  ``function`` None: the file's one function of two integers.  A
+    signature the text shows to be wrong (pointers, floats, arity...) is a ValueError here;
+    the compiler checks it again (``_signature_check``)."""
     path = _check_file(path, (".c",), "C")
     timeout = _timeout_arg(timeout)
     function = _function_arg(function)
@@ -947,17 +938,20 @@ def from_c(path, function: str | None = None, *, timeout: float = 60, format=Non
             raise _fail(path, f"function {function} is declared `{declared}`, and {problem}: expected two integer "
                               f"parameters and an integer return, e.g. int16_t {function}(int8_t a, int8_t b) or "
                               f"uint64_t {function}(uint64_t a, uint64_t b)")
-    named = evoapprox_name(function)
-    known = stated or named
-    if known is not None:
-        wa, wb, sa, sb = known.a_bits, known.b_bits, known.a_signed, known.b_signed
-    else:
-        wa = wb = 0                 # the driver takes 8 x 8 when both parameters are bytes (the compiler says)
-        sa = sb = False             # both readings share the bit patterns; the values decide
-    if wa + wb > 16:                 # a gate netlist: lutcore.units.netlist traces it (Units.from_c)
-        w = WideCircuit(wa, wb)
-        w.format, w.stated, w.function = Format(wa, sa, wb, sb) if stated is None else stated, stated, function
-        raise w
+    return path, source, function, declared, timeout
+
+
+def c_tabulate(path, source, function, declared, wa, wb, sa, sb, timeout):
+    """Compile ``source`` (the bytes of C file ``path``) with its ``function`` and call it on every
+    pair of operand codes in a child process under the keeper (the module's docstring):
+
+        wa, wb    operand widths (wa + wb <= 16); 0, 0: 8 x 8 when both parameters are bytes,
+                  else a ValueError asking for the widths
+        sa, sb    a signed operand is passed as its value, an unsigned one as its code
+        returns   (out, bits, signed, cc): out (2^wa * 2^wb,) int64, index (code_a << wb) | code_b,
+                  each the return value converted to long long; the return type's width and
+                  signedness; the compiler's command
+    """
     cc = _c_compiler()
     if cc is None:
         raise FileNotFoundError(f"{path}: no C compiler found (looked for $CC, cc, gcc, clang); install one "
@@ -997,7 +991,6 @@ def from_c(path, function: str | None = None, *, timeout: float = 60, format=Non
                               f"signedness: state them, e.g. Units.from_c(path, {function!r}, format='8u x 8u'), "
                               f"or name the function as EvoApproxLib does (mul8u_..., mul8x4u_..., mul12s_...)")
         if wa == 0:
-            wa = wb = 8
             n = 1 << 16
         done = os.path.isfile(tab) and os.path.getsize(tab) == (n + 2) * 8
         how, last = _model_ended(end, timeout, done), _last_line(end.tail)
@@ -1007,7 +1000,49 @@ def from_c(path, function: str | None = None, *, timeout: float = 60, format=Non
         raw = np.fromfile(tab, dtype="<i8")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out, bits, signed = raw[:n], int(raw[n]), bool(raw[n + 1])
+    return raw[:n], int(raw[n]), bool(raw[n + 1]), cc
+
+
+def from_c(path, function: str | None = None, *, timeout: float = 60, format=None):
+    """Compile ``function(a, b)`` from C file ``path`` and tabulate it in a child process.
+
+    The function takes two integers and returns one (any C integer types of at most 64 bits:
+    ``int16_t f(int8_t, int8_t)``, EvoApproxLib's ``uint16_t mul8s_X(uint8_t, uint8_t)``,
+    ``uint64_t mul8u_X(uint64_t, uint64_t)``, ``int32_t mul12s_X(int16_t, int16_t)``...).  The
+    operands' formats are ``format`` when given, else those an EvoApproxLib name states
+    (``mul8u_``, ``mul8x4u_``, ``mul12s_``), else — both parameters spelt as 8-bit integers — 8 x 8
+    with the signedness the values show (``decide_format``); anything else must be stated.  A
+    signed operand is passed as its value, an unsigned one as its code, each converted to the
+    parameter's type by C; the return value is read at the product's width and signedness.
+    Any C identifier names it (lutcore's own names begin with ``__lutcore``).  The file — exactly
+    its bytes, copied once into a temporary directory — is compiled with the system C compiler
+    (``$CC``, cc, gcc or clang; ``-O1 -Wall -Wextra``, its directory on the include path) and
+    linked with a small driver whose ``main`` calls the function on every pair of codes and
+    writes the table to a file.  The compiler and then the driver run under a keeper process
+    (``lutcore.units._child``) in a temporary directory, each for at most ``timeout`` seconds and
+    ``CHILD_MEMORY`` (2 GiB) of address space; the model may write at most ``CHILD_OUTPUT`` (64 MiB)
+    to its stdout and stderr and to any one file; every process either starts — one that
+    double-forks and detaches too — ends with the call, and with the caller if the caller is
+    killed.  What the model writes, its constructors and its ``exit``/``abort``/crashes stay
+    there.  Every way it can fail is one ValueError naming the file and the function."""
+    from lutcore.units import Units
+    from lutcore.units.formats import Format, evoapprox_name, format_arg
+    stated = format_arg(format)
+    path, source, function, declared, timeout = c_function(path, function, timeout)
+    named = evoapprox_name(function)
+    known = stated or named
+    if known is not None:
+        wa, wb, sa, sb = known.a_bits, known.b_bits, known.a_signed, known.b_signed
+    else:
+        wa = wb = 0                 # the driver takes 8 x 8 when both parameters are bytes (the compiler says)
+        sa = sb = False             # both readings share the bit patterns; the values decide
+    if wa + wb > 16:                 # a gate netlist: lutcore.units.netlist traces it (Units.from_c)
+        w = WideCircuit(wa, wb)
+        w.format, w.stated, w.function = Format(wa, sa, wb, sb) if stated is None else stated, stated, function
+        raise w
+    out, bits, signed, cc = c_tabulate(path, source, function, declared, wa, wb, sa, sb, timeout)
+    if wa == 0:                      # the driver took 8 x 8
+        wa = wb = 8
     fmt, table, how = decide_format(path, out, wa, wb, stated=stated, named=named, what=f"function {function}",
                                     returned=(bits, signed))
     u = Units.from_mul(table.astype(np.int16 if fmt.legacy else np.int32), name=function, format=fmt)

@@ -30,16 +30,33 @@ add8u .. add16se, found by computing them on its circuits and matching their hea
 EvoApproxLib derives its MAE% from its MAE rounded to one decimal (add8se_7C9: MAE 0.25
 printed 0.2, MAE% 0.078 = 0.2 / 2^8); ``ADDER_MAE_ROUNDING`` is that 0.05, which a comparison with a
 published MAE% allows (``Adder`` passes it to ``lutcore.units.cost``).
+
+A floating-point multiplier's (``lutcore.units.fpmul.fp_metrics``) are on real values, products p
+against exact products e (float64, exact), err = p - e:
+
+    relative_metrics   over pairs with e finite and nonzero, rel = err / e (> 0: p further from 0
+                       than e, whatever the sign), weights w >= 0
+                       normalised to sum 1 (None: uniform):
+        mred         sum w |rel|            mean relative error distance
+        max_red      max |rel| (w > 0)      worst relative error
+        bias         sum w rel              mean signed relative error
+        msre         sum w rel^2            mean squared relative error
+        error_rate   sum w [p != e]         share of pairs not exact
+        max_abs_err  max |err| (w > 0)      worst absolute error
+    value_metrics      EvoApproxLib's, unweighted, over the pairs given (all finite operands):
+        mae, wce, ep_pct, mse as above; mre_pct and wcre_pct over e != 0 (no _pct of an output
+        range: a float product has none)
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["error_metrics", "metrics_of", "adder_metrics", "adder_scale_bits",
-           "METRICS", "ADDER_MAE_ROUNDING"]
+__all__ = ["error_metrics", "metrics_of", "adder_metrics", "adder_scale_bits", "relative_metrics",
+           "value_metrics", "METRICS", "FP_METRICS", "ADDER_MAE_ROUNDING"]
 
 METRICS = ("mae", "mae_pct", "wce", "wce_pct", "wcre_pct", "ep_pct", "mre_pct", "mse")
 ADDER_MAE_ROUNDING = 0.05      # EvoApproxLib rounds an adder's MAE to 0.1 before its MAE%
+FP_METRICS = ("mred", "max_red", "bias", "msre", "error_rate", "max_abs_err")
 
 
 def error_metrics(table, format=None) -> dict:
@@ -92,3 +109,38 @@ def adder_metrics(values, exact, *, out_bits: int, signed: bool) -> dict:
     m = metrics_of(v, e, adder_scale_bits(q, signed))
     m["pairs"] = float(e.size)
     return m
+
+
+def relative_metrics(values, exact, weights=None) -> dict:
+    """The relative metrics of real products (the module docstring):
+
+        values    (N,) float  IN  the unit's products
+        exact     (N,) float  IN  the exact products, finite and nonzero
+        weights   (N,) float  IN  >= 0, not all 0 (None: uniform)
+        returns   {metric: float} for FP_METRICS (NaN/inf where a product is)
+    """
+    p, e = np.asarray(values, np.float64), np.asarray(exact, np.float64)
+    w = np.full(e.shape, 1.0) if weights is None else np.asarray(weights, np.float64)
+    if e.size == 0 or not w.sum() > 0:
+        raise ValueError("weights: no pair of finite nonzero operands has a positive weight")
+    w = w / w.sum()
+    err = p - e                                                  # (N,)
+    with np.errstate(invalid="ignore"):
+        rel = err / e                                            # (N,): > 0 where |p| > |e| (same sign)
+    on = w > 0
+    return {"mred": float((w * np.abs(rel)).sum()), "max_red": float(np.abs(rel[on]).max()),
+            "bias": float((w * rel).sum()), "msre": float((w * rel * rel).sum()),
+            "error_rate": float(w[p != e].sum()), "max_abs_err": float(np.abs(err[on]).max())}
+
+
+def value_metrics(values, exact) -> dict:
+    """EvoApproxLib's metrics of real products ``values`` against ``exact`` (float arrays of the
+    same pairs): mae, wce, ep_pct, mre_pct, wcre_pct (over exact != 0), mse."""
+    p, e = np.asarray(values, np.float64), np.asarray(exact, np.float64)
+    err = p - e
+    ae = np.abs(err)
+    nz = e != 0
+    rel = ae[nz] / np.abs(e[nz])
+    return {"mae": float(ae.mean()), "wce": float(ae.max()), "ep_pct": float(np.count_nonzero(err)) / err.size * 100,
+            "mre_pct": float(rel.mean()) * 100 if rel.size else 0.0,
+            "wcre_pct": float(rel.max()) * 100 if rel.size else 0.0, "mse": float((err * err).mean())}

@@ -43,12 +43,7 @@ static inline void lc_x_mask_storeu_epi32(void *p, __mmask16 k, __m512i v) {
 static inline void lc_x_mask_storeu_ps(void *p, __mmask16 k, __m512 v) {
     lc_x_mask_storeu_epi32(p, k, _mm512_castps_si512(v));
 }
-/* non-temporal stores: SIMDe has none; an aligned store is the same bytes */
-#define lc_x_stream_ps(p, v) _mm512_store_ps(p, v)
-#define lc_x_sfence() ((void)0)
 #else
-#define lc_x_stream_ps(p, v) _mm512_stream_ps(p, v)
-#define lc_x_sfence() _mm_sfence()
 #define lc_x_maskz_loadu_epi64(k, p) _mm512_maskz_loadu_epi64(k, p)
 #define lc_x_mask_storeu_epi32(p, k, v) _mm512_mask_storeu_epi32(p, k, v)
 #define lc_x_mask_storeu_ps(p, k, v) _mm512_mask_storeu_ps(p, k, v)

@@ -47,8 +47,6 @@
 #undef LC_VF_NAME
 #undef LC_VF_LOADU
 #undef LC_VF_STOREU
-#undef LC_VF_STREAM
-#undef LC_VF_SFENCE
 #undef LC_VF_LOADN
 #undef LC_VF_STOREN
 #undef LC_VF_SET1
@@ -98,8 +96,6 @@
 #define LC_VF_NAME(n) lc_##n##_ps
 #define LC_VF_LOADU(p) _mm256_loadu_ps(p)
 #define LC_VF_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define LC_VF_STREAM(p, v) _mm256_stream_ps(p, v)   /* p aligned to 32 bytes; not kept in cache */
-#define LC_VF_SFENCE() _mm_sfence()
 #define LC_VF_LOADN(p, n) lc_vf8_loadn_(p, n)
 #define LC_VF_STOREN(p, v, n) lc_vf8_storen_(p, v, n)
 #define LC_VF_SET1(f) _mm256_set1_ps(f)
@@ -161,8 +157,6 @@ LC_TARGET_AVX2 static inline float lc_vf8_hsum_(__m256 v) {
 #define LC_VF_NAME(n) z_##n
 #define LC_VF_LOADU(p) _mm512_loadu_ps(p)
 #define LC_VF_STOREU(p, v) _mm512_storeu_ps(p, v)
-#define LC_VF_STREAM(p, v) lc_x_stream_ps(p, v)   /* p aligned to 64 bytes; not kept in cache (core/simd.h) */
-#define LC_VF_SFENCE() lc_x_sfence()
 #define LC_VF_LOADN(p, n) lc_vf16_loadn_(p, n)
 #define LC_VF_STOREN(p, v, n) lc_x_mask_storeu_ps(p, lc_x_mask(n), v)
 #define LC_VF_SET1(f) _mm512_set1_ps(f)

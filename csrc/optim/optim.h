@@ -30,19 +30,7 @@
 
 typedef struct {
     float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale;
-    int stream;   /* the SIMD bodies write p, m, v with non-temporal stores (set by the multi-tensor
-                     drivers for steps of at least LC_OPT_STREAM_BYTES; the same bits either way) */
 } lc_adamw_hp;
-
-/* A step whose p, g, m, v (16 bytes a parameter) pass this size cannot stay in the caches: its
- * stores go around them (measured on Zen 5, 10M parameters: see BENCHMARKS.md, AdamW). */
-#define LC_OPT_STREAM_BYTES ((int64_t)64 << 20)
-
-static inline int lc_adamw_streams(const int64_t *n, int64_t ntensors) {
-    int64_t tot = 0;
-    for (int64_t t = 0; t < ntensors; t++) tot += n[t];
-    return tot * 16 >= LC_OPT_STREAM_BYTES;
-}
 
 static inline void lc_adamw_generic(float *p, const float *g, float *m, float *v, int64_t n,
                                     const lc_adamw_hp *h) {
@@ -221,9 +209,7 @@ static void lc_adamw_multi(float **p, float **g, float **m, float **v, const int
     int64_t total = 0;
     int64_t *tix = lc_chunk_list(n, ntensors, LC_OPT_CHUNK, &total);
     if (!tix) { for (int64_t t = 0; t < ntensors; t++) lc_adamw(p[t], g[t], m[t], v[t], n[t], h, isa, nthreads); return; }
-    lc_adamw_hp hl = *h;
-    hl.stream = lc_adamw_streams(n, ntensors);
-    lc_optim_job j = {.h = &hl, .isa = isa, .ps = p, .ms = m, .vs = v, .gs = (const float *const *)g, .ns = n,
+    lc_optim_job j = {.h = h, .isa = isa, .ps = p, .ms = m, .vs = v, .gs = (const float *const *)g, .ns = n,
                       .tix = tix, .off = tix + total, .total = total};
     lc_team_for(nthreads, total, lc_adamw_multi_unit, &j);
     free(tix);
@@ -308,7 +294,6 @@ static int lc_adamw_step_multi(lc_adamw_step_io *io, float **p, float **g, float
     double *part = (double *)malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     if (!tix || !part) { free(tix); free(part); return -1; }
     lc_adamw_hp hl = *h;
-    hl.stream = lc_adamw_streams(n, ntensors);
     lc_optim_job j = {.h = &hl, .isa = isa, .ps = p, .ms = m, .vs = v, .gs = (const float *const *)g, .ns = n,
                       .tix = tix, .off = tix + total, .total = total, .ngr = (total + 3) / 4, .part = part};
     lc_team_for(nthreads, j.ngr, lc_sumsq_unit, &j);

@@ -13,21 +13,6 @@
 #endif
 
 #if LC_X86
-/* one vector of the update at i, its three stores by STORE (LC_VF_STOREU, or LC_VF_STREAM) */
-#define LC_ADAMW_VEC_(STORE)                                                                       \
-    do {                                                                                           \
-        LC_VF gg = LC_VF_MUL(LC_VF_LOADU(g + i), gs);                                              \
-        LC_VF mi = LC_VF_ADD(LC_VF_MUL(b1, LC_VF_LOADU(m + i)), LC_VF_MUL(c1, gg));                \
-        LC_VF vi = LC_VF_ADD(LC_VF_MUL(b2, LC_VF_LOADU(v + i)), LC_VF_MUL(c2, LC_VF_MUL(gg, gg))); \
-        STORE(m + i, mi);                                                                          \
-        STORE(v + i, vi);                                                                          \
-        LC_VF s = LC_VF_DIV(LC_VF_MUL(mi, ss), LC_VF_ADD(LC_VF_MUL(LC_VF_SQRT(vi), isb), eps));    \
-        LC_VM ok = LC_VF_CMP(LC_VF_ABS(s), fmax, _CMP_LE_OQ);                                      \
-        s = LC_VF_MASKZ(ok, s);                                                                    \
-        if (clampit) s = LC_VF_MIN(LC_VF_MAX(s, nmd), md);                                         \
-        STORE(p + i, LC_VF_SUB(LC_VF_MUL(LC_VF_LOADU(p + i), decay), s));                          \
-    } while (0)
-
 LC_VR_FN void LC_VR_NAME(adamw)(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h) {
     const LC_VF b1 = LC_VF_SET1(h->b1), b2 = LC_VF_SET1(h->b2), c1 = LC_VF_SET1(h->c1),
                 c2 = LC_VF_SET1(h->c2), eps = LC_VF_SET1(h->eps), ss = LC_VF_SET1(h->step_size),
@@ -35,20 +20,19 @@ LC_VR_FN void LC_VR_NAME(adamw)(float *p, const float *g, float *m, float *v, in
                 gs = LC_VF_SET1(h->gscale), md = LC_VF_SET1(h->max_delta),
                 nmd = LC_VF_SET1(-h->max_delta), fmax = LC_VF_SET1(FLT_MAX_);
     const int clampit = h->max_delta > 0.0f;
-    const uintptr_t al = (uintptr_t)(LC_VF_W * 4 - 1);
     int64_t i = 0;
-    if (h->stream && ((((uintptr_t)p ^ (uintptr_t)m) | ((uintptr_t)p ^ (uintptr_t)v)) & al) == 0 &&
-        ((uintptr_t)p & 3) == 0) {
-        /* a step larger than the caches: p, m, v written around the cache (no read for
-         * ownership of lines that are overwritten whole), from p's first aligned vector */
-        int64_t head = (int64_t)((((al + 1) - ((uintptr_t)p & al)) & al) / 4);
-        if (head > n) head = n;
-        lc_adamw_generic(p, g, m, v, head, h);
-        for (i = head; i + LC_VF_W <= n; i += LC_VF_W) LC_ADAMW_VEC_(LC_VF_STREAM);
-        LC_VF_SFENCE();
+    for (; i + LC_VF_W <= n; i += LC_VF_W) {
+        LC_VF gg = LC_VF_MUL(LC_VF_LOADU(g + i), gs);
+        LC_VF mi = LC_VF_ADD(LC_VF_MUL(b1, LC_VF_LOADU(m + i)), LC_VF_MUL(c1, gg));
+        LC_VF vi = LC_VF_ADD(LC_VF_MUL(b2, LC_VF_LOADU(v + i)), LC_VF_MUL(c2, LC_VF_MUL(gg, gg)));
+        LC_VF_STOREU(m + i, mi);
+        LC_VF_STOREU(v + i, vi);
+        LC_VF s = LC_VF_DIV(LC_VF_MUL(mi, ss), LC_VF_ADD(LC_VF_MUL(LC_VF_SQRT(vi), isb), eps));
+        LC_VM ok = LC_VF_CMP(LC_VF_ABS(s), fmax, _CMP_LE_OQ);
+        s = LC_VF_MASKZ(ok, s);
+        if (clampit) s = LC_VF_MIN(LC_VF_MAX(s, nmd), md);
+        LC_VF_STOREU(p + i, LC_VF_SUB(LC_VF_MUL(LC_VF_LOADU(p + i), decay), s));
     }
-    for (; i + LC_VF_W <= n; i += LC_VF_W) LC_ADAMW_VEC_(LC_VF_STOREU);
     lc_adamw_generic(p + i, g + i, m + i, v + i, n - i, h);
 }
-#undef LC_ADAMW_VEC_
 #endif /* LC_X86 */

@@ -5,7 +5,6 @@ from libc.stdint cimport int64_t
 cdef extern from "optim/optim.h" nogil:
     ctypedef struct lc_adamw_hp:
         float b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, decay, max_delta, gscale
-        int stream
     void lc_adamw(float *p, const float *g, float *m, float *v, int64_t n, const lc_adamw_hp *h,
                   int isa, int nthreads)
     void lc_adamw_multi(float **p, float **g, float **m, float **v, const int64_t *n, int64_t ntensors,

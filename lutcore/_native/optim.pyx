@@ -36,7 +36,6 @@ cdef lc_adamw_hp _hp(double b1, double b2, double eps, double lr, double wd, dou
     h.decay = <float>(1.0 - lr * wd)
     h.max_delta = <float>max_delta
     h.gscale = <float>gscale
-    h.stream = 0
     return h
 
 

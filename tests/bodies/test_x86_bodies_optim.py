@@ -105,37 +105,3 @@ def test_adamw_multi_body(rng, runner):
     for w, gt in zip(want, got):
         for i in (0, 2, 3):
             assert np.array_equal(bits(gt[i]), bits(w[i])), label
-
-
-@pytest.mark.parametrize("runner", RUNNERS + ([("avx2-native", _o)] if _simd._features & 1 else []),
-                         ids=IDS + (["avx2-native"] if _simd._features & 1 else []))
-def test_adamw_multi_body_streaming_stores(rng, runner):
-    """A step of >= 64 MB of p, g, m, v (optim.h LC_OPT_STREAM_BYTES) writes p, m, v with non-temporal
-    stores from p's first aligned vector: the same bits as the generic body, whether p, m, v share
-    their alignment (a peeled head) or not (ordinary stores), at 1 and 2 threads."""
-    label, mod = runner
-    args = tuple(HP[1][k] for k in ("b1", "b2", "eps", "lr", "wd", "md", "bc1", "bc2", "gs"))
-
-    def views(n, offs):                       # p, g, m, v as views starting offs[i] floats into a buffer
-        st = state(rng, n)
-        out = []
-        for a, o in zip(st, offs):
-            buf = np.empty(n + 16, F)
-            buf[o:o + n] = a
-            out.append(buf[o:o + n])
-        return out
-
-    states = [views(4_200_000, (0, 0, 0, 0)), views(70_001, (1, 5, 1, 1)), views(33, (3, 0, 3, 3)),
-              views(50_000, (1, 0, 2, 3))]
-    want = [[a.copy() for a in st] for st in states]
-    for s in want:
-        _o.adamw(s[0], s[1], s[2], s[3], *args, 0, 1)
-    for threads in (1, 2):
-        got = [[a.copy() for a in st] for st in states]
-        got = [[np.concatenate([np.empty(o, F), a])[o:] for a, o in zip(st, offs)]
-               for st, offs in zip(got, ((0, 0, 0, 0), (1, 5, 1, 1), (3, 0, 3, 3), (1, 0, 2, 3)))]
-        mod.adamw_multi([s[0] for s in got], [s[1] for s in got], [s[2] for s in got], [s[3] for s in got],
-                        *args, 1 if label == "avx2-native" else AVX512, threads)
-        for w, gt in zip(want, got):
-            for i in (0, 2, 3):
-                assert np.array_equal(bits(gt[i]), bits(w[i])), (label, threads, i)

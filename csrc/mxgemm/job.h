@@ -23,9 +23,12 @@
 
 /* The product table as the kernels read it (made by lutcore.ops.mxgemm.MXProducts; IN, read-only):
  *   tab    uint32 (NA, NB)    word of T[a][b], NA = 2^ba, NB = 2^bb (a, b the codes)
- *   tt     uint32 (NB, R16)   the row bodies' transposed reduced table: tt[b][r] = tab[r][b] for
- *                             the rows r < R of the reduction (0 past R: R16 = R rounded up to 16)
- *   asg    double (NA,)       a's sign in the reduction: T[a][b] = asg[a] * T[a & rep_mask][b]
+ *   tt     uint32 (NB, R16)   the row bodies' transposed reduced table: T[a][b] = afac[a] *
+ *                             T'[rep[a]][b], tt[b][r] = word of T'[r][b] (0 past the R reduced
+ *                             rows: R16 = R rounded up to 16, <= 256)
+ *   rep    uint8 (NA,), afac double (NA,): the reduction (afac a signed power of two; rows equal
+ *          up to sign and exponent share one reduced row).  rep_mask >= 0: its arithmetic form,
+ *          rep[a] = a & rep_mask (the sign of sign-magnitude codes, or none); -1: a table of few rows
  *   va, vb double (NA,), (NB,) the operands' decoded values (the FMA route only; else NULL)
  *   scale  double (256,)      E8M0: 2^(s - 127), NaN at 0xFF
  *   route  LC_MX_ROUTE_*; nparts 1 or 2; split = 1.5 * 2^(52 + c) (two parts: hi = the product
@@ -34,7 +37,8 @@
 #define LC_MX_ROUTE_TABLE 1  /* any table: lookups, nparts float64 parts */
 typedef struct {
     const uint32_t *tab, *tt;
-    const double *asg, *va, *vb, *scale;
+    const uint8_t *rep;
+    const double *afac, *va, *vb, *scale;
     int ba, bb, expand, route, nparts, rep_mask, R16;
     double split;
 } lc_mx_products;

@@ -6,7 +6,8 @@ cdef extern from "mxgemm/mxgemm.h" nogil:
     ctypedef struct lc_mx_products:
         const uint32_t *tab
         const uint32_t *tt
-        const double *asg
+        const uint8_t *rep
+        const double *afac
         const double *va
         const double *vb
         const double *scale

@@ -6,8 +6,8 @@ once more (the native layer never reads out of bounds: codes are below 2^bits by
 contract, checked when an MX is made), the GIL is released and C called.
 
     Y   (M, N) float32 OUT;  A (M, Kp), SA (M, nblk), B (Kp, N), SB (nblk, N) uint8 IN
-    K <= Kp = nblk * bk;  prep: the products' forms (MXProducts._plan: tab, tt, asg, va, vb,
-    scale, ba, bb, expand, route, nparts, rep_mask, R16, split)
+    K <= Kp = nblk * bk;  prep: the products' forms (MXProducts._plan: tab, tt, va, vb,
+    scale, ba, bb, expand, route, nparts, rep, afac, rep_mask, split)
     work  uint8, work_size(...) bytes, 64-byte aligned (scratch)
 """
 from lutcore._native._common cimport *
@@ -23,22 +23,28 @@ cdef int _fill(lc_mx_products *P, object prep, int64_t bk) except -1:
     """P <- prep's forms, after checking their sizes against each other."""
     cdef const uint32_t[:, ::1] tab = prep.tab
     cdef const uint32_t[:, ::1] tt = prep.tt
-    cdef const double[::1] asg = prep.asg
+    cdef const uint8_t[::1] rep = prep.rep
+    cdef const double[::1] afac = prep.afac
     cdef const double[::1] scale = prep.scale
     cdef const double[::1] va
     cdef const double[::1] vb
     cdef int ba = prep.ba, bb = prep.bb
     if not (1 <= ba <= 8 and 1 <= bb <= 8) or tab.shape[0] != (1 << ba) or tab.shape[1] != (1 << bb):
         raise ValueError(f"prep.tab: expected ({1 << ba}, {1 << bb}) words, got ({tab.shape[0]}, {tab.shape[1]})")
-    if asg.shape[0] != (1 << ba) or scale.shape[0] != 256:
-        raise ValueError("prep: asg / scale sizes disagree with the table")
-    if tt.shape[0] != (1 << bb) or tt.shape[1] % 16 or tt.shape[1] < prep.rep_mask + 1 or tt.shape[1] > 256:
-        raise ValueError(f"prep.tt: expected ({1 << bb}, R16) words with R16 a multiple of 16 above rep_mask")
-    if not 0 <= prep.rep_mask < (1 << ba) or prep.nparts not in (1, 2) or prep.expand not in (F32, HI32):
+    if rep.shape[0] != (1 << ba) or afac.shape[0] != (1 << ba) or scale.shape[0] != 256:
+        raise ValueError("prep: rep / afac / scale sizes disagree with the table")
+    if tt.shape[0] != (1 << bb) or tt.shape[1] % 16 or tt.shape[1] == 0 or tt.shape[1] > 256:
+        raise ValueError(f"prep.tt: expected ({1 << bb}, R16) words, R16 a multiple of 16 up to 256")
+    for i in range(1 << ba):
+        if rep[i] >= tt.shape[1] or (prep.rep_mask >= 0 and rep[i] != (i & prep.rep_mask)):
+            raise ValueError(f"prep.rep: code {i} maps to reduced row {rep[i]}, outside the {tt.shape[1]} rows "
+                             f"(or not code & rep_mask)")
+    if not -1 <= prep.rep_mask < (1 << ba) or prep.nparts not in (1, 2) or prep.expand not in (F32, HI32):
         raise ValueError("prep: rep_mask, nparts or expand out of range")
     P.tab = &tab[0, 0]
     P.tt = &tt[0, 0]
-    P.asg = &asg[0]
+    P.rep = &rep[0]
+    P.afac = &afac[0]
     P.scale = &scale[0]
     P.va = NULL
     P.vb = NULL

@@ -100,8 +100,8 @@ _SCALES.setflags(write=False)
 
 class _Plan:
     """The forms C reads for one block size (lutcore/_native/mxgemm.pyx ``_fill``)."""
-    __slots__ = ("tab", "tt", "asg", "va", "vb", "scale", "ba", "bb", "expand", "route", "nparts", "rep_mask",
-                 "split", "description")
+    __slots__ = ("tab", "tt", "rep", "afac", "va", "vb", "scale", "ba", "bb", "expand", "route", "nparts",
+                 "rep_mask", "split", "description")
 
 
 class MXProducts:
@@ -160,18 +160,48 @@ class MXProducts:
         d = canon.astype(np.float64).view(np.uint64)
         self._hi32 = bool(((d & np.uint64(0xFFFFFFFF)) == 0).all())
         self._words = ((d >> np.uint64(32)).astype(np.uint32) if self._hi32 else canon.view(np.uint32)).copy()
-        # the row bodies' reduction: sign-magnitude codes whose rows differ only by the sign
+        self._reduce(t, canon, self._hi32)
+
+    def _reduce(self, t, canon, hi32):
+        """The row bodies' reduction T[a] = afac[a] * T'[rep[a]] (afac a signed power of two): rows
+        equal up to sign and exponent share one reduced row (FP multipliers whose product is the
+        mantissas' times 2^(ea + eb)) when that leaves at most 32 rows (the bodies then build every
+        row); else the sign of sign-magnitude codes, or none (rep = a & rep_mask: the bodies build
+        only the 16-row groups a unit's rows use)."""
+        NA = t.shape[0]
+        t64 = canon.astype(np.float64)                                        # (NA, NB)
+        nz = np.isfinite(t64) & (t64 != 0)
+        lead = t64[np.arange(NA), nz.argmax(axis=1)]                          # (NA,) first finite nonzero
+        _, ex = np.frexp(np.where(nz.any(axis=1), lead, 1.0))
+        f = np.where(nz.any(axis=1), np.copysign(np.ldexp(1.0, ex - 1), lead), 1.0)   # (NA,) +-2^d
+        rows = t64 / f[:, None]                                               # exact: powers of two
+        keys, rep_e, reduced = {}, np.zeros(NA, np.int64), []
+        for a in range(NA):
+            k = rows[a].tobytes()
+            if k not in keys:
+                keys[k] = len(reduced)
+                reduced.append(rows[a])
+            rep_e[a] = keys[k]
+        ok_e = hi32 or bool((rows[np.isfinite(rows)].astype(np.float32).astype(np.float64)
+                             == rows[np.isfinite(rows)]).all())               # F32 words: float32 values
         sbit = 1 << (self.a.bits - 1)
         sym = self.a.kind == "float"
         if sym:
             lo, hi = t[:sbit], t[sbit:]
             with np.errstate(invalid="ignore"):
                 sym = bool(((-lo == hi) | (np.isnan(lo) & np.isnan(hi))).all())
-        self.rep_mask = sbit - 1 if sym else (1 << self.a.bits) - 1
-        asg = np.ones(1 << self.a.bits)
-        if sym:
-            asg[sbit:] = -1.0
-        self._asg = asg
+        R_m = sbit if sym else NA
+        if ok_e and len(reduced) < R_m and len(reduced) <= 32:            # few rows: every group built
+            self.rep_mask, self._rep, self._afac = -1, rep_e.astype(np.uint8), f
+            red = np.array(reduced)
+            self._rwords = ((red.view(np.uint64) >> np.uint64(32)).astype(np.uint32) if hi32
+                            else red.astype(np.float32).view(np.uint32))
+        else:
+            self.rep_mask = R_m - 1
+            self._rep = (np.arange(NA) & self.rep_mask).astype(np.uint8)
+            self._afac = np.where(np.arange(NA) >= R_m, -1.0, 1.0)
+            self._rwords = self._words[:R_m]
+        self.reduced_rows = len(self._rwords)
 
     def _parts(self, block):
         """(nparts, c) for sums of ``block`` products, or a ValueError saying why none works."""
@@ -203,12 +233,11 @@ class MXProducts:
         p.tab = self._words
         p.expand = _mx.HI32 if self._hi32 else _mx.F32
         p.nparts, p.split = nparts, (1.5 * 2.0 ** (52 + c) if nparts == 2 else 0.0)
-        p.rep_mask = self.rep_mask
-        R = self.rep_mask + 1
-        R16 = -(-R // 16) * 16
-        tt = np.zeros((1 << p.bb, R16), np.uint32)
-        tt[:, :R] = self._words[:R].T
-        p.tt, p.asg, p.scale = tt, self._asg, _SCALES
+        p.rep_mask, p.rep, p.afac = self.rep_mask, self._rep, self._afac
+        R = self.reduced_rows
+        tt = np.zeros((1 << p.bb, -(-R // 16) * 16), np.uint32)
+        tt[:, :R] = self._rwords.T
+        p.tt, p.scale = tt, _SCALES
         fma = self.exact_table and nparts == 1
         p.route = _mx.ROUTE_FMA if fma else _mx.ROUTE_TABLE
         p.va, p.vb = (self._va, self._vb) if fma else (None, None)
@@ -217,10 +246,10 @@ class MXProducts:
                              f"|T| <= {float(self.amax)!r}): float64 FMA of the decoded operands, no lookups")
         elif nparts == 1:
             p.description = (f"table: lookups, one float64 part (multiples of 2^{self.e0}, |T| <= "
-                             f"{float(self.amax)!r}), {'hi32' if self._hi32 else 'f32'} words")
+                             f"{float(self.amax)!r}), {'hi32' if self._hi32 else 'f32'} words, {R} reduced rows")
         else:
             p.description = (f"table: lookups, two float64 parts split at 2^{c} (multiples of 2^{self.e0}, |T| <= "
-                             f"{float(self.amax)!r}), {'hi32' if self._hi32 else 'f32'} words")
+                             f"{float(self.amax)!r}), {'hi32' if self._hi32 else 'f32'} words, {R} reduced rows")
         self._plans[block] = p
         return p
 

@@ -15,17 +15,19 @@
  *   sp   float64 (rows, 32)        accumulators across chunks (bk > LC_MX_KCF)    scratch
  *
  * Any table: row tables (the gemm family's trick).  Per k of a chunk of kc <= 32 and the unit's
- * 16 columns, P_k[r][j] = T[r][B[k, n0 + sigma(j)]] for the table's reduced rows r (sign-magnitude
- * codes: T[a] = asg[a] T[a & rep_mask]): 16 x 16 transposes of the transposed table tt, only for
- * the 16-row groups some row of the unit uses at that k (a mask per k).  Then per row m and k one
- * load of P_k[A[m,k] & rep_mask] gives 16 products: widened to float64 (HI32: the word is the
- * float64's high half, a dword unpack with zeros — sigma puts the columns in order; F32: vcvtps2pd)
- * and added with FMA by asg (+-1, exact).  Two parts: x = hi + lo split at 2^c by the magic
- * constant (hi = (x + C) - C), each summed on its own, fl32(hi + lo) by TwoSum rounded to odd.
+ * 32 columns, P_k[r][j] = T'[r][B[k, n0 + sigma(j)]] for the table's reduced rows r (T[a] =
+ * afac[a] T'[rep[a]], afac a signed power of two: rows equal up to sign and exponent share one):
+ * 16 x 16 transposes of the transposed reduced table tt — with many reduced rows (the arithmetic
+ * form rep = a & rep_mask) only for the 16-row groups some row of the unit uses at that k.  Then
+ * per row m and k one row P_k[rep[A[m,k]]] gives 32 products: widened to float64 (HI32: the word
+ * is the float64's high half, a dword unpack with zeros — sigma puts the columns in order; F32:
+ * vcvtps2pd) and added with FMA by afac (exact).  Two parts: v = x afac split at 2^c by the magic
+ * constant (hi = (v + C) - C, lo = v - hi), each summed on its own, fl32(hi + lo) by TwoSum
+ * rounded to odd.  Tiles: 4 rows x 4 zmm (one part), 3 rows x 8 zmm (two).
  *
- *   P    uint32 (kc, R16, 16)      the chunk's row tables                        scratch
- *   yt   float32 (rows, 16)        the unit's y                                   scratch
- *   sp   float64 (rows, np, 16)    accumulators across chunks (bk > 32)           scratch
+ *   P    uint32 (kc, R16 x 32 + 16)  the chunk's row tables (a line of padding)   scratch
+ *   yt   float32 (rows, 32)        the unit's y                                   scratch
+ *   sp   float64 (rows, np, 32)    accumulators across chunks (bk > 32)           scratch
  */
 #define LC_BODY_ISA avx512
 #include "core/simd.h"
@@ -170,11 +172,14 @@ static void lc_mx_fma_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n
 
 /* ------------------------------------------------------------------ any table: row tables */
 static inline int64_t lc_mx_kct(const lc_mx_job *j) { return j->bk < LC_MX_KCT ? j->bk : LC_MX_KCT; }
+/* words from one k's row tables to the next: R16 rows of 32 words and one line more (a power-of-two
+ * stride would put every k's row r in the same few L1 sets) */
+static inline int64_t lc_mx_pstride(int R16) { return (int64_t)R16 * 32 + 16; }
 
 static size_t lc_mx_table_ws(const lc_mx_job *j) {
     const lc_mx_products *P = j->P;
-    size_t n = lc_mx_al((size_t)lc_mx_kct(j) * P->R16 * 16 * 4) + lc_mx_al((size_t)j->rows_per * 16 * 4);
-    if (j->bk > LC_MX_KCT) n += lc_mx_al((size_t)j->rows_per * 16 * 8 * P->nparts);
+    size_t n = lc_mx_al((size_t)lc_mx_kct(j) * lc_mx_pstride(P->R16) * 4) + lc_mx_al((size_t)j->rows_per * 32 * 4);
+    if (j->bk > LC_MX_KCT) n += lc_mx_al((size_t)j->rows_per * 32 * 8 * P->nparts);
     return n;
 }
 
@@ -201,12 +206,17 @@ LC_AI void lc_mx_tr16(__m512 r[16]) {
     }
 }
 
-/* the position j of a row table holds column sigma(j): HI32's dword unpacks then give columns
- * 0-7 and 8-15 in order */
+/* position j of a row table's 16-column half holds column sigma(j) of the half: HI32's dword
+ * unpacks then give its columns 0-7 and 8-15 in order */
 static const int lc_mx_sigma_hi32[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
 
-/* used[kk] (kk < kc): bit g set when a row in [0, rows) has (A & rep_mask) >> 4 == g at k0 + kk */
+/* used[kk] (kk < kc): bit g set when a row in [0, rows) has rep >> 4 == g at k0 + kk; the
+ * reduction's arithmetic form (rep = code & rep_mask), or every group (rep_mask < 0: few) */
 static void lc_mx_used(uint16_t *used, const uint8_t *A, int64_t Kp, int64_t rows, int64_t kc, int rep_mask) {
+    if (rep_mask < 0 || rep_mask < 32) {
+        for (int64_t kk = 0; kk < kc; kk++) used[kk] = 0xFFFF;
+        return;
+    }
     if (kc == 32) {
         const __m512i rm = _mm512_set1_epi16((short)rep_mask), one = _mm512_set1_epi16(1);
         __m512i acc = _mm512_setzero_si512();
@@ -222,7 +232,7 @@ static void lc_mx_used(uint16_t *used, const uint8_t *A, int64_t Kp, int64_t row
         for (int64_t kk = 0; kk < kc; kk++) used[kk] |= (uint16_t)(1u << ((A[r * Kp + kk] & rep_mask) >> 4));
 }
 
-/* P_kk (R16 x 16 words) for k = k0 + kk, kk < kc: the used 16-row groups of the transposed table */
+/* P_kk (R16 x 32 words) for k = k0 + kk, kk < kc: the used 16-row groups of the transposed table */
 static void lc_mx_build(uint32_t *Pw, const lc_mx_job *j, const uint16_t *used, int64_t k0, int64_t kc, int64_t n0,
                         int nc) {
     const lc_mx_products *P = j->P;
@@ -230,137 +240,165 @@ static void lc_mx_build(uint32_t *Pw, const lc_mx_job *j, const uint16_t *used, 
     const int *sg = P->expand == LC_MX_HI32 ? lc_mx_sigma_hi32 : NULL;
     for (int64_t kk = 0; kk < kc; kk++) {
         const uint8_t *bk_ = j->B + (k0 + kk) * j->N + n0;
-        const uint32_t *src[16];
-        for (int c = 0; c < 16; c++) {
-            int col = sg ? sg[c] : c;
+        const uint32_t *src[32];
+        for (int c = 0; c < 32; c++) {
+            int col = (c & 16) + (sg ? sg[c & 15] : (c & 15));
             src[c] = P->tt + (int64_t)(col < nc ? bk_[col] : 0) * R16;
         }
-        uint32_t *Pk = Pw + kk * (int64_t)R16 * 16;
+        uint32_t *Pk = Pw + kk * lc_mx_pstride(R16);
         for (int g = 0; g * 16 < R16; g++) {
             if (!((used[kk] >> g) & 1)) continue;
-            __m512 r[16];
-            for (int c = 0; c < 16; c++) r[c] = _mm512_loadu_ps((const float *)(src[c] + g * 16));
-            lc_mx_tr16(r);
-            for (int i = 0; i < 16; i++) _mm512_store_ps((float *)(Pk + (g * 16 + i) * 16), r[i]);
+            for (int h = 0; h < 2; h++) {
+                __m512 r[16];
+                for (int c = 0; c < 16; c++) r[c] = _mm512_loadu_ps((const float *)(src[16 * h + c] + g * 16));
+                lc_mx_tr16(r);
+                for (int i = 0; i < 16; i++) _mm512_store_ps((float *)(Pk + (g * 16 + i) * 32 + 16 * h), r[i]);
+            }
         }
     }
 }
 
-/* one row table row's 16 products as float64, columns 0-7 (x0) and 8-15 (x1) */
-#define LC_MX_EXPAND(p, x0, x1)                                                                         \
+/* one row table row's 32 products as float64: x0..x3 = columns 0-7, 8-15, 16-23, 24-31 */
+#define LC_MX_EXPAND(p)                                                                                 \
+    __m512d x0, x1, x2, x3;                                                                             \
     if (EX == LC_MX_HI32) {                                                                             \
-        __m512i w_ = _mm512_load_si512((const void *)(p));                                              \
-        x0 = _mm512_castsi512_pd(_mm512_unpacklo_epi32(zi, w_));                                        \
-        x1 = _mm512_castsi512_pd(_mm512_unpackhi_epi32(zi, w_));                                        \
+        __m512i w0_ = _mm512_load_si512((const void *)(p)), w1_ = _mm512_load_si512((const void *)((p) + 16)); \
+        x0 = _mm512_castsi512_pd(_mm512_unpacklo_epi32(zi, w0_));                                       \
+        x1 = _mm512_castsi512_pd(_mm512_unpackhi_epi32(zi, w0_));                                       \
+        x2 = _mm512_castsi512_pd(_mm512_unpacklo_epi32(zi, w1_));                                       \
+        x3 = _mm512_castsi512_pd(_mm512_unpackhi_epi32(zi, w1_));                                       \
     } else {                                                                                            \
         x0 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p)));                                       \
         x1 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 8));                                   \
+        x2 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 16));                                  \
+        x3 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 24));                                  \
     }
 #define LC_MX_REP4(X) X(0) X(1) X(2) X(3)
-#define LC_MX_TDECL(r) __m512d h##r##0, h##r##1, l##r##0, l##r##1; const uint8_t *a##r = A + (r < R ? r : 0) * Kp;
+#define LC_MX_TDECL(r)                                                                                  \
+    __m512d h##r##0, h##r##1, h##r##2, h##r##3, l##r##0, l##r##1, l##r##2, l##r##3;                    \
+    const uint8_t *a##r = A + (r < R ? r : 0) * Kp;
 #define LC_MX_TINIT(r)                                                                                  \
     if (r < R) {                                                                                        \
         if (first) {                                                                                    \
-            h##r##0 = h##r##1 = l##r##0 = l##r##1 = _mm512_setzero_pd();                                \
+            h##r##0 = h##r##1 = h##r##2 = h##r##3 = _mm512_setzero_pd();                                \
+            l##r##0 = l##r##1 = l##r##2 = l##r##3 = h##r##0;                                            \
         } else {                                                                                        \
-            const double *s_ = sp + r * 16 * NP;                                                        \
+            const double *s_ = sp + r * 32 * NP;                                                        \
             h##r##0 = _mm512_load_pd(s_); h##r##1 = _mm512_load_pd(s_ + 8);                             \
-            l##r##0 = NP > 1 ? _mm512_load_pd(s_ + 16) : h##r##0; l##r##1 = NP > 1 ? _mm512_load_pd(s_ + 24) : h##r##0; \
+            h##r##2 = _mm512_load_pd(s_ + 16); h##r##3 = _mm512_load_pd(s_ + 24);                       \
+            l##r##0 = l##r##1 = l##r##2 = l##r##3 = h##r##0;                                            \
+            if (NP > 1) {                                                                               \
+                l##r##0 = _mm512_load_pd(s_ + 32); l##r##1 = _mm512_load_pd(s_ + 40);                   \
+                l##r##2 = _mm512_load_pd(s_ + 48); l##r##3 = _mm512_load_pd(s_ + 56);                   \
+            }                                                                                           \
         }                                                                                               \
+    }
+#define LC_MX_TSPLIT(r, i)                                                                              \
+    {                                                                                                   \
+        __m512d v_ = _mm512_mul_pd(x##i, s_), g_ = _mm512_sub_pd(_mm512_add_pd(v_, C), C);              \
+        h##r##i = _mm512_add_pd(h##r##i, g_);                                                           \
+        l##r##i = _mm512_add_pd(l##r##i, _mm512_sub_pd(v_, g_));                                        \
     }
 #define LC_MX_TROW(r)                                                                                   \
     if (r < R) {                                                                                        \
         unsigned c_ = a##r[k];                                                                          \
-        const uint32_t *p_ = Pk + (int64_t)(c_ & rm) * 16;                                              \
-        __m512d s_ = _mm512_set1_pd(asg[c_]), x0, x1;                                                   \
-        LC_MX_EXPAND(p_, x0, x1)                                                                        \
+        const uint32_t *p_ = Pk + (int64_t)rep[c_] * 32;                                                \
+        __m512d s_ = _mm512_set1_pd(afac[c_]);                                                          \
+        LC_MX_EXPAND(p_)                                                                                \
         if (NP == 1) {                                                                                  \
             h##r##0 = _mm512_fmadd_pd(x0, s_, h##r##0); h##r##1 = _mm512_fmadd_pd(x1, s_, h##r##1);     \
+            h##r##2 = _mm512_fmadd_pd(x2, s_, h##r##2); h##r##3 = _mm512_fmadd_pd(x3, s_, h##r##3);     \
         } else {                                                                                        \
-            __m512d g0 = _mm512_sub_pd(_mm512_add_pd(x0, C), C), g1 = _mm512_sub_pd(_mm512_add_pd(x1, C), C); \
-            h##r##0 = _mm512_fmadd_pd(g0, s_, h##r##0); h##r##1 = _mm512_fmadd_pd(g1, s_, h##r##1);     \
-            l##r##0 = _mm512_fmadd_pd(_mm512_sub_pd(x0, g0), s_, l##r##0);                              \
-            l##r##1 = _mm512_fmadd_pd(_mm512_sub_pd(x1, g1), s_, l##r##1);                              \
+            LC_MX_TSPLIT(r, 0) LC_MX_TSPLIT(r, 1) LC_MX_TSPLIT(r, 2) LC_MX_TSPLIT(r, 3)                 \
         }                                                                                               \
     }
+#define LC_MX_TFOLD(r, i)                                                                               \
+    lc_mx_fold8(yt + r * 32 + 8 * i, NP == 1 ? h##r##i : lc_mx_odd8(h##r##i, l##r##i), sa, sb##i);
 #define LC_MX_TDONE(r)                                                                                  \
     if (r < R) {                                                                                        \
         if (last) {                                                                                     \
             __m512d sa = _mm512_set1_pd(scale[SA[r * nblk]]);                                            \
-            __m512d S0 = NP == 1 ? h##r##0 : lc_mx_odd8(h##r##0, l##r##0);                               \
-            __m512d S1 = NP == 1 ? h##r##1 : lc_mx_odd8(h##r##1, l##r##1);                               \
-            lc_mx_fold8(yt + r * 16, S0, sa, sb0); lc_mx_fold8(yt + r * 16 + 8, S1, sa, sb1);           \
+            LC_MX_TFOLD(r, 0) LC_MX_TFOLD(r, 1) LC_MX_TFOLD(r, 2) LC_MX_TFOLD(r, 3)                     \
         } else {                                                                                        \
-            double *s_ = sp + r * 16 * NP;                                                              \
+            double *s_ = sp + r * 32 * NP;                                                              \
             _mm512_store_pd(s_, h##r##0); _mm512_store_pd(s_ + 8, h##r##1);                             \
-            if (NP > 1) { _mm512_store_pd(s_ + 16, l##r##0); _mm512_store_pd(s_ + 24, l##r##1); }       \
+            _mm512_store_pd(s_ + 16, h##r##2); _mm512_store_pd(s_ + 24, h##r##3);                       \
+            if (NP > 1) {                                                                               \
+                _mm512_store_pd(s_ + 32, l##r##0); _mm512_store_pd(s_ + 40, l##r##1);                   \
+                _mm512_store_pd(s_ + 48, l##r##2); _mm512_store_pd(s_ + 56, l##r##3);                   \
+            }                                                                                           \
         }                                                                                               \
     }
 
-/* R rows (A at their chunk start, Kp apart; SA at their block) x 16 columns over the chunk's kc
+/* R rows (A at their chunk start, Kp apart; SA at their block) x 32 columns over the chunk's kc
  * row tables Pw, the products in form EX, NP parts */
 LC_AI void lc_mx_table_tile(const uint8_t *A, int64_t Kp, const uint8_t *SA, int64_t nblk, const uint32_t *Pw,
-                            int64_t kc, int R16, int rm, const double *asg, double split, const double *scale,
-                            const double *sbv, float *yt, double *sp, int first, int last, const int R,
-                            const int NP, const int EX) {
+                            int64_t kc, int R16, const uint8_t *rep, const double *afac, double split,
+                            const double *scale, const double *sbv, float *yt, double *sp, int first, int last,
+                            const int R, const int NP, const int EX) {
     const __m512i zi = _mm512_setzero_si512();
     const __m512d C = _mm512_set1_pd(split);
     LC_MX_REP4(LC_MX_TDECL)
     LC_MX_REP4(LC_MX_TINIT)
     for (int64_t k = 0; k < kc; k++) {
-        const uint32_t *Pk = Pw + k * (int64_t)R16 * 16;
+        const uint32_t *Pk = Pw + k * lc_mx_pstride(R16);
         LC_MX_REP4(LC_MX_TROW)
     }
-    __m512d sb0 = _mm512_loadu_pd(sbv), sb1 = _mm512_loadu_pd(sbv + 8);
+    __m512d sb0 = _mm512_loadu_pd(sbv), sb1 = _mm512_loadu_pd(sbv + 8), sb2 = _mm512_loadu_pd(sbv + 16),
+            sb3 = _mm512_loadu_pd(sbv + 24);
     LC_MX_REP4(LC_MX_TDONE)
     (void)zi, (void)C;
 }
 
 typedef void (*lc_mx_table_fn)(const uint8_t *, int64_t, const uint8_t *, int64_t, const uint32_t *, int64_t, int,
-                               int, const double *, double, const double *, const double *, float *, double *, int,
-                               int);
+                               const uint8_t *, const double *, double, const double *, const double *, float *,
+                               double *, int, int);
 #define LC_MX_TDEF(R, NP, EX)                                                                           \
     static void lc_mx_table_##R##_##NP##_##EX(const uint8_t *A, int64_t Kp, const uint8_t *SA, int64_t nblk, \
-                                              const uint32_t *Pw, int64_t kc, int R16, int rm, const double *asg, \
-                                              double split, const double *scale, const double *sbv, float *yt, \
-                                              double *sp, int first, int last) {                        \
-        lc_mx_table_tile(A, Kp, SA, nblk, Pw, kc, R16, rm, asg, split, scale, sbv, yt, sp, first, last, R, NP, EX); \
+                                              const uint32_t *Pw, int64_t kc, int R16, const uint8_t *rep,  \
+                                              const double *afac, double split, const double *scale,      \
+                                              const double *sbv, float *yt, double *sp, int first, int last) { \
+        lc_mx_table_tile(A, Kp, SA, nblk, Pw, kc, R16, rep, afac, split, scale, sbv, yt, sp, first, last, R, NP, EX); \
     }
-#define LC_MX_TDEF_R(NP, EX) LC_MX_TDEF(1, NP, EX) LC_MX_TDEF(2, NP, EX) LC_MX_TDEF(3, NP, EX) LC_MX_TDEF(4, NP, EX)
-LC_MX_TDEF_R(1, 0) LC_MX_TDEF_R(1, 1) LC_MX_TDEF_R(2, 0) LC_MX_TDEF_R(2, 1)
-#define LC_MX_TNAMES(NP, EX) {0, lc_mx_table_1_##NP##_##EX, lc_mx_table_2_##NP##_##EX, lc_mx_table_3_##NP##_##EX, \
-                              lc_mx_table_4_##NP##_##EX}
-/* [parts - 1][expand][rows] */
+LC_MX_TDEF(1, 1, 0) LC_MX_TDEF(2, 1, 0) LC_MX_TDEF(3, 1, 0) LC_MX_TDEF(4, 1, 0)
+LC_MX_TDEF(1, 1, 1) LC_MX_TDEF(2, 1, 1) LC_MX_TDEF(3, 1, 1) LC_MX_TDEF(4, 1, 1)
+LC_MX_TDEF(1, 2, 0) LC_MX_TDEF(2, 2, 0) LC_MX_TDEF(3, 2, 0)
+LC_MX_TDEF(1, 2, 1) LC_MX_TDEF(2, 2, 1) LC_MX_TDEF(3, 2, 1)
+/* [parts - 1][expand][rows]: 4 rows a tile with one part (16 accumulators), 3 with two (24) */
+static const int lc_mx_table_rows[2] = {4, 3};
 static const lc_mx_table_fn lc_mx_table_tiles[2][2][LC_MX_TR + 1] = {
-    {LC_MX_TNAMES(1, 0), LC_MX_TNAMES(1, 1)}, {LC_MX_TNAMES(2, 0), LC_MX_TNAMES(2, 1)}};
+    {{0, lc_mx_table_1_1_0, lc_mx_table_2_1_0, lc_mx_table_3_1_0, lc_mx_table_4_1_0},
+     {0, lc_mx_table_1_1_1, lc_mx_table_2_1_1, lc_mx_table_3_1_1, lc_mx_table_4_1_1}},
+    {{0, lc_mx_table_1_2_0, lc_mx_table_2_2_0, lc_mx_table_3_2_0, 0},
+     {0, lc_mx_table_1_2_1, lc_mx_table_2_2_1, lc_mx_table_3_2_1, 0}}};
 
 static void lc_mx_table_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, char *ws) {
     const lc_mx_products *P = j->P;
     const int64_t N = j->N, K = j->K, Kp = j->Kp, bk = j->bk, nblk = j->nblk, rows = m1 - m0, kct = lc_mx_kct(j);
-    const int np = P->nparts;
+    const int np = P->nparts, tr = lc_mx_table_rows[np - 1];
     uint32_t *Pw = (uint32_t *)ws;
-    float *yt = (float *)(ws + lc_mx_al((size_t)kct * P->R16 * 16 * 4));
-    double *sp = (double *)((char *)yt + lc_mx_al((size_t)j->rows_per * 16 * 4));
+    float *yt = (float *)(ws + lc_mx_al((size_t)kct * lc_mx_pstride(P->R16) * 4));
+    double *sp = (double *)((char *)yt + lc_mx_al((size_t)j->rows_per * 32 * 4));
     const lc_mx_table_fn *tiles = lc_mx_table_tiles[np - 1][P->expand == LC_MX_HI32];
     uint16_t used[LC_MX_KCT] __attribute__((aligned(64)));
-    double sbv[16];
-    memset(yt, 0, (size_t)rows * 16 * sizeof(float));
+    double sbv[32];
+    memset(yt, 0, (size_t)rows * 32 * sizeof(float));
     for (int64_t b = 0; b < nblk; b++) {
         const int64_t k0 = b * bk, k1 = lc_mx_min(k0 + bk, K);
-        for (int c = 0; c < 16; c++) sbv[c] = c < nc ? P->scale[j->SB[b * N + n0 + c]] : 1.0;
+        for (int c = 0; c < 32; c++) sbv[c] = c < nc ? P->scale[j->SB[b * N + n0 + c]] : 1.0;
         for (int64_t c0 = k0; c0 < k1; c0 += kct) {
             const int64_t c1 = lc_mx_min(c0 + kct, k1);
             lc_mx_used(used, j->A + m0 * Kp + c0, Kp, rows, c1 - c0, P->rep_mask);
             lc_mx_build(Pw, j, used, c0, c1 - c0, n0, nc);
-            for (int64_t r = 0; r < rows; r += LC_MX_TR) {
-                int R = (int)lc_mx_min(LC_MX_TR, rows - r);
+            for (int64_t r = 0; r < rows; r += tr) {
+                int R = (int)lc_mx_min(tr, rows - r);
                 tiles[R](j->A + (m0 + r) * Kp + c0, Kp, j->SA + (m0 + r) * nblk + b, nblk, Pw, c1 - c0, P->R16,
-                         P->rep_mask, P->asg, P->split, P->scale, sbv, yt + r * 16, sp + r * 16 * np, c0 == k0,
+                         P->rep, P->afac, P->split, P->scale, sbv, yt + r * 32, sp + r * 32 * np, c0 == k0,
                          c1 == k1);
             }
         }
     }
-    lc_mx_store(j, yt, 16, m0, rows, n0, nc);
+    lc_mx_store(j, yt, 32, m0, rows, n0, nc);
 }
 
 /* ------------------------------------------------------------------ the body's entry points */

@@ -14,7 +14,7 @@
 #include "mxgemm/job.h"
 
 #define LC_MX_X86_NB_FMA 32       /* the FMA tile's columns: 4 zmm of float64 */
-#define LC_MX_X86_NB_TABLE 16     /* the row tables' columns: a row is one zmm of words */
+#define LC_MX_X86_NB_TABLE 32     /* the row tables' columns: a row is two zmm of words */
 
 #define LC_MX_X86_DECLARE(P)                                                                          \
     size_t P##mx_exact_ws(const lc_mx_job *j);                                                        \

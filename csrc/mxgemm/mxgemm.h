@@ -153,7 +153,7 @@ static int lc_mx_plan(lc_mx_job *j, int narrow, int isa, int nthreads) {
     if (nthreads < 1) nthreads = 1;
     j->body = body;
     j->nb = narrow ? LC_MX_GENERIC_NB : (j->P->route == LC_MX_ROUTE_FMA ? body->nb_fma : body->nb_table);
-    int64_t ncb = (j->N + j->nb - 1) / j->nb, M = j->M > 0 ? j->M : 1;
+    int64_t ncb = j->N > 0 ? (j->N + j->nb - 1) / j->nb : 1, M = j->M > 0 ? j->M : 1;
     int64_t nrc = 1;
     if (ncb < 2 * nthreads) {
         nrc = (2 * nthreads + ncb - 1) / ncb;
@@ -163,7 +163,7 @@ static int lc_mx_plan(lc_mx_job *j, int narrow, int isa, int nthreads) {
     if ((M + nrc - 1) / nrc > LC_MX_MAX_ROWS) nrc = (M + LC_MX_MAX_ROWS - 1) / LC_MX_MAX_ROWS;
     j->rows_per = (M + nrc - 1) / nrc;
     j->nrc = (M + j->rows_per - 1) / j->rows_per;
-    j->units = j->M > 0 ? ncb * j->nrc : 0;
+    j->units = j->M > 0 && j->N > 0 ? ncb * j->nrc : 0;
     if (j->units < nthreads) nthreads = j->units > 0 ? (int)j->units : 1;
     size_t ws = narrow ? 0 : body->exact_ws(j);
     j->ws_per = (ws + 63) & ~(size_t)63;

@@ -128,7 +128,7 @@ class MXProducts:
             same = (t32.astype(t.dtype) == t) | (np.isnan(t32) & np.isnan(t.astype(np.float64)))
             if not same.all():
                 i, j = np.argwhere(~same)[0]
-                raise ValueError(f"products: entry [{i}, {j}] = {t[i, j]!r} is not a float32 value")
+                raise ValueError(f"products: entry [{i}, {j}] = {t[i, j].item()!r} is not a float32 value")
         self.products = t32.copy()
         self.products.setflags(write=False)
         va, vb = self.a.values(), self.b.values()
@@ -206,7 +206,7 @@ class MXProducts:
     def _parts(self, block):
         """(nparts, c) for sums of ``block`` products, or a ValueError saying why none works."""
         e0, amax = self.e0, self.amax
-        if block * amax <= Fraction(2) ** (53 + e0):
+        if block == 1 or block * amax <= Fraction(2) ** (53 + e0):      # one product: its own float64
             return 1, 0
         c = e0 + 1
         while not (block * (amax + Fraction(2) ** (c - 1)) <= Fraction(2) ** (53 + c) and amax <= Fraction(2) ** (51 + c)):

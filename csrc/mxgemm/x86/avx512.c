@@ -41,12 +41,34 @@
 #define LC_MX_TR 4         /* rows per row-table tile */
 
 static inline size_t lc_mx_al(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* float32 <-> float64, 8 lanes (vcvtps2pd / vcvtpd2ps); SIMDe 0.8.2 has neither: the twin converts
+ * lane by lane with C's casts (exact widening; narrowing to nearest even, as the instruction) */
+#if defined(LC_SIMDE)
+static inline __m512d lc_mx_cvtps_pd(__m256 f) {
+    float t[8];
+    double d[8];
+    _mm256_storeu_ps(t, f);
+    for (int i = 0; i < 8; i++) d[i] = (double)t[i];
+    return _mm512_loadu_pd(d);
+}
+static inline __m256 lc_mx_cvtpd_ps(__m512d x) {
+    double d[8];
+    float t[8];
+    _mm512_storeu_pd(d, x);
+    for (int i = 0; i < 8; i++) t[i] = (float)d[i];
+    return _mm256_loadu_ps(t);
+}
+#else
+#define lc_mx_cvtps_pd(f) _mm512_cvtps_pd(f)
+#define lc_mx_cvtpd_ps(x) _mm512_cvtpd_ps(x)
+#endif
 static inline int64_t lc_mx_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* y[0..8) += fl32(fl32(S) * (sa * sb)) — the generic fold, 8 lanes */
 LC_AI void lc_mx_fold8(float *y, __m512d S, __m512d sa, __m512d sb) {
-    __m256 f = _mm512_cvtpd_ps(S);
-    __m256 u = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(f), _mm512_mul_pd(sa, sb)));
+    __m256 f = lc_mx_cvtpd_ps(S);
+    __m256 u = lc_mx_cvtpd_ps(_mm512_mul_pd(lc_mx_cvtps_pd(f), _mm512_mul_pd(sa, sb)));
     _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), u));
 }
 
@@ -221,7 +243,8 @@ static void lc_mx_used(uint16_t *used, const uint8_t *A, int64_t Kp, int64_t row
         const __m512i rm = _mm512_set1_epi16((short)rep_mask), one = _mm512_set1_epi16(1);
         __m512i acc = _mm512_setzero_si512();
         for (int64_t r = 0; r < rows; r++) {
-            __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(A + r * Kp)));
+            /* sign-extended (SIMDe 0.8.2 has no zero-extension); and rep_mask (< 256) clears the high byte */
+            __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(A + r * Kp)));
             acc = _mm512_or_si512(acc, _mm512_sllv_epi16(one, _mm512_srli_epi16(_mm512_and_si512(w, rm), 4)));
         }
         _mm512_storeu_si512((void *)used, acc);
@@ -268,10 +291,10 @@ static void lc_mx_build(uint32_t *Pw, const lc_mx_job *j, const uint16_t *used, 
         x2 = _mm512_castsi512_pd(_mm512_unpacklo_epi32(zi, w1_));                                       \
         x3 = _mm512_castsi512_pd(_mm512_unpackhi_epi32(zi, w1_));                                       \
     } else {                                                                                            \
-        x0 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p)));                                       \
-        x1 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 8));                                   \
-        x2 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 16));                                  \
-        x3 = _mm512_cvtps_pd(_mm256_load_ps((const float *)(p) + 24));                                  \
+        x0 = lc_mx_cvtps_pd(_mm256_load_ps((const float *)(p)));                                       \
+        x1 = lc_mx_cvtps_pd(_mm256_load_ps((const float *)(p) + 8));                                   \
+        x2 = lc_mx_cvtps_pd(_mm256_load_ps((const float *)(p) + 16));                                  \
+        x3 = lc_mx_cvtps_pd(_mm256_load_ps((const float *)(p) + 24));                                  \
     }
 #define LC_MX_REP4(X) X(0) X(1) X(2) X(3)
 #define LC_MX_TDECL(r)                                                                                  \

@@ -209,7 +209,8 @@ class MXProducts:
         if block == 1 or block * amax <= Fraction(2) ** (53 + e0):      # one product: its own float64
             return 1, 0
         c = e0 + 1
-        while not (block * (amax + Fraction(2) ** (c - 1)) <= Fraction(2) ** (53 + c) and amax <= Fraction(2) ** (51 + c)):
+        two = Fraction(2)
+        while not (block * (amax + two ** (c - 1)) <= two ** (53 + c) and amax <= two ** (51 + c)):
             c += 1
         if block * Fraction(2) ** (c - 1) <= Fraction(2) ** (53 + e0):
             return 2, c
@@ -308,7 +309,8 @@ def mx_gemm(a: MX, b: MX, products, accumulate="exact", threads: int | None = No
     p = _products(products, a.fmt, b.fmt)
     if isinstance(accumulate, str):
         if accumulate != "exact":
-            raise ValueError(f"accumulate: expected \"exact\" or a Narrow(mbits, promote, rounding), got {accumulate!r}")
+            raise ValueError(f"accumulate: expected \"exact\" or a Narrow(mbits, promote, rounding), "
+                             f"got {accumulate!r}")
         narrow = None
     elif isinstance(accumulate, Narrow):
         narrow = accumulate

@@ -220,7 +220,8 @@ LC_AI void lc_mx_tr16(__m512 r[16]) {
     }
     for (int e = 0; e < 4; e++) {           /* element 4L + e: lane L of u[e], u[4 + e], u[8 + e], u[12 + e] */
         __m512 xl = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), xh = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
-        __m512 yl = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), yh = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+        __m512 yl = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+        __m512 yh = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
         r[e] = _mm512_shuffle_f32x4(xl, yl, 0x88);
         r[8 + e] = _mm512_shuffle_f32x4(xl, yl, 0xDD);
         r[4 + e] = _mm512_shuffle_f32x4(xh, yh, 0x88);

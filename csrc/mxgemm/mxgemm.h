@@ -25,13 +25,15 @@
  * narrow (lc_mx_narrow): acc = 0, y = 0; for k = 0 .. K-1: p = T[A[m,k], B[k,n]] * 2^(xa + xb)
  *        (exact, float64); acc = round(acc + p) to mbits + 1 significant bits, float32's exponent
  *        range (job.h lc_mx_narrow: nearest even or toward zero; overflow inf or the maximum);
- *        if (k + 1) % promote == 0 or k == K - 1: y = fl32(y + acc), acc = 0.
+ *        if (k + 1) % promote == 0 or k == K - 1: y = fl32(y + acc), acc = 0.  The register steps
+ *        (TwoSum rounded to odd, then the integer rounding between exact scalings) are job.h's.
  * Every NaN output is the canonical 0x7fc00000; zeros are +0.  The same bits at any thread count
  * and on every body: the sums are exact, and narrow runs each output's k in order in one unit.
  *
  * Layout: job.h the shared structs and scalar steps; this header the generic bodies, the body
  * table and the drivers; x86/x86.h + x86/avx512.c the AVX-512 bodies (the FMA route's register
- * tile; any table through row tables), compiled alone with their flags.
+ * tile; any table through row tables; narrow mode on the same row tables, its register stepped
+ * lane for lane as job.h's), compiled alone with their flags.
  */
 #ifndef LUTCORE_MXGEMM_H
 #define LUTCORE_MXGEMM_H
@@ -123,9 +125,11 @@ static void lc_mx_narrow_unit_generic(const lc_mx_job *j, int64_t m0, int64_t m1
 /* ------------------------------------------------------------------ the body table */
 typedef struct lc_mx_body {
     lc_body_head head;
-    int nb_fma, nb_table;                           /* columns per exact unit, FMA / table route */
+    int nb_fma, nb_table;                           /* columns per unit: exact FMA route / row tables, narrow */
     size_t (*exact_ws)(const lc_mx_job *j);         /* per-thread scratch bytes of exact_unit */
     void (*exact_unit)(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws);
+    size_t (*narrow_ws)(const lc_mx_job *j);        /* and of narrow_unit */
+    void (*narrow_unit)(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws);
 } lc_mx_body;
 
 static size_t lc_mx_ws_none(const lc_mx_job *j) { (void)j; return 0; }
@@ -133,14 +137,16 @@ static size_t lc_mx_ws_none(const lc_mx_job *j) { (void)j; return 0; }
 static const lc_mx_body lc_mx_bodies[] = {
 #if LC_X86_BODIES
     {{"avx512 (float64 FMA tile; row tables)", LC_ISA_AVX512}, LC_MX_X86_NB_FMA, LC_MX_X86_NB_TABLE,
-     LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_unit)},
+     LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_unit),
+     LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_narrow_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_narrow_unit)},
 #endif
-    {{"generic", LC_ISA_GENERIC}, LC_MX_GENERIC_NB, LC_MX_GENERIC_NB, lc_mx_ws_none, lc_mx_exact_unit_generic},
+    {{"generic", LC_ISA_GENERIC}, LC_MX_GENERIC_NB, LC_MX_GENERIC_NB, lc_mx_ws_none, lc_mx_exact_unit_generic,
+     lc_mx_ws_none, lc_mx_narrow_unit_generic},
 };
 LC_BODY_TABLE(lc_mx_body, lc_mx, lc_mx_bodies)
 
-/* the bodies isa runs: which 0 exact, 1 narrow (generic everywhere) */
-static const char *lc_mx_name(int isa, int which) { return which ? "generic" : lc_mx_body_name(isa); }
+/* the body isa runs (which 0 exact, 1 narrow: the same entry) */
+static const char *lc_mx_name(int isa, int which) { (void)which; return lc_mx_body_name(isa); }
 
 /* ------------------------------------------------------------------ drivers */
 
@@ -148,11 +154,10 @@ static const char *lc_mx_name(int isa, int which) { return which ? "generic" : l
  * the operands' sizes and P.  Units: column blocks of the body's width x row chunks, the rows
  * split only when there are too few column blocks to feed the threads. */
 static int lc_mx_plan(lc_mx_job *j, int narrow, int isa, int nthreads) {
-    const lc_mx_body *body = narrow ? &lc_mx_bodies[sizeof(lc_mx_bodies) / sizeof(lc_mx_bodies[0]) - 1]
-                                    : lc_mx_pick(isa);
+    const lc_mx_body *body = lc_mx_pick(isa);
     if (nthreads < 1) nthreads = 1;
     j->body = body;
-    j->nb = narrow ? LC_MX_GENERIC_NB : (j->P->route == LC_MX_ROUTE_FMA ? body->nb_fma : body->nb_table);
+    j->nb = !narrow && j->P->route == LC_MX_ROUTE_FMA ? body->nb_fma : body->nb_table;
     int64_t ncb = j->N > 0 ? (j->N + j->nb - 1) / j->nb : 1, M = j->M > 0 ? j->M : 1;
     int64_t nrc = 1;
     if (ncb < 2 * nthreads) {
@@ -165,7 +170,7 @@ static int lc_mx_plan(lc_mx_job *j, int narrow, int isa, int nthreads) {
     j->nrc = (M + j->rows_per - 1) / j->rows_per;
     j->units = j->M > 0 && j->N > 0 ? ncb * j->nrc : 0;
     if (j->units < nthreads) nthreads = j->units > 0 ? (int)j->units : 1;
-    size_t ws = narrow ? 0 : body->exact_ws(j);
+    size_t ws = narrow ? body->narrow_ws(j) : body->exact_ws(j);
     j->ws_per = (ws + 63) & ~(size_t)63;
     return nthreads;
 }
@@ -187,7 +192,7 @@ static void lc_mx_run_unit(void *p, int64_t u, int tid) {
     if (m1 <= m0 || nc <= 0) return;
     void *ws = j->ws ? j->ws + (size_t)tid * j->ws_per : NULL;
     if (r->narrow)
-        lc_mx_narrow_unit_generic(j, m0, m1, n0, nc, ws);
+        j->body->narrow_unit(j, m0, m1, n0, nc, ws);
     else
         j->body->exact_unit(j, m0, m1, n0, nc, ws);
 }

@@ -4,8 +4,8 @@ every route (the FMA tile; row tables with one part and two, HI32 and F32 words,
 sign and exponent or by the sign bit or not at all — the used-group masks, vectorised for chunks
 of 32 and scalar below), shapes crossing the tiles (6 and 4/3 rows, 32 columns) and the chunks
 (blocks of 16, 32, 48, 300: the row tables' 32 and the FMA tile's 256), specials, at 1, 2 and 3
-threads.  Narrow mode has the generic body only (the same bits everywhere by construction; the
-runners still run it).
+threads; narrow mode (the register stepped lane for lane on the same row tables) with both
+roundings, promotions, overflow and subnormal registers.
 
 As the other body tests: the AVX-512 body runs through lutcore._native._simde_mxgemm (the same
 source compiled against SIMDe's exact emulation, AVX2+FMA flags -- any x86-64 CPU) and natively
@@ -113,20 +113,48 @@ def test_exact_body_specials(runner, rng):
             _same(_run(mod, isa, a, b, plan, nt), gen, (name, nt))
 
 
+NARROWS = [(13, 128, False), (13, 0, True), (3, 5, False), (1, 1, True), (23, 7, False), (23, 0, True)]
+
+
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
-def test_narrow_runs_the_generic_body(runner, rng):
+@pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e5m2", "e2m1"), ("int8", "e4m3")])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 65, 33), (3, 40, 70), (5, 100, 3)], ids=str)
+def test_narrow_body_matches_generic(runner, fa, fb, shape, rng):
     _, mod, isa = runner
-    a, b = _operands(rng, 7, 65, 33, "e4m3", "e4m3", 32)
-    plan = MXProducts(cleared(exact_table("e4m3", "e4m3")), "e4m3", "e4m3")._plan(32)
-    for nar in ((13, 128, False), (13, 0, True), (3, 5, False)):
-        gen = _run(_mx, 0, a, b, plan, 1, nar)
-        for nt in (1, 2):
-            _same(_run(mod, isa, a, b, plan, nt, nar), gen, (nar, nt))
+    M, K, N = shape
+    a, b = _operands(rng, M, K, N, fa, fb, 32)
+    for name, t in _tables(fa, fb, rng).items():
+        plan = MXProducts(t, fa, fb)._plan(32)
+        for nar in NARROWS:
+            gen = _run(_mx, 0, a, b, plan, 1, nar)
+            for nt in (1, 2):
+                _same(_run(mod, isa, a, b, plan, nt, nar), gen, (name, nar, nt))
+
+
+@pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
+def test_narrow_body_extremes(runner, rng):
+    """Scales putting the register near float32's top (overflow: inf or the maximum) and bottom
+    (its subnormal quantum), blocks of 16 and 48, specials."""
+    _, mod, isa = runner
+    for block, lo, hi in ((16, 0, 60), (48, 200, 254), (32, 90, 140)):
+        a, b = _operands(rng, 5, 100, 37, "e5m2", "e4m3", block)
+        sa = rng.integers(lo, hi + 1, a.scales.shape).astype(np.uint8)
+        sb = rng.integers(lo, hi + 1, b.scales.shape).astype(np.uint8)
+        ac, bc = a.codes.copy(), b.codes.copy()
+        ac[0, 5], bc[7, 3], sa[2, 1] = 0x7C, 0x7F, 0xFF                      # inf, NaN, a NaN scale
+        a = MX(ac, sa, "e5m2", block, 1, a.shape)
+        b = MX(bc, sb, "e4m3", block, 0, b.shape)
+        for name, t in _tables("e5m2", "e4m3", rng).items():
+            plan = MXProducts(t, "e5m2", "e4m3")._plan(block)
+            for nar in NARROWS:
+                gen = _run(_mx, 0, a, b, plan, 1, nar)
+                _same(_run(mod, isa, a, b, plan, 2, nar), gen, (block, name, nar))
 
 
 def test_body_names():
     assert _mx.body_names(0) == {"mx_gemm exact": "generic", "mx_gemm narrow": "generic"}
     if IS_X86:
         assert _simde_mx.body_names(2)["mx_gemm exact"].startswith("avx512")
+        assert _simde_mx.body_names(2)["mx_gemm narrow"].startswith("avx512")
         assert _mx.body_names(1)["mx_gemm exact"] == "generic"            # no AVX2 body: the generic one
     assert "mx_gemm exact" in _simd.bodies()

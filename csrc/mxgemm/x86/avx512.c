@@ -42,8 +42,10 @@
 
 static inline size_t lc_mx_al(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* float32 <-> float64, 8 lanes (vcvtps2pd / vcvtpd2ps); SIMDe 0.8.2 has neither: the twin converts
- * lane by lane with C's casts (exact widening; narrowing to nearest even, as the instruction) */
+/* float32 <-> float64, 8 lanes (vcvtps2pd / vcvtpd2ps), and rounding to an integer (vrndscalepd);
+ * SIMDe 0.8.2 has no conversions and its rounding toward zero rounds to nearest: the twin works
+ * lane by lane with C (exact widening; narrowing to nearest even; trunc, nearbyint), as the
+ * instructions do */
 #if defined(LC_SIMDE)
 static inline __m512d lc_mx_cvtps_pd(__m256 f) {
     float t[8];
@@ -59,9 +61,18 @@ static inline __m256 lc_mx_cvtpd_ps(__m512d x) {
     for (int i = 0; i < 8; i++) t[i] = (float)d[i];
     return _mm256_loadu_ps(t);
 }
+/* to an integer, nearest even or toward zero (SIMDe's roundscale does not honour the latter) */
+static inline __m512d lc_mx_round_pd(__m512d x, int tz) {
+    double d[8];
+    _mm512_storeu_pd(d, x);
+    for (int i = 0; i < 8; i++) d[i] = tz ? trunc(d[i]) : nearbyint(d[i]);
+    return _mm512_loadu_pd(d);
+}
 #else
 #define lc_mx_cvtps_pd(f) _mm512_cvtps_pd(f)
 #define lc_mx_cvtpd_ps(x) _mm512_cvtpd_ps(x)
+#define lc_mx_round_pd(x, tz) ((tz) ? _mm512_roundscale_pd((x), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC) \
+                                    : _mm512_roundscale_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #endif
 static inline int64_t lc_mx_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -425,6 +436,143 @@ static void lc_mx_table_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t
     lc_mx_store(j, yt, 32, m0, rows, n0, nc);
 }
 
+/* ------------------------------------------------------------------ narrow mode */
+/* The register's step, 8 lanes: acc + p rounded to odd (TwoSum), then to mbits + 1 bits in
+ * float32's exponent range, nearest even or toward zero (TZ), overflowing to +-inf or the maximum;
+ * a non-finite acc + p passes (IEEE); zeros +0 — job.h's lc_mx_add_odd and lc_mx_narrow, lane for
+ * lane.  The quantum 2^q from the bits (q = max(e, -126) - mbits): scalings by 2^-q and 2^q are
+ * exact, the integer rounding between them the only rounding. */
+LC_AI __m512d lc_mx_step8(__m512d acc, __m512d p, __m512i mb, __m512d lim, __m512d mx, const int TZ) {
+    const __m512d z = _mm512_setzero_pd();
+    const __m512i one = _mm512_set1_epi64(1), bias = _mm512_set1_epi64(1023), emin = _mm512_set1_epi64(-126);
+    const __m512i absm = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll);
+    __m512d s = _mm512_add_pd(acc, p), bb = _mm512_sub_pd(s, acc);
+    __m512d e = _mm512_add_pd(_mm512_sub_pd(acc, _mm512_sub_pd(s, bb)), _mm512_sub_pd(p, bb));
+    __mmask8 fin = _mm512_cmp_pd_mask(_mm512_sub_pd(s, s), z, _CMP_EQ_OQ);
+    __m512i u = _mm512_castpd_si512(s);
+    __mmask8 go = fin & _mm512_cmp_pd_mask(e, z, _CMP_NEQ_OQ) & _mm512_testn_epi64_mask(u, one);
+    __mmask8 up = (__mmask8)~(_mm512_cmp_pd_mask(e, z, _CMP_GT_OQ) ^ _mm512_cmp_pd_mask(s, z, _CMP_GT_OQ));
+    u = _mm512_mask_add_epi64(u, go & up, u, one);
+    u = _mm512_mask_sub_epi64(u, go & (__mmask8)~up, u, one);
+    __m512i ex = _mm512_sub_epi64(_mm512_and_si512(_mm512_srli_epi64(u, 52), _mm512_set1_epi64(0x7FF)), bias);
+    __m512i q = _mm512_sub_epi64(_mm512_max_epi64(ex, emin), mb);
+    __m512d down = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_sub_epi64(bias, q), 52));      /* 2^-q */
+    __m512d back = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(bias, q), 52));      /* 2^q */
+    __m512d r = _mm512_mul_pd(_mm512_castsi512_pd(u), down);
+    r = lc_mx_round_pd(r, TZ);
+    r = _mm512_mul_pd(r, back);
+    __mmask8 ovf = _mm512_cmp_pd_mask(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(r), absm)), mx,
+                                      _CMP_GT_OQ);
+    __m512d sgn = _mm512_castsi512_pd(_mm512_andnot_si512(absm, u));
+    r = _mm512_mask_blend_pd(ovf, r, _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(sgn),
+                                                                           _mm512_castpd_si512(lim))));
+    return _mm512_add_pd(_mm512_mask_blend_pd(fin, s, r), z);
+}
+
+#define LC_MX_NR 2          /* rows per narrow tile: 8 register chains of 8 lanes */
+static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
+    return lc_mx_al((size_t)lc_mx_kct(j) * lc_mx_pstride(j->P->R16) * 4) + lc_mx_al((size_t)j->rows_per * 32 * 4) +
+           lc_mx_al((size_t)j->rows_per * 32 * 8);
+}
+
+/* R rows x 32 columns over k = kg0 + kk, kk < kc, of one chunk of block b: the registers from and
+ * back to ac (R x 32 float64), promoted into yt (R x 32 float32) where k's count says so */
+LC_AI void lc_mx_narrow_tile(const lc_mx_job *j, const uint8_t *A, const double *sa, const uint32_t *Pw, int64_t kg0,
+                             int64_t kc, const double *sbv, float *yt, double *ac, const int R, const int EX,
+                             const int TZ) {
+    const lc_mx_products *P = j->P;
+    const int R16 = P->R16;
+    const int64_t Kp = j->Kp, pr = j->promote, K = j->K;
+    const __m512i zi = _mm512_setzero_si512(), mb = _mm512_set1_epi64(j->mbits);
+    const double mxd = (2.0 - lc_mx_pow2(-j->mbits)) * lc_mx_pow2(127);
+    const __m512d mx = _mm512_set1_pd(mxd), lim = _mm512_set1_pd(TZ ? mxd : INFINITY);
+    __m512d sb0 = _mm512_loadu_pd(sbv), sb1 = _mm512_loadu_pd(sbv + 8), sb2 = _mm512_loadu_pd(sbv + 16),
+            sb3 = _mm512_loadu_pd(sbv + 24);
+    __m512d c00 = _mm512_load_pd(ac), c01 = _mm512_load_pd(ac + 8), c02 = _mm512_load_pd(ac + 16),
+            c03 = _mm512_load_pd(ac + 24);
+    __m512d c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    if (R > 1) {
+        c10 = _mm512_load_pd(ac + 32); c11 = _mm512_load_pd(ac + 40);
+        c12 = _mm512_load_pd(ac + 48); c13 = _mm512_load_pd(ac + 56);
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const int64_t kg = kg0 + kk;
+        const uint32_t *Pk = Pw + kk * lc_mx_pstride(R16);
+#define LC_MX_NROW(r)                                                                                   \
+        if (r < R) {                                                                                    \
+            unsigned c_ = A[r * Kp + kk];                                                               \
+            const uint32_t *p_ = Pk + (int64_t)P->rep[c_] * 32;                                        \
+            __m512d s_ = _mm512_set1_pd(P->afac[c_] * sa[r]);                                          \
+            LC_MX_EXPAND(p_)                                                                            \
+            c##r##0 = lc_mx_step8(c##r##0, _mm512_mul_pd(_mm512_mul_pd(x0, s_), sb0), mb, lim, mx, TZ);  \
+            c##r##1 = lc_mx_step8(c##r##1, _mm512_mul_pd(_mm512_mul_pd(x1, s_), sb1), mb, lim, mx, TZ);  \
+            c##r##2 = lc_mx_step8(c##r##2, _mm512_mul_pd(_mm512_mul_pd(x2, s_), sb2), mb, lim, mx, TZ);  \
+            c##r##3 = lc_mx_step8(c##r##3, _mm512_mul_pd(_mm512_mul_pd(x3, s_), sb3), mb, lim, mx, TZ);  \
+        }
+        LC_MX_NROW(0)
+        LC_MX_NROW(1)
+#undef LC_MX_NROW
+        if ((pr > 0 && (kg + 1) % pr == 0) || kg == K - 1) {      /* y = fl32(y + acc), acc = 0 */
+#define LC_MX_NFLUSH(r, i)                                                                              \
+            _mm256_storeu_ps(yt + r * 32 + 8 * i, _mm256_add_ps(_mm256_loadu_ps(yt + r * 32 + 8 * i),  \
+                                                               lc_mx_cvtpd_ps(c##r##i)));              \
+            c##r##i = _mm512_setzero_pd();
+            LC_MX_NFLUSH(0, 0) LC_MX_NFLUSH(0, 1) LC_MX_NFLUSH(0, 2) LC_MX_NFLUSH(0, 3)
+            if (R > 1) { LC_MX_NFLUSH(1, 0) LC_MX_NFLUSH(1, 1) LC_MX_NFLUSH(1, 2) LC_MX_NFLUSH(1, 3) }
+#undef LC_MX_NFLUSH
+        }
+    }
+    _mm512_store_pd(ac, c00); _mm512_store_pd(ac + 8, c01); _mm512_store_pd(ac + 16, c02); _mm512_store_pd(ac + 24, c03);
+    if (R > 1) {
+        _mm512_store_pd(ac + 32, c10); _mm512_store_pd(ac + 40, c11);
+        _mm512_store_pd(ac + 48, c12); _mm512_store_pd(ac + 56, c13);
+    }
+    (void)zi;
+}
+
+typedef void (*lc_mx_narrow_fn)(const lc_mx_job *, const uint8_t *, const double *, const uint32_t *, int64_t,
+                                int64_t, const double *, float *, double *);
+#define LC_MX_NDEF(R, EX, TZ)                                                                           \
+    static void lc_mx_narrow_##R##_##EX##_##TZ(const lc_mx_job *j, const uint8_t *A, const double *sa,        \
+                                               const uint32_t *Pw, int64_t kg0, int64_t kc, const double *sbv, \
+                                               float *yt, double *ac) {                                 \
+        lc_mx_narrow_tile(j, A, sa, Pw, kg0, kc, sbv, yt, ac, R, EX, TZ);                              \
+    }
+LC_MX_NDEF(1, 0, 0) LC_MX_NDEF(2, 0, 0) LC_MX_NDEF(1, 1, 0) LC_MX_NDEF(2, 1, 0)
+LC_MX_NDEF(1, 0, 1) LC_MX_NDEF(2, 0, 1) LC_MX_NDEF(1, 1, 1) LC_MX_NDEF(2, 1, 1)
+/* [toward zero][expand][rows] */
+static const lc_mx_narrow_fn lc_mx_narrow_tiles[2][2][LC_MX_NR + 1] = {
+    {{0, lc_mx_narrow_1_0_0, lc_mx_narrow_2_0_0}, {0, lc_mx_narrow_1_1_0, lc_mx_narrow_2_1_0}},
+    {{0, lc_mx_narrow_1_0_1, lc_mx_narrow_2_0_1}, {0, lc_mx_narrow_1_1_1, lc_mx_narrow_2_1_1}}};
+
+static void lc_mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, char *ws) {
+    const lc_mx_products *P = j->P;
+    const int64_t N = j->N, K = j->K, Kp = j->Kp, bk = j->bk, nblk = j->nblk, rows = m1 - m0, kct = lc_mx_kct(j);
+    uint32_t *Pw = (uint32_t *)ws;
+    float *yt = (float *)(ws + lc_mx_al((size_t)kct * lc_mx_pstride(P->R16) * 4));
+    double *ac = (double *)((char *)yt + lc_mx_al((size_t)j->rows_per * 32 * 4));
+    const lc_mx_narrow_fn *tiles = lc_mx_narrow_tiles[j->tz != 0][P->expand == LC_MX_HI32];
+    uint16_t used[LC_MX_KCT] __attribute__((aligned(64)));
+    double sbv[32], sa[LC_MX_NR];
+    memset(yt, 0, (size_t)rows * 32 * sizeof(float));
+    memset(ac, 0, (size_t)rows * 32 * sizeof(double));
+    for (int64_t b = 0; b < nblk; b++) {
+        const int64_t k0 = b * bk, k1 = lc_mx_min(k0 + bk, K);
+        for (int c = 0; c < 32; c++) sbv[c] = c < nc ? P->scale[j->SB[b * N + n0 + c]] : 1.0;
+        for (int64_t c0 = k0; c0 < k1; c0 += kct) {
+            const int64_t c1 = lc_mx_min(c0 + kct, k1);
+            lc_mx_used(used, j->A + m0 * Kp + c0, Kp, rows, c1 - c0, P->rep_mask);
+            lc_mx_build(Pw, j, used, c0, c1 - c0, n0, nc);
+            for (int64_t r = 0; r < rows; r += LC_MX_NR) {
+                int R = (int)lc_mx_min(LC_MX_NR, rows - r);
+                for (int i = 0; i < R; i++) sa[i] = P->scale[j->SA[(m0 + r + i) * nblk + b]];
+                tiles[R](j, j->A + (m0 + r) * Kp + c0, sa, Pw, c0, c1 - c0, sbv, yt + r * 32, ac + r * 32);
+            }
+        }
+    }
+    lc_mx_store(j, yt, 32, m0, rows, n0, nc);
+}
+
 /* ------------------------------------------------------------------ the body's entry points */
 size_t LC_BODY(mx_exact_ws)(const lc_mx_job *j) {
     return j->P->route == LC_MX_ROUTE_FMA ? lc_mx_fma_ws(j) : lc_mx_table_ws(j);
@@ -435,6 +583,12 @@ void LC_BODY(mx_exact_unit)(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t 
         lc_mx_fma_unit(j, m0, m1, n0, nc, (char *)ws);
     else
         lc_mx_table_unit(j, m0, m1, n0, nc, (char *)ws);
+}
+
+size_t LC_BODY(mx_narrow_ws)(const lc_mx_job *j) { return lc_mx_narrow_ws(j); }
+
+void LC_BODY(mx_narrow_unit)(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws) {
+    lc_mx_narrow_unit(j, m0, m1, n0, nc, (char *)ws);
 }
 
 #endif /* LC_X86 */

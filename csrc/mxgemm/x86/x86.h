@@ -5,6 +5,8 @@
  *   mx_exact_unit   exact mode, Y[m0..m1, n0..n0+nc): the FMA route's register tile (nc <=
  *                   LC_MX_X86_NB_FMA) or the row-table route (nc <= LC_MX_X86_NB_TABLE), per the
  *                   products' route; ws its thread's scratch, mx_exact_ws(j) bytes (64-aligned)
+ *   mx_narrow_unit  narrow mode, Y[m0..m1, n0..n0+nc) (nc <= LC_MX_X86_NB_TABLE): the same row
+ *                   tables, 2 rows x 4 zmm of registers stepped in k order; mx_narrow_ws(j) bytes
  */
 #ifndef LUTCORE_MXGEMM_X86_H
 #define LUTCORE_MXGEMM_X86_H
@@ -18,7 +20,9 @@
 
 #define LC_MX_X86_DECLARE(P)                                                                          \
     size_t P##mx_exact_ws(const lc_mx_job *j);                                                        \
-    void P##mx_exact_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws);
+    void P##mx_exact_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws);  \
+    size_t P##mx_narrow_ws(const lc_mx_job *j);                                                       \
+    void P##mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, void *ws);
 
 LC_MX_X86_DECLARE(lc_avx512_)
 LC_MX_X86_DECLARE(lc_simde_avx512_)

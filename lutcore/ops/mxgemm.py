@@ -41,8 +41,8 @@ ValueError saying so — never a wrong sum.
 
 Design: the room of the ``mxgemm`` family: everything a caller can get wrong is checked here (MX
 objects, axes, blocks, formats against the table's shape, the table's analysis); C trusts its
-inputs.  ``MXProducts`` holds a table's forms for the kernels (made once; ``mx_gemm`` makes one
-per call from a bare table).
+inputs.  ``MXProducts`` holds a table's forms for the kernels (made once; for a bare table
+``mx_gemm`` keeps the last few, reused while the same array holds the same bits).
 """
 from __future__ import annotations
 
@@ -263,6 +263,27 @@ def _ctz(x: np.ndarray) -> np.ndarray:
     return np.log2((x & -x).astype(np.float64)).astype(np.int64)
 
 
+_PREPARED: dict = {}      # (id(table), a, b) -> MXProducts of the last few bare tables (checked on use)
+_PREPARED_MAX = 8
+
+
+def _prepared(table, fa, fb) -> MXProducts:
+    """MXProducts(table, fa, fb), reused while the same float32 array holds the same bits (a
+    bare table's analysis costs milliseconds; the check, microseconds)."""
+    key = (id(table), fa.name, fb.name)
+    p = _PREPARED.get(key)
+    if (p is not None and isinstance(table, np.ndarray) and table.dtype == np.float32
+            and table.shape == p.products.shape
+            and np.array_equal(table.view(np.uint32), p.products.view(np.uint32))):
+        return p
+    p = MXProducts(table, fa, fb)
+    if isinstance(table, np.ndarray):
+        while len(_PREPARED) >= _PREPARED_MAX:
+            _PREPARED.pop(next(iter(_PREPARED)))
+        _PREPARED[key] = p
+    return p
+
+
 def _products(products, fa, fb) -> MXProducts:
     if isinstance(products, MXProducts):
         p = products
@@ -271,9 +292,9 @@ def _products(products, fa, fb) -> MXProducts:
         for name, got, want, op in (("products.a", pa, fa, "a"), ("products.b", pb, fb, "b")):
             if got != want:
                 raise ValueError(f"{name}: the table is for {got.name} operands, but {op} holds {want.name} codes")
-        return MXProducts(products.products, pa, pb)
+        return _prepared(products.products, pa, pb)
     else:
-        return MXProducts(products, fa, fb)
+        return _prepared(products, fa, fb)
     for name, got, want, op in (("products.a", p.a, fa, "a"), ("products.b", p.b, fb, "b")):
         if got != want:
             raise ValueError(f"{name}: the table is for {got.name} operands, but {op} holds {want.name} codes")

@@ -377,6 +377,20 @@ def test_products_forms_and_out(rng):
         assert_bits(mx_gemm(a, b, t), want)
 
 
+def test_a_bare_table_is_prepared_once_and_rechecked(rng):
+    from lutcore.ops import mxgemm as room
+    a, b = operands(rng, 3, 40, 4, "e4m3", "e4m3", 32)
+    t = exact_table("e4m3", "e4m3").copy()
+    y = mx_gemm(a, b, t)
+    p = room._PREPARED[(id(t), "e4m3", "e4m3")]
+    assert_bits(mx_gemm(a, b, t), y)
+    assert room._PREPARED[(id(t), "e4m3", "e4m3")] is p
+    t[0x38, :] *= 2                                               # the same array, new bits: analysed again
+    y2 = mx_gemm(a, b, t)
+    assert room._PREPARED[(id(t), "e4m3", "e4m3")] is not p
+    assert_bits(y2, ref_exact(a, b, t))
+
+
 def test_empty_shapes(rng):
     t = exact_table("e4m3", "e4m3")
     a, b = operands(rng, 0, 40, 3, "e4m3", "e4m3", 32)

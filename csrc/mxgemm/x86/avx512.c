@@ -328,11 +328,12 @@ static void lc_mx_build(uint32_t *Pw, const lc_mx_job *j, const uint16_t *used, 
             }                                                                                           \
         }                                                                                               \
     }
+/* v = x afac exactly, so fma(x, afac, C) is fl(v + C) and fma(x, afac, -hi) is v - hi, exact */
 #define LC_MX_TSPLIT(r, i)                                                                              \
     {                                                                                                   \
-        __m512d v_ = _mm512_mul_pd(x##i, s_), g_ = _mm512_sub_pd(_mm512_add_pd(v_, C), C);              \
+        __m512d g_ = _mm512_sub_pd(_mm512_fmadd_pd(x##i, s_, C), C);                                    \
         h##r##i = _mm512_add_pd(h##r##i, g_);                                                           \
-        l##r##i = _mm512_add_pd(l##r##i, _mm512_sub_pd(v_, g_));                                        \
+        l##r##i = _mm512_add_pd(l##r##i, _mm512_fmsub_pd(x##i, s_, g_));                                \
     }
 #define LC_MX_TROW(r)                                                                                   \
     if (r < R) {                                                                                        \

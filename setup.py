@@ -183,6 +183,10 @@ FAMILIES = [
         ("avx512", ["csrc/netlist/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vpopcnt", ["csrc/netlist/x86/avx512_vpopcnt.c"], AVX512_FLAGS + ["-mavx512vpopcntdq"])],
         simde="LC_NL_SIMDE", twin="_simde_netlist", calls=[]),
+    # the MX GEMM: the float64 FMA tile (exact tables) and row tables (any table), AVX-512 F/BW/DQ
+    dict(name="mxgemm", module="mxgemm", sources=[], bodies=[
+        ("avx512", ["csrc/mxgemm/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_MXGEMM_SIMDE", twin="_simde_mxgemm", calls=[]),
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),

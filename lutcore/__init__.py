@@ -42,6 +42,7 @@ from lutcore.audit import AuditError, get_audit, set_audit
 from lutcore.ops import (PackedB, fp16_decode, fp16_encode, fp16_round, lut_gemm, pack_b, relu8,
                          requant)
 from lutcore.mx import MX, mx_quantize
+from lutcore.ops.mxgemm import MXProducts, Narrow, mx_gemm
 from lutcore.quant import Q8, qmatmul, quantize
 from lutcore.units import Units
 
@@ -54,8 +55,9 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, **kw):
 
 
 __all__ = [
-    "Units", "lut_gemm", "pack_b", "PackedB", "quantize", "Q8", "qmatmul", "mx_quantize", "MX", "requant", "relu8",
-    "fp16_round", "fp16_encode", "fp16_decode", "set_audit", "get_audit", "AuditError",
+    "Units", "lut_gemm", "pack_b", "PackedB", "quantize", "Q8", "qmatmul", "mx_quantize", "MX", "mx_gemm",
+    "MXProducts", "Narrow", "requant", "relu8", "fp16_round", "fp16_encode", "fp16_decode", "set_audit",
+    "get_audit", "AuditError",
     "set_num_threads", "get_num_threads", "set_simd", "get_simd", "available_simd",
     "show_config", "config", "cache_info", "empty_cache", "set_cache_limit", "evaluate_units",
 ]

@@ -98,6 +98,14 @@ def gemm_exact_packed(int32_t[:, :] C, const int16_t[:, ::1] Ap, const int8_t[::
         lc_gemm_exact_packed(&C[0, 0], ldc, &Ap[0, 0], &Bp[0], bf, M, N, Kp, isa, nthreads)
 
 
+cdef _check_exact_scratch(int64_t na, int64_t nb, int64_t M, int64_t N, int64_t Kp):
+    """The exact dispatcher's scratch: Ap holds round_up(M, MR) * Kp int16, Bp round_up(N, NR) * Kp int8."""
+    if na < ((M + LC_MR - 1) // LC_MR) * LC_MR * Kp:
+        raise ValueError(f"Ap: expected at least {((M + LC_MR - 1) // LC_MR) * LC_MR * Kp} int16 values, got {na}")
+    if nb < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
+        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, got {nb}")
+
+
 def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, int64_t Kp,
                int16_t[::1] Ap, int isa, int nthreads, int64_t ldc=-1, const uint8_t[::1] Bf=None):
     """C = the exact product of A's int8 rows and packed Bp (Kp = K rounded up to even), through
@@ -110,12 +118,7 @@ def gemm_exact(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[::1] Bp, in
         return
     if K == 0:
         raise ValueError("A: expected K >= 1 columns, got 0")
-    if Ap.shape[0] < ((M + LC_MR - 1) // LC_MR) * LC_MR * Kp:
-        raise ValueError(f"Ap: expected at least {((M + LC_MR - 1) // LC_MR) * LC_MR * Kp} int16 values, "
-                         f"got {Ap.shape[0]}")
-    if Bp.shape[0] < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
-        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, "
-                         f"got {Bp.shape[0]}")
+    _check_exact_scratch(Ap.shape[0], Bp.shape[0], M, N, Kp)
     ldc = N if ldc < 0 else ldc
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     bf = _bform_ptr(Bf, Kp, N, isa)
@@ -139,12 +142,7 @@ def gemm_exact_rows(int32_t[:, :] C, const int8_t[:, ::1] A, const int8_t[:, ::1
         raise ValueError(f"B: expected shape ({K}, {N}), got ({B.shape[0]}, {B.shape[1]})")
     if A.shape[0] != M:
         raise ValueError(f"A: expected {M} rows, got {A.shape[0]}")
-    if Ap.shape[0] < ((M + LC_MR - 1) // LC_MR) * LC_MR * Kp:
-        raise ValueError(f"Ap: expected at least {((M + LC_MR - 1) // LC_MR) * LC_MR * Kp} int16 values, "
-                         f"got {Ap.shape[0]}")
-    if Bp.shape[0] < ((N + LC_NR - 1) // LC_NR) * LC_NR * Kp:
-        raise ValueError(f"Bp: expected at least {((N + LC_NR - 1) // LC_NR) * LC_NR * Kp} int8 values, "
-                         f"got {Bp.shape[0]}")
+    _check_exact_scratch(Ap.shape[0], Bp.shape[0], M, N, Kp)
     ldc = N if ldc < 0 else ldc
     _check_ld(M, N, C.strides[0], C.strides[1], ldc, sizeof(int32_t))
     with nogil:

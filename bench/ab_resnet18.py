@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import copy
 import sys
 import time
 from pathlib import Path
@@ -42,7 +44,8 @@ def _args(argv=None):
     p.add_argument("--budget", type=float, default=0.1, help="seconds each arm is stepped a round")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--arms", default="float,ste,units,table")
+    p.add_argument("--arms", default="float,ste,units,table",
+                   help="of float, ste, units, table, and table-<v> (v: gathers, noskip; see VARIANTS)")
     p.add_argument("--profile", default="", help="an arm whose step is broken down per stage and part")
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--tree", default=str(HERE.parent))
@@ -121,6 +124,34 @@ def macs(model, x) -> int:
     return total[0]
 
 
+VARIANTS = {      # "table-<variant>": the table arm with one of this session's changes switched off
+    "gathers": "the gradient-table pass as gathers (lutcore.torch._gradtables.USE_PLANES = False)",
+    "noskip": "the planes pass without leaving out dW's code-0 steps (planes_pass(..., skip=False))",
+}
+
+
+@contextlib.contextmanager
+def variant(name):
+    """Switch one change off for the block (VARIANTS)."""
+    from lutcore.ops import gradtables as room
+    from lutcore.torch import _gradtables as gt
+    if name == "gathers":
+        old, gt.USE_PLANES = gt.USE_PLANES, False
+        try:
+            yield
+        finally:
+            gt.USE_PLANES = old
+    elif name == "noskip":
+        orig = room.planes_pass
+        room.planes_pass = lambda *a, **k: orig(*a, **{**k, "skip": False})
+        try:
+            yield
+        finally:
+            room.planes_pass = orig
+    else:
+        yield
+
+
 def build(batch: int, arms, threads: int):
     """{arm: step()} from one float model and one batch; each step returns (loss, model)."""
     import lutcore.torch as lt
@@ -131,18 +162,20 @@ def build(batch: int, arms, threads: int):
     y = torch.randint(0, 10, (batch,), generator=g)
     steps = {}
     for arm in arms:
-        model = base if arm == "float" else lt.approximate(base, UNITS, backward=arm, threads=threads)
+        backward, _, var = arm.partition("-")
         if arm == "float":
-            import copy
             model = copy.deepcopy(base)
+        else:
+            model = lt.approximate(base, UNITS, backward=backward, threads=threads)
         model.train()
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
 
-        def step(model=model, opt=opt):
-            opt.zero_grad(set_to_none=False)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
+        def step(model=model, opt=opt, var=var):
+            with variant(var):
+                opt.zero_grad(set_to_none=False)
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
             return loss, model
         steps[arm] = step
     return steps, x
@@ -321,7 +354,7 @@ def print_profile(arm, step, steps):
 def main():
     use_threads(A.threads)
     arms = [a.strip() for a in A.arms.split(",") if a.strip()]
-    bad = [a for a in arms if a not in ("float",) + BACKWARDS]
+    bad = [a for a in arms if a not in ("float",) + BACKWARDS + tuple(f"table-{v}" for v in VARIANTS)]
     if bad:
         raise SystemExit(f"--arms: unknown {bad}")
     steps, x = build(A.batch, arms, A.threads)
@@ -351,6 +384,8 @@ def main():
     print("|---|--:|--:|--:|--:|--:|--:|")
     for arm, (mn, med) in zip(arms, res):
         label = "torch float32" if arm == "float" else f"lutcore `{arm}`"
+        if "-" in arm:
+            label = f"lutcore `table`, {VARIANTS[arm.split('-', 1)[1]]}"
         r = "" if t_float is None else f"{mn / t_float[0]:.2f}x | {med / t_float[1]:.2f}x"
         print(f"| {label} | {mn * 1e3:.0f} | {med * 1e3:.0f} | {A.batch / mn:.1f} | {A.batch / med:.1f} | {r} |")
     return 0

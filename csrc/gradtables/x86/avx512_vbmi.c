@@ -20,7 +20,7 @@
  * d; the results then come out in lane order (the weights and outputs are plain loads and
  * stores).
  *
- * Steps i run in blocks of LC_GTP_IB (the block's weights stay in L1 for the unit's k's); a
+ * Steps i run in blocks of LC_GTP_IB, or LC_GTP_IB_SKIP where code-0 steps are left out (the block's weights stay in L1 for the unit's k's); a
  * block's sums are stored in outT and continue from there (the same float chain).
  */
 #define LC_BODY_ISA avx512vbmi
@@ -29,7 +29,15 @@
 
 #if LC_X86
 
-#define LC_GTP_IB 8        /* steps i per block: its weights (<= 4 KiB) stay in L1 for the unit's k's */
+/* Steps i per block: its weights stay in L1 for the unit's k's, and a short block leaves the
+ * k's chains independent enough to overlap (8 measured best for dX's 64..512 steps); with code-0
+ * steps left out a longer block (its mask of kept steps, one test a block) does better. */
+#ifndef LC_GTP_IB
+#define LC_GTP_IB 8
+#endif
+#ifndef LC_GTP_IB_SKIP
+#define LC_GTP_IB_SKIP 32     /* <= 64: one mask */
+#endif
 #define LC_GTP_KB_MAX 32   /* k's whose permuted codes a unit keeps (planes.h's LC_GTP_KB at most) */
 
 /* byte p of a group's permuted codes <- lane lc_gtp_perm[p] (see the design comment) */
@@ -138,16 +146,13 @@ LC_AI void lc_gtp_block(float *o, const int8_t *cc, int64_t cs_i, const float *w
 #undef LC_GTP_STEP
 #undef LC_GTP_GROUP
 
-/* bit j (j < ni <= 8) set where c_{i0+j} (at cc + j cs_i) is not 0 */
+/* bit j (j < ni <= 64) set where c_{i0+j} (at cc + j cs_i) is not 0 */
 LC_AI uint64_t lc_gtp_nonzero(const int8_t *cc, int64_t cs_i, int64_t ni) {
-    uint64_t m = 0;
-    if (cs_i == 1 && ni == 8) {
-        uint64_t v;
-        memcpy(&v, cc, 8);
-        /* bit 7 of each byte: set where the byte is not 0; then bit 8j + 7 -> bit j */
-        const uint64_t t = (v | ((v & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL)) & 0x8080808080808080ULL;
-        return ((t >> 7) * 0x0102040810204080ULL) >> 56;
+    if (cs_i == 1) {
+        const __m512i v = lc_gtp_load_codes(lc_gtp_lanes64(ni), (const uint8_t *)cc);
+        return (uint64_t)_mm512_test_epi8_mask(v, v);
     }
+    uint64_t m = 0;
     for (int64_t j = 0; j < ni; j++) m |= (uint64_t)(cc[j * cs_i] != 0) << j;
     return m;
 }
@@ -178,9 +183,10 @@ LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, 
         xs[k - k0][0] = x0, xs[k - k0][1] = x1;
         full[k - k0] = (_mm512_movepi8_mask(x0) | (NG > 1 ? _mm512_movepi8_mask(x1) : 0)) != 0;
     }
+    const int64_t IB = skip ? LC_GTP_IB_SKIP : LC_GTP_IB;
     int64_t i0 = 0;
     do {                                                 /* at least once: NI = 0 writes zeros */
-        const int64_t ni = NI - i0 < LC_GTP_IB ? NI - i0 : LC_GTP_IB;
+        const int64_t ni = NI - i0 < IB ? NI - i0 : IB;
         for (int64_t k = k0; k < k1; k++) {
             float *o = outT + k * L + l0;
             const int8_t *cc = c + i0 * cs_i + k * cs_k;
@@ -199,7 +205,7 @@ LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, 
                 else lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 1, PART);
             }
         }
-        i0 += LC_GTP_IB;
+        i0 += IB;
     } while (i0 < NI);
 }
 

@@ -150,10 +150,11 @@ FAMILIES = [
         ("avx512", ["csrc/conv2d/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vnni", ["csrc/conv2d/x86/avx512_vnni.c"], VNNI_FLAGS)],
         simde="LC_C2D_SIMDE", twin="_simde_im2col", calls=[]),
-    # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16)
+    # the gradient-table pass: AVX2 (8-lane gathers) and AVX-512 (16); its planes form: VBMI (vpermi2b)
     dict(name="gradtables", module="gradtables", sources=[], bodies=[
         ("avx2", ["csrc/gradtables/x86/avx2.c"], AVX2_FLAGS),
-        ("avx512", ["csrc/gradtables/x86/avx512.c"], AVX512_FLAGS)],
+        ("avx512", ["csrc/gradtables/x86/avx512.c"], AVX512_FLAGS),
+        ("avx512vbmi", ["csrc/gradtables/x86/avx512_vbmi.c"], AVX512_FLAGS + ["-mavx512vbmi"])],
         simde="LC_GT_SIMDE", twin="_simde_gt", calls=[]),
     dict(name="mathfn", module="mathfn", sources=[], bodies=[
         ("avx512", ["csrc/mathfn/x86/avx512.c"], AVX512_FLAGS)],

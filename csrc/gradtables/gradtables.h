@@ -99,4 +99,7 @@ static void lc_gt(int which, float *out, const int8_t *qx, const uint8_t *qw, co
                   per_row >= LC_GT_RANGE_MIN ? 1 : (LC_GT_RANGE_MIN + per_row - 1) / per_row, lc_gt_range, &j);
 }
 
+/* the same passes with the table in registers (the layouts differ: its own contract) */
+#include "gradtables/planes.h"
+
 #endif /* LUTCORE_GRADTABLES_H */

@@ -19,6 +19,10 @@
  *                                                              (depthwise) without im2col or a GEMM per group
  *   lc_dequant       acc int32 (N*P, O) rows ldacc apart   IN
  *                    y float32 (N, O, P)                  OUT  P = OH*OW (1 for a linear layer)
+ *   lc_im2col_kmajor qc int8   (N, C, H, W) (NCHW codes)  IN   backward="table"'s planes pass
+ *                    AT int8   (K, M)                     OUT  A transposed (one group), K = KH*KW*C
+ *   lc_fold_kmajor   colT float32 (K, M)                  IN   patch gradients, k-major as AT
+ *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
  * Cg bytes; the weight's reduction axis is permuted to the same (i, j, c) order by
  * the caller.  The integer sum over k does not depend on its order, so this is the
@@ -454,6 +458,112 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
     lc_dequant_job j = {y, acc, scale, bias, ldacc, P, O, npb};
     lc_team_range(N * P * O > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * npb,
                   lc_i2c_grain((P < LC_DQ_PB ? P : LC_DQ_PB) * O, LC_I2C_GRAIN), lc_dequant_range, &j);
+}
+
+/* --------------------------------------------- k-major patches, and the fold back */
+
+/* AT (K, M) from NCHW codes qc (N, C, H, W), one group: AT[k, m] = A[m, k] of lc_im2col_nhwc,
+ * k = (i*KW + j)*C + c, m = (n*OH + oh)*OW + ow — the code of pixel (oh*sh - ph + i*dh,
+ * ow*sw - pw + j*dw) of channel c, image n, or 0 in the padding.  A row k of one image is a
+ * shifted copy of the channel's plane (stride 1: one memcpy per output row).  Threads over
+ * (k, n). */
+typedef struct {
+    int8_t *AT;
+    const int8_t *q;
+    int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+} lc_i2ck_job;
+
+static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    const lc_i2ck_job *jb = (const lc_i2ck_job *)ctx;
+    const int64_t N = jb->N, C = jb->C, H = jb->H, W = jb->W, KW = jb->KW, OH = jb->OH, OW = jb->OW;
+    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
+        int8_t *dst = jb->AT + k * jb->M + n * OH * OW;
+        const int8_t *src = jb->q + (n * C + c) * H * W;
+        const int64_t off = j * dw - pw;                /* iw = ow * sw + off */
+        /* stride 1: ow in [lo, hi) reads the row, the rest is padding */
+        const int64_t lo = off >= 0 ? 0 : -off < OW ? -off : OW;
+        const int64_t hi0 = W - off < OW ? W - off : OW, hi = hi0 > lo ? hi0 : lo;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const int64_t ih = oh * sh - ph + i * dh;
+            int8_t *d = dst + oh * OW;
+            if (ih < 0 || ih >= H) {
+                memset(d, 0, (size_t)OW);
+                continue;
+            }
+            const int8_t *r = src + ih * W;
+            if (sw == 1) {
+                memset(d, 0, (size_t)lo);
+                memcpy(d + lo, r + lo + off, (size_t)(hi - lo));
+                memset(d + hi, 0, (size_t)(OW - hi));
+            } else {
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const int64_t iw = ow * sw + off;
+                    d[ow] = iw >= 0 && iw < W ? r[iw] : 0;
+                }
+            }
+        }
+    }
+}
+
+static void lc_im2col_kmajor(int8_t *AT, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
+                             int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
+                             int64_t pw, int64_t dh, int64_t dw, int nthreads) {
+    const int64_t M = N * OH * OW, K = KH * KW * C;
+    lc_i2ck_job j = {AT, q, N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+    lc_team_range(K * M > LC_IM2COL_PAR_MIN ? nthreads : 1, K * N, lc_i2c_grain(OH * OW, LC_I2C_GRAIN),
+                  lc_im2col_kmajor_range, &j);
+}
+
+/* dx (N, C, H, W) = the fold of patch gradients colT (K, M) (k, m as AT above): each pixel
+ * starts at +0 and adds colT[k, m] of every tap (i, j) that reads it, in increasing (i, j) —
+ * PyTorch's col2im (F.fold of the (c, i, j)-ordered columns) adds them in that order, so these
+ * are its bits.  Threads over (n, c) planes. */
+typedef struct {
+    float *dx;
+    const float *colT;
+    int64_t C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+} lc_fold_job;
+
+static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    const lc_fold_job *jb = (const lc_fold_job *)ctx;
+    const int64_t C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
+    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, M = jb->M;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t n = u / C, c = u % C;
+        float *LC_RESTRICT dst = jb->dx + u * H * W;
+        memset(dst, 0, (size_t)(H * W) * sizeof(float));
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t j = 0; j < KW; j++) {
+                const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * M + n * OH * OW;
+                const int64_t off = j * dw - pw;
+                const int64_t lo0 = off >= 0 ? 0 : (-off + sw - 1) / sw;     /* first ow with iw >= 0 */
+                const int64_t hi0 = W - off > 0 ? (W - off + sw - 1) / sw : 0;   /* ow with iw < W */
+                const int64_t lo = lo0 < OW ? lo0 : OW, hi = hi0 < OW ? (hi0 > lo ? hi0 : lo) : OW;
+                for (int64_t oh = 0; oh < OH; oh++) {
+                    const int64_t ih = oh * sh - ph + i * dh;
+                    if (ih < 0 || ih >= H) continue;
+                    float *LC_RESTRICT d = dst + ih * W;
+                    const float *LC_RESTRICT s = src + oh * OW;
+                    if (sw == 1)
+                        for (int64_t ow = lo; ow < hi; ow++) d[ow + off] += s[ow];
+                    else
+                        for (int64_t ow = lo; ow < hi; ow++) d[ow * sw + off] += s[ow];
+                }
+            }
+    }
+}
+
+static void lc_fold_kmajor(float *dx, const float *colT, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
+                           int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           int64_t dh, int64_t dw, int nthreads) {
+    const int64_t M = N * OH * OW;
+    lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+    lc_team_range(N * C * H * W > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * C,
+                  lc_i2c_grain(KH * KW * OH * OW, LC_I2C_GRAIN), lc_fold_kmajor_range, &j);
 }
 
 #endif /* LUTCORE_IM2COL_H */

@@ -23,6 +23,30 @@ def table_pass(int which, float[:, ::1] out, const int8_t[:, ::1] qx, const uint
         lc_gt(which, &out[0, 0], &qx[0, 0], &qw[0, 0], &w[0, 0], &table[0], M, K, O, isa, nthreads)
 
 
+def planes_pass(float[:, ::1] outT, const int8_t[:, :] c, const uint8_t[:, ::1] idxT, const float[:, ::1] w,
+                const uint8_t[:, ::1] planes, float scale, bint skip, int isa, int nthreads):
+    """outT (K, L) = sum_i w[i, l] G[c[i, k]][idxT[k, l]] (gradtables/planes.h): c (NI, K) int8 with any
+    strides, idxT (K, L), w (NI, L), planes (256, 512); skip: many codes c are 0 (a hint, the same bits)."""
+    cdef int64_t NI = c.shape[0], K = c.shape[1], L = idxT.shape[1]
+    if idxT.shape[0] != K or w.shape[0] != NI or w.shape[1] != L or planes.shape[0] != 256 or planes.shape[1] != 512:
+        raise ValueError("planes_pass: operand shapes disagree")
+    if outT.shape[0] != K or outT.shape[1] != L:
+        raise ValueError("planes_pass: outT has the wrong shape")
+    if K == 0 or L == 0:
+        return
+    cdef const int8_t *cp = &c[0, 0] if NI > 0 else NULL
+    cdef const float *wp = &w[0, 0] if NI > 0 else NULL
+    with nogil:
+        lc_gt_planes(&outT[0, 0], cp, c.strides[0], c.strides[1], &idxT[0, 0], wp, &planes[0, 0], scale, NI, K,
+                     L, skip, isa, nthreads)
+
+
+def planes_fast(int isa):
+    """Whether isa runs a vector body of the planes pass (where it beats lc_gt's gathers)."""
+    return bool(lc_gtp_fast(isa))
+
+
 def body_names(int isa):
     """{family: the body lc_gt runs at isa} (lutcore.show_config)."""
-    return {"gradient tables (backward='table')": lc_gt_body_name(isa).decode()}
+    return {"gradient tables (backward='table')": lc_gt_body_name(isa).decode(),
+            "gradient tables, planes (backward='table')": lc_gtp_body_name(isa).decode()}

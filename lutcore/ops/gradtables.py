@@ -14,6 +14,16 @@ runs in index order (o, resp. m = 0, 1, ...), threaded over rows of out: the sam
 thread count and on every SIMD path.  Without the native module (a build that lacks it) the
 same sums run in the same order in numpy.  Arguments are checked here (dtypes, shapes; inputs
 made contiguous); ``threads``: None reads the enclosing ``lutcore._threads.scope``.
+
+The planes pass (csrc/gradtables/planes.h) is the same sums with the lanes of a vector sharing
+their table row, read by byte permutes from registers instead of gathers: for a table of int16
+multiples of one power of two (``planes``: (256, 512) uint8, ``scale`` = 2^(e - 16)),
+
+    planes_pass:  outT[k, l] = sum_i w[i, l] * G[c[i, k]][idxT[k, l]]      outT (K, L)
+
+c (NI, K) int8 with any strides, idxT (K, L) uint8, w (NI, L) float32; each sum in i order from 0.
+``planes_fast()`` says whether the current SIMD path has its vector body (AVX-512 VBMI); elsewhere
+``table_pass``'s gathers are faster.
 """
 from __future__ import annotations
 
@@ -27,7 +37,7 @@ try:                                    # the native pass; numpy without it
 except ImportError:                     # pragma: no cover - a build without it
     _gt = None
 
-__all__ = ["native", "table_pass"]
+__all__ = ["native", "table_pass", "planes_fast", "planes_pass"]
 
 
 def native() -> bool:
@@ -60,6 +70,31 @@ def table_pass(which: int, qx, qw, w, table, threads=None) -> np.ndarray:
     out = np.empty(((O if which else M), K), np.float32)
     _gt.table_pass(which, out, qx, qw.view(np.uint8), w, table, _simd.isa(), resolve_threads(threads))
     return out
+
+
+def planes_fast() -> bool:
+    """Whether the current SIMD path runs a vector body of ``planes_pass`` (AVX-512 VBMI)."""
+    return _gt is not None and _gt.planes_fast(_simd.isa())
+
+
+def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False) -> np.ndarray:
+    """outT (K, L) float32 = sum_i w[i, l] * G[c[i, k]][idxT[k, l]] (the module docstring; the sums
+    in i order), written in place and returned: c (NI, K) int8 (any strides), idxT (K, L) int8 or
+    uint8, w (NI, L) float32, planes (256, 512) uint8, scale a float32 power of two.  ``skip``: many
+    codes c are 0 — where the table's row 0 is all zeros and every weight is finite, the steps of
+    code 0 add nothing and are left out (a hint: the same bits either way)."""
+    if _gt is None:
+        raise RuntimeError("planes_pass: lutcore was built without its native gradtables module")
+    for a, name, dt, nd in ((outT, "outT", np.float32, 2), (c, "c", np.int8, 2), (w, "w", np.float32, 2),
+                            (planes, "planes", np.uint8, 2)):
+        if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != nd:
+            raise TypeError(f"{name}: expected a {nd}-D {np.dtype(dt)} array, got {getattr(a, 'dtype', type(a))} "
+                            f"{getattr(a, 'shape', '')}")
+    if not isinstance(idxT, np.ndarray) or idxT.dtype not in (np.int8, np.uint8) or idxT.ndim != 2:
+        raise TypeError(f"idxT: expected a 2-D int8 or uint8 array, got {getattr(idxT, 'dtype', type(idxT))}")
+    _gt.planes_pass(outT, c, np.ascontiguousarray(idxT).view(np.uint8), np.ascontiguousarray(w),
+                    np.ascontiguousarray(planes), float(scale), bool(skip), _simd.isa(), resolve_threads(threads))
+    return outT
 
 
 def _numpy_pass(which, qx, qw, w, table):

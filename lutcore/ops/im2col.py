@@ -23,6 +23,9 @@ layer's call), so it calls the twins.
     mul      int32   (65536,)         the table, entry a*256 + b (``exact``: a*b)
     acc      int32   (N*OH*OW, O)
     y        float32 (N, O, OH, OW) flat (conv2d_direct) / (N, O, P) flat (dequant)
+    qc       int8    (N*C*H*W,)       NCHW codes (quantize_nhwc of the view (N, C, H, W))
+    AT       int8    (Kg, N*OH*OW)    the patches k-major (one group: A[0] transposed)
+    colT     float32 (Kg, N*OH*OW)    patch gradients k-major; fold_kmajor -> dx (N, C, H, W) flat
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from lutcore._native import im2col as _im
 from lutcore._threads import resolve_threads
 
 __all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direct_fast", "conv2d_direct",
-           "dequant", "same_bytes"]
+           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor"]
 
 KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
 
@@ -81,6 +84,17 @@ def same_bytes(a, b, threads=None) -> bool:
     return _im.same_bytes(a, b, resolve_threads(threads))
 
 
+def im2col_kmajor(AT, qc, geo, threads=None) -> None:
+    """AT (Kg, N*OH*OW) <- the patches of the NCHW codes qc, k-major (one group: A[0].T of im2col)."""
+    _im2col_kmajor(AT, qc, geo, resolve_threads(threads))
+
+
+def fold_kmajor(dx, colT, geo, threads=None) -> None:
+    """dx (N, C, H, W) flat = the fold of k-major patch gradients colT (Kg, N*OH*OW), one group: the
+    bits of torch.nn.functional.fold of the same columns in (c, i, j) order."""
+    _fold_kmajor(dx, colT, geo, resolve_threads(threads))
+
+
 # ---------------------------------------------------------------- the fast twins (nt: a number)
 
 def _absmax(base, nt):
@@ -105,3 +119,11 @@ def _conv2d_direct(y, q, geo, Wt, mul, exact, scale, bias, nt):
 
 def _dequant(y, acc, scale, bias, N, P, nt):
     _im.dequant(y, acc, scale, bias, N, P, nt)
+
+
+def _im2col_kmajor(AT, qc, geo, nt):
+    _im.im2col_kmajor(AT, qc, geo.nhwc, *geo.window, nt)
+
+
+def _fold_kmajor(dx, colT, geo, nt):
+    _im.fold_kmajor(dx, colT, geo.nhwc, *geo.window, nt)

@@ -246,16 +246,24 @@ def _nhwc_view(x: torch.Tensor) -> tuple:
     return (x.shape[0], x.shape[2], x.shape[3], x.shape[1]), (s[0], s[2], s[3], s[1])
 
 
-def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int):
+def _nchw_view(x: torch.Tensor) -> tuple:
+    """(shape, strides) of a dense (N, C, H, W) / (N, C, L) tensor as (N, C, H, W) (L: H = 1)."""
+    if x.dim() == 3:
+        return (x.shape[0], x.shape[1], 1, x.shape[2]), (x.stride(0), x.stride(1), 0, x.stride(2))
+    return tuple(x.shape), tuple(x.stride())
+
+
+def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int, nchw: bool = False):
     """(q (N*H*W*C,) int8 NHWC codes in scratch, s) of a dense tensor, one scale:
-    ``scale`` (static) or max|x| / 127 (dynamic, scale None)."""
+    ``scale`` (static) or max|x| / 127 (dynamic, scale None); ``nchw``: the codes in (N, C, H, W)
+    order instead (a conv's input)."""
     flat = _flat(x)
     if scale is None:
         amax, bad = _im2col._absmax(flat, nt)
         if bad:
             raise ValueError(f"{layer}: {what} holds {bad} non-finite value(s) (NaN/Inf), which have no int8 code")
         scale = np.float32(amax) / _127
-    shape, strides = _nhwc_view(x)
+    shape, strides = _nchw_view(x) if nchw else _nhwc_view(x)
     q = _workspace.scratch(f"lt_q_{what}", x.numel(), np.int8)
     bad = _im2col._quantize_nhwc(q, flat, shape, strides, scale, nt)
     if bad:
@@ -583,6 +591,9 @@ def _clamped(x: torch.Tensor, s_x, input_scale) -> torch.Tensor | None:
 def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
     """(dx, dw) through the gradient tables (``lutcore.torch._gradtables``' docstring); geo None: a
     linear layer, x (M, K) dense."""
+    planes = _gradtables.use_planes(tables) if geo is None or geo.groups == 1 else None
+    if planes is not None:
+        return _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, need)
     need_x, need_w = need
     ga, gb, gbt = tables
     O = qw.q.shape[0]
@@ -618,6 +629,66 @@ def table_backward(dy, x, qw, s_x, tables, geo, input_scale, layer, nt, need):
             dw = torch.from_numpy(w)
         else:
             w4 = torch.from_numpy(w).reshape(O, geo.KH, geo.KW, geo.Cg).permute(0, 3, 1, 2)
+            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+    return dx, dw
+
+
+def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, need):
+    """table_backward through the planes pass (one group, or a linear layer): the same sums in the
+    same order, k-major — the input's codes gathered k-major (no patch matrix to transpose), dX's
+    patch gradients folded back from k-major (the bits of F.fold), the weights dY s_w laid out
+    (O, M) and dY (M, O) in scratch.
+
+        AT   int8    (Kg, M)   the codes of x, k-major       dxT  float32 (Kg, M)   dX's patch gradients
+        gT   float32 (O, M)    float32(dY[m, o] * s_w[o])    sT   float32 (Kg, O)   dW / s_x, k-major
+        dyM  float32 (M, O)    dY, rows m"""
+    need_x, need_w = need
+    O = qw.q.shape[0]
+    xd = _dense(x)
+    if geo is None:                                                     # linear: x (M, K), dy (M, O)
+        M, K = x.shape
+        q, _ = quantize_tensor(xd, s_x, "input", layer, nt)
+        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        AT[...] = q.reshape(M, K).T
+    else:
+        M, K = geo.M, geo.Kg
+        q, _ = quantize_tensor(xd, s_x, "input", layer, nt, nchw=True)
+        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        _im2col._im2col_kmajor(AT, q, geo, nt)
+    gT = dyM = None
+    dyn = dy.detach().numpy()                   # (numpy's strided copies here: 10x torch's permuted ones)
+    if need_x:                                                          # g^T[o, m] = dY[m, o] * s_w[o]
+        gT = _workspace.scratch("lt_gt_gT", O * M, np.float32).reshape(O, M)
+        dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)              # (O, M) / (O, N, ...)
+        np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=gT.reshape(dyt.shape))
+    if need_w:
+        if geo is None:
+            dyM = np.ascontiguousarray(dyn)
+        else:
+            dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
+            dyp = dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
+            np.copyto(dyM.reshape(dyp.shape), dyp)
+    pa, sa, pb, sb = planes
+    dx = dw = None
+    if need_x:
+        dxT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
+                                           qw.q, AT, gT, pa, sa, nt)
+        if geo is None:
+            dx = torch.from_numpy(np.ascontiguousarray(dxT.T))
+        else:
+            dx = torch.empty(x.shape, dtype=torch.float32)
+            _im2col._fold_kmajor(dx.view(-1).numpy(), dxT, geo, nt)
+        mask = _clamped(x, s_x, input_scale)
+        if mask is not None:
+            dx = dx.masked_fill(mask, 0.0)
+    if need_w:
+        sT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
+                                          AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
+        w = sT * np.float32(s_x)                                         # (Kg, O), s_x after the sum
+        if geo is None:
+            dw = torch.from_numpy(np.ascontiguousarray(w.T))
+        else:
+            w4 = torch.from_numpy(w).reshape(geo.KH, geo.KW, geo.Cg, O).permute(3, 2, 0, 1)
             dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
     return dx, dw
 

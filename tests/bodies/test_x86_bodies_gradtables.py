@@ -2,7 +2,9 @@
 against the generic body and a float32 numpy reference of the contract
 (csrc/gradtables/gradtables.h: each sum in index order from 0, the product rounded
 before its add), on odd shapes (1, 7, 33, non-multiples of 8/16/32: every tail of the
-32-, 16- and 8-lane blocks), both passes (dx and s), at 1 and 2 threads.
+32-, 16- and 8-lane blocks), both passes (dx and s), at 1 and 2 threads.  The planes pass
+(csrc/gradtables/planes.h) likewise: its VBMI body (x86/avx512_vbmi.c) against its generic body,
+its reference and the gathers pass on the same tables (the end of this file).
 
 As tests/bodies/test_x86_bodies_optim.py: the AVX-512 body runs through
 lutcore._native._simde_gt (the same source compiled against SIMDe's exact emulation,
@@ -90,8 +92,146 @@ def test_threaded_shape_same_bits(runner):
 
 
 def test_body_names():
-    assert _gt.body_names(0) == {"gradient tables (backward='table')": "generic"}
+    assert _gt.body_names(0) == {"gradient tables (backward='table')": "generic",
+                                 "gradient tables, planes (backward='table')": "generic"}
     if IS_X86:
         assert _simde_gt.body_names(2)["gradient tables (backward='table')"] == "avx512"
         assert _gt.body_names(1)["gradient tables (backward='table')"] == "avx2"
     assert "gradient tables (backward='table')" in _simd.bodies()
+
+
+# ------------------------------------------------------------------ the planes pass
+# csrc/gradtables/planes.h: outT[k, l] = sum_i w[i, l] * G[c[i, k]][idxT[k, l]] with G held as int16 byte
+# planes; the VBMI body (x86/avx512_vbmi.c) natively where this CPU has VBMI and through the twin
+# everywhere, against the generic body, a float32 numpy reference of the contract, and the gathers pass
+# (lc_gt) on the same tables: the same bits.
+
+VBMI = _simd.VBMI
+PLANES_RUNNERS = ([("avx512vbmi-simde", _simde_gt, 2 | VBMI)] if _simde_gt is not None else []) + \
+                 ([("avx512vbmi-native", _gt, 2 | VBMI)] if _simd._features & VBMI else [])
+PLANES_IDS = [r[0] for r in PLANES_RUNNERS]
+# (NI, K, L): L 1, 7, 33, 63 (partial groups), 64 (one group), 65, 100, 127 (a group + a partial one),
+# 128 (a tile), 129, 200, 300 (tiles + a partial); K 1 .. 65 (units of 32 k's and their tails); NI 0, 1,
+# below, at and above the body's block of 8 steps (sums continued from outT between blocks)
+PLANES_SHAPES = [(1, 1, 1), (0, 3, 70), (7, 5, 33), (9, 33, 63), (17, 40, 64), (8, 7, 65), (3, 2, 100),
+                 (25, 9, 127), (16, 3, 128), (12, 65, 129), (5, 4, 200), (33, 2, 300)]
+
+
+def _planes_of(v):
+    """planes.h's layout of int16 values v (256 rows, 256 entries): per row lo(x < 128), hi(x < 128),
+    lo(x >= 128), hi(x >= 128)."""
+    u = v.astype(np.int64) & 0xffff
+    lo, hi = (u & 0xff).astype(np.uint8), (u >> 8).astype(np.uint8)
+    return np.ascontiguousarray(np.concatenate([lo[:, :128], hi[:, :128], lo[:, 128:], hi[:, 128:]], axis=1))
+
+
+def _planes_ref(c, idxT, w, T):
+    """The contract in float32: (K, L) = sum over i in order of w[i, l] * T[c[i, k], idxT[k, l]]."""
+    NI, K = c.shape
+    out = np.zeros((K, idxT.shape[1]), np.float32)                     # (K, L)
+    rows = c.view(np.uint8).astype(np.int64)                          # (NI, K)
+    ent = idxT.astype(np.int64)                                       # (K, L)
+    for i in range(NI):
+        out = out + w[i][None, :] * T[rows[i][:, None], ent]          # (K, L) += w[i, l] G[c[i, k], x[k, l]]
+    return out
+
+
+def _planes_case(rng, NI, K, L, half, zeros):
+    v = rng.integers(-32768, 32768, (256, 256)).astype(np.int16)     # the whole int16 range
+    v[0] = 0                                                          # row 0: the code whose steps may be left out
+    T = (v.astype(np.float32) * np.float32(2.0 ** -3)).astype(np.float32)       # e = -3
+    c = rng.integers(-128, 128, (NI, K)).astype(np.int8)
+    if zeros:
+        c[rng.random((NI, K)) < 0.6] = 0
+    idxT = rng.integers(0, 128 if half else 256, (K, L)).astype(np.uint8)
+    if not half and idxT.size:
+        idxT.flat[0], idxT.flat[-1] = 255, 128                        # the table's corners
+    w = (rng.standard_normal((NI, L)) * 3).astype(np.float32)
+    return _planes_of(v), np.float32(2.0 ** (-3 - 16)), T, c, idxT, w
+
+
+def _planes_run(mod, isa, nt, c, idxT, w, planes, scale, skip):
+    out = np.full((c.shape[1], idxT.shape[1]), np.nan, np.float32)
+    mod.planes_pass(out, c, idxT, w, planes, scale, skip, isa, nt)
+    return out
+
+
+def _same(a, b):
+    return np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("shape", PLANES_SHAPES, ids=[f"{n}x{k}x{l}" for n, k, l in PLANES_SHAPES])
+def test_planes_body_matches_generic_and_reference(runner, shape):
+    _, mod, isa = runner
+    NI, K, L = shape
+    for half in (False, True):
+        for zeros in (False, True):
+            rng = np.random.default_rng(sum(shape) * 13 + 2 * half + zeros)
+            planes, scale, T, c, idxT, w = _planes_case(rng, NI, K, L, half, zeros)
+            ref = _planes_ref(c, idxT, w, T)
+            cs = np.asfortranarray(c).T.copy().T                     # the same codes read with strides (1, NI)
+            for cc in (c, cs):
+                for skip in (False, True):
+                    gen = _planes_run(_gt, 0, 1, cc, idxT, w, planes, scale, skip)
+                    assert _same(gen, ref), (shape, half, zeros, skip)
+                    for nt in (1, 2):
+                        got = _planes_run(mod, isa, nt, cc, idxT, w, planes, scale, skip)
+                        print(shape, half, zeros, skip, nt, np.nanmax(np.abs(got - ref)) if got.size else 0)
+                        assert _same(got, gen), (shape, half, zeros, skip, nt)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+def test_planes_skip_keeps_nan_and_inf(runner):
+    """Left-out code-0 steps would drop inf * 0 = NaN: with a non-finite weight nothing is left out."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(41)
+    planes, scale, T, c, idxT, w = _planes_case(rng, 20, 9, 130, False, True)
+    c[:, 0] = 0
+    w[3, 5], w[11, 100], w[17, 7] = np.inf, -np.inf, np.nan
+    ref = _planes_ref(c, idxT, w, T)
+    assert np.isnan(ref[0, 5]) and np.isnan(ref[0, 100])                # inf * 0 in code 0's steps
+    for nt in (1, 2):
+        assert _same(_planes_run(mod, isa, nt, c, idxT, w, planes, scale, True), ref)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("M,K,O", [(7, 9, 3), (130, 33, 70), (200, 40, 129), (333, 27, 64)])
+def test_planes_equals_the_gathers_pass(runner, M, K, O):
+    """dX and dW of backward="table" as planes passes (planes.h's mapping) have lc_gt's bits (which 0 / 1)."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(M + K + O)
+    va = rng.integers(-900, 900, (256, 256)).astype(np.int16)
+    vb = rng.integers(-900, 900, (256, 256)).astype(np.int16)
+    vb[0] = 0
+    Ga, Gb = (va * np.float32(0.5)).astype(np.float32), (vb * np.float32(0.5)).astype(np.float32)   # [a, b]
+    pa, pb, scale = _planes_of(np.ascontiguousarray(va.T)), _planes_of(vb), np.float32(2.0 ** -17)
+    qx = rng.integers(-127, 128, (M, K)).astype(np.int8)
+    qx[rng.random((M, K)) < 0.5] = 0
+    qw = rng.integers(-127, 128, (O, K)).astype(np.int8)
+    g, dy = (rng.standard_normal((M, O)).astype(np.float32) for _ in range(2))
+    dx0 = np.empty((M, K), np.float32)
+    s0 = np.empty((O, K), np.float32)
+    _gt.table_pass(0, dx0, qx, qw.view(np.uint8), g, Ga.reshape(-1), 0, 1)
+    _gt.table_pass(1, s0, qx, qw.view(np.uint8), dy, np.ascontiguousarray(Gb.T).reshape(-1), 0, 1)
+    AT = np.ascontiguousarray(qx.T)
+    for nt in (1, 2):
+        dxT = _planes_run(mod, isa, nt, qw, AT.view(np.uint8), np.ascontiguousarray(g.T), pa, scale, False)
+        sT = _planes_run(mod, isa, nt, AT.T, np.ascontiguousarray(qw.T).view(np.uint8), dy, pb, scale, True)
+        assert _same(np.ascontiguousarray(dxT.T), dx0) and _same(np.ascontiguousarray(sT.T), s0), nt
+
+
+def test_planes_body_names_and_refusals():
+    names = _gt.body_names(0)
+    assert names["gradient tables, planes (backward='table')"] == "generic" and not _gt.planes_fast(0)
+    assert not _gt.planes_fast(2)                                     # AVX-512 without VBMI: the gathers
+    if IS_X86:
+        assert _simde_gt.body_names(2 | VBMI)["gradient tables, planes (backward='table')"] == \
+            "avx512vbmi (vpermi2b planes)" and _simde_gt.planes_fast(2 | VBMI)
+    p = np.zeros((256, 512), np.uint8)
+    with pytest.raises(ValueError, match="shapes disagree"):
+        _gt.planes_pass(np.zeros((3, 4), np.float32), np.zeros((2, 3), np.int8), np.zeros((3, 5), np.uint8),
+                        np.zeros((2, 4), np.float32), p, 1.0, False, 0, 1)
+    with pytest.raises(ValueError, match="outT has the wrong shape"):
+        _gt.planes_pass(np.zeros((3, 5), np.float32), np.zeros((2, 3), np.int8), np.zeros((3, 4), np.uint8),
+                        np.zeros((2, 4), np.float32), p, 1.0, False, 0, 1)

@@ -556,3 +556,84 @@ def test_assignment_file_keeps_attached_tables(tmp_path):
     assert back["c"].grad_tables is None
     assert np.array_equal(back["fc"].grad_tables[0], v.grad_tables[0])
     assert np.array_equal(back["fc"].grad_tables[1], v.grad_tables[1])
+
+
+# ------------------------------------------------------- the planes path (csrc/gradtables/planes.h)
+# Where the SIMD path has the planes pass's vector body (AVX-512 VBMI) and the tables are int16 multiples of
+# a power of two, backward="table" of a one-group conv or a linear layer runs the planes pass (k-major
+# patches, the native fold); it must give the gathers' bits.  planes_fast is forced on here, so a CPU
+# without VBMI runs the planes pass's generic body.
+
+PLANE_CASES = [  # (kind, x shape, w shape, stride, padding, dilation)
+    ("conv", (2, 5, 9, 7), (6, 5, 3, 3), 1, 1, 1),
+    ("conv", (3, 8, 11, 10), (130, 8, 3, 3), 2, 1, 1),
+    ("conv", (2, 16, 8, 8), (32, 16, 1, 1), 2, 0, 1),
+    ("conv", (1, 4, 13, 12), (70, 4, 3, 2), (2, 3), (2, 1), (2, 1)),
+    ("conv", (4, 64, 4, 4), (64, 64, 3, 3), 1, 1, 1),
+    ("conv1d", (3, 4, 33), (5, 4, 3), 1, 1, 1),
+    ("linear", (33, 70), (10, 70), None, None, None),
+    ("linear", (130, 7), (200, 7), None, None, None),
+]
+
+
+def _plane_grads(case, u, nt, dy_inf=False, static=None):
+    kind, xs, ws, st, pd, dl = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = torch.tensor(np.maximum(rng.normal(size=xs), 0) * 3, dtype=torch.float32, requires_grad=True)  # ReLU'd: codes 0
+    w = torch.tensor(rng.normal(size=ws), dtype=torch.float32, requires_grad=True)
+    if kind == "linear":
+        y = lt.lut_linear(x, w, None, u, backward="table", threads=nt, input_scale=static)
+    else:
+        f = lt.lut_conv2d if kind == "conv" else lt.lut_conv1d
+        y = f(x, w, None, u, st, pd, dl, backward="table", threads=nt, input_scale=static)
+    dy = rng.normal(size=tuple(y.shape)).astype(np.float32)
+    if dy_inf:
+        dy.flat[3] = np.inf
+    y.backward(torch.from_numpy(dy))
+    return _bits(x.grad), _bits(w.grad)
+
+
+@pytest.mark.parametrize("case", PLANE_CASES, ids=[f"{c[0]}-{'x'.join(map(str, c[1]))}-{c[2][0]}" for c in PLANE_CASES])
+@pytest.mark.parametrize("extra", ["", "dy-inf", "static"])
+def test_planes_path_has_the_gathers_bits(case, extra, monkeypatch):
+    monkeypatch.setattr(_gradtables._room, "planes_fast", lambda: True)
+    u = approx.by_name("mitchell")
+    assert _gradtables.planes_for(_gradtables.tables_for(u, None, "t")) is not None
+    kw = dict(dy_inf=extra == "dy-inf", static=float(np.float32(4.0 / 127)) if extra == "static" else None)
+    monkeypatch.setattr(_gradtables, "USE_PLANES", False)
+    want = _plane_grads(case, u, 1, **kw)
+    monkeypatch.setattr(_gradtables, "USE_PLANES", True)
+    calls = []
+    orig = _gradtables._room.planes_pass
+    monkeypatch.setattr(_gradtables._room, "planes_pass", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    for nt in (1, 2):
+        got = _plane_grads(case, u, nt, **kw)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), nt
+    assert len(calls) == 4                                           # dX and dW, at 1 and 2 threads
+
+
+def test_planes_form_of_tables():
+    """planes_for: int16 multiples of one power of two (2^(e - 16) a normal float32) get planes that give the
+    table back exactly; any other table runs the gathers (None)."""
+    from lutcore.torch._gradtables import _int16_form, planes_for, tables_for
+
+    def back(form):
+        planes, scale = form
+        p = planes.reshape(256, 4, 128).astype(np.int64)
+        lo, hi = np.concatenate([p[:, 0], p[:, 2]], 1), np.concatenate([p[:, 1], p[:, 3]], 1)
+        v = ((hi << 8) | lo).astype(np.uint16).view(np.int16).astype(np.float64)
+        return (v * 65536 * float(scale)).astype(np.float32)
+
+    for t, e in [(Units.exact().gradients()[0], 0), (approx.by_name("mitchell").gradients()[0], -1),
+                 (np.zeros((256, 256), np.float32), 0), (np.full((256, 256), 3.0 * 2 ** -90, np.float32), -90),
+                 (np.full((256, 256), 32767 * 2.0 ** 20, np.float32), 20)]:
+        form = _int16_form(t)
+        assert form is not None and form[1] == np.float32(2.0 ** (e - 16)), e
+        assert np.array_equal(back(form), t)
+    bad = np.zeros((256, 256), np.float32)
+    for v in (40001.0, 1.0 / 3, 1.5 * 2 ** -120, 0.5 + 2 ** -20):
+        bad[7, 9] = v
+        assert _int16_form(bad) is None, v
+    jagged, _ = _rand_units(3)
+    assert planes_for(tables_for(jagged, 2, "t")) is None             # near the edges: differences / 3
+    assert planes_for(tables_for(jagged, 1, "t")) is not None          # / 2 (and / 1 at the edges)

@@ -22,6 +22,11 @@
  * The staged index puts column j (< 32) of a 64-column group in byte 2j and
  * column 32 + j in byte 2j + 1, so E holds columns 0-31 and O columns 32-63 in
  * order.
+ * Where the table's row 0 is all zeros (0 * b = 0: the exact table, Mitchell, most
+ * approximate units) a chunk's k's of code 0 — a ReLU's zeros, a conv's padding, half of
+ * a ResNet's patches — add nothing: the row loop leaves them out (a list of the others,
+ * kc their count in the flush) when they are at least an eighth of the chunk.  Integer
+ * sums: the same C.
  *
  *   TP    uint8 (256, 2, 256)   TP[a][0][b] = low byte, TP[a][1][b] = high ^ 0x80  IN (the driver's Pbuf)
  *   idx   uint8 (kn, ng, 64)    B[k, n0 + 64 g + lc_vb_col(p)], 0 past nc           scratch
@@ -64,11 +69,11 @@ LC_AI void lc_vb_flush(int32_t *acc, __m512i F, __m512i O, __m512i G, __m512i P,
 #if !defined(LC_SIMDE)
 /* The 4-group k loop (c1 > c0) by hand: the compilers spill 4 of the 16 accumulators and
  * rotate the rest through moves.  zmm0-7 the table row, zmm24-31 the groups' permutes. */
-#define LC_VB_ASM_G(ik, mk, F, O, G, P, t0, t1, ka, kb) \
-    "vmovdqa64 " ik "(%[ik]), %%" t0 "\n\t" \
-    "vmovdqa64 " ik "(%[ik]), %%" t1 "\n\t" \
-    "kmovq " mk "(%[mk]), %%" ka "\n\t" \
-    "kmovq 8+" mk "(%[mk]), %%" kb "\n\t" \
+#define LC_VB_ASM_GB(ik, mk, F, O, G, P, t0, t1, ka, kb, IKB, MKB) \
+    "vmovdqa64 " ik "(" IKB "), %%" t0 "\n\t" \
+    "vmovdqa64 " ik "(" IKB "), %%" t1 "\n\t" \
+    "kmovq " mk "(" MKB "), %%" ka "\n\t" \
+    "kmovq 8+" mk "(" MKB "), %%" kb "\n\t" \
     "vpermi2b %%zmm1, %%zmm0, %%" t0 "%{%%" ka "%}\n\t" \
     "vpermi2b %%zmm5, %%zmm4, %%" t1 "%{%%" ka "%}\n\t" \
     "vpermi2b %%zmm3, %%zmm2, %%" t0 "%{%%" kb "%}\n\t" \
@@ -79,6 +84,7 @@ LC_AI void lc_vb_flush(int32_t *acc, __m512i F, __m512i O, __m512i G, __m512i P,
     "vpaddw %%" t1 ", %%" G ", %%" G "\n\t" \
     "vpsrlw $8, %%" t1 ", %%" t1 "\n\t" \
     "vpaddw %%" t1 ", %%" P ", %%" P "\n\t"
+#define LC_VB_ASM_G(ik, mk, F, O, G, P, t0, t1, ka, kb) LC_VB_ASM_GB(ik, mk, F, O, G, P, t0, t1, ka, kb, "%[ik]", "%[mk]")
 LC_AI void lc_vb_loop4(const uint8_t *ar, const uint8_t *ae, const uint8_t *TP, const uint8_t *ik,
                               const uint64_t *mk, __m512i *acc) {
     __asm__ volatile(
@@ -144,29 +150,133 @@ LC_AI void lc_vb_loop4(const uint8_t *ar, const uint8_t *ae, const uint8_t *TP, 
 }
 #endif
 
+#if !defined(LC_SIMDE)
+/* lc_vb_loop4 over the k's of a list (offsets from ar, idx and msk already at the chunk's k0):
+ * the chunk's k's whose code is not 0 (lc_vb_rows), lp < le. */
+#define LC_VB_ASM_GL(ik, mk, F, O, G, P, t0, t1, ka, kb) LC_VB_ASM_GB(ik, mk, F, O, G, P, t0, t1, ka, kb, "%%rcx", "%%rdx")
+LC_AI void lc_vb_loop4_list(const uint8_t *ar, const uint8_t *lp, const uint8_t *le, const uint8_t *TP,
+                            const uint8_t *ik, const uint64_t *mk, __m512i *acc) {
+    __asm__ volatile(
+        "vmovdqa64 0(%[acc]), %%zmm8\n\t"
+        "vmovdqa64 64(%[acc]), %%zmm9\n\t"
+        "vmovdqa64 128(%[acc]), %%zmm10\n\t"
+        "vmovdqa64 192(%[acc]), %%zmm11\n\t"
+        "vmovdqa64 256(%[acc]), %%zmm12\n\t"
+        "vmovdqa64 320(%[acc]), %%zmm13\n\t"
+        "vmovdqa64 384(%[acc]), %%zmm14\n\t"
+        "vmovdqa64 448(%[acc]), %%zmm15\n\t"
+        "vmovdqa64 512(%[acc]), %%zmm16\n\t"
+        "vmovdqa64 576(%[acc]), %%zmm17\n\t"
+        "vmovdqa64 640(%[acc]), %%zmm18\n\t"
+        "vmovdqa64 704(%[acc]), %%zmm19\n\t"
+        "vmovdqa64 768(%[acc]), %%zmm20\n\t"
+        "vmovdqa64 832(%[acc]), %%zmm21\n\t"
+        "vmovdqa64 896(%[acc]), %%zmm22\n\t"
+        "vmovdqa64 960(%[acc]), %%zmm23\n\t"
+        "1:\n\t"
+        "movzbl (%[lp]), %%ecx\n\t"
+        "movzbl (%[ar],%%rcx), %%eax\n\t"
+        "shl $9, %%rax\n\t"
+        "add %[tp], %%rax\n\t"
+        "mov %%rcx, %%rdx\n\t"
+        "shl $8, %%rcx\n\t"
+        "add %[ik], %%rcx\n\t"
+        "shl $6, %%rdx\n\t"
+        "add %[mk], %%rdx\n\t"
+        "vmovdqu64 (%%rax), %%zmm0\n\t"
+        "vmovdqu64 64(%%rax), %%zmm1\n\t"
+        "vmovdqu64 128(%%rax), %%zmm2\n\t"
+        "vmovdqu64 192(%%rax), %%zmm3\n\t"
+        "vmovdqu64 256(%%rax), %%zmm4\n\t"
+        "vmovdqu64 320(%%rax), %%zmm5\n\t"
+        "vmovdqu64 384(%%rax), %%zmm6\n\t"
+        "vmovdqu64 448(%%rax), %%zmm7\n\t"
+        LC_VB_ASM_GL("0", "0", "zmm8", "zmm9", "zmm10", "zmm11", "zmm24", "zmm25", "k1", "k2")
+        LC_VB_ASM_GL("64", "16", "zmm12", "zmm13", "zmm14", "zmm15", "zmm26", "zmm27", "k3", "k4")
+        LC_VB_ASM_GL("128", "32", "zmm16", "zmm17", "zmm18", "zmm19", "zmm28", "zmm29", "k5", "k6")
+        LC_VB_ASM_GL("192", "48", "zmm20", "zmm21", "zmm22", "zmm23", "zmm30", "zmm31", "k7", "k1")
+        "inc %[lp]\n\t"
+        "cmp %[le], %[lp]\n\t"
+        "jne 1b\n\t"
+        "vmovdqa64 %%zmm8, 0(%[acc])\n\t"
+        "vmovdqa64 %%zmm9, 64(%[acc])\n\t"
+        "vmovdqa64 %%zmm10, 128(%[acc])\n\t"
+        "vmovdqa64 %%zmm11, 192(%[acc])\n\t"
+        "vmovdqa64 %%zmm12, 256(%[acc])\n\t"
+        "vmovdqa64 %%zmm13, 320(%[acc])\n\t"
+        "vmovdqa64 %%zmm14, 384(%[acc])\n\t"
+        "vmovdqa64 %%zmm15, 448(%[acc])\n\t"
+        "vmovdqa64 %%zmm16, 512(%[acc])\n\t"
+        "vmovdqa64 %%zmm17, 576(%[acc])\n\t"
+        "vmovdqa64 %%zmm18, 640(%[acc])\n\t"
+        "vmovdqa64 %%zmm19, 704(%[acc])\n\t"
+        "vmovdqa64 %%zmm20, 768(%[acc])\n\t"
+        "vmovdqa64 %%zmm21, 832(%[acc])\n\t"
+        "vmovdqa64 %%zmm22, 896(%[acc])\n\t"
+        "vmovdqa64 %%zmm23, 960(%[acc])\n\t"
+        : [lp] "+r"(lp)
+        : [le] "r"(le), [ar] "r"(ar), [tp] "r"(TP), [ik] "r"(ik), [mk] "r"(mk), [acc] "r"(acc)
+        : "rax", "rcx", "rdx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
+          "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1",
+          "k2", "k3", "k4", "k5", "k6", "k7", "cc", "memory");
+}
+#endif
+
+/* The k's of a chunk [c0, c1) (c1 - c0 <= 128) of row ar whose code is not 0, as offsets from c0
+ * into lst; returns how many (lc_vb_rows leaves the others out where the table's row 0 is all
+ * zeros: a product of 0 adds nothing, and the chunk's count of products kc is the kept count). */
+LC_AI int64_t lc_vb_nonzero(uint8_t *lst, const uint8_t *ar, int64_t c0, int64_t c1) {
+    int64_t n = 0;
+    for (int64_t h = c0; h < c1; h += 64) {
+        const int64_t cnt = c1 - h < 64 ? c1 - h : 64;
+        const __mmask64 lanes = cnt >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cnt) - 1);
+        const __m512i v = lc_x_maskz_loadu_epi8(lanes, ar + h);
+        uint64_t nz = (uint64_t)_mm512_test_epi8_mask(v, v);
+        while (nz) {
+            lst[n++] = (uint8_t)(h - c0 + __builtin_ctzll(nz));
+            nz &= nz - 1;
+        }
+    }
+    return n;
+}
+
 /* rows of C for NG groups of 64 columns (NG a constant at each call) */
 LC_AI void lc_vb_rows(int32_t *C, int64_t ldc, const uint8_t *A, int64_t lda, const uint8_t *TP,
-                             const uint8_t *idx, const uint64_t *msk, int64_t rows, int nc, int64_t kn, const int NG) {
+                             const uint8_t *idx, const uint64_t *msk, int64_t rows, int nc, int64_t kn, const int NG,
+                             int skip0) {
     int32_t acc[LC_VB_NB] __attribute__((aligned(64)));
+    uint8_t lst[LC_VB_KC];
     const __m512i z = _mm512_setzero_si512();
     for (int64_t m = 0; m < rows; m++) {
         const uint8_t *ar = A + m * lda;
         if (kn == 0) memset(acc, 0, sizeof(acc));
         for (int64_t c0 = 0; c0 < kn; c0 += LC_VB_KC) {
             int64_t c1 = c0 + LC_VB_KC < kn ? c0 + LC_VB_KC : kn;
+            /* skip0: leave out the k's of code 0 when at least an eighth of the chunk has it */
+            int64_t kc = c1 - c0, nl = -1;
+            if (skip0) {
+                const int64_t nk = lc_vb_nonzero(lst, ar, c0, c1);
+                if (8 * nk <= 7 * kc) nl = nk, kc = nk;
+            }
             __m512i f0 = z, o0 = z, g0 = z, p0 = z, f1 = z, o1 = z, g1 = z, p1 = z;
             __m512i f2 = z, o2 = z, g2 = z, p2 = z, f3 = z, o3 = z, g3 = z, p3 = z;
 #if !defined(LC_SIMDE)
-            if (NG == 4) {
+            if (NG == 4 && nl != 0) {
                 __m512i a16[16] __attribute__((aligned(64))) = {f0, o0, g0, p0, f1, o1, g1, p1,
                                                                 f2, o2, g2, p2, f3, o3, g3, p3};
-                lc_vb_loop4(ar + c0, ar + c1, TP, idx + c0 * 256, msk + c0 * 8, a16);
+                if (nl < 0)
+                    lc_vb_loop4(ar + c0, ar + c1, TP, idx + c0 * 256, msk + c0 * 8, a16);
+                else
+                    lc_vb_loop4_list(ar + c0, lst, lst + nl, TP, idx + c0 * 256, msk + c0 * 8, a16);
                 f0 = a16[0], o0 = a16[1], g0 = a16[2], p0 = a16[3], f1 = a16[4], o1 = a16[5], g1 = a16[6];
                 p1 = a16[7], f2 = a16[8], o2 = a16[9], g2 = a16[10], p2 = a16[11], f3 = a16[12], o3 = a16[13];
                 g3 = a16[14], p3 = a16[15];
             }
 #endif
-            for (int64_t k = NG == 4 && !LC_VB_SIMDE ? c1 : c0; k < c1; k++) {
+            const int64_t jn = NG == 4 && !LC_VB_SIMDE ? 0 : nl < 0 ? c1 - c0 : nl;
+            for (int64_t j = 0; j < jn; j++) {
+                const int64_t k = nl < 0 ? c0 + j : c0 + lst[j];
                 const uint8_t *row = TP + (int64_t)ar[k] * 512;
                 __m512i l0 = _mm512_loadu_si512((const void *)(row + 0)), l1 = _mm512_loadu_si512((const void *)(row + 64));
                 __m512i l2 = _mm512_loadu_si512((const void *)(row + 128)), l3 = _mm512_loadu_si512((const void *)(row + 192));
@@ -192,10 +302,10 @@ LC_AI void lc_vb_rows(int32_t *C, int64_t ldc, const uint8_t *A, int64_t lda, co
 #undef LC_VB_GROUP
             }
             int first = c0 == 0;
-            lc_vb_flush(acc, f0, o0, g0, p0, c1 - c0, first);
-            if (NG > 1) lc_vb_flush(acc + 64, f1, o1, g1, p1, c1 - c0, first);
-            if (NG > 2) lc_vb_flush(acc + 128, f2, o2, g2, p2, c1 - c0, first);
-            if (NG > 3) lc_vb_flush(acc + 192, f3, o3, g3, p3, c1 - c0, first);
+            lc_vb_flush(acc, f0, o0, g0, p0, kc, first);
+            if (NG > 1) lc_vb_flush(acc + 64, f1, o1, g1, p1, kc, first);
+            if (NG > 2) lc_vb_flush(acc + 128, f2, o2, g2, p2, kc, first);
+            if (NG > 3) lc_vb_flush(acc + 192, f3, o3, g3, p3, kc, first);
         }
         int32_t *c = C + m * ldc;
         for (int q = 0; q * 16 < nc; q++)
@@ -248,11 +358,15 @@ int LC_BODY(table_unit_staged)(int32_t *C, int64_t ldc, const int8_t *A, int64_t
     if (nc > LC_VB_NB || nc < 1) return -1;
     const uint8_t *idx = S, *TP = (const uint8_t *)T16, *Au = (const uint8_t *)A;
     const uint64_t *msk = (const uint64_t *)(S + (size_t)(kn > 0 ? kn : 0) * (size_t)ng * 64);
+    /* a table whose row 0 is all zeros (a * 0 for the exact table, Mitchell, most approximate
+     * multipliers): the k's of code 0 (a ReLU's zeros, the padding) add nothing and are left out */
+    int skip0 = 1;                                   /* products 0: low byte 0, high byte ^ 0x80 = 0x80 */
+    for (int x = 0; x < 256; x++) skip0 &= TP[x] == 0 && TP[256 + x] == 0x80;
     switch (ng) {
-    case 1: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 1); break;
-    case 2: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 2); break;
-    case 3: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 3); break;
-    default: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 4); break;
+    case 1: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 1, skip0); break;
+    case 2: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 2, skip0); break;
+    case 3: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 3, skip0); break;
+    default: lc_vb_rows(C, ldc, Au, lda, TP, idx, msk, rows, nc, kn, 4, skip0); break;
     }
     return 0;
 }

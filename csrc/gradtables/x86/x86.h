@@ -4,6 +4,8 @@
  * extension lutcore._native._simde_gt).  Included by gradtables.h.
  *   gt_rows  out rows r0..r1-1 of lc_gt's pass `which` (0: dx, rows m; 1: s, rows o):
  *            the contract, and the bits, of the generic body on those rows (one thread)
+ *   gtp_tile (avx512_vbmi.c) lanes l0..l1-1 (at most 128) and k's k0..k1-1 of the planes
+ *            pass (gradtables/planes.h): the generic body's bits (one thread)
  */
 #ifndef LUTCORE_GRADTABLES_X86_H
 #define LUTCORE_GRADTABLES_X86_H
@@ -17,5 +19,13 @@
 LC_GT_X86_DECLARE(lc_avx2_)
 LC_GT_X86_DECLARE(lc_avx512_)
 LC_GT_X86_DECLARE(lc_simde_avx512_)
+
+#define LC_GTP_X86_DECLARE(P)                                                                       \
+    void P##gtp_tile(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,  \
+                     const float *w, const uint8_t *planes, float scale, int64_t NI, int64_t L,      \
+                     int64_t l0, int64_t l1, int64_t k0, int64_t k1, int skip);
+
+LC_GTP_X86_DECLARE(lc_avx512vbmi_)
+LC_GTP_X86_DECLARE(lc_simde_avx512vbmi_)
 
 #endif /* LUTCORE_GRADTABLES_X86_H */

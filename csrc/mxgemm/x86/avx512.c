@@ -1,4 +1,4 @@
-/* csrc/mxgemm/x86/avx512.c — the MX GEMM's AVX-512 F/BW/DQ body, exact mode (mxgemm/mxgemm.h: the
+/* csrc/mxgemm/x86/avx512.c — the MX GEMM's AVX-512 F/BW/DQ body, both modes (mxgemm/mxgemm.h: the
  * contract; job.h: the shared steps).  Compiled alone with its flags (setup.py) and once more
  * against SIMDe for the tests.  Every block sum is exact, so the order of the additions here
  * (other than the generic body's) changes no bit; the per-block fold is the generic one, lane
@@ -28,6 +28,14 @@
  *   P    uint32 (kc, R16 x 32 + 16)  the chunk's row tables (a line of padding)   scratch
  *   yt   float32 (rows, 32)        the unit's y                                   scratch
  *   sp   float64 (rows, np, 32)    accumulators across chunks (bk > 32)           scratch
+ *
+ * Narrow mode: the same row tables (the table's own values, one "part"); per row and k the 32
+ * products p = x afac 2^(xa + xb) (exact) step 4 zmm of registers in k order (lc_mx_step8: TwoSum
+ * rounded to odd, then the integer rounding between exact power-of-two scalings, overflow and
+ * specials — job.h's steps lane for lane), promoted into y where k's count says; the registers
+ * live in ac between chunks.  Tiles of 2 rows.
+ *
+ *   ac   float64 (rows, 32)        the unit's narrow registers                    scratch
  */
 #define LC_BODY_ISA avx512
 #include "core/simd.h"
@@ -479,8 +487,9 @@ static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
 }
 
 #define LC_MX_NDECL(r)                                                                                  \
-    __m512d c##r##0 = _mm512_load_pd(ac + (r < R ? r : 0) * 32), c##r##1 = _mm512_load_pd(ac + (r < R ? r : 0) * 32 + 8), \
-            c##r##2 = _mm512_load_pd(ac + (r < R ? r : 0) * 32 + 16), c##r##3 = _mm512_load_pd(ac + (r < R ? r : 0) * 32 + 24);
+    const double *a##r##_ = ac + (r < R ? r : 0) * 32;                                                  \
+    __m512d c##r##0 = _mm512_load_pd(a##r##_), c##r##1 = _mm512_load_pd(a##r##_ + 8),                   \
+            c##r##2 = _mm512_load_pd(a##r##_ + 16), c##r##3 = _mm512_load_pd(a##r##_ + 24);
 #define LC_MX_NROW(r)                                                                                   \
     if (r < R) {                                                                                        \
         unsigned c_ = A[r * Kp + kk];                                                                   \
@@ -493,7 +502,8 @@ static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
         c##r##3 = lc_mx_step8(c##r##3, _mm512_mul_pd(_mm512_mul_pd(x3, s_), sb3), mb, lim, mx, TZ);      \
     }
 #define LC_MX_NFLUSH1(r, i)                                                                             \
-    _mm256_storeu_ps(yt + r * 32 + 8 * i, _mm256_add_ps(_mm256_loadu_ps(yt + r * 32 + 8 * i), lc_mx_cvtpd_ps(c##r##i))); \
+    _mm256_storeu_ps(yt + r * 32 + 8 * i,                                                               \
+                     _mm256_add_ps(_mm256_loadu_ps(yt + r * 32 + 8 * i), lc_mx_cvtpd_ps(c##r##i)));      \
     c##r##i = _mm512_setzero_pd();
 #define LC_MX_NFLUSH(r)                                                                                 \
     if (r < R) { LC_MX_NFLUSH1(r, 0) LC_MX_NFLUSH1(r, 1) LC_MX_NFLUSH1(r, 2) LC_MX_NFLUSH1(r, 3) }

@@ -43,7 +43,7 @@ typedef struct {
     double split;
 } lc_mx_products;
 
-/* One call (lc_mx_exact / lc_mx_narrow).  Operands (trusted: the room checked them):
+/* One call (mxgemm.h lc_mx_run, exact or narrow).  Operands (trusted: the room checked them):
  *   Y   float32 (M, N)        OUT
  *   A   uint8 (M, Kp) codes, SA uint8 (M, nblk) E8M0     IN
  *   B   uint8 (Kp, N) codes, SB uint8 (nblk, N) E8M0     IN

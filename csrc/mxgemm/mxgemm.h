@@ -12,21 +12,22 @@
  *   K <= Kp = nblk * bk; k >= K is the operands' zero padding: never read (so a table whose
  *   T[0, 0] is not 0 changes nothing there either); xa = SA[m, k / bk] - 127, xb = SB[k / bk, n] - 127.
  *
- * exact  (lc_mx_exact): S_b = sum over k of block b of T[A[m,k], B[k,n]], EXACT; y = 0; for b
- *        ascending: y = fl32(y + fl32(fl32(S_b) * 2^(xa + xb))) — fl32(S_b) the exact sum rounded
- *        once (nearest even), the scaling a correctly rounded ldexp (subnormals nearest even,
- *        overflow inf).  A NaN scale, or NaN/inf products, give NaN/inf per IEEE (the block's sum
- *        of its specials; inf - inf = NaN).  How the sums are exact (the table's analysis,
+ * exact  (lc_mx_run, narrow 0): S_b = sum over k of block b of T[A[m,k], B[k,n]], EXACT; y = 0;
+ *        for b ascending: y = fl32(y + fl32(fl32(S_b) * 2^(xa + xb))) — fl32(S_b) the exact sum
+ *        rounded once (nearest even), the scaling a correctly rounded ldexp (subnormals nearest
+ *        even, overflow inf).  A NaN scale, or NaN/inf products, give NaN/inf per IEEE (the block's
+ *        sum of its specials; inf - inf = NaN).  How the sums are exact (the table's analysis,
  *        lutcore.ops.mxgemm): every finite entry a multiple of 2^e0, every partial sum of a block
  *        below 2^(53 + e0) — float64 additions are exact (one part); else each product split at a
  *        fixed 2^c into hi + lo, each part's sums exact in float64, fl32(hi + lo) by TwoSum and
  *        rounding to odd (two parts).  The exact table of the decoded values with one part takes
  *        the FMA route: decoded values, float64 FMA, no lookups.
- * narrow (lc_mx_narrow): acc = 0, y = 0; for k = 0 .. K-1: p = T[A[m,k], B[k,n]] * 2^(xa + xb)
- *        (exact, float64); acc = round(acc + p) to mbits + 1 significant bits, float32's exponent
- *        range (job.h lc_mx_narrow: nearest even or toward zero; overflow inf or the maximum);
- *        if (k + 1) % promote == 0 or k == K - 1: y = fl32(y + acc), acc = 0.  The register steps
- *        (TwoSum rounded to odd, then the integer rounding between exact scalings) are job.h's.
+ * narrow (lc_mx_run, narrow 1): acc = 0, y = 0; for k = 0 .. K-1: p = T[A[m,k], B[k,n]] *
+ *        2^(xa + xb) (exact, float64); acc = round(acc + p) to mbits + 1 significant bits,
+ *        float32's exponent range (job.h lc_mx_narrow: nearest even or toward zero; overflow inf
+ *        or the maximum); if (k + 1) % promote == 0 or k == K - 1: y = fl32(y + acc), acc = 0.
+ *        The register steps (TwoSum rounded to odd, then the integer rounding between exact
+ *        scalings) are job.h's.
  * Every NaN output is the canonical 0x7fc00000; zeros are +0.  The same bits at any thread count
  * and on every body: the sums are exact, and narrow runs each output's k in order in one unit.
  *

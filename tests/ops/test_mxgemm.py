@@ -17,7 +17,7 @@ import lutcore
 from lutcore.mx import MX, mx_quantize
 from lutcore.ops.mxgemm import MXProducts, Narrow, mx_gemm
 from lutcore.units import fp_format
-from reference.mxgemm_ref import mx_gemm_exact_ref, mx_gemm_narrow_ref
+from reference.mxgemm_ref import mx_gemm_exact_ref, mx_gemm_narrow_ref, round_bits
 
 FORMATS = ["e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "int8"]
 PAIRS = [(f, f) for f in FORMATS] + [("e4m3", "e5m2"), ("e2m1", "e4m3")]
@@ -104,6 +104,27 @@ def every_path(a, b, p, accumulate="exact"):
     for simd, nt, y in ys[1:]:
         assert_bits(y, ys[0][2], (simd, nt))
     return ys[0][2]
+
+
+# ------------------------------------------------------------------ the oracle's rounding, checked
+def test_oracle_rounding_against_numpy(rng):
+    """round_bits to 24 bits is numpy's float64 -> float32 conversion (nearest even, subnormals,
+    overflow to inf; its zeros are +0); toward zero it is the float32 neighbour at or below |x|."""
+    x = rng.standard_normal(20000) * np.exp2(rng.integers(-160, 140, 20000).astype(np.float64))
+    x[:50] = np.float64(np.float32(3.4e38)) * (1 + np.arange(50) * 1e-9)          # near and past the top
+    x[50:60] = np.ldexp(np.arange(1, 11, dtype=np.float64) + 0.5, -150)           # subnormal ties
+    for v in x:
+        num, den = float(v).as_integer_ratio()
+        e = -(den.bit_length() - 1)
+        m, q = round_bits(num, e, 24)
+        got = np.float32(m if isinstance(m, float) else np.ldexp(m, q))
+        with np.errstate(over="ignore"):
+            assert got == np.float32(v), v                               # (a zero is +0 in the oracle)
+        m, q = round_bits(num, e, 24, "truncate")
+        t = abs(np.ldexp(m, q))
+        with np.errstate(over="ignore"):
+            up = np.nextafter(np.float32(t), np.float32(np.inf))
+        assert t <= abs(v) and (up > abs(v) or t == np.float32(np.finfo(np.float32).max)), v
 
 
 # ------------------------------------------------------------------ exact mode against the oracle

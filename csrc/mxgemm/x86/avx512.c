@@ -1,4 +1,4 @@
-/* csrc/mxgemm/x86/avx512.c — the MX GEMM's AVX-512 F/BW/DQ body, exact mode (mxgemm/mxgemm.h: the
+/* csrc/mxgemm/x86/avx512.c — the MX GEMM's AVX-512 F/BW/DQ body, both modes (mxgemm/mxgemm.h: the
  * contract; job.h: the shared steps).  Compiled alone with its flags (setup.py) and once more
  * against SIMDe for the tests.  Every block sum is exact, so the order of the additions here
  * (other than the generic body's) changes no bit; the per-block fold is the generic one, lane
@@ -28,6 +28,14 @@
  *   P    uint32 (kc, R16 x 32 + 16)  the chunk's row tables (a line of padding)   scratch
  *   yt   float32 (rows, 32)        the unit's y                                   scratch
  *   sp   float64 (rows, np, 32)    accumulators across chunks (bk > 32)           scratch
+ *
+ * Narrow mode: the same row tables (the table's own values, one "part"); per row and k the 32
+ * products p = x afac 2^(xa + xb) (exact) step 4 zmm of registers in k order (lc_mx_step8: TwoSum
+ * rounded to odd, then the integer rounding between exact power-of-two scalings, overflow and
+ * specials — job.h's steps lane for lane), promoted into y where k's count says; the registers
+ * live in ac between chunks.  Tiles of 2 rows.
+ *
+ *   ac   float64 (rows, 32)        the unit's narrow registers                    scratch
  */
 #define LC_BODY_ISA avx512
 #include "core/simd.h"
@@ -470,11 +478,41 @@ LC_AI __m512d lc_mx_step8(__m512d acc, __m512d p, __m512i mb, __m512d lim, __m51
     return _mm512_add_pd(_mm512_mask_blend_pd(fin, s, r), z);
 }
 
-#define LC_MX_NR 2          /* rows per narrow tile: 8 register chains of 8 lanes */
+#ifndef LC_MX_NR
+#define LC_MX_NR 2          /* rows per narrow tile: 8 register chains of 8 lanes (3, 4: no faster) */
+#endif
 static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
     return lc_mx_al((size_t)lc_mx_kct(j) * lc_mx_pstride(j->P->R16) * 4) + lc_mx_al((size_t)j->rows_per * 32 * 4) +
            lc_mx_al((size_t)j->rows_per * 32 * 8);
 }
+
+#define LC_MX_NDECL(r)                                                                                  \
+    const double *a##r##_ = ac + (r < R ? r : 0) * 32;                                                  \
+    __m512d c##r##0 = _mm512_load_pd(a##r##_), c##r##1 = _mm512_load_pd(a##r##_ + 8),                   \
+            c##r##2 = _mm512_load_pd(a##r##_ + 16), c##r##3 = _mm512_load_pd(a##r##_ + 24);
+#define LC_MX_NROW(r)                                                                                   \
+    if (r < R) {                                                                                        \
+        unsigned c_ = A[r * Kp + kk];                                                                   \
+        const uint32_t *p_ = Pk + (int64_t)P->rep[c_] * 32;                                            \
+        __m512d s_ = _mm512_set1_pd(P->afac[c_] * sa[r]);                                              \
+        LC_MX_EXPAND(p_)                                                                                \
+        c##r##0 = lc_mx_step8(c##r##0, _mm512_mul_pd(_mm512_mul_pd(x0, s_), sb0), mb, lim, mx, TZ);      \
+        c##r##1 = lc_mx_step8(c##r##1, _mm512_mul_pd(_mm512_mul_pd(x1, s_), sb1), mb, lim, mx, TZ);      \
+        c##r##2 = lc_mx_step8(c##r##2, _mm512_mul_pd(_mm512_mul_pd(x2, s_), sb2), mb, lim, mx, TZ);      \
+        c##r##3 = lc_mx_step8(c##r##3, _mm512_mul_pd(_mm512_mul_pd(x3, s_), sb3), mb, lim, mx, TZ);      \
+    }
+#define LC_MX_NFLUSH1(r, i)                                                                             \
+    _mm256_storeu_ps(yt + r * 32 + 8 * i,                                                               \
+                     _mm256_add_ps(_mm256_loadu_ps(yt + r * 32 + 8 * i), lc_mx_cvtpd_ps(c##r##i)));      \
+    c##r##i = _mm512_setzero_pd();
+#define LC_MX_NFLUSH(r)                                                                                 \
+    if (r < R) { LC_MX_NFLUSH1(r, 0) LC_MX_NFLUSH1(r, 1) LC_MX_NFLUSH1(r, 2) LC_MX_NFLUSH1(r, 3) }
+#define LC_MX_NSTORE(r)                                                                                 \
+    if (r < R) {                                                                                        \
+        _mm512_store_pd(ac + r * 32, c##r##0); _mm512_store_pd(ac + r * 32 + 8, c##r##1);               \
+        _mm512_store_pd(ac + r * 32 + 16, c##r##2); _mm512_store_pd(ac + r * 32 + 24, c##r##3);         \
+    }
+#define LC_MX_NREP(X) X(0) X(1) X(2) X(3)
 
 /* R rows x 32 columns over k = kg0 + kk, kk < kc, of one chunk of block b: the registers from and
  * back to ac (R x 32 float64), promoted into yt (R x 32 float32) where k's count says so */
@@ -489,45 +527,16 @@ LC_AI void lc_mx_narrow_tile(const lc_mx_job *j, const uint8_t *A, const double 
     const __m512d mx = _mm512_set1_pd(mxd), lim = _mm512_set1_pd(TZ ? mxd : INFINITY);
     __m512d sb0 = _mm512_loadu_pd(sbv), sb1 = _mm512_loadu_pd(sbv + 8), sb2 = _mm512_loadu_pd(sbv + 16),
             sb3 = _mm512_loadu_pd(sbv + 24);
-    __m512d c00 = _mm512_load_pd(ac), c01 = _mm512_load_pd(ac + 8), c02 = _mm512_load_pd(ac + 16),
-            c03 = _mm512_load_pd(ac + 24);
-    __m512d c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    if (R > 1) {
-        c10 = _mm512_load_pd(ac + 32); c11 = _mm512_load_pd(ac + 40);
-        c12 = _mm512_load_pd(ac + 48); c13 = _mm512_load_pd(ac + 56);
-    }
+    LC_MX_NREP(LC_MX_NDECL)
     for (int64_t kk = 0; kk < kc; kk++) {
         const int64_t kg = kg0 + kk;
         const uint32_t *Pk = Pw + kk * lc_mx_pstride(R16);
-#define LC_MX_NROW(r)                                                                                   \
-        if (r < R) {                                                                                    \
-            unsigned c_ = A[r * Kp + kk];                                                               \
-            const uint32_t *p_ = Pk + (int64_t)P->rep[c_] * 32;                                        \
-            __m512d s_ = _mm512_set1_pd(P->afac[c_] * sa[r]);                                          \
-            LC_MX_EXPAND(p_)                                                                            \
-            c##r##0 = lc_mx_step8(c##r##0, _mm512_mul_pd(_mm512_mul_pd(x0, s_), sb0), mb, lim, mx, TZ);  \
-            c##r##1 = lc_mx_step8(c##r##1, _mm512_mul_pd(_mm512_mul_pd(x1, s_), sb1), mb, lim, mx, TZ);  \
-            c##r##2 = lc_mx_step8(c##r##2, _mm512_mul_pd(_mm512_mul_pd(x2, s_), sb2), mb, lim, mx, TZ);  \
-            c##r##3 = lc_mx_step8(c##r##3, _mm512_mul_pd(_mm512_mul_pd(x3, s_), sb3), mb, lim, mx, TZ);  \
-        }
-        LC_MX_NROW(0)
-        LC_MX_NROW(1)
-#undef LC_MX_NROW
+        LC_MX_NREP(LC_MX_NROW)
         if ((pr > 0 && (kg + 1) % pr == 0) || kg == K - 1) {      /* y = fl32(y + acc), acc = 0 */
-#define LC_MX_NFLUSH(r, i)                                                                              \
-            _mm256_storeu_ps(yt + r * 32 + 8 * i, _mm256_add_ps(_mm256_loadu_ps(yt + r * 32 + 8 * i),  \
-                                                               lc_mx_cvtpd_ps(c##r##i)));              \
-            c##r##i = _mm512_setzero_pd();
-            LC_MX_NFLUSH(0, 0) LC_MX_NFLUSH(0, 1) LC_MX_NFLUSH(0, 2) LC_MX_NFLUSH(0, 3)
-            if (R > 1) { LC_MX_NFLUSH(1, 0) LC_MX_NFLUSH(1, 1) LC_MX_NFLUSH(1, 2) LC_MX_NFLUSH(1, 3) }
-#undef LC_MX_NFLUSH
+            LC_MX_NREP(LC_MX_NFLUSH)
         }
     }
-    _mm512_store_pd(ac, c00); _mm512_store_pd(ac + 8, c01); _mm512_store_pd(ac + 16, c02); _mm512_store_pd(ac + 24, c03);
-    if (R > 1) {
-        _mm512_store_pd(ac + 32, c10); _mm512_store_pd(ac + 40, c11);
-        _mm512_store_pd(ac + 48, c12); _mm512_store_pd(ac + 56, c13);
-    }
+    LC_MX_NREP(LC_MX_NSTORE)
     (void)zi;
 }
 
@@ -539,12 +548,13 @@ typedef void (*lc_mx_narrow_fn)(const lc_mx_job *, const uint8_t *, const double
                                                float *yt, double *ac) {                                 \
         lc_mx_narrow_tile(j, A, sa, Pw, kg0, kc, sbv, yt, ac, R, EX, TZ);                              \
     }
-LC_MX_NDEF(1, 0, 0) LC_MX_NDEF(2, 0, 0) LC_MX_NDEF(1, 1, 0) LC_MX_NDEF(2, 1, 0)
-LC_MX_NDEF(1, 0, 1) LC_MX_NDEF(2, 0, 1) LC_MX_NDEF(1, 1, 1) LC_MX_NDEF(2, 1, 1)
+#define LC_MX_NDEF_R(EX, TZ) LC_MX_NDEF(1, EX, TZ) LC_MX_NDEF(2, EX, TZ) LC_MX_NDEF(3, EX, TZ) LC_MX_NDEF(4, EX, TZ)
+LC_MX_NDEF_R(0, 0) LC_MX_NDEF_R(1, 0) LC_MX_NDEF_R(0, 1) LC_MX_NDEF_R(1, 1)
+#define LC_MX_NNAMES(EX, TZ) {0, lc_mx_narrow_1_##EX##_##TZ, lc_mx_narrow_2_##EX##_##TZ, lc_mx_narrow_3_##EX##_##TZ, \
+                              lc_mx_narrow_4_##EX##_##TZ}
 /* [toward zero][expand][rows] */
-static const lc_mx_narrow_fn lc_mx_narrow_tiles[2][2][LC_MX_NR + 1] = {
-    {{0, lc_mx_narrow_1_0_0, lc_mx_narrow_2_0_0}, {0, lc_mx_narrow_1_1_0, lc_mx_narrow_2_1_0}},
-    {{0, lc_mx_narrow_1_0_1, lc_mx_narrow_2_0_1}, {0, lc_mx_narrow_1_1_1, lc_mx_narrow_2_1_1}}};
+static const lc_mx_narrow_fn lc_mx_narrow_tiles[2][2][5] = {
+    {LC_MX_NNAMES(0, 0), LC_MX_NNAMES(1, 0)}, {LC_MX_NNAMES(0, 1), LC_MX_NNAMES(1, 1)}};
 
 static void lc_mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, char *ws) {
     const lc_mx_products *P = j->P;

@@ -47,18 +47,7 @@ E8M0_NAN = 0xFF
 
 def _element(fmt, name: str = "fmt") -> _fp.FloatFormat:
     """An MX element format (a name or FloatFormat), else TypeError/ValueError naming ``name``."""
-    if not isinstance(fmt, (str, _fp.FloatFormat)):
-        raise TypeError(f"{name}: expected an MX element format name ({', '.join(MX_ELEMENTS)}) or a FloatFormat, "
-                        f"got {type(fmt).__name__}")
-    try:
-        f = _fp.fp_format(fmt)
-    except ValueError:
-        raise ValueError(f"{name}: expected an MX element format ({', '.join(MX_ELEMENTS)}; or an alias such as "
-                         f"fp8_e4m3, float8_e4m3fn, fp4), got {fmt!r}") from None
-    if f.name not in MX_ELEMENTS:
-        raise ValueError(f"{name}: expected an MX element format ({', '.join(MX_ELEMENTS)}), got {f.name} (the "
-                         f"scale format, not an element)")
-    return f
+    return _fp.element_arg(fmt, name, "an MX element format", "the scale format, not an element")
 
 
 def _shape_arg(shape) -> tuple:

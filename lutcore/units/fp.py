@@ -215,6 +215,23 @@ def fp_format(name) -> FloatFormat:
 
 
 # ---------------------------------------------------------------------- arguments
+def element_arg(fmt, name: str, what: str, why: str) -> FloatFormat:
+    """``fmt`` (a name, an alias or a FloatFormat) as one of MX_ELEMENTS, else TypeError/ValueError
+    naming ``name``: ``what`` says what the caller takes ("an MX element format"), ``why`` why e8m0,
+    the one other format, is not one of them there."""
+    if not isinstance(fmt, (str, FloatFormat)):
+        raise TypeError(f"{name}: expected {what} name ({', '.join(MX_ELEMENTS)}) or a FloatFormat, "
+                        f"got {type(fmt).__name__}")
+    try:
+        f = fp_format(fmt)
+    except ValueError:
+        raise ValueError(f"{name}: expected {what} ({', '.join(MX_ELEMENTS)}; or an alias such as "
+                         f"fp8_e4m3, float8_e4m3fn, fp4, mxint8), got {fmt!r}") from None
+    if f.name not in MX_ELEMENTS:
+        raise ValueError(f"{name}: expected {what} ({', '.join(MX_ELEMENTS)}), got {f.name} ({why})")
+    return f
+
+
 def rounding_arg(rounding, name: str = "rounding") -> str:
     if not isinstance(rounding, str) or rounding not in ROUNDINGS:
         raise ValueError(f"{name}: expected one of {', '.join(map(repr, ROUNDINGS))}, got {rounding!r}")

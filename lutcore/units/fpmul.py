@@ -77,11 +77,11 @@ import os
 
 import numpy as np
 
-from lutcore.units.fp import FloatFormat, fp_format
+from lutcore.units.fp import MX_ELEMENTS, FloatFormat, element_arg, fp_format
 
 __all__ = ["FPUnit", "fp_metrics", "fp_report", "lmul_l", "OPERAND_FORMATS", "OUT_FORMATS"]
 
-OPERAND_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+OPERAND_FORMATS = MX_ELEMENTS
 OUT_FORMATS = ("fp32", "bf16", "fp16")           # and any element format name
 _OUT_ALIASES = {"fp32": "fp32", "float32": "fp32", "f32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
                 "fp16": "fp16", "float16": "fp16", "f16": "fp16", "half": "fp16"}
@@ -93,18 +93,7 @@ _QNAN = np.uint32(0x7FC00000)
 # ---------------------------------------------------------------------- arguments
 def _operand(fmt, name: str) -> FloatFormat:
     """An operand element format (a name or FloatFormat), else TypeError/ValueError naming ``name``."""
-    if not isinstance(fmt, (str, FloatFormat)):
-        raise TypeError(f"{name}: expected an element format name ({', '.join(OPERAND_FORMATS)}) or a FloatFormat, "
-                        f"got {type(fmt).__name__}")
-    try:
-        f = fp_format(fmt)
-    except ValueError:
-        raise ValueError(f"{name}: expected an element format ({', '.join(OPERAND_FORMATS)}; or an alias such as "
-                         f"fp8_e4m3, fp4, mxint8), got {fmt!r}") from None
-    if f.name not in OPERAND_FORMATS:
-        raise ValueError(f"{name}: expected an operand element format ({', '.join(OPERAND_FORMATS)}), got {f.name} "
-                         f"(the MX scale: its products leave float32's range)")
-    return f
+    return element_arg(fmt, name, "an element format", "the MX scale: its products leave float32's range")
 
 
 def _name_arg(name, default: str) -> str:

@@ -23,6 +23,8 @@
  *                    AT int8   (K, M)                     OUT  A transposed (one group), K = KH*KW*C
  *   lc_fold_kmajor   colT float32 (K, M)                  IN   patch gradients, k-major as AT
  *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
+ *   lc_chw_rows      x float32 (N, C, P)                  IN   a gradient dY (NCHW)
+ *                    rows float32 (N*P, C)                OUT  its rows (NHWC): a copy
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
  * Cg bytes; the weight's reduction axis is permuted to the same (i, j, c) order by
  * the caller.  The integer sum over k does not depend on its order, so this is the
@@ -564,6 +566,31 @@ static void lc_fold_kmajor(float *dx, const float *colT, int64_t N, int64_t C, i
     lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
     lc_team_range(N * C * H * W > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * C,
                   lc_i2c_grain(KH * KW * OH * OW, LC_I2C_GRAIN), lc_fold_kmajor_range, &j);
+}
+
+/* rows (N*P, C) = x (N, C, P) per image transposed, in 16 x 16 blocks (each a few cache lines
+ * read and written).  Threads over (n, 64 channels). */
+typedef struct { float *rows; const float *x; int64_t C, P, ncb; } lc_chw_job;
+#define LC_CHW_CB 64
+#define LC_CHW_T 16
+static void lc_chw_unit(void *ctx, int64_t u, int tid) {
+    const lc_chw_job *j = (const lc_chw_job *)ctx;
+    const int64_t C = j->C, P = j->P, n = u / j->ncb, c0 = (u % j->ncb) * LC_CHW_CB;
+    const int64_t c1 = c0 + LC_CHW_CB < C ? c0 + LC_CHW_CB : C;
+    (void)tid;
+    const float *LC_RESTRICT x = j->x + n * C * P;
+    float *LC_RESTRICT r = j->rows + n * P * C;
+    for (int64_t cb = c0; cb < c1; cb += LC_CHW_T)
+        for (int64_t pb = 0; pb < P; pb += LC_CHW_T) {
+            const int64_t ce = cb + LC_CHW_T < c1 ? cb + LC_CHW_T : c1, pe = pb + LC_CHW_T < P ? pb + LC_CHW_T : P;
+            for (int64_t p = pb; p < pe; p++)
+                for (int64_t c = cb; c < ce; c++) r[p * C + c] = x[c * P + p];
+        }
+}
+static void lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64_t P, int nthreads) {
+    const int64_t ncb = (C + LC_CHW_CB - 1) / LC_CHW_CB;
+    lc_chw_job j = {rows, x, C, P, ncb};
+    lc_team_for(N * C * P > LC_IM2COL_PAR_MIN ? nthreads : 1, N * ncb, lc_chw_unit, &j);
 }
 
 #endif /* LUTCORE_IM2COL_H */

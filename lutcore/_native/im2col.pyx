@@ -175,3 +175,14 @@ def fold_kmajor(float[::1] dx, const float[:, ::1] colT, shape, int64_t KH, int6
         raise ValueError("dx, colT: shapes do not match the geometry")
     with nogil:
         lc_fold_kmajor(&dx[0], &colT[0, 0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+
+
+def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads):
+    """rows (N*P, C) = x (N, C, P) transposed per image (a gradient's NCHW to its NHWC rows)."""
+    cdef int64_t N = x.shape[0], C = x.shape[1], P = x.shape[2]
+    if rows.shape[0] != N * P or rows.shape[1] != C:
+        raise ValueError("rows, x: shapes do not match")
+    if N * C * P == 0:
+        return
+    with nogil:
+        lc_chw_rows(&rows[0, 0], &x[0, 0, 0], N, C, P, nthreads)

@@ -26,6 +26,7 @@ layer's call), so it calls the twins.
     qc       int8    (N*C*H*W,)       NCHW codes (quantize_nhwc of the view (N, C, H, W))
     AT       int8    (Kg, N*OH*OW)    the patches k-major (one group: A[0] transposed)
     colT     float32 (Kg, N*OH*OW)    patch gradients k-major; fold_kmajor -> dx (N, C, H, W) flat
+    rows     float32 (N*P, C)         chw_rows of x (N, C, P): a gradient's NHWC rows
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from lutcore._native import im2col as _im
 from lutcore._threads import resolve_threads
 
 __all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direct_fast", "conv2d_direct",
-           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor"]
+           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor", "chw_rows"]
 
 KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
 
@@ -95,6 +96,11 @@ def fold_kmajor(dx, colT, geo, threads=None) -> None:
     _fold_kmajor(dx, colT, geo, resolve_threads(threads))
 
 
+def chw_rows(rows, x, threads=None) -> None:
+    """rows (N*P, C) float32 = x (N, C, P) float32 transposed per image (C-contiguous both)."""
+    _chw_rows(rows, x, resolve_threads(threads))
+
+
 # ---------------------------------------------------------------- the fast twins (nt: a number)
 
 def _absmax(base, nt):
@@ -125,5 +131,11 @@ def _im2col_kmajor(AT, qc, geo, nt):
     _im.im2col_kmajor(AT, qc, geo.nhwc, *geo.window, nt)
 
 
-def _fold_kmajor(dx, colT, geo, nt):
-    _im.fold_kmajor(dx, colT, geo.nhwc, *geo.window, nt)
+def _fold_kmajor(dx, colT, geo, nt, images=None):
+    """(images: the fold of that many images' columns, dx and colT theirs alone)"""
+    shape = geo.nhwc if images is None else (images,) + tuple(geo.nhwc[1:])
+    _im.fold_kmajor(dx, colT, shape, *geo.window, nt)
+
+
+def _chw_rows(rows, x, nt):
+    _im.chw_rows(rows, x, nt)

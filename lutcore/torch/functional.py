@@ -135,7 +135,8 @@ class QWeight:
         Og = O // groups
         self.groups = groups
         self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
-        self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
+        self.b = [pack_b(self.qt)] if groups == 1 else \
+            [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
         self._scaled = None                      # (s_x, s_x * scale): the last input scale's product
 
     def input_scaled(self, s_x: np.float32) -> np.ndarray:
@@ -276,6 +277,11 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int, nchw
 # busy machine a descheduled team member stalls the call for a whole time slice.
 SERIAL_MACS_EXACT = 1 << 21
 SERIAL_MACS_TABLE = 1 << 18
+
+
+# backward="table"'s planes path folds dX's patch gradients a few images at a time, at most this
+# many bytes of them: the pass writes them and the fold reads them in the last-level cache.
+FOLD_CHUNK = 8 << 20
 
 
 # Grouped convolutions with fewer output channels per group than this (depthwise: 1) run
@@ -666,30 +672,44 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
             dyM = np.ascontiguousarray(dyn)
         else:
             dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
-            dyp = dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
-            np.copyto(dyM.reshape(dyp.shape), dyp)
+            if dyn.flags.c_contiguous:                                  # NCHW: a threaded blocked transpose
+                _im2col._chw_rows(dyM, dyn.reshape(dyn.shape[0], O, -1), nt)
+            else:
+                dyp = dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
+                np.copyto(dyM.reshape(dyp.shape), dyp)
     pa, sa, pb, sb = planes
     dx = dw = None
     if need_x:
-        dxT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
-                                           qw.q, AT, gT, pa, sa, nt)
         if geo is None:
+            dxT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
+                                               qw.q, AT, gT, pa, sa, nt)
             dx = torch.from_numpy(np.ascontiguousarray(dxT.T))
         else:
+            # a few images at a time: their patch gradients (<= FOLD_CHUNK bytes) are folded while
+            # still in the last-level cache (the same sums per output: the same bits)
             dx = torch.empty(x.shape, dtype=torch.float32)
-            _im2col._fold_kmajor(dx.view(-1).numpy(), dxT, geo, nt)
+            dxn = dx.view(-1).numpy()
+            P, img = geo.OH * geo.OW, geo.C * geo.H * geo.W
+            nb = max(1, min(geo.N, FOLD_CHUNK // max(1, 4 * K * P)))
+            buf = _workspace.scratch("lt_gt_dxT", K * nb * P, np.float32)
+            for n0 in range(0, geo.N, nb):
+                n1 = min(geo.N, n0 + nb)
+                dxT = _gradtables._room.planes_pass(buf[:K * (n1 - n0) * P].reshape(K, (n1 - n0) * P), qw.q,
+                                                   AT[:, n0 * P:n1 * P], gT[:, n0 * P:n1 * P], pa, sa, nt)
+                _im2col._fold_kmajor(dxn[n0 * img:n1 * img], dxT, geo, nt, images=n1 - n0)
         mask = _clamped(x, s_x, input_scale)
         if mask is not None:
             dx = dx.masked_fill(mask, 0.0)
     if need_w:
         sT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
                                           AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
-        w = sT * np.float32(s_x)                                         # (Kg, O), s_x after the sum
-        if geo is None:
-            dw = torch.from_numpy(np.ascontiguousarray(w.T))
-        else:
-            w4 = torch.from_numpy(w).reshape(geo.KH, geo.KW, geo.Cg, O).permute(3, 2, 0, 1)
-            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+        # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
+        src = sT.T if geo is None else sT.reshape(geo.KH, geo.KW, geo.Cg, O).transpose(3, 2, 0, 1)
+        w = np.empty(src.shape, np.float32)
+        np.multiply(src, np.float32(s_x), out=w)
+        dw = torch.from_numpy(w)
+        if geo is not None and geo.d1:
+            dw = dw[:, :, 0, :].contiguous()
     return dx, dw
 
 

@@ -606,10 +606,14 @@ def test_planes_path_has_the_gathers_bits(case, extra, monkeypatch):
     calls = []
     orig = _gradtables._room.planes_pass
     monkeypatch.setattr(_gradtables._room, "planes_pass", lambda *a, **k: calls.append(1) or orig(*a, **k))
-    for nt in (1, 2):
+    import lutcore.torch.functional as fn
+    for nt, chunk in ((1, fn.FOLD_CHUNK), (2, fn.FOLD_CHUNK), (2, 1)):   # chunk 1: dX image by image
+        monkeypatch.setattr(fn, "FOLD_CHUNK", chunk)
+        calls.clear()
         got = _plane_grads(case, u, nt, **kw)
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), nt
-    assert len(calls) == 4                                           # dX and dW, at 1 and 2 threads
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (nt, chunk)
+        images = 1 if case[0] == "linear" or chunk > 1 else case[1][0]
+        assert len(calls) == 1 + images                               # dW, and dX per chunk of images
 
 
 def test_planes_form_of_tables():

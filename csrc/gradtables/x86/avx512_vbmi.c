@@ -162,9 +162,9 @@ LC_AI uint64_t lc_gtp_nonzero(const int8_t *cc, int64_t cs_i, int64_t ni) {
  * in L1); the sums live in outT between blocks (the same float chain).  With `skip` (the
  * driver's: the table's row 0 is all zeros and every weight finite, so a step of code 0 adds
  * +0 or -0 to a sum that is never -0: nothing) the steps of code 0 are left out. */
-LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT, const float *w,
-                      const uint8_t *planes, float scale, int64_t NI, int64_t L, int64_t l0, int64_t n, int64_t k0,
-                      int64_t k1, int skip, const int NG, const int PART) {
+LC_AI void lc_gtp_run(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                      const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
+                      int64_t n, int64_t k0, int64_t k1, int skip, const int NG, const int PART) {
     const __m512i perm = _mm512_load_si512((const void *)lc_gtp_perm);
     const __m512 S = _mm512_set1_ps(scale);
     const __mmask64 m0 = lc_gtp_lanes64(n), m1 = lc_gtp_lanes64(n - 64);
@@ -174,7 +174,7 @@ LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, 
     __m512i xs[LC_GTP_KB_MAX][2];
     int full[LC_GTP_KB_MAX];
     for (int64_t k = k0; k < k1; k++) {
-        const uint8_t *xk = idxT + k * L + l0;
+        const uint8_t *xk = idxT + k * ldi + l0;
         __m512i x0 = _mm512_permutexvar_epi8(perm, PART ? lc_gtp_load_codes(m0, xk)
                                                         : _mm512_loadu_si512((const void *)xk)), x1 = x0;
         if (NG > 1)
@@ -188,9 +188,9 @@ LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, 
     do {                                                 /* at least once: NI = 0 writes zeros */
         const int64_t ni = NI - i0 < IB ? NI - i0 : IB;
         for (int64_t k = k0; k < k1; k++) {
-            float *o = outT + k * L + l0;
+            float *o = outT + k * ldo + l0;
             const int8_t *cc = c + i0 * cs_i + k * cs_k;
-            const float *wi = w + i0 * L + l0;
+            const float *wi = w + i0 * ldi + l0;
             const __m512i x0 = xs[k - k0][0], x1 = xs[k - k0][1];
             uint64_t keep = 0;
             if (skip && ni > 0) {
@@ -198,31 +198,31 @@ LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, 
                 if (keep == 0 && i0 > 0) continue;      /* every step adds nothing */
             }
             if (full[k - k0]) {
-                if (skip) lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 0, PART);
-                else lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 0, PART);
+                if (skip) lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 0, PART);
+                else lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 0, PART);
             } else {
-                if (skip) lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 1, PART);
-                else lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 1, PART);
+                if (skip) lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 1, PART);
+                else lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 1, PART);
             }
         }
         i0 += IB;
     } while (i0 < NI);
 }
 
-void LC_BODY(gtp_tile)(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT, const float *w,
-                       const uint8_t *planes, float scale, int64_t NI, int64_t L, int64_t l0, int64_t l1, int64_t k0,
-                       int64_t k1, int skip) {
+void LC_BODY(gtp_tile)(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                       const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
+                       int64_t l1, int64_t k0, int64_t k1, int skip) {
     const int64_t n = l1 - l0;
     for (; k0 < k1; k0 += LC_GTP_KB_MAX) {               /* the unit's k's, at most LC_GTP_KB_MAX at a time */
         const int64_t ke = k1 - k0 < LC_GTP_KB_MAX ? k1 : k0 + LC_GTP_KB_MAX;
         if (n == 128)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 2, 0);
+            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, skip, 2, 0);
         else if (n == 64)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 1, 0);
+            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, skip, 1, 0);
         else if (n > 64)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 2, 1);
+            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, skip, 2, 1);
         else if (n > 0)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 1, 1);
+            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, skip, 1, 1);
     }
 }
 #endif

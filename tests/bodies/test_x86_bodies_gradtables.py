@@ -221,6 +221,26 @@ def test_planes_equals_the_gathers_pass(runner, M, K, O):
         assert _same(np.ascontiguousarray(dxT.T), dx0) and _same(np.ascontiguousarray(sT.T), s0), nt
 
 
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+def test_planes_lane_ranges(runner):
+    """idxT and w as a range of lanes of wider arrays (rows ldi apart) and outT with rows ldo apart: the
+    bits of the same lanes computed on their own."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(8)
+    planes, scale, T, c, idxT, w = _planes_case(rng, 19, 37, 300, False, True)
+    full = _planes_ref(c, idxT, w, T)
+    for l0, l1 in ((0, 128), (128, 300), (5, 77), (200, 201)):
+        for nt in (1, 2):
+            big = np.full((37, 400), -1.0, np.float32)
+            out = big[:, 50:50 + l1 - l0]
+            mod.planes_pass(out, c, idxT[:, l0:l1], w[:, l0:l1], planes, scale, True, isa, nt)
+            assert _same(np.ascontiguousarray(out), np.ascontiguousarray(full[:, l0:l1])), (l0, l1, nt)
+            assert (big[:, :50] == -1).all() and (big[:, 50 + l1 - l0:] == -1).all()
+    with pytest.raises(ValueError, match="the same distance apart"):
+        mod.planes_pass(np.zeros((37, 10), np.float32), c, idxT[:, :10], np.ascontiguousarray(w[:, :10]), planes,
+                        scale, False, isa, 1)
+
+
 def test_planes_body_names_and_refusals():
     names = _gt.body_names(0)
     assert names["gradient tables, planes (backward='table')"] == "generic" and not _gt.planes_fast(0)

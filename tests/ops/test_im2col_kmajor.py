@@ -80,3 +80,16 @@ def test_kmajor_refuses_mismatched_buffers():
         i2c.im2col_kmajor(np.zeros((geo.Kg, geo.M), np.int8), np.zeros(10, np.int8), geo)
     with pytest.raises(ValueError, match="dx, colT: shapes"):
         i2c.fold_kmajor(np.zeros(5, np.float32), np.zeros((geo.Kg, geo.M), np.float32), geo)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 7, 5), (3, 64, 33), (32, 64, 1024), (4, 130, 17), (2, 512, 16)])
+def test_chw_rows_is_the_transpose(shape):
+    """rows (N*P, C) = x (N, C, P) per image transposed (a gradient's NHWC rows), at 1 and 2 threads."""
+    N, C, P = shape
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    for nt in (1, 2):
+        rows = np.full((N * P, C), np.nan, np.float32)
+        i2c.chw_rows(rows, x, threads=nt)
+        assert np.array_equal(rows, x.transpose(0, 2, 1).reshape(N * P, C)), nt
+    with pytest.raises(ValueError, match="shapes do not match"):
+        i2c.chw_rows(np.zeros((N * P, C + 1), np.float32), x)

@@ -56,8 +56,6 @@ if __name__ == "__main__":
     A = _args()
     sys.path[:0] = [str(Path(A.tree).resolve()), str(HERE)]
 
-import numpy as np  # noqa: E402
-
 import lutcore  # noqa: E402  (before torch: its OpenMP spin settings, DESIGN "Other pools")
 from lutbench import alternate, cpu_counters, cpu_name, other_cpu_share, torch, use_threads  # noqa: E402
 
@@ -67,7 +65,6 @@ F = torch.nn.functional
 SEED = 20261207
 UNITS = "mitchell"
 BACKWARDS = ("ste", "units", "table")
-MACS_PER_IMAGE = 556_651_520          # the convs and fc of ResNet-18 CIFAR (counted in macs())
 
 
 class BasicBlock(nn.Module):

@@ -20,8 +20,8 @@
  *   lc_dequant       acc int32 (N*P, O) rows ldacc apart   IN
  *                    y float32 (N, O, P)                  OUT  P = OH*OW (1 for a linear layer)
  *   lc_im2col_kmajor qc int8   (N, C, H, W) (NCHW codes)  IN   backward="table"'s planes pass
- *                    AT int8   (K, M)                     OUT  A transposed (one group), K = KH*KW*C
- *   lc_fold_kmajor   colT float32 (K, M)                  IN   patch gradients, k-major as AT
+ *                    AT int8   (K, M), rows ld apart      OUT  A transposed (one group), K = KH*KW*C
+ *   lc_fold_kmajor   colT float32 (K, M), rows ld apart   IN   patch gradients, k-major as AT
  *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
  *   lc_chw_rows      x float32 (N, C, P)                  IN   a gradient dY (NCHW)
  *                    rows float32 (N*P, C)                OUT  its rows (NHWC): a copy
@@ -464,7 +464,7 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
 
 /* --------------------------------------------- k-major patches, and the fold back */
 
-/* AT (K, M) from NCHW codes qc (N, C, H, W), one group: AT[k, m] = A[m, k] of lc_im2col_nhwc,
+/* AT (K, M), rows ld apart, from NCHW codes qc (N, C, H, W), one group: AT[k, m] = A[m, k] of lc_im2col_nhwc,
  * k = (i*KW + j)*C + c, m = (n*OH + oh)*OW + ow — the code of pixel (oh*sh - ph + i*dh,
  * ow*sw - pw + j*dw) of channel c, image n, or 0 in the padding.  A row k of one image is a
  * shifted copy of the channel's plane (stride 1: one memcpy per output row).  Threads over
@@ -472,7 +472,7 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
 typedef struct {
     int8_t *AT;
     const int8_t *q;
-    int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+    int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld;
 } lc_i2ck_job;
 
 static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
@@ -482,7 +482,7 @@ static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
-        int8_t *dst = jb->AT + k * jb->M + n * OH * OW;
+        int8_t *dst = jb->AT + k * jb->ld + n * OH * OW;
         const int8_t *src = jb->q + (n * C + c) * H * W;
         const int64_t off = j * dw - pw;                /* iw = ow * sw + off */
         /* stride 1: ow in [lo, hi) reads the row, the rest is padding */
@@ -510,29 +510,29 @@ static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     }
 }
 
-static void lc_im2col_kmajor(int8_t *AT, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
+static void lc_im2col_kmajor(int8_t *AT, int64_t ld, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
                              int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
                              int64_t pw, int64_t dh, int64_t dw, int nthreads) {
     const int64_t M = N * OH * OW, K = KH * KW * C;
-    lc_i2ck_job j = {AT, q, N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+    lc_i2ck_job j = {AT, q, N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld};
     lc_team_range(K * M > LC_IM2COL_PAR_MIN ? nthreads : 1, K * N, lc_i2c_grain(OH * OW, LC_I2C_GRAIN),
                   lc_im2col_kmajor_range, &j);
 }
 
-/* dx (N, C, H, W) = the fold of patch gradients colT (K, M) (k, m as AT above): each pixel
+/* dx (N, C, H, W) = the fold of patch gradients colT (K, M), rows ld apart (k, m as AT above): each pixel
  * starts at +0 and adds colT[k, m] of every tap (i, j) that reads it, in increasing (i, j) —
  * PyTorch's col2im (F.fold of the (c, i, j)-ordered columns) adds them in that order, so these
  * are its bits.  Threads over (n, c) planes. */
 typedef struct {
     float *dx;
     const float *colT;
-    int64_t C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+    int64_t C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld;
 } lc_fold_job;
 
 static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     const lc_fold_job *jb = (const lc_fold_job *)ctx;
     const int64_t C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
-    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, M = jb->M;
+    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, ld = jb->ld;
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t n = u / C, c = u % C;
@@ -540,7 +540,7 @@ static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
         memset(dst, 0, (size_t)(H * W) * sizeof(float));
         for (int64_t i = 0; i < KH; i++)
             for (int64_t j = 0; j < KW; j++) {
-                const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * M + n * OH * OW;
+                const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * ld + n * OH * OW;
                 const int64_t off = j * dw - pw;
                 const int64_t lo0 = off >= 0 ? 0 : (-off + sw - 1) / sw;     /* first ow with iw >= 0 */
                 const int64_t hi0 = W - off > 0 ? (W - off + sw - 1) / sw : 0;   /* ow with iw < W */
@@ -559,11 +559,10 @@ static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     }
 }
 
-static void lc_fold_kmajor(float *dx, const float *colT, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
-                           int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                           int64_t dh, int64_t dw, int nthreads) {
-    const int64_t M = N * OH * OW;
-    lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+static void lc_fold_kmajor(float *dx, const float *colT, int64_t ld, int64_t N, int64_t C, int64_t H, int64_t W,
+                           int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
+                           int64_t pw, int64_t dh, int64_t dw, int nthreads) {
+    lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld};
     lc_team_range(N * C * H * W > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * C,
                   lc_i2c_grain(KH * KW * OH * OW, LC_I2C_GRAIN), lc_fold_kmajor_range, &j);
 }

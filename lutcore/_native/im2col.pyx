@@ -153,28 +153,41 @@ def _window_ok(int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t K
         raise ValueError("shape, kernel, OH, OW, stride, dilation: expected >= 1, padding >= 0")
 
 
-def im2col_kmajor(int8_t[:, ::1] AT, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+def _rows_apart(a, int64_t itemsize):
+    """The distance between a 2-D memoryview's rows in elements (its rows contiguous), or an error."""
+    if a.shape[0] > 0 and a.shape[1] > 1 and a.strides[1] != itemsize:
+        raise ValueError("the rows must be contiguous")
+    if a.shape[0] <= 1:
+        return a.shape[1]
+    if a.strides[0] % itemsize or a.strides[0] // itemsize < a.shape[1]:
+        raise ValueError("the rows overlap")
+    return a.strides[0] // itemsize
+
+
+def im2col_kmajor(int8_t[:, :] AT, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads):
-    """AT (KH*KW*C, N*OH*OW) <- the patches (one group) of the NCHW codes q of ``shape`` (N, H, W, C),
-    k-major: AT[k, m] = A[m, k] of im2col_nhwc."""
+    """AT (KH*KW*C, N*OH*OW), rows contiguous (any distance apart) <- the patches (one group) of the
+    NCHW codes q of ``shape`` (N, H, W, C), k-major: AT[k, m] = A[m, k] of im2col_nhwc."""
     cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3]
     _window_ok(N, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw)
     if AT.shape[0] != KH * KW * C or AT.shape[1] != N * OH * OW or q.shape[0] < N * C * H * W:
         raise ValueError("AT, q: shapes do not match the geometry")
+    cdef int64_t ld = _rows_apart(AT, 1)
     with nogil:
-        lc_im2col_kmajor(&AT[0, 0], &q[0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+        lc_im2col_kmajor(&AT[0, 0], ld, &q[0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
 
 
-def fold_kmajor(float[::1] dx, const float[:, ::1] colT, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+def fold_kmajor(float[::1] dx, const float[:, :] colT, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                 int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads):
-    """dx (N, C, H, W) flat = the fold of k-major patch gradients colT (KH*KW*C, N*OH*OW) (F.fold's
-    order and bits); ``shape`` is (N, H, W, C)."""
+    """dx (N, C, H, W) flat = the fold of k-major patch gradients colT (KH*KW*C, N*OH*OW) (rows
+    contiguous, any distance apart; F.fold's order and bits); ``shape`` is (N, H, W, C)."""
     cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3]
     _window_ok(N, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw)
     if colT.shape[0] != KH * KW * C or colT.shape[1] != N * OH * OW or dx.shape[0] != N * C * H * W:
         raise ValueError("dx, colT: shapes do not match the geometry")
+    cdef int64_t ld = _rows_apart(colT, 4)
     with nogil:
-        lc_fold_kmajor(&dx[0], &colT[0, 0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+        lc_fold_kmajor(&dx[0], &colT[0, 0], ld, N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
 
 
 def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads):

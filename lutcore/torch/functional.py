@@ -654,19 +654,21 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
     if geo is None:                                                     # linear: x (M, K), dy (M, O)
         M, K = x.shape
         q, _ = quantize_tensor(xd, s_x, "input", layer, nt)
-        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        AT = _padded("lt_gt_AT", K, M, np.int8)
         AT[...] = q.reshape(M, K).T
     else:
         M, K = geo.M, geo.Kg
         q, _ = quantize_tensor(xd, s_x, "input", layer, nt, nchw=True)
-        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        AT = _padded("lt_gt_AT", K, M, np.int8)
         _im2col._im2col_kmajor(AT, q, geo, nt)
     gT = dyM = None
     dyn = dy.detach().numpy()                   # (numpy's strided copies here: 10x torch's permuted ones)
     if need_x:                                                          # g^T[o, m] = dY[m, o] * s_w[o]
-        gT = _workspace.scratch("lt_gt_gT", O * M, np.float32).reshape(O, M)
+        gT = _padded("lt_gt_gT", O, M, np.float32)
         dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)              # (O, M) / (O, N, ...)
-        np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=gT.reshape(dyt.shape))
+        out = gT.view()
+        out.shape = dyt.shape                                           # a view (never a copy): splits rows
+        np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=out)
     if need_w:
         if geo is None:
             dyM = np.ascontiguousarray(dyn)
@@ -691,11 +693,11 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
             dxn = dx.view(-1).numpy()
             P, img = geo.OH * geo.OW, geo.C * geo.H * geo.W
             nb = max(1, min(geo.N, FOLD_CHUNK // max(1, 4 * K * P)))
-            buf = _workspace.scratch("lt_gt_dxT", K * nb * P, np.float32)
+            buf = _padded("lt_gt_dxT", K, nb * P, np.float32)
             for n0 in range(0, geo.N, nb):
                 n1 = min(geo.N, n0 + nb)
-                dxT = _gradtables._room.planes_pass(buf[:K * (n1 - n0) * P].reshape(K, (n1 - n0) * P), qw.q,
-                                                   AT[:, n0 * P:n1 * P], gT[:, n0 * P:n1 * P], pa, sa, nt)
+                dxT = _gradtables._room.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P],
+                                                   gT[:, n0 * P:n1 * P], pa, sa, nt)
                 _im2col._fold_kmajor(dxn[n0 * img:n1 * img], dxT, geo, nt, images=n1 - n0)
         mask = _clamped(x, s_x, input_scale)
         if mask is not None:
@@ -711,6 +713,17 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
         if geo is not None and geo.d1:
             dw = dw[:, :, 0, :].contiguous()
     return dx, dw
+
+
+# Rows of the planes path's k-major and (O, M) operands this many elements longer than their M:
+# rows a multiple of 4 KiB apart fall into the same L1 sets (dX's lanes are M = 2^k positions).
+ROW_PAD = 64
+
+
+def _padded(purpose: str, rows: int, cols: int, dtype) -> np.ndarray:
+    """A (rows, cols) scratch view whose rows are cols + ROW_PAD elements apart (contents undefined)."""
+    ld = cols + ROW_PAD
+    return _workspace.scratch(purpose, rows * ld, dtype).reshape(rows, ld)[:, :cols]
 
 
 # The table mode runs through the same Functions (their ``backward`` argument holds the tables).

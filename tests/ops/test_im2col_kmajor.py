@@ -51,9 +51,11 @@ def test_kmajor_patches_match_the_oracle(g):
     q = rng.integers(-127, 128, (g[0], g[1], g[2], g[3])).astype(np.int8)
     want = _patches_ref(q, g, geo)
     for nt in (1, 2):
-        AT = np.full((geo.Kg, geo.M), 99, np.int8)
-        i2c.im2col_kmajor(AT, q.reshape(-1), geo, threads=nt)
-        assert np.array_equal(AT, want), nt
+        for pad in (0, 7):                                            # rows geo.M + pad apart
+            big = np.full((geo.Kg, geo.M + pad), 99, np.int8)
+            AT = big[:, :geo.M]
+            i2c.im2col_kmajor(AT, q.reshape(-1), geo, threads=nt)
+            assert np.array_equal(AT, want) and (big[:, geo.M:] == 99).all(), (nt, pad)
 
 
 @pytest.mark.parametrize("g", GEOMETRIES, ids=IDS)
@@ -66,10 +68,13 @@ def test_kmajor_fold_has_torch_fold_bits(g):
     colT[rng.random(colT.shape) < 0.1] = -0.0                        # -0 + ... : F.fold starts each pixel at +0
     cols = torch.from_numpy(colT).reshape(KH, KW, C, N, OH * OW).permute(3, 2, 0, 1, 4).reshape(N, C * KH * KW, -1)
     want = F.fold(cols, (H, W), (KH, KW), dilation=geo.dilation, padding=geo.padding, stride=geo.stride)
+    padded = np.full((geo.Kg, geo.M + 5), np.nan, np.float32)
+    padded[:, :geo.M] = colT
     for nt in (1, 2):
-        dx = np.full(N * C * H * W, np.nan, np.float32)
-        i2c.fold_kmajor(dx, colT, geo, threads=nt)
-        assert np.array_equal(dx.view(np.int32), want.numpy().reshape(-1).view(np.int32)), nt
+        for cols in (colT, padded[:, :geo.M]):                        # rows geo.M and geo.M + 5 apart
+            dx = np.full(N * C * H * W, np.nan, np.float32)
+            i2c.fold_kmajor(dx, cols, geo, threads=nt)
+            assert np.array_equal(dx.view(np.int32), want.numpy().reshape(-1).view(np.int32)), nt
 
 
 def test_kmajor_refuses_mismatched_buffers():

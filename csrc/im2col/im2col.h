@@ -25,6 +25,8 @@
  *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
  *   lc_chw_rows      x float32 (N, C, P)                  IN   a gradient dY (NCHW)
  *                    rows float32 (N*P, C)                OUT  its rows (NHWC): a copy
+ *   lc_dw_layout     sT float32 (T, C, O)                 IN   a conv's dW k-major (taps T = KH*KW)
+ *                    dw float32 (O, C, T)                 OUT  float32(sT * s): the weight's layout
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
  * Cg bytes; the weight's reduction axis is permuted to the same (i, j, c) order by
  * the caller.  The integer sum over k does not depend on its order, so this is the
@@ -590,6 +592,30 @@ static void lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64
     const int64_t ncb = (C + LC_CHW_CB - 1) / LC_CHW_CB;
     lc_chw_job j = {rows, x, C, P, ncb};
     lc_team_for(N * C * P > LC_IM2COL_PAR_MIN ? nthreads : 1, N * ncb, lc_chw_unit, &j);
+}
+
+/* dw (O, C, T) = float32(sT (T, C, O) * s): a conv's weight gradient from the planes pass's
+ * k-major sums (k = t*C + c) to the weight's layout, scaled by s_x.  Per 16 x 16 block of (o, c):
+ * the T taps of each (o, c) are one run of dw.  Threads over blocks of 16 output channels. */
+typedef struct { float *dw; const float *sT; float s; int64_t T, C, O; } lc_dwl_job;
+static void lc_dwl_unit(void *ctx, int64_t u, int tid) {
+    const lc_dwl_job *j = (const lc_dwl_job *)ctx;
+    const int64_t T = j->T, C = j->C, O = j->O, o0 = u * 16, o1 = o0 + 16 < O ? o0 + 16 : O;
+    const float s = j->s;
+    (void)tid;
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+        const int64_t c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int64_t o = o0; o < o1; o++)
+            for (int64_t c = c0; c < c1; c++) {
+                float *LC_RESTRICT d = j->dw + (o * C + c) * T;
+                const float *LC_RESTRICT src = j->sT + c * O + o;
+                for (int64_t t = 0; t < T; t++) d[t] = src[t * C * O] * s;
+            }
+    }
+}
+static void lc_dw_layout(float *dw, const float *sT, float s, int64_t T, int64_t C, int64_t O, int nthreads) {
+    lc_dwl_job j = {dw, sT, s, T, C, O};
+    lc_team_for(T * C * O > LC_IM2COL_PAR_MIN ? nthreads : 1, (O + 15) / 16, lc_dwl_unit, &j);
 }
 
 #endif /* LUTCORE_IM2COL_H */

@@ -199,3 +199,14 @@ def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads):
         return
     with nogil:
         lc_chw_rows(&rows[0, 0], &x[0, 0, 0], N, C, P, nthreads)
+
+
+def dw_layout(float[:, :, ::1] dw, const float[:, :, ::1] sT, float s, int nthreads):
+    """dw (O, C, T) = float32(sT (T, C, O) * s): a conv's dW from k-major sums to the weight's layout."""
+    cdef int64_t T = sT.shape[0], C = sT.shape[1], O = sT.shape[2]
+    if dw.shape[0] != O or dw.shape[1] != C or dw.shape[2] != T:
+        raise ValueError("dw, sT: shapes do not match")
+    if T * C * O == 0:
+        return
+    with nogil:
+        lc_dw_layout(&dw[0, 0, 0], &sT[0, 0, 0], s, T, C, O, nthreads)

@@ -27,6 +27,7 @@ layer's call), so it calls the twins.
     AT       int8    (Kg, N*OH*OW)    the patches k-major (one group: A[0] transposed)
     colT     float32 (Kg, N*OH*OW)    patch gradients k-major; fold_kmajor -> dx (N, C, H, W) flat
     rows     float32 (N*P, C)         chw_rows of x (N, C, P): a gradient's NHWC rows
+    dw       float32 (O, C, T)        dw_layout of sT (T, C, O) and s: float32(sT * s) transposed
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from lutcore._native import im2col as _im
 from lutcore._threads import resolve_threads
 
 __all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direct_fast", "conv2d_direct",
-           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor", "chw_rows"]
+           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor", "chw_rows", "dw_layout"]
 
 KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
 
@@ -101,6 +102,12 @@ def chw_rows(rows, x, threads=None) -> None:
     _chw_rows(rows, x, resolve_threads(threads))
 
 
+def dw_layout(dw, sT, s, threads=None) -> None:
+    """dw (O, C, T) float32 = float32(sT (T, C, O) * s) (C-contiguous both): a conv's weight gradient
+    from the planes pass's k-major sums (k = t*C + c) to the weight's layout."""
+    _dw_layout(dw, sT, s, resolve_threads(threads))
+
+
 # ---------------------------------------------------------------- the fast twins (nt: a number)
 
 def _absmax(base, nt):
@@ -139,3 +146,7 @@ def _fold_kmajor(dx, colT, geo, nt, images=None):
 
 def _chw_rows(rows, x, nt):
     _im.chw_rows(rows, x, nt)
+
+
+def _dw_layout(dw, sT, s, nt):
+    _im.dw_layout(dw, sT, float(s), nt)

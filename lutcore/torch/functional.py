@@ -706,12 +706,16 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
         sT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
                                           AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
         # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
-        src = sT.T if geo is None else sT.reshape(geo.KH, geo.KW, geo.Cg, O).transpose(3, 2, 0, 1)
-        w = np.empty(src.shape, np.float32)
-        np.multiply(src, np.float32(s_x), out=w)
-        dw = torch.from_numpy(w)
-        if geo is not None and geo.d1:
-            dw = dw[:, :, 0, :].contiguous()
+        if geo is None:
+            w = np.empty((O, K), np.float32)
+            np.multiply(sT.T, np.float32(s_x), out=w)
+            dw = torch.from_numpy(w)
+        else:
+            w = np.empty((O, geo.Cg, geo.KH * geo.KW), np.float32)
+            _im2col._dw_layout(w, sT.reshape(geo.KH * geo.KW, geo.Cg, O), s_x, nt)
+            dw = torch.from_numpy(w).view(O, geo.Cg, geo.KH, geo.KW)
+            if geo.d1:
+                dw = dw[:, :, 0, :].contiguous()
     return dx, dw
 
 

@@ -98,3 +98,19 @@ def test_chw_rows_is_the_transpose(shape):
         assert np.array_equal(rows, x.transpose(0, 2, 1).reshape(N * P, C)), nt
     with pytest.raises(ValueError, match="shapes do not match"):
         i2c.chw_rows(np.zeros((N * P, C + 1), np.float32), x)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (9, 7, 5), (9, 64, 64), (3, 33, 17), (1, 256, 512), (25, 3, 130)])
+def test_dw_layout_is_the_scaled_transpose(shape):
+    """dw (O, C, T) = float32(sT (T, C, O) * s), at 1 and 2 threads."""
+    T, C, O = shape
+    rng = np.random.default_rng(sum(shape))
+    sT = rng.standard_normal(shape).astype(np.float32)
+    s = np.float32(0.0123)
+    want = (sT.transpose(2, 1, 0) * s).astype(np.float32)
+    for nt in (1, 2):
+        dw = np.full((O, C, T), np.nan, np.float32)
+        i2c.dw_layout(dw, sT, s, threads=nt)
+        assert np.array_equal(dw.view(np.int32), want.view(np.int32)), nt
+    with pytest.raises(ValueError, match="shapes do not match"):
+        i2c.dw_layout(np.zeros((O, C, T + 1), np.float32), sT, s)

@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 from lutcore import _check, _workspace
 from lutcore._threads import resolve_threads
+from lutcore.ops import gradtables as _gtroom      # the planes pass (backward="table")
 from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
@@ -683,7 +684,7 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
     dx = dw = None
     if need_x:
         if geo is None:
-            dxT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
+            dxT = _gtroom.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
                                                qw.q, AT, gT, pa, sa, nt)
             dx = torch.from_numpy(np.ascontiguousarray(dxT.T))
         else:
@@ -696,14 +697,14 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
             buf = _padded("lt_gt_dxT", K, nb * P, np.float32)
             for n0 in range(0, geo.N, nb):
                 n1 = min(geo.N, n0 + nb)
-                dxT = _gradtables._room.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P],
+                dxT = _gtroom.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P],
                                                    gT[:, n0 * P:n1 * P], pa, sa, nt)
                 _im2col._fold_kmajor(dxn[n0 * img:n1 * img], dxT, geo, nt, images=n1 - n0)
         mask = _clamped(x, s_x, input_scale)
         if mask is not None:
             dx = dx.masked_fill(mask, 0.0)
     if need_w:
-        sT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
+        sT = _gtroom.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
                                           AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
         # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
         if geo is None:

@@ -498,10 +498,10 @@ static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
                 continue;
             }
             const int8_t *r = src + ih * W;
-            if (sw == 1) {
-                memset(d, 0, (size_t)lo);
-                memcpy(d + lo, r + lo + off, (size_t)(hi - lo));
-                memset(d + hi, 0, (size_t)(OW - hi));
+            if (sw == 1) {                               /* inline loops: rows are a few dozen bytes */
+                for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                for (int64_t ow = lo; ow < hi; ow++) d[ow] = r[ow + off];
+                for (int64_t ow = hi; ow < OW; ow++) d[ow] = 0;
             } else {
                 for (int64_t ow = 0; ow < OW; ow++) {
                     const int64_t iw = ow * sw + off;

@@ -54,12 +54,12 @@ static inline float lc_gtp_value(const uint8_t *row, uint8_t x, float scale) {
     return scale * (float)(v * 65536);
 }
 
-/* The generic body: outT[k, l0..l1) for k in [k0, k1), each sum over i in order (every step:
- * `skip` permits leaving out the steps of code 0, see lc_gt_planes). */
+/* The generic body: outT[k, l0..l1) for k in [k0, k1), each sum over i in order (every step,
+ * every entry looked up where it is: `flags` only permit shortcuts, see lc_gt_planes). */
 static void lc_gtp_tile_generic(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k,
                                 const uint8_t *idxT, const float *w, int64_t ldi, const uint8_t *planes, float scale,
-                                int64_t NI, int64_t l0, int64_t l1, int64_t k0, int64_t k1, int skip) {
-    (void)skip;
+                                int64_t NI, int64_t l0, int64_t l1, int64_t k0, int64_t k1, int flags) {
+    (void)flags;
     for (int64_t k = k0; k < k1; k++)
         for (int64_t l = l0; l < l1; l++) {
             const uint8_t x = idxT[k * ldi + l];
@@ -99,7 +99,7 @@ typedef struct {
     const float *w;
     float scale;
     int64_t ldo, ldi, cs_i, cs_k, NI, K, L, nkb;
-    int skip;
+    int flags;
 } lc_gtp_job;
 
 static void lc_gtp_unit(void *ctx, int64_t u, int tid) {
@@ -109,7 +109,7 @@ static void lc_gtp_unit(void *ctx, int64_t u, int tid) {
     const int64_t l0 = t * LC_GTP_LANES, l1 = l0 + LC_GTP_LANES < j->L ? l0 + LC_GTP_LANES : j->L;
     const int64_t k0 = b * LC_GTP_KB, k1 = k0 + LC_GTP_KB < j->K ? k0 + LC_GTP_KB : j->K;
     j->B->tile(j->outT, j->ldo, j->c, j->cs_i, j->cs_k, j->idxT, j->w, j->ldi, j->planes, j->scale, j->NI, l0, l1,
-               k0, k1, j->skip);
+               k0, k1, j->flags);
 }
 
 /* 1 when none of the n floats at w is NaN or +-inf (threads over chunks) */
@@ -141,22 +141,36 @@ static int lc_gtp_finite_rows(const float *w, int64_t rows, int64_t L, int64_t l
     return 1;
 }
 
+/* 1 when every row's entries -x and x (0 < x < 127) hold the same int16 (planes' layout) */
+static int lc_gtp_even(const uint8_t *planes) {
+    for (int64_t r = 0; r < 256; r++) {
+        const uint8_t *p = planes + r * LC_GTP_ROW;
+        for (int x = 1; x < 127; x++)               /* entry 256 - x: offset 128 - x of the upper half */
+            if (p[x] != p[256 + 128 - x] || p[128 + x] != p[384 + 128 - x]) return 0;
+    }
+    return 1;
+}
+
 /* The pass (the contract above) on nthreads threads; isa as common.h.  The rows of outT are ldo
- * apart, those of idxT and w ldi apart (L lanes of wider arrays: a chunk of them).  skip: the caller's hint
- * that many codes c are 0 (dW: the input's codes after a ReLU, and the padding) — where the
- * table's row 0 is all zeros and every weight is finite (checked here), a step of code 0 adds
- * +0 or -0 to a sum that starts at +0 and so is never -0: it changes nothing, and the bodies
- * may leave it out (the same bits). */
+ * apart, those of idxT and w ldi apart (L lanes of wider arrays: a chunk of them).  flags: the
+ * caller's hints, each checked here and dropped where it does not hold (the same bits either way):
+ *   LC_GTP_SKIP  many codes c are 0 (dW: the input's codes after a ReLU, and the padding) — where
+ *                the table's row 0 is all zeros and every weight is finite, a step of code 0 adds
+ *                +0 or -0 to a sum that starts at +0 and so is never -0: the bodies may leave it out;
+ *   LC_GTP_SYM   the codes idxT are signed (dW: the weight's) and the rows may be even in the
+ *                entry (G[r][-x] = G[r][x], 0 < x < 127): the bodies may look them up by magnitude. */
 static void lc_gt_planes(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
                          const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t K,
-                         int64_t L, int skip, int isa, int nthreads) {
+                         int64_t L, int flags, int isa, int nthreads) {
     if (K <= 0 || L <= 0) return;
     const int64_t ntiles = (L + LC_GTP_LANES - 1) / LC_GTP_LANES, nkb = (K + LC_GTP_KB - 1) / LC_GTP_KB;
-    if (skip) {
-        for (int x = 0; x < LC_GTP_ROW; x++) skip &= planes[x] == 0;
-        if (skip) skip = lc_gtp_finite_rows(w, NI, L, ldi, NI * L > LC_GT_PAR_MIN ? nthreads : 1);
+    if (flags & LC_GTP_SKIP) {
+        int ok = 1;
+        for (int x = 0; x < LC_GTP_ROW; x++) ok &= planes[x] == 0;
+        if (!ok || !lc_gtp_finite_rows(w, NI, L, ldi, NI * L > LC_GT_PAR_MIN ? nthreads : 1)) flags &= ~LC_GTP_SKIP;
     }
-    lc_gtp_job j = {lc_gtp_pick(isa), outT, c, idxT, planes, w, scale, ldo, ldi, cs_i, cs_k, NI, K, L, nkb, skip};
+    if ((flags & LC_GTP_SYM) && !lc_gtp_even(planes)) flags &= ~LC_GTP_SYM;
+    lc_gtp_job j = {lc_gtp_pick(isa), outT, c, idxT, planes, w, scale, ldo, ldi, cs_i, cs_k, NI, K, L, nkb, flags};
     lc_team_for(NI * K * L > LC_GT_PAR_MIN ? nthreads : 1, ntiles * nkb, lc_gtp_unit, &j);
 }
 

@@ -79,12 +79,14 @@ def planes_fast() -> bool:
     return _gt is not None and _gt.planes_fast(_simd.isa())
 
 
-def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False) -> np.ndarray:
+def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False, sym=False) -> np.ndarray:
     """outT (K, L) float32 = sum_i w[i, l] * G[c[i, k]][idxT[k, l]] (the module docstring; the sums
     in i order), written in place and returned: c (NI, K) int8 (any strides), idxT (K, L) int8 or
     uint8, w (NI, L) float32, planes (256, 512) uint8, scale a float32 power of two.  ``skip``: many
     codes c are 0 — where the table's row 0 is all zeros and every weight is finite, the steps of
-    code 0 add nothing and are left out (a hint: the same bits either way)."""
+    code 0 add nothing and are left out; ``sym``: the codes idxT are signed — where every row is
+    even in its entry (G[r][-x] = G[r][x], 0 < x < 127) they are looked up by magnitude (hints,
+    checked natively: the same bits either way)."""
     if _gt is None:
         raise RuntimeError("planes_pass: lutcore was built without its native gradtables module")
     for a, name, dt, nd in ((outT, "outT", np.float32, 2), (c, "c", np.int8, 2), (w, "w", np.float32, 2),
@@ -98,7 +100,7 @@ def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False) -> np
     if idxT.strides[1] != 1 or (idxT.shape[0] > 1 and w.shape[0] > 1 and idxT.strides[0] * 4 != w.strides[0]):
         idxT, w = np.ascontiguousarray(idxT), np.ascontiguousarray(w)
     _gt.planes_pass(outT, c, idxT, w, np.ascontiguousarray(planes), float(scale), bool(skip), _simd.isa(),
-                    resolve_threads(threads))
+                    resolve_threads(threads), bool(sym))
     return outT
 
 

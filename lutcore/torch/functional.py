@@ -705,7 +705,8 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
             dx = dx.masked_fill(mask, 0.0)
     if need_w:
         sT = _gtroom.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
-                                          AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
+                                          AT.T, qw.qt, dyM, pb, sb, nt, skip=True,   # code 0: ReLU, padding
+                                          sym=True)                                  # Gb even in b: Mitchell
         # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
         if geo is None:
             w = np.empty((O, K), np.float32)

@@ -222,6 +222,38 @@ def test_planes_equals_the_gathers_pass(runner, M, K, O):
 
 
 @pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("L", [64, 100, 128, 200, 256])
+def test_planes_even_rows_by_magnitude(runner, L):
+    """sym (LC_GTP_SYM): rows even in the entry (v[r][-x] = v[r][x], 0 < x < 127) are read by the codes'
+    magnitude where a (tile, k) has no code -127 or -128; the bits of the generic body and the reference on
+    even tables (codes -128, -127, 127, 0 included) and on a table that is not even (the hint is dropped)."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(L)
+    NI, K = 23, 41
+    v = rng.integers(-32768, 32768, (256, 256)).astype(np.int16)
+    x = np.arange(1, 127)
+    v[:, (-x) & 0xff] = v[:, x]                                       # even; entries 127, -127, -128 free
+    for even in (True, False):
+        vv = v.copy()
+        if not even:
+            vv[200, 250] += 1                                         # one entry: no longer even
+        T = (vv.astype(np.float32) * np.float32(0.5)).astype(np.float32)
+        planes, scale = _planes_of(vv), np.float32(2.0 ** -17)
+        c = rng.integers(-128, 128, (NI, K)).astype(np.int8)
+        idxT = rng.integers(-126, 128, (K, L)).astype(np.int8).view(np.uint8)
+        idxT[3, 5], idxT[7, L - 1], idxT[9, 0], idxT[11, 2] = 0x81, 0x80, 127, 0      # -127, -128, 127, 0
+        w = rng.standard_normal((NI, L)).astype(np.float32)
+        ref = _planes_ref(c, idxT, w, T)
+        gen = np.full((K, L), np.nan, np.float32)
+        _gt.planes_pass(gen, c, idxT, w, planes, scale, False, 0, 1, True)
+        assert _same(gen, ref)
+        for nt in (1, 2):
+            got = np.full((K, L), np.nan, np.float32)
+            mod.planes_pass(got, c, idxT, w, planes, scale, False, isa, nt, True)
+            assert _same(got, ref), (even, nt)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
 def test_planes_lane_ranges(runner):
     """idxT and w as a range of lanes of wider arrays (rows ldi apart) and outT with rows ldo apart: the
     bits of the same lanes computed on their own."""

@@ -646,9 +646,10 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
     patch gradients folded back from k-major (the bits of F.fold), the weights dY s_w laid out
     (O, M) and dY (M, O) in scratch.
 
-        AT   int8    (Kg, M)   the codes of x, k-major       dxT  float32 (Kg, M)   dX's patch gradients
-        gT   float32 (O, M)    float32(dY[m, o] * s_w[o])    sT   float32 (Kg, O)   dW / s_x, k-major
-        dyM  float32 (M, O)    dY, rows m"""
+        AT   int8    (Kg, M)   the codes of x, k-major       dxT  float32 (Kg, nb*P)  dX's patch gradients,
+        gT   float32 (O, M)    float32(dY[m, o] * s_w[o])                            nb images at a time
+        dyM  float32 (M, O)    dY, rows m                    sT   float32 (Kg, O)    dW / s_x, k-major
+    (AT, gT, dxT in scratch rows ROW_PAD elements longer than their width)."""
     need_x, need_w = need
     O = qw.q.shape[0]
     xd = _dense(x)
@@ -684,8 +685,8 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
     dx = dw = None
     if need_x:
         if geo is None:
-            dxT = _gtroom.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
-                                               qw.q, AT, gT, pa, sa, nt)
+            dxT = _gtroom.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M), qw.q, AT,
+                                      gT, pa, sa, nt)
             dx = torch.from_numpy(np.ascontiguousarray(dxT.T))
         else:
             # a few images at a time: their patch gradients (<= FOLD_CHUNK bytes) are folded while
@@ -697,16 +698,16 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
             buf = _padded("lt_gt_dxT", K, nb * P, np.float32)
             for n0 in range(0, geo.N, nb):
                 n1 = min(geo.N, n0 + nb)
-                dxT = _gtroom.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P],
-                                                   gT[:, n0 * P:n1 * P], pa, sa, nt)
+                dxT = _gtroom.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P], gT[:, n0 * P:n1 * P],
+                                          pa, sa, nt)
                 _im2col._fold_kmajor(dxn[n0 * img:n1 * img], dxT, geo, nt, images=n1 - n0)
         mask = _clamped(x, s_x, input_scale)
         if mask is not None:
             dx = dx.masked_fill(mask, 0.0)
     if need_w:
-        sT = _gtroom.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
-                                          AT.T, qw.qt, dyM, pb, sb, nt, skip=True,   # code 0: ReLU, padding
-                                          sym=True)                                  # Gb even in b: Mitchell
+        sT = _gtroom.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O), AT.T, qw.qt,
+                                 dyM, pb, sb, nt, skip=True,          # code 0 (ReLU, padding): nothing to add
+                                 sym=True)                            # codes by magnitude where Gb is even in b
         # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
         if geo is None:
             w = np.empty((O, K), np.float32)

@@ -45,7 +45,7 @@ def _args(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--arms", default="float,ste,units,table",
-                   help="of float, ste, units, table, and table-<v> (v: gathers, noskip; see VARIANTS)")
+                   help="of float, ste, units, table, and table-<v> (v: gathers, noskip, nosym, nopad, nochunk)")
     p.add_argument("--profile", default="", help="an arm whose step is broken down per stage and part")
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--tree", default=str(HERE.parent))
@@ -121,32 +121,41 @@ def macs(model, x) -> int:
     return total[0]
 
 
-VARIANTS = {      # "table-<variant>": the table arm with one of this session's changes switched off
+VARIANTS = {      # "table-<variant>": the table arm with one of the planes path's parts switched off
     "gathers": "the gradient-table pass as gathers (lutcore.torch._gradtables.USE_PLANES = False)",
-    "noskip": "the planes pass without leaving out dW's code-0 steps (planes_pass(..., skip=False))",
+    "noskip": "dW without leaving out its code-0 steps (planes_pass(..., skip=False))",
+    "nosym": "dW's codes not read by magnitude (planes_pass(..., sym=False))",
+    "nopad": "the planes operands' rows not padded (functional.ROW_PAD = 0)",
+    "nochunk": "dX's patch gradients folded all at once (functional.FOLD_CHUNK = 2**62)",
 }
 
 
 @contextlib.contextmanager
+def _set(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
 def variant(name):
-    """Switch one change off for the block (VARIANTS)."""
+    """A context that switches one part off for its block (VARIANTS), or does nothing."""
     from lutcore.ops import gradtables as room
     from lutcore.torch import _gradtables as gt
+    from lutcore.torch import functional as fn
+    orig = room.planes_pass
     if name == "gathers":
-        old, gt.USE_PLANES = gt.USE_PLANES, False
-        try:
-            yield
-        finally:
-            gt.USE_PLANES = old
-    elif name == "noskip":
-        orig = room.planes_pass
-        room.planes_pass = lambda *a, **k: orig(*a, **{**k, "skip": False})
-        try:
-            yield
-        finally:
-            room.planes_pass = orig
-    else:
-        yield
+        return _set(gt, "USE_PLANES", False)
+    if name in ("noskip", "nosym"):
+        key = name[2:]
+        return _set(room, "planes_pass", lambda *a, **k: orig(*a, **{**k, key: False}))
+    if name == "nopad":
+        return _set(fn, "ROW_PAD", 0)
+    if name == "nochunk":
+        return _set(fn, "FOLD_CHUNK", 2 ** 62)
+    return contextlib.nullcontext()
 
 
 def build(batch: int, arms, threads: int):

@@ -477,11 +477,52 @@ typedef struct {
     int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld;
 } lc_i2ck_job;
 
+/* Stride 1 with rows as long as the input's (OW = W: "same" padding along w), and planes of at
+ * most LC_FLAT_MAX positions: a tap is the plane shifted by one offset, so an output plane is
+ * one flat loop — the positions whose column falls in the padding (the lanes between two rows)
+ * chosen out by a mask, the rows out of reach left as they are — instead of a loop a row. */
+#define LC_FLAT_MAX 64       /* positions of a plane (8 x 8): larger ones, measured, do better a row at a time */
+#define LC_FLAT_KW 7         /* taps along w (the fold keeps a column mask each) */
+static inline int lc_flat_ok(int64_t sh, int64_t sw, int64_t OW, int64_t W, int64_t OH) {
+    return sh == 1 && sw == 1 && OW == W && OH * OW <= LC_FLAT_MAX;
+}
+/* the flat span [*x0, *x1) of output positions a tap (i, j) reads from the input (each reads
+ * position x + shift), its valid columns [*lo, *hi); *x1 <= *x0 when it reads none */
+static inline int64_t lc_flat_span(int64_t i, int64_t j, int64_t H, int64_t W, int64_t OH, int64_t ph, int64_t pw,
+                                   int64_t dh, int64_t dw, int64_t *x0, int64_t *x1, int64_t *lo, int64_t *hi) {
+    const int64_t offh = i * dh - ph, offw = j * dw - pw;
+    const int64_t oh0 = offh >= 0 ? 0 : -offh, oh1 = H - offh < OH ? H - offh : OH;
+    *lo = offw >= 0 ? 0 : (-offw < W ? -offw : W);
+    *hi = W - offw < W ? (W - offw > *lo ? W - offw : *lo) : W;
+    *x0 = oh0 * W + *lo;
+    *x1 = oh1 > oh0 ? (oh1 - 1) * W + *hi : *x0;
+    return offh * W + offw;
+}
+
 static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     const lc_i2ck_job *jb = (const lc_i2ck_job *)ctx;
     const int64_t N = jb->N, C = jb->C, H = jb->H, W = jb->W, KW = jb->KW, OH = jb->OH, OW = jb->OW;
     const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
     (void)tid;
+    if (lc_flat_ok(sh, sw, OW, W, OH)) {
+        uint8_t col[LC_FLAT_MAX];                       /* 1 where position x's column is in [lo, hi) */
+        int64_t jcol = -1;
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
+            int8_t *LC_RESTRICT d = jb->AT + k * jb->ld + n * OH * OW;
+            const int8_t *LC_RESTRICT r = jb->q + (n * C + c) * H * W;
+            int64_t x0, x1, lo, hi;
+            const int64_t shift = lc_flat_span(i, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+            if (j != jcol) {
+                for (int64_t x = 0; x < OH * OW; x++) col[x] = (uint8_t)(x % W >= lo && x % W < hi);
+                jcol = j;
+            }
+            for (int64_t x = 0; x < x0 && x < OH * OW; x++) d[x] = 0;
+            for (int64_t x = x0; x < x1; x++) d[x] = col[x] ? r[x + shift] : 0;
+            for (int64_t x = x1 > x0 ? x1 : x0; x < OH * OW; x++) d[x] = 0;
+        }
+        return;
+    }
     for (int64_t u = u0; u < u1; u++) {
         const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
         int8_t *dst = jb->AT + k * jb->ld + n * OH * OW;
@@ -536,6 +577,30 @@ static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     const int64_t C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
     const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, ld = jb->ld;
     (void)tid;
+    if (lc_flat_ok(sh, sw, OW, W, OH) && KW <= LC_FLAT_KW) {
+        /* a tap adds its span at one offset; the positions between two rows (a column in the
+         * padding) add +0, which changes nothing: a pixel's sum starts at +0, so is never -0 */
+        uint8_t col[LC_FLAT_KW][LC_FLAT_MAX];
+        for (int64_t j = 0; j < KW; j++) {
+            int64_t x0, x1, lo, hi;
+            (void)lc_flat_span(0, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+            for (int64_t x = 0; x < OH * OW; x++) col[j][x] = (uint8_t)(x % W >= lo && x % W < hi);
+        }
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t n = u / C, c = u % C;
+            float *LC_RESTRICT dst = jb->dx + u * H * W;
+            memset(dst, 0, (size_t)(H * W) * sizeof(float));
+            for (int64_t i = 0; i < KH; i++)
+                for (int64_t j = 0; j < KW; j++) {                  /* taps in (i, j) order: F.fold's */
+                    const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * ld + n * OH * OW;
+                    int64_t x0, x1, lo, hi;
+                    const int64_t shift = lc_flat_span(i, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+                    const uint8_t *cj = col[j];
+                    for (int64_t x = x0; x < x1; x++) dst[x + shift] += cj[x] ? src[x] : 0.0f;
+                }
+        }
+        return;
+    }
     for (int64_t u = u0; u < u1; u++) {
         const int64_t n = u / C, c = u % C;
         float *LC_RESTRICT dst = jb->dx + u * H * W;

@@ -2,7 +2,8 @@
 lutcore.ops.im2col.im2col_kmajor / fold_kmajor), backward="table"'s planes path: the patches against a
 textbook numpy oracle (zero padding, then one strided slice per tap), the fold against PyTorch's F.fold
 of the same columns bit for bit (its order: each pixel from +0, the taps in (i, j) order), over
-strides, paddings, dilations, 1-D and 1x1 windows, at 1 and 2 threads."""
+strides, paddings, dilations, 1-D and 1x1 windows (stride 1 with rows as long as the input's: one flat
+loop a plane; otherwise a loop a row), at 1 and 2 threads."""
 import numpy as np
 import pytest
 import torch
@@ -20,6 +21,10 @@ GEOMETRIES = [  # (N, C, H, W, KH, KW, stride, padding, dilation)
     (2, 6, 1, 33, 1, 3, 1, (0, 1), 1),            # Conv1d as H = 1
     (1, 2, 9, 9, 5, 5, 3, 4, 2),                  # padding wider than the image's reach
     (33, 1, 3, 3, 3, 3, 1, 0, 1),                 # one output pixel
+    (1, 3, 9, 9, 3, 3, 1, 2, 2),                  # stride 1, rows as long as the input's, dilated
+    (2, 3, 6, 5, 3, 3, 1, (0, 1), 1),             # stride 1, OW = W but OH < H
+    (2, 2, 5, 7, 5, 7, 1, (1, 3), 1),             # a wide kernel (KW 7), OH < H
+    (1, 2, 9, 9, 3, 3, 1, 1, 1),                  # a plane of more than 64 positions: rows
 ]
 IDS = ["x".join(str(v) for v in g[:6]) + f"-s{g[6]}p{g[7]}d{g[8]}" for g in GEOMETRIES]
 

@@ -24,7 +24,9 @@
  *   lc_fold_kmajor   colT float32 (K, M), rows ld apart   IN   patch gradients, k-major as AT
  *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
  *   lc_chw_rows      x float32 (N, C, P)                  IN   a gradient dY (NCHW)
- *                    rows float32 (N*P, C)                OUT  its rows (NHWC): a copy
+ *                    rows float32 (N*P, C)                OUT  its rows (NHWC) * S (a power of two)
+ *   lc_scaled_om     x float32 (N, O, P), sw (O,)         IN   a gradient dY (NCHW), the weight scales
+ *                    gT float32 (O, N*P), rows ld apart   OUT  float32(dY * s_w[o]) * S, transposed
  *   lc_dw_layout     sT float32 (T, C, O)                 IN   a conv's dW k-major (taps T = KH*KW)
  *                    dw float32 (O, C, T)                 OUT  float32(sT * s): the weight's layout
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
@@ -634,15 +636,26 @@ static void lc_fold_kmajor(float *dx, const float *colT, int64_t ld, int64_t N, 
                   lc_i2c_grain(KH * KW * OH * OW, LC_I2C_GRAIN), lc_fold_kmajor_range, &j);
 }
 
-/* rows (N*P, C) = x (N, C, P) per image transposed, in 16 x 16 blocks (each a few cache lines
- * read and written).  Threads over (n, 64 channels). */
-typedef struct { float *rows; const float *x; int64_t C, P, ncb; } lc_chw_job;
+/* A weight of the planes pass scaled by S (a power of two, gradtables/planes.h's scale: the pass
+ * then takes scale 1): r = v * S, exact unless it lands below the normal floats or beyond them
+ * (then the caller keeps v and passes S).  1 when r * (1 / S) gives v back (or v is NaN / inf). */
+static inline float lc_scaled(float v, float S, float inv, int *exact) {
+    const float r = v * S;
+    if (r * inv != v && v == v && v - v == 0.0f) *exact = 0;
+    return r;
+}
+
+/* rows (N*P, C) = x (N, C, P) * S per image transposed, in 16 x 16 blocks (each a few cache lines
+ * read and written).  Threads over (n, 64 channels).  Returns 1 when every product is exact. */
+typedef struct { float *rows; const float *x; float S, inv; int64_t C, P, ncb; int inexact; } lc_chw_job;
 #define LC_CHW_CB 64
 #define LC_CHW_T 16
 static void lc_chw_unit(void *ctx, int64_t u, int tid) {
-    const lc_chw_job *j = (const lc_chw_job *)ctx;
+    lc_chw_job *j = (lc_chw_job *)ctx;
     const int64_t C = j->C, P = j->P, n = u / j->ncb, c0 = (u % j->ncb) * LC_CHW_CB;
     const int64_t c1 = c0 + LC_CHW_CB < C ? c0 + LC_CHW_CB : C;
+    const float S = j->S, inv = j->inv;
+    int exact = 1;
     (void)tid;
     const float *LC_RESTRICT x = j->x + n * C * P;
     float *LC_RESTRICT r = j->rows + n * P * C;
@@ -650,13 +663,48 @@ static void lc_chw_unit(void *ctx, int64_t u, int tid) {
         for (int64_t pb = 0; pb < P; pb += LC_CHW_T) {
             const int64_t ce = cb + LC_CHW_T < c1 ? cb + LC_CHW_T : c1, pe = pb + LC_CHW_T < P ? pb + LC_CHW_T : P;
             for (int64_t p = pb; p < pe; p++)
-                for (int64_t c = cb; c < ce; c++) r[p * C + c] = x[c * P + p];
+                for (int64_t c = cb; c < ce; c++) r[p * C + c] = lc_scaled(x[c * P + p], S, inv, &exact);
         }
+    if (!exact) __atomic_store_n(&j->inexact, 1, __ATOMIC_RELAXED);
 }
-static void lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64_t P, int nthreads) {
+static int lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64_t P, float S, int nthreads) {
     const int64_t ncb = (C + LC_CHW_CB - 1) / LC_CHW_CB;
-    lc_chw_job j = {rows, x, C, P, ncb};
+    lc_chw_job j = {rows, x, S, 1.0f / S, C, P, ncb, 0};
     lc_team_for(N * C * P > LC_IM2COL_PAR_MIN ? nthreads : 1, N * ncb, lc_chw_unit, &j);
+    return !j.inexact;
+}
+
+/* gT (O, N*P), rows ld apart = float32(x (N, O, P) * sw[o]) * S (sw NULL: x * S): dX's weights of
+ * the planes pass, g = dY * s_w transposed and scaled.  Threads over (o, n).  Returns 1 when every
+ * scaling by S is exact. */
+typedef struct { float *gT; const float *x, *sw; float S, inv; int64_t ld, N, O, P; int inexact; } lc_om_job;
+static void lc_om_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    lc_om_job *j = (lc_om_job *)ctx;
+    const int64_t N = j->N, O = j->O, P = j->P;
+    const float S = j->S, inv = j->inv;
+    int exact = 1;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t o = u / N, n = u % N;
+        const float *LC_RESTRICT x = j->x + (n * O + o) * P;
+        float *LC_RESTRICT g = j->gT + o * j->ld + n * P;
+        if (j->sw) {
+            const float s = j->sw[o];
+            for (int64_t p = 0; p < P; p++) {
+                const float v = x[p] * s;                   /* g, rounded to float32 first */
+                g[p] = lc_scaled(v, S, inv, &exact);
+            }
+        } else {
+            for (int64_t p = 0; p < P; p++) g[p] = lc_scaled(x[p], S, inv, &exact);
+        }
+    }
+    if (!exact) __atomic_store_n(&j->inexact, 1, __ATOMIC_RELAXED);
+}
+static int lc_scaled_om(float *gT, int64_t ld, const float *x, const float *sw, float S, int64_t N, int64_t O,
+                        int64_t P, int nthreads) {
+    lc_om_job j = {gT, x, sw, S, 1.0f / S, ld, N, O, P, 0};
+    lc_team_range(N * O * P > LC_IM2COL_PAR_MIN ? nthreads : 1, O * N, lc_i2c_grain(P, 4096), lc_om_range, &j);
+    return !j.inexact;
 }
 
 /* dw (O, C, T) = float32(sT (T, C, O) * s): a conv's weight gradient from the planes pass's

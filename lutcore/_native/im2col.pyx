@@ -190,15 +190,38 @@ def fold_kmajor(float[::1] dx, const float[:, :] colT, shape, int64_t KH, int64_
         lc_fold_kmajor(&dx[0], &colT[0, 0], ld, N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
 
 
-def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads):
-    """rows (N*P, C) = x (N, C, P) transposed per image (a gradient's NCHW to its NHWC rows)."""
+def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads, float scale=1.0):
+    """rows (N*P, C) = x (N, C, P) * scale transposed per image (a gradient's NCHW to its NHWC rows);
+    scale a power of two.  Returns whether every product is exact."""
     cdef int64_t N = x.shape[0], C = x.shape[1], P = x.shape[2]
+    cdef int exact = 1
     if rows.shape[0] != N * P or rows.shape[1] != C:
         raise ValueError("rows, x: shapes do not match")
     if N * C * P == 0:
-        return
+        return True
     with nogil:
-        lc_chw_rows(&rows[0, 0], &x[0, 0, 0], N, C, P, nthreads)
+        exact = lc_chw_rows(&rows[0, 0], &x[0, 0, 0], N, C, P, scale, nthreads)
+    return exact != 0
+
+
+def scaled_om(float[:, :] gT, const float[:, :, ::1] x, const float[::1] sw, float scale, int nthreads):
+    """gT (O, N*P), rows contiguous (any distance apart) = float32(x (N, O, P) * sw[o]) * scale (sw None:
+    x * scale), scale a power of two.  Returns whether every scaling is exact."""
+    cdef int64_t N = x.shape[0], O = x.shape[1], P = x.shape[2]
+    cdef const float *swp = NULL
+    cdef int exact = 1
+    if gT.shape[0] != O or gT.shape[1] != N * P:
+        raise ValueError("gT, x: shapes do not match")
+    if sw is not None:
+        if sw.shape[0] != O:
+            raise ValueError("sw: expected one scale an output channel")
+        swp = &sw[0]
+    if N * O * P == 0:
+        return True
+    cdef int64_t ld = _rows_apart(gT, 4)
+    with nogil:
+        exact = lc_scaled_om(&gT[0, 0], ld, &x[0, 0, 0], swp, scale, N, O, P, nthreads)
+    return exact != 0
 
 
 def dw_layout(float[:, :, ::1] dw, const float[:, :, ::1] sT, float s, int nthreads):

@@ -663,25 +663,35 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
         q, _ = quantize_tensor(xd, s_x, "input", layer, nt, nchw=True)
         AT = _padded("lt_gt_AT", K, M, np.int8)
         _im2col._im2col_kmajor(AT, q, geo, nt)
-    gT = dyM = None
-    dyn = dy.detach().numpy()                   # (numpy's strided copies here: 10x torch's permuted ones)
-    if need_x:                                                          # g^T[o, m] = dY[m, o] * s_w[o]
-        gT = _padded("lt_gt_gT", O, M, np.float32)
-        dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)              # (O, M) / (O, N, ...)
-        out = gT.view()
-        out.shape = dyt.shape                                           # a view (never a copy): splits rows
-        np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=out)
-    if need_w:
-        if geo is None:
-            dyM = np.ascontiguousarray(dyn)
-        else:
-            dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
-            if dyn.flags.c_contiguous:                                  # NCHW: a threaded blocked transpose
-                _im2col._chw_rows(dyM, dyn.reshape(dyn.shape[0], O, -1), nt)
-            else:
-                dyp = dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
-                np.copyto(dyM.reshape(dyp.shape), dyp)
     pa, sa, pb, sb = planes
+    # the weights carry the tables' power-of-two scales where that is exact (then the pass takes
+    # scale 1 and skips a multiply a value; an inexact one, an underflow, keeps the scale apart)
+    gT = dyM = None
+    dyn = dy.detach().numpy()
+    dense = dyn.flags.c_contiguous
+    dy3 = dyn.reshape(dyn.shape[0], O, -1) if dense else None            # (N, O, P): NCHW, or (M, O, 1)
+    if need_x:                                                          # g^T[o, m] = float32(dY[m, o] * s_w[o])
+        gT = _padded("lt_gt_gT", O, M, np.float32)
+        if dense:
+            if not _im2col._scaled_om(gT, dy3, qw.scale, sa, nt):
+                _im2col._scaled_om(gT, dy3, qw.scale, 1.0, nt)
+            else:
+                sa = np.float32(1.0)
+        else:
+            dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)          # (O, M) / (O, N, ...)
+            out = gT.view()
+            out.shape = dyt.shape                                       # a view (never a copy): splits rows
+            np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=out)
+    if need_w:
+        dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
+        if dense:                                                       # NCHW: a threaded blocked transpose
+            if not _im2col._chw_rows(dyM, dy3, nt, sb):
+                _im2col._chw_rows(dyM, dy3, nt, 1.0)
+            else:
+                sb = np.float32(1.0)
+        else:
+            dyp = dyn if geo is None else dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
+            np.copyto(dyM.reshape(dyp.shape), dyp)
     dx = dw = None
     if need_x:
         if geo is None:

@@ -254,6 +254,25 @@ def test_planes_even_rows_by_magnitude(runner, L):
 
 
 @pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("shape", [(7, 5, 33), (17, 40, 64), (25, 9, 200)], ids=["7x5x33", "17x40x64", "25x9x200"])
+def test_planes_scale_one(runner, shape):
+    """scale 1 (the caller's weights carry the power of two): the body skips the multiply by it; the bits of
+    the generic body and the reference, G = float32(v * 65536)."""
+    _, mod, isa = runner
+    NI, K, L = shape
+    rng = np.random.default_rng(NI + K + L)
+    planes, _, _, c, idxT, w = _planes_case(rng, NI, K, L, False, True)
+    p = planes.reshape(256, 4, 128).astype(np.int64)
+    v = (np.concatenate([p[:, 1], p[:, 3]], 1) << 8 | np.concatenate([p[:, 0], p[:, 2]], 1)).astype(np.uint16)
+    T = (v.view(np.int16).astype(np.float32) * np.float32(65536)).astype(np.float32)
+    ref = _planes_ref(c, idxT, w, T)
+    for skip in (False, True):
+        assert _same(_planes_run(_gt, 0, 1, c, idxT, w, planes, np.float32(1.0), skip), ref)
+        for nt in (1, 2):
+            assert _same(_planes_run(mod, isa, nt, c, idxT, w, planes, np.float32(1.0), skip), ref), (skip, nt)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
 def test_planes_lane_ranges(runner):
     """idxT and w as a range of lanes of wider arrays (rows ldi apart) and outT with rows ldo apart: the
     bits of the same lanes computed on their own."""

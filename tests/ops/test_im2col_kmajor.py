@@ -119,3 +119,32 @@ def test_dw_layout_is_the_scaled_transpose(shape):
         assert np.array_equal(dw.view(np.int32), want.view(np.int32)), nt
     with pytest.raises(ValueError, match="shapes do not match"):
         i2c.dw_layout(np.zeros((O, C, T + 1), np.float32), sT, s)
+
+
+@pytest.mark.parametrize("shape", [(2, 7, 5), (3, 64, 33), (4, 130, 17), (5, 3, 1)])
+def test_scaled_layouts_and_their_exactness(shape):
+    """chw_rows and scaled_om times a power of two: the values (float32(x * sw[o]) rounded first), and
+    whether every scaling was exact (False where one lands among the subnormals)."""
+    N, O, P = shape
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    sw = rng.uniform(0.5, 2, O).astype(np.float32)
+    S = np.float32(2.0 ** -17)
+    for nt in (1, 2):
+        rows = np.full((N * P, O), np.nan, np.float32)
+        assert i2c.chw_rows(rows, x, threads=nt, scale=S)
+        assert np.array_equal(rows, (x * S).transpose(0, 2, 1).reshape(N * P, O))
+        big = np.full((O, N * P + 3), np.nan, np.float32)
+        assert i2c.scaled_om(big[:, :N * P], x, sw, S, threads=nt)
+        g = (x * sw[None, :, None]).astype(np.float32)                 # rounded before the scaling
+        assert np.array_equal(big[:, :N * P], (g * S).transpose(1, 0, 2).reshape(O, N * P))
+        assert np.isnan(big[:, N * P:]).all()
+        assert i2c.scaled_om(big[:, :N * P], x, None, S, threads=nt)
+        assert np.array_equal(big[:, :N * P], (x * S).transpose(1, 0, 2).reshape(O, N * P))
+    tiny = x.copy()
+    tiny.flat[-1] = np.float32(3e-35)                                   # * 2^-17: below the normal floats
+    tiny.flat[0] = np.inf                                               # not finite: exact as it is
+    rows = np.empty((N * P, O), np.float32)
+    assert not i2c.chw_rows(rows, tiny, scale=S)
+    assert not i2c.scaled_om(np.empty((O, N * P), np.float32), tiny, None, S)
+    assert i2c.scaled_om(np.empty((O, N * P), np.float32), tiny, None, np.float32(1.0))

@@ -72,6 +72,10 @@ static inline __m512 lc_gtp_load_w(__mmask16 k, const float *p) {
 static inline __mmask64 lc_gtp_lanes64(int64_t n) { return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : (((__mmask64)1 << n) - 1); }
 static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
+/* the table's value from v * 65536: times S, or as it is where the scale is 1 (the caller's weights
+ * carry it: x * 1 is x, so the same bits) */
+#define LC_GTP_SCALED(f) (UNIT ? (f) : _mm512_mul_ps(S, (f)))
+
 /* one 64-lane group at one step: its 64 table values, times the weights at wi, added to A0..A3.
  * MODE 0: codes of both halves (two chained permutes a plane); 1: codes < 128 (one) */
 #define LC_GTP_GROUP(x, n7, b7, A0, A1, A2, A3, wi, wm)                                                        \
@@ -81,10 +85,10 @@ static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)
         __m512i hi = MODE ? _mm512_permutex2var_epi8(h0, x, h1)                                          \
                           : _mm512_mask2_permutex2var_epi8(h2, _mm512_mask2_permutex2var_epi8(h0, x, n7, h1), b7, h3); \
         const __m512i W0 = _mm512_unpacklo_epi8(lo, hi), W1 = _mm512_unpackhi_epi8(lo, hi);             \
-        const __m512 f0 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_slli_epi32(W0, 16)));              \
-        const __m512 f1 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_and_si512(W0, top)));              \
-        const __m512 f2 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_slli_epi32(W1, 16)));              \
-        const __m512 f3 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_and_si512(W1, top)));              \
+        const __m512 f0 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_slli_epi32(W0, 16)));              \
+        const __m512 f1 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_and_si512(W0, top)));              \
+        const __m512 f2 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_slli_epi32(W1, 16)));              \
+        const __m512 f3 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_and_si512(W1, top)));              \
         A0 = _mm512_add_ps(A0, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[0], (wi)) : _mm512_loadu_ps(wi), f0));        \
         A1 = _mm512_add_ps(A1, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[1], (wi) + 16) : _mm512_loadu_ps((wi) + 16), f1)); \
         A2 = _mm512_add_ps(A2, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[2], (wi) + 32) : _mm512_loadu_ps((wi) + 32), f2)); \
@@ -111,7 +115,8 @@ static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)
  * step i0 + j), added to the sums in o (zero first when i0 == 0), lanes as lc_gtp_run's. */
 LC_AI void lc_gtp_block(float *o, const int8_t *cc, int64_t cs_i, const float *wi, int64_t L, int64_t ni,
                         int first, uint64_t keep, const int use_keep, const uint8_t *planes, __m512i x0, __m512i x1,
-                        __m512 S, const __mmask16 *wm, const int NG, const int MODE, const int PART) {
+                        __m512 S, const __mmask16 *wm, const int NG, const int MODE, const int PART,
+                        const int UNIT) {
     const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
     const __mmask64 b0 = _mm512_movepi8_mask(x0), n0 = ~b0, b1 = NG > 1 ? _mm512_movepi8_mask(x1) : 0, n1 = ~b1;
     __m512 a0, a1, a2, a3, a4, a5, a6, a7;
@@ -173,7 +178,7 @@ LC_AI uint64_t lc_gtp_nonzero(const int8_t *cc, int64_t cs_i, int64_t ni) {
  * halves; with one group, measured, the two halves did as well). */
 LC_AI void lc_gtp_run(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
                       const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
-                      int64_t n, int64_t k0, int64_t k1, int flags, const int NG, const int PART) {
+                      int64_t n, int64_t k0, int64_t k1, int flags, const int NG, const int PART, const int UNIT) {
     const int skip = flags & LC_GTP_SKIP, sym = flags & LC_GTP_SYM;
     const __m512i perm = _mm512_load_si512((const void *)lc_gtp_perm);
     const __m512 S = _mm512_set1_ps(scale);
@@ -216,8 +221,8 @@ LC_AI void lc_gtp_run(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, i
                 if (keep == 0 && i0 > 0) continue;      /* every step adds nothing */
             }
 #define LC_GTP_BLOCK(MODE)                                                                                   \
-            if (skip) lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, MODE, PART); \
-            else lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, MODE, PART);
+            if (skip) lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, MODE, PART, UNIT); \
+            else lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, MODE, PART, UNIT);
             if (mode[j] == 0) {
                 LC_GTP_BLOCK(0)
             } else {
@@ -233,16 +238,23 @@ void LC_BODY(gtp_tile)(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, 
                        const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
                        int64_t l1, int64_t k0, int64_t k1, int flags) {
     const int64_t n = l1 - l0;
+    const int unit = scale == 1.0f;
     for (; k0 < k1; k0 += LC_GTP_KB_MAX) {               /* the unit's k's, at most LC_GTP_KB_MAX at a time */
         const int64_t ke = k1 - k0 < LC_GTP_KB_MAX ? k1 : k0 + LC_GTP_KB_MAX;
+#define LC_GTP_RUN(NG, PART)                                                                                 \
+        {                                                                                                    \
+            if (unit) lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, NG, PART, 1); \
+            else lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, NG, PART, 0); \
+        }
         if (n == 128)
-            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, 2, 0);
+            LC_GTP_RUN(2, 0)
         else if (n == 64)
-            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, 1, 0);
+            LC_GTP_RUN(1, 0)
         else if (n > 64)
-            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, 2, 1);
+            LC_GTP_RUN(2, 1)
         else if (n > 0)
-            lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, 1, 1);
+            LC_GTP_RUN(1, 1)
+#undef LC_GTP_RUN
     }
 }
 #endif

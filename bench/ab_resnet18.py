@@ -23,7 +23,9 @@ functions of lutcore.torch.functional / _gradtables (forward: input quantization
 GEMM, dequantization, the weight check; backward: the input's quantization again, its patches,
 dY's layout, the dX and dW passes, fold, dW's layout) and prints that table; the rest of the step
 is torch (BatchNorm, ReLU, the loss, SGD) and autograd.  --tree DIR imports lutcore from another
-checkout (a "before" build).
+checkout (a "before" build).  Arms table-<v> switch one part of the planes path off in the same
+process (VARIANTS: gathers, noskip, nosym, nopad, nochunk), so each part's effect is measured
+against the table arm round by round.
 """
 from __future__ import annotations
 
@@ -291,6 +293,9 @@ class Profile:
         self._patch(fn, "_gemm_f32", T("bwd units: LUT GEMMs"))
         self._patch(i2c, "_im2col_kmajor", T("bwd: k-major patches"))
         self._patch(i2c, "_fold_kmajor", T("bwd: fold dX (native)"))
+        self._patch(i2c, "_scaled_om", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
+        self._patch(i2c, "_chw_rows", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
+        self._patch(i2c, "_dw_layout", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
         self._patch(room, "planes_pass", T(lambda a: "bwd: dX pass (planes)" if a[1].flags.c_contiguous
                                            else "bwd: dW pass (planes)"))
         orig, prof = gt.table_grads, self

@@ -23,7 +23,9 @@ functions of lutcore.torch.functional / _gradtables (forward: input quantization
 GEMM, dequantization, the weight check; backward: the input's quantization again, its patches,
 dY's layout, the dX and dW passes, fold, dW's layout) and prints that table; the rest of the step
 is torch (BatchNorm, ReLU, the loss, SGD) and autograd.  --tree DIR imports lutcore from another
-checkout (a "before" build).
+checkout (a "before" build).  Arms table-<v> switch one part of the planes path off in the same
+process (VARIANTS: gathers, noskip, nosym, nopad, nochunk), so each part's effect is measured
+against the table arm round by round.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def _args(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--arms", default="float,ste,units,table",
-                   help="of float, ste, units, table, and table-<v> (v: gathers, noskip; see VARIANTS)")
+                   help="of float, ste, units, table, and table-<v> (v: gathers, noskip, nosym, nopad, nochunk)")
     p.add_argument("--profile", default="", help="an arm whose step is broken down per stage and part")
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--tree", default=str(HERE.parent))
@@ -56,8 +58,6 @@ if __name__ == "__main__":
     A = _args()
     sys.path[:0] = [str(Path(A.tree).resolve()), str(HERE)]
 
-import numpy as np  # noqa: E402
-
 import lutcore  # noqa: E402  (before torch: its OpenMP spin settings, DESIGN "Other pools")
 from lutbench import alternate, cpu_counters, cpu_name, other_cpu_share, torch, use_threads  # noqa: E402
 
@@ -67,7 +67,6 @@ F = torch.nn.functional
 SEED = 20261207
 UNITS = "mitchell"
 BACKWARDS = ("ste", "units", "table")
-MACS_PER_IMAGE = 556_651_520          # the convs and fc of ResNet-18 CIFAR (counted in macs())
 
 
 class BasicBlock(nn.Module):
@@ -124,32 +123,41 @@ def macs(model, x) -> int:
     return total[0]
 
 
-VARIANTS = {      # "table-<variant>": the table arm with one of this session's changes switched off
+VARIANTS = {      # "table-<variant>": the table arm with one of the planes path's parts switched off
     "gathers": "the gradient-table pass as gathers (lutcore.torch._gradtables.USE_PLANES = False)",
-    "noskip": "the planes pass without leaving out dW's code-0 steps (planes_pass(..., skip=False))",
+    "noskip": "dW without leaving out its code-0 steps (planes_pass(..., skip=False))",
+    "nosym": "dW's codes not read by magnitude (planes_pass(..., sym=False))",
+    "nopad": "the planes operands' rows not padded (functional.ROW_PAD = 0)",
+    "nochunk": "dX's patch gradients folded all at once (functional.FOLD_CHUNK = 2**62)",
 }
 
 
 @contextlib.contextmanager
+def _set(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
 def variant(name):
-    """Switch one change off for the block (VARIANTS)."""
+    """A context that switches one part off for its block (VARIANTS), or does nothing."""
     from lutcore.ops import gradtables as room
     from lutcore.torch import _gradtables as gt
+    from lutcore.torch import functional as fn
+    orig = room.planes_pass
     if name == "gathers":
-        old, gt.USE_PLANES = gt.USE_PLANES, False
-        try:
-            yield
-        finally:
-            gt.USE_PLANES = old
-    elif name == "noskip":
-        orig = room.planes_pass
-        room.planes_pass = lambda *a, **k: orig(*a, **{**k, "skip": False})
-        try:
-            yield
-        finally:
-            room.planes_pass = orig
-    else:
-        yield
+        return _set(gt, "USE_PLANES", False)
+    if name in ("noskip", "nosym"):
+        key = name[2:]
+        return _set(room, "planes_pass", lambda *a, **k: orig(*a, **{**k, key: False}))
+    if name == "nopad":
+        return _set(fn, "ROW_PAD", 0)
+    if name == "nochunk":
+        return _set(fn, "FOLD_CHUNK", 2 ** 62)
+    return contextlib.nullcontext()
 
 
 def build(batch: int, arms, threads: int):
@@ -285,6 +293,9 @@ class Profile:
         self._patch(fn, "_gemm_f32", T("bwd units: LUT GEMMs"))
         self._patch(i2c, "_im2col_kmajor", T("bwd: k-major patches"))
         self._patch(i2c, "_fold_kmajor", T("bwd: fold dX (native)"))
+        self._patch(i2c, "_scaled_om", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
+        self._patch(i2c, "_chw_rows", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
+        self._patch(i2c, "_dw_layout", T("bwd: layouts (dY s_w as (O, M), dY rows, dW)"))
         self._patch(room, "planes_pass", T(lambda a: "bwd: dX pass (planes)" if a[1].flags.c_contiguous
                                            else "bwd: dW pass (planes)"))
         orig, prof = gt.table_grads, self

@@ -12,10 +12,10 @@
  *
  * from 0 in float32, i in order, each product rounded before its add (-ffp-contract=off).
  *
- *     outT    float32 (K, L)                                  OUT
+ *     outT    float32 (K, L), rows ldo apart                  OUT
  *     c       int8    (NI, K), element (i, k) at c[i*cs_i + k*cs_k]   IN  the row of each (i, k)
- *     idxT    uint8   (K, L)                                  IN  the entry of each (k, l)
- *     w       float32 (NI, L)                                 IN
+ *     idxT    uint8   (K, L), rows ldi apart                  IN  the entry of each (k, l)
+ *     w       float32 (NI, L), rows ldi apart                 IN
  *     planes  uint8   (256, 512)                              IN
  *
  * The two passes of backward="table" (gradtables.h's lc_gt 0 and 1: the same sums in the same
@@ -54,21 +54,21 @@ static inline float lc_gtp_value(const uint8_t *row, uint8_t x, float scale) {
     return scale * (float)(v * 65536);
 }
 
-/* The generic body: outT[k, l0..l1) for k in [k0, k1), each sum over i in order (every step:
- * `skip` permits leaving out the steps of code 0, see lc_gt_planes). */
-static void lc_gtp_tile_generic(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
-                                const float *w, const uint8_t *planes, float scale, int64_t NI, int64_t L,
-                                int64_t l0, int64_t l1, int64_t k0, int64_t k1, int skip) {
-    (void)skip;
+/* The generic body: outT[k, l0..l1) for k in [k0, k1), each sum over i in order (every step,
+ * every entry looked up where it is: `flags` only permit shortcuts, see lc_gt_planes). */
+static void lc_gtp_tile_generic(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k,
+                                const uint8_t *idxT, const float *w, int64_t ldi, const uint8_t *planes, float scale,
+                                int64_t NI, int64_t l0, int64_t l1, int64_t k0, int64_t k1, int flags) {
+    (void)flags;
     for (int64_t k = k0; k < k1; k++)
         for (int64_t l = l0; l < l1; l++) {
-            const uint8_t x = idxT[k * L + l];
+            const uint8_t x = idxT[k * ldi + l];
             float acc = 0.0f;
             for (int64_t i = 0; i < NI; i++) {
                 const uint8_t *row = planes + (int64_t)(uint8_t)c[i * cs_i + k * cs_k] * LC_GTP_ROW;
-                acc += w[i * L + l] * lc_gtp_value(row, x, scale);
+                acc += w[i * ldi + l] * lc_gtp_value(row, x, scale);
             }
-            outT[k * L + l] = acc;
+            outT[k * ldo + l] = acc;
         }
 }
 
@@ -77,8 +77,8 @@ static void lc_gtp_tile_generic(float *outT, const int8_t *c, int64_t cs_i, int6
 #endif
 typedef struct {
     lc_body_head head;
-    void (*tile)(float *, const int8_t *, int64_t, int64_t, const uint8_t *, const float *, const uint8_t *, float,
-                 int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int);
+    void (*tile)(float *, int64_t, const int8_t *, int64_t, int64_t, const uint8_t *, const float *, int64_t,
+                 const uint8_t *, float, int64_t, int64_t, int64_t, int64_t, int64_t, int);
 } lc_gtp_body;
 static const lc_gtp_body lc_gtp_bodies[] = {
 #if LC_X86_BODIES
@@ -98,8 +98,8 @@ typedef struct {
     const uint8_t *idxT, *planes;
     const float *w;
     float scale;
-    int64_t cs_i, cs_k, NI, K, L, nkb;
-    int skip;
+    int64_t ldo, ldi, cs_i, cs_k, NI, K, L, nkb;
+    int flags;
 } lc_gtp_job;
 
 static void lc_gtp_unit(void *ctx, int64_t u, int tid) {
@@ -108,8 +108,8 @@ static void lc_gtp_unit(void *ctx, int64_t u, int tid) {
     const int64_t t = u / j->nkb, b = u % j->nkb;
     const int64_t l0 = t * LC_GTP_LANES, l1 = l0 + LC_GTP_LANES < j->L ? l0 + LC_GTP_LANES : j->L;
     const int64_t k0 = b * LC_GTP_KB, k1 = k0 + LC_GTP_KB < j->K ? k0 + LC_GTP_KB : j->K;
-    j->B->tile(j->outT, j->c, j->cs_i, j->cs_k, j->idxT, j->w, j->planes, j->scale, j->NI, j->L, l0, l1, k0, k1,
-               j->skip);
+    j->B->tile(j->outT, j->ldo, j->c, j->cs_i, j->cs_k, j->idxT, j->w, j->ldi, j->planes, j->scale, j->NI, l0, l1,
+               k0, k1, j->flags);
 }
 
 /* 1 when none of the n floats at w is NaN or +-inf (threads over chunks) */
@@ -133,22 +133,44 @@ static int lc_gtp_finite(const float *w, int64_t n, int nthreads) {
     lc_team_for(units > 1 ? nthreads : 1, units, lc_gtp_fin_unit, &j);
     return !j.bad;
 }
+/* 1 when the (rows, L) floats at w, rows ld apart, are all finite */
+static int lc_gtp_finite_rows(const float *w, int64_t rows, int64_t L, int64_t ld, int nthreads) {
+    if (ld == L) return lc_gtp_finite(w, rows * L, nthreads);
+    for (int64_t r = 0; r < rows; r++)
+        if (!lc_gtp_finite(w + r * ld, L, 1)) return 0;
+    return 1;
+}
 
-/* The pass (the contract above) on nthreads threads; isa as common.h.  skip: the caller's hint
- * that many codes c are 0 (dW: the input's codes after a ReLU, and the padding) — where the
- * table's row 0 is all zeros and every weight is finite (checked here), a step of code 0 adds
- * +0 or -0 to a sum that starts at +0 and so is never -0: it changes nothing, and the bodies
- * may leave it out (the same bits). */
-static void lc_gt_planes(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
-                         const float *w, const uint8_t *planes, float scale, int64_t NI, int64_t K, int64_t L,
-                         int skip, int isa, int nthreads) {
+/* 1 when every row's entries -x and x (0 < x < 127) hold the same int16 (planes' layout) */
+static int lc_gtp_even(const uint8_t *planes) {
+    for (int64_t r = 0; r < 256; r++) {
+        const uint8_t *p = planes + r * LC_GTP_ROW;
+        for (int x = 1; x < 127; x++)               /* entry 256 - x: offset 128 - x of the upper half */
+            if (p[x] != p[256 + 128 - x] || p[128 + x] != p[384 + 128 - x]) return 0;
+    }
+    return 1;
+}
+
+/* The pass (the contract above) on nthreads threads; isa as common.h.  The rows of outT are ldo
+ * apart, those of idxT and w ldi apart (L lanes of wider arrays: a chunk of them).  flags: the
+ * caller's hints, each checked here and dropped where it does not hold (the same bits either way):
+ *   LC_GTP_SKIP  many codes c are 0 (dW: the input's codes after a ReLU, and the padding) — where
+ *                the table's row 0 is all zeros and every weight is finite, a step of code 0 adds
+ *                +0 or -0 to a sum that starts at +0 and so is never -0: the bodies may leave it out;
+ *   LC_GTP_SYM   the codes idxT are signed (dW: the weight's) and the rows may be even in the
+ *                entry (G[r][-x] = G[r][x], 0 < x < 127): the bodies may look them up by magnitude. */
+static void lc_gt_planes(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                         const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t K,
+                         int64_t L, int flags, int isa, int nthreads) {
     if (K <= 0 || L <= 0) return;
     const int64_t ntiles = (L + LC_GTP_LANES - 1) / LC_GTP_LANES, nkb = (K + LC_GTP_KB - 1) / LC_GTP_KB;
-    if (skip) {
-        for (int x = 0; x < LC_GTP_ROW; x++) skip &= planes[x] == 0;
-        if (skip) skip = lc_gtp_finite(w, NI * L, NI * L > LC_GT_PAR_MIN ? nthreads : 1);
+    if (flags & LC_GTP_SKIP) {
+        int ok = 1;
+        for (int x = 0; x < LC_GTP_ROW; x++) ok &= planes[x] == 0;
+        if (!ok || !lc_gtp_finite_rows(w, NI, L, ldi, NI * L > LC_GT_PAR_MIN ? nthreads : 1)) flags &= ~LC_GTP_SKIP;
     }
-    lc_gtp_job j = {lc_gtp_pick(isa), outT, c, idxT, planes, w, scale, cs_i, cs_k, NI, K, L, nkb, skip};
+    if ((flags & LC_GTP_SYM) && !lc_gtp_even(planes)) flags &= ~LC_GTP_SYM;
+    lc_gtp_job j = {lc_gtp_pick(isa), outT, c, idxT, planes, w, scale, ldo, ldi, cs_i, cs_k, NI, K, L, nkb, flags};
     lc_team_for(NI * K * L > LC_GT_PAR_MIN ? nthreads : 1, ntiles * nkb, lc_gtp_unit, &j);
 }
 

@@ -20,9 +20,15 @@
  *   lc_dequant       acc int32 (N*P, O) rows ldacc apart   IN
  *                    y float32 (N, O, P)                  OUT  P = OH*OW (1 for a linear layer)
  *   lc_im2col_kmajor qc int8   (N, C, H, W) (NCHW codes)  IN   backward="table"'s planes pass
- *                    AT int8   (K, M)                     OUT  A transposed (one group), K = KH*KW*C
- *   lc_fold_kmajor   colT float32 (K, M)                  IN   patch gradients, k-major as AT
+ *                    AT int8   (K, M), rows ld apart      OUT  A transposed (one group), K = KH*KW*C
+ *   lc_fold_kmajor   colT float32 (K, M), rows ld apart   IN   patch gradients, k-major as AT
  *                    dx float32 (N, C, H, W)              OUT  their fold: F.fold's order and bits
+ *   lc_chw_rows      x float32 (N, C, P)                  IN   a gradient dY (NCHW)
+ *                    rows float32 (N*P, C)                OUT  its rows (NHWC) * S (a power of two)
+ *   lc_scaled_om     x float32 (N, O, P), sw (O,)         IN   a gradient dY (NCHW), the weight scales
+ *                    gT float32 (O, N*P), rows ld apart   OUT  float32(dY * s_w[o]) * S, transposed
+ *   lc_dw_layout     sT float32 (T, C, O)                 IN   a conv's dW k-major (taps T = KH*KW)
+ *                    dw float32 (O, C, T)                 OUT  float32(sT * s): the weight's layout
  * Patches run tap by tap over contiguous channels (NHWC), so a tap is one copy of
  * Cg bytes; the weight's reduction axis is permuted to the same (i, j, c) order by
  * the caller.  The integer sum over k does not depend on its order, so this is the
@@ -462,7 +468,7 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
 
 /* --------------------------------------------- k-major patches, and the fold back */
 
-/* AT (K, M) from NCHW codes qc (N, C, H, W), one group: AT[k, m] = A[m, k] of lc_im2col_nhwc,
+/* AT (K, M), rows ld apart, from NCHW codes qc (N, C, H, W), one group: AT[k, m] = A[m, k] of lc_im2col_nhwc,
  * k = (i*KW + j)*C + c, m = (n*OH + oh)*OW + ow — the code of pixel (oh*sh - ph + i*dh,
  * ow*sw - pw + j*dw) of channel c, image n, or 0 in the padding.  A row k of one image is a
  * shifted copy of the channel's plane (stride 1: one memcpy per output row).  Threads over
@@ -470,17 +476,58 @@ static void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float 
 typedef struct {
     int8_t *AT;
     const int8_t *q;
-    int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+    int64_t N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld;
 } lc_i2ck_job;
+
+/* Stride 1 with rows as long as the input's (OW = W: "same" padding along w), and planes of at
+ * most LC_FLAT_MAX positions: a tap is the plane shifted by one offset, so an output plane is
+ * one flat loop — the positions whose column falls in the padding (the lanes between two rows)
+ * chosen out by a mask, the rows out of reach left as they are — instead of a loop a row. */
+#define LC_FLAT_MAX 64       /* positions of a plane (8 x 8): larger ones, measured, do better a row at a time */
+#define LC_FLAT_KW 7         /* taps along w (the fold keeps a column mask each) */
+static inline int lc_flat_ok(int64_t sh, int64_t sw, int64_t OW, int64_t W, int64_t OH) {
+    return sh == 1 && sw == 1 && OW == W && OH * OW <= LC_FLAT_MAX;
+}
+/* the flat span [*x0, *x1) of output positions a tap (i, j) reads from the input (each reads
+ * position x + shift), its valid columns [*lo, *hi); *x1 <= *x0 when it reads none */
+static inline int64_t lc_flat_span(int64_t i, int64_t j, int64_t H, int64_t W, int64_t OH, int64_t ph, int64_t pw,
+                                   int64_t dh, int64_t dw, int64_t *x0, int64_t *x1, int64_t *lo, int64_t *hi) {
+    const int64_t offh = i * dh - ph, offw = j * dw - pw;
+    const int64_t oh0 = offh >= 0 ? 0 : -offh, oh1 = H - offh < OH ? H - offh : OH;
+    *lo = offw >= 0 ? 0 : (-offw < W ? -offw : W);
+    *hi = W - offw < W ? (W - offw > *lo ? W - offw : *lo) : W;
+    *x0 = oh0 * W + *lo;
+    *x1 = oh1 > oh0 ? (oh1 - 1) * W + *hi : *x0;
+    return offh * W + offw;
+}
 
 static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     const lc_i2ck_job *jb = (const lc_i2ck_job *)ctx;
     const int64_t N = jb->N, C = jb->C, H = jb->H, W = jb->W, KW = jb->KW, OH = jb->OH, OW = jb->OW;
     const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
     (void)tid;
+    if (lc_flat_ok(sh, sw, OW, W, OH)) {
+        uint8_t col[LC_FLAT_MAX];                       /* 1 where position x's column is in [lo, hi) */
+        int64_t jcol = -1;
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
+            int8_t *LC_RESTRICT d = jb->AT + k * jb->ld + n * OH * OW;
+            const int8_t *LC_RESTRICT r = jb->q + (n * C + c) * H * W;
+            int64_t x0, x1, lo, hi;
+            const int64_t shift = lc_flat_span(i, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+            if (j != jcol) {
+                for (int64_t x = 0; x < OH * OW; x++) col[x] = (uint8_t)(x % W >= lo && x % W < hi);
+                jcol = j;
+            }
+            for (int64_t x = 0; x < x0 && x < OH * OW; x++) d[x] = 0;
+            for (int64_t x = x0; x < x1; x++) d[x] = col[x] ? r[x + shift] : 0;
+            for (int64_t x = x1 > x0 ? x1 : x0; x < OH * OW; x++) d[x] = 0;
+        }
+        return;
+    }
     for (int64_t u = u0; u < u1; u++) {
         const int64_t k = u / N, n = u % N, c = k % C, j = (k / C) % KW, i = k / C / KW;
-        int8_t *dst = jb->AT + k * jb->M + n * OH * OW;
+        int8_t *dst = jb->AT + k * jb->ld + n * OH * OW;
         const int8_t *src = jb->q + (n * C + c) * H * W;
         const int64_t off = j * dw - pw;                /* iw = ow * sw + off */
         /* stride 1: ow in [lo, hi) reads the row, the rest is padding */
@@ -494,10 +541,10 @@ static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
                 continue;
             }
             const int8_t *r = src + ih * W;
-            if (sw == 1) {
-                memset(d, 0, (size_t)lo);
-                memcpy(d + lo, r + lo + off, (size_t)(hi - lo));
-                memset(d + hi, 0, (size_t)(OW - hi));
+            if (sw == 1) {                               /* inline loops: rows are a few dozen bytes */
+                for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                for (int64_t ow = lo; ow < hi; ow++) d[ow] = r[ow + off];
+                for (int64_t ow = hi; ow < OW; ow++) d[ow] = 0;
             } else {
                 for (int64_t ow = 0; ow < OW; ow++) {
                     const int64_t iw = ow * sw + off;
@@ -508,37 +555,61 @@ static void lc_im2col_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     }
 }
 
-static void lc_im2col_kmajor(int8_t *AT, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
+static void lc_im2col_kmajor(int8_t *AT, int64_t ld, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
                              int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
                              int64_t pw, int64_t dh, int64_t dw, int nthreads) {
     const int64_t M = N * OH * OW, K = KH * KW * C;
-    lc_i2ck_job j = {AT, q, N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+    lc_i2ck_job j = {AT, q, N, C, H, W, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld};
     lc_team_range(K * M > LC_IM2COL_PAR_MIN ? nthreads : 1, K * N, lc_i2c_grain(OH * OW, LC_I2C_GRAIN),
                   lc_im2col_kmajor_range, &j);
 }
 
-/* dx (N, C, H, W) = the fold of patch gradients colT (K, M) (k, m as AT above): each pixel
+/* dx (N, C, H, W) = the fold of patch gradients colT (K, M), rows ld apart (k, m as AT above): each pixel
  * starts at +0 and adds colT[k, m] of every tap (i, j) that reads it, in increasing (i, j) —
  * PyTorch's col2im (F.fold of the (c, i, j)-ordered columns) adds them in that order, so these
  * are its bits.  Threads over (n, c) planes. */
 typedef struct {
     float *dx;
     const float *colT;
-    int64_t C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M;
+    int64_t C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld;
 } lc_fold_job;
 
 static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     const lc_fold_job *jb = (const lc_fold_job *)ctx;
     const int64_t C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
-    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, M = jb->M;
+    const int64_t sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw, ld = jb->ld;
     (void)tid;
+    if (lc_flat_ok(sh, sw, OW, W, OH) && KW <= LC_FLAT_KW) {
+        /* a tap adds its span at one offset; the positions between two rows (a column in the
+         * padding) add +0, which changes nothing: a pixel's sum starts at +0, so is never -0 */
+        uint8_t col[LC_FLAT_KW][LC_FLAT_MAX];
+        for (int64_t j = 0; j < KW; j++) {
+            int64_t x0, x1, lo, hi;
+            (void)lc_flat_span(0, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+            for (int64_t x = 0; x < OH * OW; x++) col[j][x] = (uint8_t)(x % W >= lo && x % W < hi);
+        }
+        for (int64_t u = u0; u < u1; u++) {
+            const int64_t n = u / C, c = u % C;
+            float *LC_RESTRICT dst = jb->dx + u * H * W;
+            memset(dst, 0, (size_t)(H * W) * sizeof(float));
+            for (int64_t i = 0; i < KH; i++)
+                for (int64_t j = 0; j < KW; j++) {                  /* taps in (i, j) order: F.fold's */
+                    const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * ld + n * OH * OW;
+                    int64_t x0, x1, lo, hi;
+                    const int64_t shift = lc_flat_span(i, j, H, W, OH, ph, pw, dh, dw, &x0, &x1, &lo, &hi);
+                    const uint8_t *cj = col[j];
+                    for (int64_t x = x0; x < x1; x++) dst[x + shift] += cj[x] ? src[x] : 0.0f;
+                }
+        }
+        return;
+    }
     for (int64_t u = u0; u < u1; u++) {
         const int64_t n = u / C, c = u % C;
         float *LC_RESTRICT dst = jb->dx + u * H * W;
         memset(dst, 0, (size_t)(H * W) * sizeof(float));
         for (int64_t i = 0; i < KH; i++)
             for (int64_t j = 0; j < KW; j++) {
-                const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * M + n * OH * OW;
+                const float *LC_RESTRICT src = jb->colT + ((i * KW + j) * C + c) * ld + n * OH * OW;
                 const int64_t off = j * dw - pw;
                 const int64_t lo0 = off >= 0 ? 0 : (-off + sw - 1) / sw;     /* first ow with iw >= 0 */
                 const int64_t hi0 = W - off > 0 ? (W - off + sw - 1) / sw : 0;   /* ow with iw < W */
@@ -557,13 +628,107 @@ static void lc_fold_kmajor_range(void *ctx, int64_t u0, int64_t u1, int tid) {
     }
 }
 
-static void lc_fold_kmajor(float *dx, const float *colT, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
-                           int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                           int64_t dh, int64_t dw, int nthreads) {
-    const int64_t M = N * OH * OW;
-    lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, M};
+static void lc_fold_kmajor(float *dx, const float *colT, int64_t ld, int64_t N, int64_t C, int64_t H, int64_t W,
+                           int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
+                           int64_t pw, int64_t dh, int64_t dw, int nthreads) {
+    lc_fold_job j = {dx, colT, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, ld};
     lc_team_range(N * C * H * W > LC_IM2COL_PAR_MIN / 4 ? nthreads : 1, N * C,
                   lc_i2c_grain(KH * KW * OH * OW, LC_I2C_GRAIN), lc_fold_kmajor_range, &j);
+}
+
+/* A weight of the planes pass scaled by S (a power of two, gradtables/planes.h's scale: the pass
+ * then takes scale 1): r = v * S, exact unless it lands below the normal floats or beyond them
+ * (then the caller keeps v and passes S).  1 when r * (1 / S) gives v back (or v is NaN / inf). */
+static inline float lc_scaled(float v, float S, float inv, int *exact) {
+    const float r = v * S;
+    if (r * inv != v && v == v && v - v == 0.0f) *exact = 0;
+    return r;
+}
+
+/* rows (N*P, C) = x (N, C, P) * S per image transposed, in 16 x 16 blocks (each a few cache lines
+ * read and written).  Threads over (n, 64 channels).  Returns 1 when every product is exact. */
+typedef struct { float *rows; const float *x; float S, inv; int64_t C, P, ncb; int inexact; } lc_chw_job;
+#define LC_CHW_CB 64
+#define LC_CHW_T 16
+static void lc_chw_unit(void *ctx, int64_t u, int tid) {
+    lc_chw_job *j = (lc_chw_job *)ctx;
+    const int64_t C = j->C, P = j->P, n = u / j->ncb, c0 = (u % j->ncb) * LC_CHW_CB;
+    const int64_t c1 = c0 + LC_CHW_CB < C ? c0 + LC_CHW_CB : C;
+    const float S = j->S, inv = j->inv;
+    int exact = 1;
+    (void)tid;
+    const float *LC_RESTRICT x = j->x + n * C * P;
+    float *LC_RESTRICT r = j->rows + n * P * C;
+    for (int64_t cb = c0; cb < c1; cb += LC_CHW_T)
+        for (int64_t pb = 0; pb < P; pb += LC_CHW_T) {
+            const int64_t ce = cb + LC_CHW_T < c1 ? cb + LC_CHW_T : c1, pe = pb + LC_CHW_T < P ? pb + LC_CHW_T : P;
+            for (int64_t p = pb; p < pe; p++)
+                for (int64_t c = cb; c < ce; c++) r[p * C + c] = lc_scaled(x[c * P + p], S, inv, &exact);
+        }
+    if (!exact) __atomic_store_n(&j->inexact, 1, __ATOMIC_RELAXED);
+}
+static int lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64_t P, float S, int nthreads) {
+    const int64_t ncb = (C + LC_CHW_CB - 1) / LC_CHW_CB;
+    lc_chw_job j = {rows, x, S, 1.0f / S, C, P, ncb, 0};
+    lc_team_for(N * C * P > LC_IM2COL_PAR_MIN ? nthreads : 1, N * ncb, lc_chw_unit, &j);
+    return !j.inexact;
+}
+
+/* gT (O, N*P), rows ld apart = float32(x (N, O, P) * sw[o]) * S (sw NULL: x * S): dX's weights of
+ * the planes pass, g = dY * s_w transposed and scaled.  Threads over (o, n).  Returns 1 when every
+ * scaling by S is exact. */
+typedef struct { float *gT; const float *x, *sw; float S, inv; int64_t ld, N, O, P; int inexact; } lc_om_job;
+static void lc_om_range(void *ctx, int64_t u0, int64_t u1, int tid) {
+    lc_om_job *j = (lc_om_job *)ctx;
+    const int64_t N = j->N, O = j->O, P = j->P;
+    const float S = j->S, inv = j->inv;
+    int exact = 1;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t o = u / N, n = u % N;
+        const float *LC_RESTRICT x = j->x + (n * O + o) * P;
+        float *LC_RESTRICT g = j->gT + o * j->ld + n * P;
+        if (j->sw) {
+            const float s = j->sw[o];
+            for (int64_t p = 0; p < P; p++) {
+                const float v = x[p] * s;                   /* g, rounded to float32 first */
+                g[p] = lc_scaled(v, S, inv, &exact);
+            }
+        } else {
+            for (int64_t p = 0; p < P; p++) g[p] = lc_scaled(x[p], S, inv, &exact);
+        }
+    }
+    if (!exact) __atomic_store_n(&j->inexact, 1, __ATOMIC_RELAXED);
+}
+static int lc_scaled_om(float *gT, int64_t ld, const float *x, const float *sw, float S, int64_t N, int64_t O,
+                        int64_t P, int nthreads) {
+    lc_om_job j = {gT, x, sw, S, 1.0f / S, ld, N, O, P, 0};
+    lc_team_range(N * O * P > LC_IM2COL_PAR_MIN ? nthreads : 1, O * N, lc_i2c_grain(P, 4096), lc_om_range, &j);
+    return !j.inexact;
+}
+
+/* dw (O, C, T) = float32(sT (T, C, O) * s): a conv's weight gradient from the planes pass's
+ * k-major sums (k = t*C + c) to the weight's layout, scaled by s_x.  Per 16 x 16 block of (o, c):
+ * the T taps of each (o, c) are one run of dw.  Threads over blocks of 16 output channels. */
+typedef struct { float *dw; const float *sT; float s; int64_t T, C, O; } lc_dwl_job;
+static void lc_dwl_unit(void *ctx, int64_t u, int tid) {
+    const lc_dwl_job *j = (const lc_dwl_job *)ctx;
+    const int64_t T = j->T, C = j->C, O = j->O, o0 = u * 16, o1 = o0 + 16 < O ? o0 + 16 : O;
+    const float s = j->s;
+    (void)tid;
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+        const int64_t c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int64_t o = o0; o < o1; o++)
+            for (int64_t c = c0; c < c1; c++) {
+                float *LC_RESTRICT d = j->dw + (o * C + c) * T;
+                const float *LC_RESTRICT src = j->sT + c * O + o;
+                for (int64_t t = 0; t < T; t++) d[t] = src[t * C * O] * s;
+            }
+    }
+}
+static void lc_dw_layout(float *dw, const float *sT, float s, int64_t T, int64_t C, int64_t O, int nthreads) {
+    lc_dwl_job j = {dw, sT, s, T, C, O};
+    lc_team_for(T * C * O > LC_IM2COL_PAR_MIN ? nthreads : 1, (O + 15) / 16, lc_dwl_unit, &j);
 }
 
 #endif /* LUTCORE_IM2COL_H */

@@ -10,8 +10,9 @@ cdef extern from "gradtables/gradtables.h" nogil:
     const char *lc_gt_body_name(int isa)
 
 cdef extern from "gradtables/gradtables.h" nogil:
-    void lc_gt_planes(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
-                      const float *w, const uint8_t *planes, float scale, int64_t NI, int64_t K, int64_t L,
-                      int skip, int isa, int nthreads)
+    void lc_gt_planes(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                      const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t K,
+                      int64_t L, int flags, int isa, int nthreads)
+    int LC_GTP_SKIP, LC_GTP_SYM
     int lc_gtp_fast(int isa)
     const char *lc_gtp_body_name(int isa)

@@ -16,12 +16,16 @@ cdef extern from "im2col/im2col.h" nogil:
                            const int32_t *mul, int exact, int64_t O, int64_t N, int isa, int nthreads)
     void lc_dequant(float *y, const int32_t *acc, int64_t ldacc, const float *scale, const float *bias,
                     int64_t N, int64_t P, int64_t O, int nthreads)
-    void lc_im2col_kmajor(int8_t *AT, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
+    void lc_im2col_kmajor(int8_t *AT, int64_t ld, const int8_t *q, int64_t N, int64_t C, int64_t H, int64_t W,
                           int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
                           int64_t pw, int64_t dh, int64_t dw, int nthreads)
-    void lc_fold_kmajor(float *dx, const float *colT, int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH,
-                        int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                        int64_t dh, int64_t dw, int nthreads)
+    void lc_fold_kmajor(float *dx, const float *colT, int64_t ld, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw, int64_t dh, int64_t dw, int nthreads)
+    int lc_chw_rows(float *rows, const float *x, int64_t N, int64_t C, int64_t P, float S, int nthreads)
+    int lc_scaled_om(float *gT, int64_t ld, const float *x, const float *sw, float S, int64_t N, int64_t O,
+                     int64_t P, int nthreads)
+    void lc_dw_layout(float *dw, const float *sT, float s, int64_t T, int64_t C, int64_t O, int nthreads)
 
 cdef extern from "conv2d/conv2d.h" nogil:
     ctypedef struct lc_c2d_geo:

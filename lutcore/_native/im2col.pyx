@@ -153,25 +153,83 @@ def _window_ok(int64_t N, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t K
         raise ValueError("shape, kernel, OH, OW, stride, dilation: expected >= 1, padding >= 0")
 
 
-def im2col_kmajor(int8_t[:, ::1] AT, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+def _rows_apart(a, int64_t itemsize):
+    """The distance between a 2-D memoryview's rows in elements (its rows contiguous), or an error."""
+    if a.shape[0] > 0 and a.shape[1] > 1 and a.strides[1] != itemsize:
+        raise ValueError("the rows must be contiguous")
+    if a.shape[0] <= 1:
+        return a.shape[1]
+    if a.strides[0] % itemsize or a.strides[0] // itemsize < a.shape[1]:
+        raise ValueError("the rows overlap")
+    return a.strides[0] // itemsize
+
+
+def im2col_kmajor(int8_t[:, :] AT, const int8_t[::1] q, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads):
-    """AT (KH*KW*C, N*OH*OW) <- the patches (one group) of the NCHW codes q of ``shape`` (N, H, W, C),
-    k-major: AT[k, m] = A[m, k] of im2col_nhwc."""
+    """AT (KH*KW*C, N*OH*OW), rows contiguous (any distance apart) <- the patches (one group) of the
+    NCHW codes q of ``shape`` (N, H, W, C), k-major: AT[k, m] = A[m, k] of im2col_nhwc."""
     cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3]
     _window_ok(N, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw)
     if AT.shape[0] != KH * KW * C or AT.shape[1] != N * OH * OW or q.shape[0] < N * C * H * W:
         raise ValueError("AT, q: shapes do not match the geometry")
+    cdef int64_t ld = _rows_apart(AT, 1)
     with nogil:
-        lc_im2col_kmajor(&AT[0, 0], &q[0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+        lc_im2col_kmajor(&AT[0, 0], ld, &q[0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
 
 
-def fold_kmajor(float[::1] dx, const float[:, ::1] colT, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+def fold_kmajor(float[::1] dx, const float[:, :] colT, shape, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                 int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int nthreads):
-    """dx (N, C, H, W) flat = the fold of k-major patch gradients colT (KH*KW*C, N*OH*OW) (F.fold's
-    order and bits); ``shape`` is (N, H, W, C)."""
+    """dx (N, C, H, W) flat = the fold of k-major patch gradients colT (KH*KW*C, N*OH*OW) (rows
+    contiguous, any distance apart; F.fold's order and bits); ``shape`` is (N, H, W, C)."""
     cdef int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3]
     _window_ok(N, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw)
     if colT.shape[0] != KH * KW * C or colT.shape[1] != N * OH * OW or dx.shape[0] != N * C * H * W:
         raise ValueError("dx, colT: shapes do not match the geometry")
+    cdef int64_t ld = _rows_apart(colT, 4)
     with nogil:
-        lc_fold_kmajor(&dx[0], &colT[0, 0], N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+        lc_fold_kmajor(&dx[0], &colT[0, 0], ld, N, C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, nthreads)
+
+
+def chw_rows(float[:, ::1] rows, const float[:, :, ::1] x, int nthreads, float scale=1.0):
+    """rows (N*P, C) = x (N, C, P) * scale transposed per image (a gradient's NCHW to its NHWC rows);
+    scale a power of two.  Returns whether every product is exact."""
+    cdef int64_t N = x.shape[0], C = x.shape[1], P = x.shape[2]
+    cdef int exact = 1
+    if rows.shape[0] != N * P or rows.shape[1] != C:
+        raise ValueError("rows, x: shapes do not match")
+    if N * C * P == 0:
+        return True
+    with nogil:
+        exact = lc_chw_rows(&rows[0, 0], &x[0, 0, 0], N, C, P, scale, nthreads)
+    return exact != 0
+
+
+def scaled_om(float[:, :] gT, const float[:, :, ::1] x, const float[::1] sw, float scale, int nthreads):
+    """gT (O, N*P), rows contiguous (any distance apart) = float32(x (N, O, P) * sw[o]) * scale (sw None:
+    x * scale), scale a power of two.  Returns whether every scaling is exact."""
+    cdef int64_t N = x.shape[0], O = x.shape[1], P = x.shape[2]
+    cdef const float *swp = NULL
+    cdef int exact = 1
+    if gT.shape[0] != O or gT.shape[1] != N * P:
+        raise ValueError("gT, x: shapes do not match")
+    if sw is not None:
+        if sw.shape[0] != O:
+            raise ValueError("sw: expected one scale an output channel")
+        swp = &sw[0]
+    if N * O * P == 0:
+        return True
+    cdef int64_t ld = _rows_apart(gT, 4)
+    with nogil:
+        exact = lc_scaled_om(&gT[0, 0], ld, &x[0, 0, 0], swp, scale, N, O, P, nthreads)
+    return exact != 0
+
+
+def dw_layout(float[:, :, ::1] dw, const float[:, :, ::1] sT, float s, int nthreads):
+    """dw (O, C, T) = float32(sT (T, C, O) * s): a conv's dW from k-major sums to the weight's layout."""
+    cdef int64_t T = sT.shape[0], C = sT.shape[1], O = sT.shape[2]
+    if dw.shape[0] != O or dw.shape[1] != C or dw.shape[2] != T:
+        raise ValueError("dw, sT: shapes do not match")
+    if T * C * O == 0:
+        return
+    with nogil:
+        lc_dw_layout(&dw[0, 0, 0], &sT[0, 0, 0], s, T, C, O, nthreads)

@@ -21,7 +21,9 @@ multiples of one power of two (``planes``: (256, 512) uint8, ``scale`` = 2^(e - 
 
     planes_pass:  outT[k, l] = sum_i w[i, l] * G[c[i, k]][idxT[k, l]]      outT (K, L)
 
-c (NI, K) int8 with any strides, idxT (K, L) uint8, w (NI, L) float32; each sum in i order from 0.
+c (NI, K) int8 with any strides, idxT (K, L) uint8, w (NI, L) float32 (idxT and w may be a range of
+lanes of wider arrays: rows contiguous, equally far apart; outT rows contiguous); each sum in i
+order from 0.
 ``planes_fast()`` says whether the current SIMD path has its vector body (AVX-512 VBMI); elsewhere
 ``table_pass``'s gathers are faster.
 """
@@ -77,12 +79,14 @@ def planes_fast() -> bool:
     return _gt is not None and _gt.planes_fast(_simd.isa())
 
 
-def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False) -> np.ndarray:
+def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False, sym=False) -> np.ndarray:
     """outT (K, L) float32 = sum_i w[i, l] * G[c[i, k]][idxT[k, l]] (the module docstring; the sums
     in i order), written in place and returned: c (NI, K) int8 (any strides), idxT (K, L) int8 or
     uint8, w (NI, L) float32, planes (256, 512) uint8, scale a float32 power of two.  ``skip``: many
     codes c are 0 — where the table's row 0 is all zeros and every weight is finite, the steps of
-    code 0 add nothing and are left out (a hint: the same bits either way)."""
+    code 0 add nothing and are left out; ``sym``: the codes idxT are signed — where every row is
+    even in its entry (G[r][-x] = G[r][x], 0 < x < 127) they are looked up by magnitude (hints,
+    checked natively: the same bits either way)."""
     if _gt is None:
         raise RuntimeError("planes_pass: lutcore was built without its native gradtables module")
     for a, name, dt, nd in ((outT, "outT", np.float32, 2), (c, "c", np.int8, 2), (w, "w", np.float32, 2),
@@ -92,9 +96,21 @@ def planes_pass(outT, c, idxT, w, planes, scale, threads=None, skip=False) -> np
                             f"{getattr(a, 'shape', '')}")
     if not isinstance(idxT, np.ndarray) or idxT.dtype not in (np.int8, np.uint8) or idxT.ndim != 2:
         raise TypeError(f"idxT: expected a 2-D int8 or uint8 array, got {getattr(idxT, 'dtype', type(idxT))}")
-    _gt.planes_pass(outT, c, np.ascontiguousarray(idxT).view(np.uint8), np.ascontiguousarray(w),
-                    np.ascontiguousarray(planes), float(scale), bool(skip), _simd.isa(), resolve_threads(threads))
+    idxT, w = idxT.view(np.uint8), _rows(w)
+    if idxT.strides[1] != 1 or (idxT.shape[0] > 1 and w.shape[0] > 1 and idxT.strides[0] * 4 != w.strides[0]):
+        idxT, w = np.ascontiguousarray(idxT), np.ascontiguousarray(w)
+    _gt.planes_pass(outT, c, idxT, w, np.ascontiguousarray(planes), float(scale), bool(skip), _simd.isa(),
+                    resolve_threads(threads), bool(sym))
     return outT
+
+
+def _rows(a):
+    """a itself when its rows are contiguous and apart by a whole number of elements (a column range
+    of a wider array), else a contiguous copy."""
+    if a.ndim == 2 and a.strides[1] == a.itemsize and a.strides[0] >= a.shape[1] * a.itemsize \
+            and a.strides[0] % a.itemsize == 0:
+        return a
+    return np.ascontiguousarray(a)
 
 
 def _numpy_pass(which, qx, qw, w, table):

@@ -26,6 +26,9 @@ layer's call), so it calls the twins.
     qc       int8    (N*C*H*W,)       NCHW codes (quantize_nhwc of the view (N, C, H, W))
     AT       int8    (Kg, N*OH*OW)    the patches k-major (one group: A[0] transposed)
     colT     float32 (Kg, N*OH*OW)    patch gradients k-major; fold_kmajor -> dx (N, C, H, W) flat
+    rows     float32 (N*P, C)         chw_rows of x (N, C, P): a gradient's NHWC rows (times a power of two)
+    gT       float32 (O, N*P)         scaled_om of x (N, O, P): float32(x * sw[o]) * scale, transposed
+    dw       float32 (O, C, T)        dw_layout of sT (T, C, O) and s: float32(sT * s) transposed
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from lutcore._native import im2col as _im
 from lutcore._threads import resolve_threads
 
 __all__ = ["KMAX", "absmax", "quantize_nhwc", "im2col", "grouped_direct", "direct_fast", "conv2d_direct",
-           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor"]
+           "dequant", "same_bytes", "im2col_kmajor", "fold_kmajor", "chw_rows", "scaled_om", "dw_layout"]
 
 KMAX = _im.KMAX                   # the longest reduction (C*KH*KW) conv2d_direct takes
 
@@ -95,6 +98,24 @@ def fold_kmajor(dx, colT, geo, threads=None) -> None:
     _fold_kmajor(dx, colT, geo, resolve_threads(threads))
 
 
+def chw_rows(rows, x, threads=None, scale=1.0) -> bool:
+    """rows (N*P, C) float32 = x (N, C, P) float32 * scale transposed per image (C-contiguous both;
+    scale a power of two); whether every product is exact."""
+    return _chw_rows(rows, x, resolve_threads(threads), scale)
+
+
+def scaled_om(gT, x, sw, scale, threads=None) -> bool:
+    """gT (O, N*P) float32 (rows contiguous) = float32(x (N, O, P) * sw[o]) * scale, sw None: x * scale
+    (scale a power of two); whether every scaling is exact."""
+    return _scaled_om(gT, x, sw, scale, resolve_threads(threads))
+
+
+def dw_layout(dw, sT, s, threads=None) -> None:
+    """dw (O, C, T) float32 = float32(sT (T, C, O) * s) (C-contiguous both): a conv's weight gradient
+    from the planes pass's k-major sums (k = t*C + c) to the weight's layout."""
+    _dw_layout(dw, sT, s, resolve_threads(threads))
+
+
 # ---------------------------------------------------------------- the fast twins (nt: a number)
 
 def _absmax(base, nt):
@@ -125,5 +146,19 @@ def _im2col_kmajor(AT, qc, geo, nt):
     _im.im2col_kmajor(AT, qc, geo.nhwc, *geo.window, nt)
 
 
-def _fold_kmajor(dx, colT, geo, nt):
-    _im.fold_kmajor(dx, colT, geo.nhwc, *geo.window, nt)
+def _fold_kmajor(dx, colT, geo, nt, images=None):
+    """(images: the fold of that many images' columns, dx and colT theirs alone)"""
+    shape = geo.nhwc if images is None else (images,) + tuple(geo.nhwc[1:])
+    _im.fold_kmajor(dx, colT, shape, *geo.window, nt)
+
+
+def _chw_rows(rows, x, nt, scale=1.0):
+    return _im.chw_rows(rows, x, nt, float(scale))
+
+
+def _scaled_om(gT, x, sw, scale, nt):
+    return _im.scaled_om(gT, x, sw, float(scale), nt)
+
+
+def _dw_layout(dw, sT, s, nt):
+    _im.dw_layout(dw, sT, float(s), nt)

@@ -24,9 +24,9 @@ at any thread count.  Differentiable once, as backward="units".  Not traceable y
 (torch.compile, export, jit.trace: a ValueError naming the layer).
 
 Layout: this module holds the tables (``tables_for``: cached per unit and ``grad_h``; their
-planes form ``planes_for``) and the two sums (``table_grads``; the k-major form
-``table_grads_kmajor``); ``table_backward``, which uses them, and the layers'
-autograd Functions (one per layer kind for every backward mode: the tables travel in their
+planes form ``planes_for`` / ``use_planes``) and the two sums (``table_grads``; the planes form
+is run k-major by ``lutcore.torch.functional._table_backward_planes``); ``table_backward``,
+which uses them, and the layers' autograd Functions (one per layer kind for every backward mode: the tables travel in their
 ``backward`` argument) live in ``lutcore.torch.functional``, which imports this module (and
 never the other way round).
 
@@ -36,8 +36,8 @@ differences of int16 products over 2 codes, e = -1), its rows are held as byte p
 pass reads them with byte permutes (AVX-512 VBMI) — the same sums in the same order, so the same
 bits, several times faster than the gathers.  dX runs with lanes over m (row q_w[o, k] of Ga
 transposed, entry q_x[m, k]), dW with lanes over o (row q_x[m, k] of Gb, entry q_w[o, k]);
-both read the codes and write the results k-major (``table_grads_kmajor``).  Other tables, and
-paths without VBMI, run the gathers.
+both read the codes and write the results k-major.  Other tables, and paths without VBMI, run
+the gathers.
 """
 from __future__ import annotations
 
@@ -49,8 +49,7 @@ import numpy as np
 from lutcore.ops import gradtables as _room
 from lutcore.units import Units
 
-__all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "check_layer", "table_grads", "planes_for",
-           "table_grads_kmajor"]
+__all__ = ["GRAD_SUPPLIED", "grad_arg", "tables_for", "check_layer", "table_grads", "planes_for", "use_planes"]
 
 USE_NATIVE = True                       # tests compare the numpy fallback by turning this off
 
@@ -239,19 +238,3 @@ def use_planes(tables):
     if not (USE_PLANES and _room.planes_fast()):
         return None
     return planes_for(tables)
-
-
-def table_grads_kmajor(AT, qw, qwT, gT, dy, planes, nt):
-    """(dX^T (K, M) or None, S^T (K, O) or None) through the planes pass, float32: AT (K, M) the codes of
-    x k-major, qw (O, K) and qwT (K, O) the weight's codes, gT (O, M) = g transposed (dX's weights)
-    and dy (M, O) (dW's), None where that gradient is not needed; the bits of ``table_grads``
-    (dX = dX^T.T, S = S^T.T)."""
-    pa, sa, pb, sb = planes
-    K, M = AT.shape
-    O = qw.shape[0]
-    dxT = s = None
-    if gT is not None:
-        dxT = _room.planes_pass(np.empty((K, M), np.float32), qw, AT, gT, pa, sa, nt)
-    if dy is not None:
-        s = _room.planes_pass(np.empty((K, O), np.float32), AT.T, qwT, dy, pb, sb, nt, skip=True)
-    return dxT, s

@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 from lutcore import _check, _workspace
 from lutcore._threads import resolve_threads
+from lutcore.ops import gradtables as _gtroom      # the planes pass (backward="table")
 from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
@@ -135,7 +136,8 @@ class QWeight:
         Og = O // groups
         self.groups = groups
         self.qt = np.ascontiguousarray(self.q.T)                            # (K, O): the direct pass's
-        self.b = [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
+        self.b = [pack_b(self.qt)] if groups == 1 else \
+            [pack_b(np.ascontiguousarray(self.q[g * Og:(g + 1) * Og].T)) for g in range(groups)]
         self._scaled = None                      # (s_x, s_x * scale): the last input scale's product
 
     def input_scaled(self, s_x: np.float32) -> np.ndarray:
@@ -276,6 +278,11 @@ def quantize_tensor(x: torch.Tensor, scale, what: str, layer: str, nt: int, nchw
 # busy machine a descheduled team member stalls the call for a whole time slice.
 SERIAL_MACS_EXACT = 1 << 21
 SERIAL_MACS_TABLE = 1 << 18
+
+
+# backward="table"'s planes path folds dX's patch gradients a few images at a time, at most this
+# many bytes of them: the pass writes them and the fold reads them in the last-level cache.
+FOLD_CHUNK = 8 << 20
 
 
 # Grouped convolutions with fewer output channels per group than this (depthwise: 1) run
@@ -639,58 +646,101 @@ def _table_backward_planes(dy, x, qw, s_x, planes, geo, input_scale, layer, nt, 
     patch gradients folded back from k-major (the bits of F.fold), the weights dY s_w laid out
     (O, M) and dY (M, O) in scratch.
 
-        AT   int8    (Kg, M)   the codes of x, k-major       dxT  float32 (Kg, M)   dX's patch gradients
-        gT   float32 (O, M)    float32(dY[m, o] * s_w[o])    sT   float32 (Kg, O)   dW / s_x, k-major
-        dyM  float32 (M, O)    dY, rows m"""
+        AT   int8    (Kg, M)   the codes of x, k-major       dxT  float32 (Kg, nb*P)  dX's patch gradients,
+        gT   float32 (O, M)    float32(dY[m, o] * s_w[o])                            nb images at a time
+        dyM  float32 (M, O)    dY, rows m                    sT   float32 (Kg, O)    dW / s_x, k-major
+    (AT, gT, dxT in scratch rows ROW_PAD elements longer than their width)."""
     need_x, need_w = need
     O = qw.q.shape[0]
     xd = _dense(x)
     if geo is None:                                                     # linear: x (M, K), dy (M, O)
         M, K = x.shape
         q, _ = quantize_tensor(xd, s_x, "input", layer, nt)
-        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        AT = _padded("lt_gt_AT", K, M, np.int8)
         AT[...] = q.reshape(M, K).T
     else:
         M, K = geo.M, geo.Kg
         q, _ = quantize_tensor(xd, s_x, "input", layer, nt, nchw=True)
-        AT = _workspace.scratch("lt_gt_AT", K * M, np.int8).reshape(K, M)
+        AT = _padded("lt_gt_AT", K, M, np.int8)
         _im2col._im2col_kmajor(AT, q, geo, nt)
-    gT = dyM = None
-    dyn = dy.detach().numpy()                   # (numpy's strided copies here: 10x torch's permuted ones)
-    if need_x:                                                          # g^T[o, m] = dY[m, o] * s_w[o]
-        gT = _workspace.scratch("lt_gt_gT", O * M, np.float32).reshape(O, M)
-        dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)              # (O, M) / (O, N, ...)
-        np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=gT.reshape(dyt.shape))
-    if need_w:
-        if geo is None:
-            dyM = np.ascontiguousarray(dyn)
-        else:
-            dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
-            dyp = dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
-            np.copyto(dyM.reshape(dyp.shape), dyp)
     pa, sa, pb, sb = planes
+    # the weights carry the tables' power-of-two scales where that is exact (then the pass takes
+    # scale 1 and skips a multiply a value; an inexact one, an underflow, keeps the scale apart)
+    gT = dyM = None
+    dyn = dy.detach().numpy()
+    dense = dyn.flags.c_contiguous
+    dy3 = dyn.reshape(dyn.shape[0], O, -1) if dense else None            # (N, O, P): NCHW, or (M, O, 1)
+    if need_x:                                                          # g^T[o, m] = float32(dY[m, o] * s_w[o])
+        gT = _padded("lt_gt_gT", O, M, np.float32)
+        if dense:
+            if not _im2col._scaled_om(gT, dy3, qw.scale, sa, nt):
+                _im2col._scaled_om(gT, dy3, qw.scale, 1.0, nt)
+            else:
+                sa = np.float32(1.0)
+        else:
+            dyt = dyn.T if geo is None else dyn.swapaxes(0, 1)          # (O, M) / (O, N, ...)
+            out = gT.view()
+            out.shape = dyt.shape                                       # a view (never a copy): splits rows
+            np.multiply(dyt, qw.scale.reshape((O,) + (1,) * (dyn.ndim - 1)), out=out)
+    if need_w:
+        dyM = _workspace.scratch("lt_gt_dyM", M * O, np.float32).reshape(M, O)
+        if dense:                                                       # NCHW: a threaded blocked transpose
+            if not _im2col._chw_rows(dyM, dy3, nt, sb):
+                _im2col._chw_rows(dyM, dy3, nt, 1.0)
+            else:
+                sb = np.float32(1.0)
+        else:
+            dyp = dyn if geo is None else dyn.transpose((0, 2, 1) if geo.d1 else (0, 2, 3, 1))
+            np.copyto(dyM.reshape(dyp.shape), dyp)
     dx = dw = None
     if need_x:
-        dxT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M),
-                                           qw.q, AT, gT, pa, sa, nt)
         if geo is None:
+            dxT = _gtroom.planes_pass(_workspace.scratch("lt_gt_dxT", K * M, np.float32).reshape(K, M), qw.q, AT,
+                                      gT, pa, sa, nt)
             dx = torch.from_numpy(np.ascontiguousarray(dxT.T))
         else:
+            # a few images at a time: their patch gradients (<= FOLD_CHUNK bytes) are folded while
+            # still in the last-level cache (the same sums per output: the same bits)
             dx = torch.empty(x.shape, dtype=torch.float32)
-            _im2col._fold_kmajor(dx.view(-1).numpy(), dxT, geo, nt)
+            dxn = dx.view(-1).numpy()
+            P, img = geo.OH * geo.OW, geo.C * geo.H * geo.W
+            nb = max(1, min(geo.N, FOLD_CHUNK // max(1, 4 * K * P)))
+            buf = _padded("lt_gt_dxT", K, nb * P, np.float32)
+            for n0 in range(0, geo.N, nb):
+                n1 = min(geo.N, n0 + nb)
+                dxT = _gtroom.planes_pass(buf[:, :(n1 - n0) * P], qw.q, AT[:, n0 * P:n1 * P], gT[:, n0 * P:n1 * P],
+                                          pa, sa, nt)
+                _im2col._fold_kmajor(dxn[n0 * img:n1 * img], dxT, geo, nt, images=n1 - n0)
         mask = _clamped(x, s_x, input_scale)
         if mask is not None:
             dx = dx.masked_fill(mask, 0.0)
     if need_w:
-        sT = _gradtables._room.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O),
-                                          AT.T, qw.qt, dyM, pb, sb, nt, skip=True)     # code 0: ReLU, padding
-        w = sT * np.float32(s_x)                                         # (Kg, O), s_x after the sum
+        sT = _gtroom.planes_pass(_workspace.scratch("lt_gt_sT", K * O, np.float32).reshape(K, O), AT.T, qw.qt,
+                                 dyM, pb, sb, nt, skip=True,          # code 0 (ReLU, padding): nothing to add
+                                 sym=True)                            # codes by magnitude where Gb is even in b
+        # dW = sT^T * s_x (s_x after the sum), laid out as the weight: (O, Cg, KH, KW) from (KH, KW, Cg, O)
         if geo is None:
-            dw = torch.from_numpy(np.ascontiguousarray(w.T))
+            w = np.empty((O, K), np.float32)
+            np.multiply(sT.T, np.float32(s_x), out=w)
+            dw = torch.from_numpy(w)
         else:
-            w4 = torch.from_numpy(w).reshape(geo.KH, geo.KW, geo.Cg, O).permute(3, 2, 0, 1)
-            dw = (w4[:, :, 0, :] if geo.d1 else w4).contiguous()
+            w = np.empty((O, geo.Cg, geo.KH * geo.KW), np.float32)
+            _im2col._dw_layout(w, sT.reshape(geo.KH * geo.KW, geo.Cg, O), s_x, nt)
+            dw = torch.from_numpy(w).view(O, geo.Cg, geo.KH, geo.KW)
+            if geo.d1:
+                dw = dw[:, :, 0, :].contiguous()
     return dx, dw
+
+
+# Rows of the planes path's k-major and (O, M) operands this many elements longer than their M:
+# rows a multiple of 4 KiB apart fall into the same L1 sets (dX's lanes are M = 2^k positions).
+ROW_PAD = 64
+
+
+def _padded(purpose: str, rows: int, cols: int, dtype) -> np.ndarray:
+    """A (rows, cols) scratch view whose rows are cols + ROW_PAD elements apart (contents undefined)."""
+    ld = cols + ROW_PAD
+    return _workspace.scratch(purpose, rows * ld, dtype).reshape(rows, ld)[:, :cols]
 
 
 # The table mode runs through the same Functions (their ``backward`` argument holds the tables).

@@ -221,6 +221,77 @@ def test_planes_equals_the_gathers_pass(runner, M, K, O):
         assert _same(np.ascontiguousarray(dxT.T), dx0) and _same(np.ascontiguousarray(sT.T), s0), nt
 
 
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("L", [64, 100, 128, 200, 256])
+def test_planes_even_rows_by_magnitude(runner, L):
+    """sym (LC_GTP_SYM): rows even in the entry (v[r][-x] = v[r][x], 0 < x < 127) are read by the codes'
+    magnitude where a (tile, k) has no code -127 or -128; the bits of the generic body and the reference on
+    even tables (codes -128, -127, 127, 0 included) and on a table that is not even (the hint is dropped)."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(L)
+    NI, K = 23, 41
+    v = rng.integers(-32768, 32768, (256, 256)).astype(np.int16)
+    x = np.arange(1, 127)
+    v[:, (-x) & 0xff] = v[:, x]                                       # even; entries 127, -127, -128 free
+    for even in (True, False):
+        vv = v.copy()
+        if not even:
+            vv[200, 250] += 1                                         # one entry: no longer even
+        T = (vv.astype(np.float32) * np.float32(0.5)).astype(np.float32)
+        planes, scale = _planes_of(vv), np.float32(2.0 ** -17)
+        c = rng.integers(-128, 128, (NI, K)).astype(np.int8)
+        idxT = rng.integers(-126, 128, (K, L)).astype(np.int8).view(np.uint8)
+        idxT[3, 5], idxT[7, L - 1], idxT[9, 0], idxT[11, 2] = 0x81, 0x80, 127, 0      # -127, -128, 127, 0
+        w = rng.standard_normal((NI, L)).astype(np.float32)
+        ref = _planes_ref(c, idxT, w, T)
+        gen = np.full((K, L), np.nan, np.float32)
+        _gt.planes_pass(gen, c, idxT, w, planes, scale, False, 0, 1, True)
+        assert _same(gen, ref)
+        for nt in (1, 2):
+            got = np.full((K, L), np.nan, np.float32)
+            mod.planes_pass(got, c, idxT, w, planes, scale, False, isa, nt, True)
+            assert _same(got, ref), (even, nt)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+@pytest.mark.parametrize("shape", [(7, 5, 33), (17, 40, 64), (25, 9, 200)], ids=["7x5x33", "17x40x64", "25x9x200"])
+def test_planes_scale_one(runner, shape):
+    """scale 1 (the caller's weights carry the power of two): the body skips the multiply by it; the bits of
+    the generic body and the reference, G = float32(v * 65536)."""
+    _, mod, isa = runner
+    NI, K, L = shape
+    rng = np.random.default_rng(NI + K + L)
+    planes, _, _, c, idxT, w = _planes_case(rng, NI, K, L, False, True)
+    p = planes.reshape(256, 4, 128).astype(np.int64)
+    v = (np.concatenate([p[:, 1], p[:, 3]], 1) << 8 | np.concatenate([p[:, 0], p[:, 2]], 1)).astype(np.uint16)
+    T = (v.view(np.int16).astype(np.float32) * np.float32(65536)).astype(np.float32)
+    ref = _planes_ref(c, idxT, w, T)
+    for skip in (False, True):
+        assert _same(_planes_run(_gt, 0, 1, c, idxT, w, planes, np.float32(1.0), skip), ref)
+        for nt in (1, 2):
+            assert _same(_planes_run(mod, isa, nt, c, idxT, w, planes, np.float32(1.0), skip), ref), (skip, nt)
+
+
+@pytest.mark.parametrize("runner", PLANES_RUNNERS, ids=PLANES_IDS)
+def test_planes_lane_ranges(runner):
+    """idxT and w as a range of lanes of wider arrays (rows ldi apart) and outT with rows ldo apart: the
+    bits of the same lanes computed on their own."""
+    _, mod, isa = runner
+    rng = np.random.default_rng(8)
+    planes, scale, T, c, idxT, w = _planes_case(rng, 19, 37, 300, False, True)
+    full = _planes_ref(c, idxT, w, T)
+    for l0, l1 in ((0, 128), (128, 300), (5, 77), (200, 201)):
+        for nt in (1, 2):
+            big = np.full((37, 400), -1.0, np.float32)
+            out = big[:, 50:50 + l1 - l0]
+            mod.planes_pass(out, c, idxT[:, l0:l1], w[:, l0:l1], planes, scale, True, isa, nt)
+            assert _same(np.ascontiguousarray(out), np.ascontiguousarray(full[:, l0:l1])), (l0, l1, nt)
+            assert (big[:, :50] == -1).all() and (big[:, 50 + l1 - l0:] == -1).all()
+    with pytest.raises(ValueError, match="the same distance apart"):
+        mod.planes_pass(np.zeros((37, 10), np.float32), c, idxT[:, :10], np.ascontiguousarray(w[:, :10]), planes,
+                        scale, False, isa, 1)
+
+
 def test_planes_body_names_and_refusals():
     names = _gt.body_names(0)
     assert names["gradient tables, planes (backward='table')"] == "generic" and not _gt.planes_fast(0)

@@ -576,7 +576,7 @@ PLANE_CASES = [  # (kind, x shape, w shape, stride, padding, dilation)
 ]
 
 
-def _plane_grads(case, u, nt, dy_inf=False, static=None):
+def _plane_grads(case, u, nt, dy_inf=False, static=None, dy_tiny=False):
     kind, xs, ws, st, pd, dl = case
     rng = np.random.default_rng(sum(xs) + sum(ws))
     x = torch.tensor(np.maximum(rng.normal(size=xs), 0) * 3, dtype=torch.float32, requires_grad=True)  # ReLU'd: codes 0
@@ -589,27 +589,34 @@ def _plane_grads(case, u, nt, dy_inf=False, static=None):
     dy = rng.normal(size=tuple(y.shape)).astype(np.float32)
     if dy_inf:
         dy.flat[3] = np.inf
+    if dy_tiny:                                                       # scaled by 2^-17: subnormal, inexact
+        dy.flat[1] = np.float32(3e-35)
     y.backward(torch.from_numpy(dy))
     return _bits(x.grad), _bits(w.grad)
 
 
 @pytest.mark.parametrize("case", PLANE_CASES, ids=[f"{c[0]}-{'x'.join(map(str, c[1]))}-{c[2][0]}" for c in PLANE_CASES])
-@pytest.mark.parametrize("extra", ["", "dy-inf", "static"])
+@pytest.mark.parametrize("extra", ["", "dy-inf", "static", "dy-tiny"])
 def test_planes_path_has_the_gathers_bits(case, extra, monkeypatch):
     monkeypatch.setattr(_gradtables._room, "planes_fast", lambda: True)
     u = approx.by_name("mitchell")
     assert _gradtables.planes_for(_gradtables.tables_for(u, None, "t")) is not None
-    kw = dict(dy_inf=extra == "dy-inf", static=float(np.float32(4.0 / 127)) if extra == "static" else None)
+    kw = dict(dy_inf=extra == "dy-inf", static=float(np.float32(4.0 / 127)) if extra == "static" else None,
+              dy_tiny=extra == "dy-tiny")
     monkeypatch.setattr(_gradtables, "USE_PLANES", False)
     want = _plane_grads(case, u, 1, **kw)
     monkeypatch.setattr(_gradtables, "USE_PLANES", True)
     calls = []
     orig = _gradtables._room.planes_pass
     monkeypatch.setattr(_gradtables._room, "planes_pass", lambda *a, **k: calls.append(1) or orig(*a, **k))
-    for nt in (1, 2):
+    import lutcore.torch.functional as fn
+    for nt, chunk in ((1, fn.FOLD_CHUNK), (2, fn.FOLD_CHUNK), (2, 1)):   # chunk 1: dX image by image
+        monkeypatch.setattr(fn, "FOLD_CHUNK", chunk)
+        calls.clear()
         got = _plane_grads(case, u, nt, **kw)
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), nt
-    assert len(calls) == 4                                           # dX and dW, at 1 and 2 threads
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (nt, chunk)
+        images = 1 if case[0] == "linear" or chunk > 1 else case[1][0]
+        assert len(calls) == 1 + images                               # dW, and dX per chunk of images
 
 
 def test_planes_form_of_tables():

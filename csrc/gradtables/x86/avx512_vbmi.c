@@ -12,7 +12,9 @@
  * (even words: << 16; odd: & 0xffff0000), converted (exact: 16 significant bits) and scaled
  * by 2^(e - 16) (exact) — the table's float value — then multiplied by the weight and added,
  * as the generic body.  When no lane's code of a (tile, k) has bit 7 set (the codes of a
- * ReLU's output: dX's lanes) half the row is read (4 zmm) and one permute a plane does.
+ * ReLU's output: dX's lanes) half the row is read (4 zmm) and one permute a plane does; so
+ * does a table whose rows are even in the entry (LC_GTP_SYM: dW's Gb of Mitchell-like units)
+ * for signed codes in -126..127, by magnitude.
  *
  * The interleave leaves dword d of the four result vectors at byte positions
  * p = 16 (d / 4) + 8 h + 2 (d % 4) + s (vector 2h + s), so the codes are loaded in lane order
@@ -30,10 +32,11 @@
 #if LC_X86
 
 /* Steps i per block: its weights stay in L1 for the unit's k's, and a short block leaves the
- * k's chains independent enough to overlap (8 measured best for dX's 64..512 steps); with code-0
- * steps left out a longer block (its mask of kept steps, one test a block) does better. */
+ * k's chains independent enough to overlap (16 measured best for dX's 64..512 steps on Zen 5,
+ * 30 G lookups/s a core, with the operands' rows not 4 KiB apart: lutcore.torch pads them); with
+ * code-0 steps left out a longer block (its mask of kept steps, one test a block) does better. */
 #ifndef LC_GTP_IB
-#define LC_GTP_IB 8
+#define LC_GTP_IB 16
 #endif
 #ifndef LC_GTP_IB_SKIP
 #define LC_GTP_IB_SKIP 32     /* <= 64: one mask */
@@ -69,18 +72,23 @@ static inline __m512 lc_gtp_load_w(__mmask16 k, const float *p) {
 static inline __mmask64 lc_gtp_lanes64(int64_t n) { return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : (((__mmask64)1 << n) - 1); }
 static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-/* one 64-lane group at one step: its 64 table values, times the weights at wi, added to A0..A3 */
+/* the table's value from v * 65536: times S, or as it is where the scale is 1 (the caller's weights
+ * carry it: x * 1 is x, so the same bits) */
+#define LC_GTP_SCALED(f) (UNIT ? (f) : _mm512_mul_ps(S, (f)))
+
+/* one 64-lane group at one step: its 64 table values, times the weights at wi, added to A0..A3.
+ * MODE 0: codes of both halves (two chained permutes a plane); 1: codes < 128 (one) */
 #define LC_GTP_GROUP(x, n7, b7, A0, A1, A2, A3, wi, wm)                                                        \
-    {                                                                                                        \
-        __m512i lo = HALF ? _mm512_permutex2var_epi8(l0, x, l1)                                              \
+    {                                                                                                    \
+        __m512i lo = MODE ? _mm512_permutex2var_epi8(l0, x, l1)                                          \
                           : _mm512_mask2_permutex2var_epi8(l2, _mm512_mask2_permutex2var_epi8(l0, x, n7, l1), b7, l3); \
-        __m512i hi = HALF ? _mm512_permutex2var_epi8(h0, x, h1)                                              \
+        __m512i hi = MODE ? _mm512_permutex2var_epi8(h0, x, h1)                                          \
                           : _mm512_mask2_permutex2var_epi8(h2, _mm512_mask2_permutex2var_epi8(h0, x, n7, h1), b7, h3); \
-        const __m512i W0 = _mm512_unpacklo_epi8(lo, hi), W1 = _mm512_unpackhi_epi8(lo, hi);                 \
-        const __m512 f0 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_slli_epi32(W0, 16)));                  \
-        const __m512 f1 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_and_si512(W0, top)));                  \
-        const __m512 f2 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_slli_epi32(W1, 16)));                  \
-        const __m512 f3 = _mm512_mul_ps(S, _mm512_cvtepi32_ps(_mm512_and_si512(W1, top)));                  \
+        const __m512i W0 = _mm512_unpacklo_epi8(lo, hi), W1 = _mm512_unpackhi_epi8(lo, hi);             \
+        const __m512 f0 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_slli_epi32(W0, 16)));              \
+        const __m512 f1 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_and_si512(W0, top)));              \
+        const __m512 f2 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_slli_epi32(W1, 16)));              \
+        const __m512 f3 = LC_GTP_SCALED(_mm512_cvtepi32_ps(_mm512_and_si512(W1, top)));              \
         A0 = _mm512_add_ps(A0, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[0], (wi)) : _mm512_loadu_ps(wi), f0));        \
         A1 = _mm512_add_ps(A1, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[1], (wi) + 16) : _mm512_loadu_ps((wi) + 16), f1)); \
         A2 = _mm512_add_ps(A2, _mm512_mul_ps(PART ? lc_gtp_load_w((wm)[2], (wi) + 32) : _mm512_loadu_ps((wi) + 32), f2)); \
@@ -95,7 +103,7 @@ static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)
         const __m512i h0 = _mm512_loadu_si512((const void *)(row + 128));                                    \
         const __m512i h1 = _mm512_loadu_si512((const void *)(row + 192));                                    \
         __m512i l2 = l0, l3 = l0, h2 = l0, h3 = l0;                                                          \
-        if (!HALF) {                                                                                         \
+        if (!MODE) {                                                                                         \
             l2 = _mm512_loadu_si512((const void *)(row + 256)), l3 = _mm512_loadu_si512((const void *)(row + 320)); \
             h2 = _mm512_loadu_si512((const void *)(row + 384)), h3 = _mm512_loadu_si512((const void *)(row + 448)); \
         }                                                                                                    \
@@ -107,7 +115,8 @@ static inline __mmask16 lc_gtp_lanes16(int64_t n) { return n >= 16 ? (__mmask16)
  * step i0 + j), added to the sums in o (zero first when i0 == 0), lanes as lc_gtp_run's. */
 LC_AI void lc_gtp_block(float *o, const int8_t *cc, int64_t cs_i, const float *wi, int64_t L, int64_t ni,
                         int first, uint64_t keep, const int use_keep, const uint8_t *planes, __m512i x0, __m512i x1,
-                        __m512 S, const __mmask16 *wm, const int NG, const int HALF, const int PART) {
+                        __m512 S, const __mmask16 *wm, const int NG, const int MODE, const int PART,
+                        const int UNIT) {
     const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
     const __mmask64 b0 = _mm512_movepi8_mask(x0), n0 = ~b0, b1 = NG > 1 ? _mm512_movepi8_mask(x1) : 0, n1 = ~b1;
     __m512 a0, a1, a2, a3, a4, a5, a6, a7;
@@ -159,70 +168,93 @@ LC_AI uint64_t lc_gtp_nonzero(const int8_t *cc, int64_t cs_i, int64_t ni) {
 
 /* The unit: n = l1 - l0 lanes (<= 64 NG), full groups unless PART.  Steps run in blocks of
  * LC_GTP_IB, every k of the unit through a block before the next (the block's weights stay
- * in L1); the sums live in outT between blocks (the same float chain).  With `skip` (the
- * driver's: the table's row 0 is all zeros and every weight finite, so a step of code 0 adds
- * +0 or -0 to a sum that is never -0: nothing) the steps of code 0 are left out. */
-LC_AI void lc_gtp_run(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT, const float *w,
-                      const uint8_t *planes, float scale, int64_t NI, int64_t L, int64_t l0, int64_t n, int64_t k0,
-                      int64_t k1, int skip, const int NG, const int PART) {
+ * in L1); the sums live in outT between blocks (the same float chain).  flags (the driver's,
+ * checked there): LC_GTP_SKIP — the table's row 0 is all zeros and every weight finite, so a
+ * step of code 0 adds +0 or -0 to a sum that is never -0: the steps of code 0 are left out;
+ * LC_GTP_SYM — every row is even in its entry (G[r][-x] = G[r][x], 0 < x < 127: a unit that is
+ * odd in its second operand, as Mitchell and most sign-magnitude units, gives an even Gb): a
+ * (tile, k) of two groups whose codes are all in -126..127 looks them up by magnitude in the
+ * row's lower half (one permute a plane; codes -127 and -128, whose entries differ, keep both
+ * halves; with one group, measured, the two halves did as well). */
+LC_AI void lc_gtp_run(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                      const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
+                      int64_t n, int64_t k0, int64_t k1, int flags, const int NG, const int PART, const int UNIT) {
+    const int skip = flags & LC_GTP_SKIP, sym = flags & LC_GTP_SYM;
     const __m512i perm = _mm512_load_si512((const void *)lc_gtp_perm);
     const __m512 S = _mm512_set1_ps(scale);
     const __mmask64 m0 = lc_gtp_lanes64(n), m1 = lc_gtp_lanes64(n - 64);
     __mmask16 wm[8];
     for (int q = 0; q < 8; q++) wm[q] = lc_gtp_lanes16(n - 16 * q);
-    /* the unit's codes, permuted once (lc_gtp_perm), and whether any has bit 7 set */
+    /* the unit's codes, permuted once (lc_gtp_perm), and how each k looks them up (MODE) */
     __m512i xs[LC_GTP_KB_MAX][2];
-    int full[LC_GTP_KB_MAX];
+    int mode[LC_GTP_KB_MAX];
+    const __m512i c127 = _mm512_set1_epi8((char)-127);
     for (int64_t k = k0; k < k1; k++) {
-        const uint8_t *xk = idxT + k * L + l0;
+        const uint8_t *xk = idxT + k * ldi + l0;
         __m512i x0 = _mm512_permutexvar_epi8(perm, PART ? lc_gtp_load_codes(m0, xk)
                                                         : _mm512_loadu_si512((const void *)xk)), x1 = x0;
         if (NG > 1)
             x1 = _mm512_permutexvar_epi8(perm, PART ? lc_gtp_load_codes(m1, xk + 64)
                                                     : _mm512_loadu_si512((const void *)(xk + 64)));
-        xs[k - k0][0] = x0, xs[k - k0][1] = x1;
-        full[k - k0] = (_mm512_movepi8_mask(x0) | (NG > 1 ? _mm512_movepi8_mask(x1) : 0)) != 0;
+        const int j = (int)(k - k0);
+        const int any7 = (_mm512_movepi8_mask(x0) | (NG > 1 ? _mm512_movepi8_mask(x1) : 0)) != 0;
+        mode[j] = !any7;
+        if (any7 && sym && NG > 1 && !(_mm512_cmple_epi8_mask(x0, c127) | _mm512_cmple_epi8_mask(x1, c127))) {
+            x0 = _mm512_abs_epi8(x0), x1 = _mm512_abs_epi8(x1);         /* every code in -126..127 */
+            mode[j] = 1;
+        }
+        xs[j][0] = x0, xs[j][1] = x1;
     }
     const int64_t IB = skip ? LC_GTP_IB_SKIP : LC_GTP_IB;
     int64_t i0 = 0;
     do {                                                 /* at least once: NI = 0 writes zeros */
         const int64_t ni = NI - i0 < IB ? NI - i0 : IB;
         for (int64_t k = k0; k < k1; k++) {
-            float *o = outT + k * L + l0;
+            const int j = (int)(k - k0);
+            float *o = outT + k * ldo + l0;
             const int8_t *cc = c + i0 * cs_i + k * cs_k;
-            const float *wi = w + i0 * L + l0;
-            const __m512i x0 = xs[k - k0][0], x1 = xs[k - k0][1];
+            const float *wi = w + i0 * ldi + l0;
+            const __m512i x0 = xs[j][0], x1 = xs[j][1];
             uint64_t keep = 0;
             if (skip && ni > 0) {
                 keep = lc_gtp_nonzero(cc, cs_i, ni);
                 if (keep == 0 && i0 > 0) continue;      /* every step adds nothing */
             }
-            if (full[k - k0]) {
-                if (skip) lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 0, PART);
-                else lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 0, PART);
+#define LC_GTP_BLOCK(MODE)                                                                                   \
+            if (skip) lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, MODE, PART, UNIT); \
+            else lc_gtp_block(o, cc, cs_i, wi, ldi, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, MODE, PART, UNIT);
+            if (mode[j] == 0) {
+                LC_GTP_BLOCK(0)
             } else {
-                if (skip) lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, keep, 1, planes, x0, x1, S, wm, NG, 1, PART);
-                else lc_gtp_block(o, cc, cs_i, wi, L, ni, i0 == 0, 0, 0, planes, x0, x1, S, wm, NG, 1, PART);
+                LC_GTP_BLOCK(1)
             }
+#undef LC_GTP_BLOCK
         }
         i0 += IB;
     } while (i0 < NI);
 }
 
-void LC_BODY(gtp_tile)(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT, const float *w,
-                       const uint8_t *planes, float scale, int64_t NI, int64_t L, int64_t l0, int64_t l1, int64_t k0,
-                       int64_t k1, int skip) {
+void LC_BODY(gtp_tile)(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,
+                       const float *w, int64_t ldi, const uint8_t *planes, float scale, int64_t NI, int64_t l0,
+                       int64_t l1, int64_t k0, int64_t k1, int flags) {
     const int64_t n = l1 - l0;
+    const int unit = scale == 1.0f;
     for (; k0 < k1; k0 += LC_GTP_KB_MAX) {               /* the unit's k's, at most LC_GTP_KB_MAX at a time */
         const int64_t ke = k1 - k0 < LC_GTP_KB_MAX ? k1 : k0 + LC_GTP_KB_MAX;
+#define LC_GTP_RUN(NG, PART)                                                                                 \
+        {                                                                                                    \
+            if (unit) lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, NG, PART, 1); \
+            else lc_gtp_run(outT, ldo, c, cs_i, cs_k, idxT, w, ldi, planes, scale, NI, l0, n, k0, ke, flags, NG, PART, 0); \
+        }
         if (n == 128)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 2, 0);
+            LC_GTP_RUN(2, 0)
         else if (n == 64)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 1, 0);
+            LC_GTP_RUN(1, 0)
         else if (n > 64)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 2, 1);
+            LC_GTP_RUN(2, 1)
         else if (n > 0)
-            lc_gtp_run(outT, c, cs_i, cs_k, idxT, w, planes, scale, NI, L, l0, n, k0, ke, skip, 1, 1);
+            LC_GTP_RUN(1, 1)
+#undef LC_GTP_RUN
     }
 }
 #endif

@@ -21,9 +21,13 @@ LC_GT_X86_DECLARE(lc_avx512_)
 LC_GT_X86_DECLARE(lc_simde_avx512_)
 
 #define LC_GTP_X86_DECLARE(P)                                                                       \
-    void P##gtp_tile(float *outT, const int8_t *c, int64_t cs_i, int64_t cs_k, const uint8_t *idxT,  \
-                     const float *w, const uint8_t *planes, float scale, int64_t NI, int64_t L,      \
-                     int64_t l0, int64_t l1, int64_t k0, int64_t k1, int skip);
+    void P##gtp_tile(float *outT, int64_t ldo, const int8_t *c, int64_t cs_i, int64_t cs_k,         \
+                     const uint8_t *idxT, const float *w, int64_t ldi, const uint8_t *planes,         \
+                     float scale, int64_t NI, int64_t l0, int64_t l1, int64_t k0, int64_t k1, int flags);
+
+/* gtp_tile's flags (gradtables/planes.h's driver sets them after checking) */
+#define LC_GTP_SKIP 1      /* the steps of code 0 may be left out */
+#define LC_GTP_SYM 2       /* every row is even in its entry: G[r][-x] = G[r][x] for 0 < x < 127 */
 
 LC_GTP_X86_DECLARE(lc_avx512vbmi_)
 LC_GTP_X86_DECLARE(lc_simde_avx512vbmi_)

@@ -527,6 +527,10 @@ def check_attention_units(units, where: str = "units") -> Units:
     a declared register's adder must leave it unchanged when 0 is added; otherwise a masked (or
     not yet decoded) position would count, and a token decoded with the cache would not have the
     bits of a full recompute.  A ValueError naming ``where`` otherwise."""
+    if type(units).__name__ == "MXUnits" or (isinstance(units, str) and units.strip().lower().startswith("mx")):
+        from lutcore.units import resolve as _any
+        u = _any(units, mx=True)
+        return _check_mx_attention(u, where)
     u = units if isinstance(units, Units) else _resolve_units(units)
     fmt = u.format
     for which, bits, signed in (("first", fmt.a_bits, fmt.a_signed), ("second", fmt.b_bits, fmt.b_signed)):
@@ -555,6 +559,40 @@ def check_attention_units(units, where: str = "units") -> Units:
     return u
 
 
+def _mx_values(p, v, u, threads) -> np.ndarray:
+    """p (R, S) @ v (S, D) through MX units: p's rows in blocks of S, v's columns in blocks of S
+    aligned to position 0 (an MX operand's blocks run along the contraction axis)."""
+    v = _check.array(v, "v", np.float32, 2, kind="f")
+    if v.shape[0] != p.shape[1]:
+        raise ValueError(f"p, v: positions differ: p is {p.shape}, v is {v.shape}")
+    _finite(p, "p")
+    _finite(v, "v")
+    if p.size and float(p.min()) < 0:
+        raise ValueError(f"p: probabilities are >= 0, got {float(p.min())}")
+    R, S = p.shape
+    D = v.shape[1]
+    if R == 0 or D == 0 or S == 0:
+        return np.zeros((R, D), np.float32)
+    return u.matmul(p, v, _team(threads, R * S * D))
+
+
+def _check_mx_attention(u, where: str):
+    """MX units for attention's products: a zero probability (code 0 of the first format) times any
+    finite value must be 0, as for integer units."""
+    t = u.mul.products
+    fin = np.isfinite(u.b.values())
+    if np.any(t[0, fin] != 0):
+        bad = int(np.flatnonzero((t[0] != 0) & fin)[0])
+        raise ValueError(f"{where}: MX units {u.name!r} give {float(t[0, bad])!r} for 0 x {u.b.name} code {bad}: "
+                         f"attention's products need 0 x b = 0 (a masked position's probability is 0)")
+    return u
+
+
+def _mx_units(units):
+    """The MXUnits ``units`` is, or None (integer units)."""
+    return units if type(units).__name__ == "MXUnits" else None
+
+
 def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:
     """Attention scores through ``units``: ``q`` (R, D) float32 rows (queries, already scaled), ``k``
     (S, D) float32 keys -> float32 (R, S) = the block-scaled product of q and k^T (``qmatmul``:
@@ -566,6 +604,8 @@ def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:
         raise ValueError(f"q, k: head dims differ: q is {q.shape}, k is {k.shape}")
     _finite(q, "q")
     _finite(k, "k")
+    if _mx_units(units) is not None:             # q's rows and k's rows each in blocks along D
+        return units.matmul(q, np.ascontiguousarray(k.T), _team(threads, q.shape[0] * k.shape[0] * q.shape[1]))
     return qmatmul(q, np.ascontiguousarray(k.T), units, block, _team(threads, q.shape[0] * k.shape[0] * q.shape[1]))
 
 
@@ -598,8 +638,10 @@ def attn_values(p, v, units, block: int = 32, threads=None) -> np.ndarray:
     position 0, so a row's result depends on its visible positions alone: masked ones have p = 0,
     code 0, and add nothing (``check_attention_units``)."""
     from lutcore.ops.gemm import lut_gemm
-    u = units if isinstance(units, Units) else _resolve_units(units)
     p = _check.array(p, "p", np.float32, 2, kind="f")
+    if _mx_units(units) is not None:
+        return _mx_values(p, v, units, threads)
+    u = units if isinstance(units, Units) else _resolve_units(units)
     v = _check.array(v, "v", np.float32, 2, kind="f")
     R, S = p.shape
     if v.shape[0] != S:

@@ -128,7 +128,11 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
 def check_layer(layer) -> None:
     """An approximate layer's backward="table" settings are usable with its units now (a
     ValueError naming the layer otherwise, e.g. grad_h="supplied" on units without tables)."""
-    if getattr(layer, "backward", None) == "table" and layer.units is not None:
+    if getattr(layer, "backward", None) == "table" and getattr(layer.units, "kind", None) == "mx":
+        if layer.grad_h is not None:
+            raise ValueError(f"{layer._lc_name}: MX units {layer.units.name!r} take their gradient tables from "
+                             f"differences between neighbouring values: grad_h={layer.grad_h!r} does not apply")
+    elif getattr(layer, "backward", None) == "table" and layer.units is not None:
         tables_for(layer.units, layer.grad_h, layer._lc_name)
 
 

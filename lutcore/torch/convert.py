@@ -90,7 +90,7 @@ def approximate(model: nn.Module, units="exact", *, backward: str = "ste", activ
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     mapping = _assign.as_mapping(units)
     if mapping is None:
-        units = resolve_units(units)
+        units = resolve_units(units, mx=True)
     bmap = _backward_map(backward, "approximate") if isinstance(backward, dict) else None
     if bmap is None:
         fn.backward_arg(backward, "approximate")
@@ -249,7 +249,7 @@ def set_units(model: nn.Module, units) -> nn.Module:
     layers, prods = _targets(model, "set_units")
     mapping = _assign.as_mapping(units)
     if mapping is None:
-        u = None if isinstance(units, str) and _assign.is_float(units) else resolve_units(units)
+        u = None if isinstance(units, str) and _assign.is_float(units) else resolve_units(units, mx=True)
         per = {n: u for n, _ in layers}
         per.update({n: None for n, _, _ in prods})
     else:

@@ -53,9 +53,10 @@ from lutcore.ops import gradtables as _gtroom      # the planes pass (backward="
 from lutcore.ops import im2col as _im2col          # its fast twins: nt is resolved once per call here
 from lutcore.ops.gemm import INT32_MAX, lut_gemm, pack_b
 from lutcore.quant import quantize
-from lutcore.torch import _formats, _gradtables
+from lutcore.torch import _formats, _gradtables, _mx
 from lutcore.torch._once import _DelayedError, _double_backward_error, _once_differentiable  # noqa: F401
 from lutcore.units import Units, resolve as resolve_units
+from lutcore.units.mxunits import MXUnits
 
 __all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "LutLinearTableFunction",
            "LutConvTableFunction", "QWeight"]
@@ -758,8 +759,8 @@ def _common(x, weight, bias, units, backward, input_scale, threads, layer, ndim)
             raise ValueError(f"{layer}: bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     if _tracing():
         units = _units_key(units)                    # tracing: the digest (a str)
-    elif not isinstance(units, Units):               # a layer's units were resolved when it was set up
-        units = resolve_units(units)
+    elif not isinstance(units, Units) and not _is_mx(units):   # a layer's units were resolved when it was set up
+        units = resolve_units(units, mx=True)
     if not (torch.compiler.is_compiling() and isinstance(input_scale, float)):
         input_scale = scale_arg(input_scale, layer)   # (TorchDynamo may trace a float symbolically: the op checks it)
     return (units, backward_arg(backward, layer), input_scale,
@@ -849,6 +850,9 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         return _torch_result(lambda: F.linear(x, weight, bias), layer)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
+    if _is_mx(units):
+        _mx_args(units, input_scale, weights, grad_h, layer)
+        return _mx.linear(x2, weight, bias, units, backward, layer, nt).reshape(*lead, weight.shape[0])
     if _formats_path(units, layer, weights):
         return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt,
                                _formats.static(input_scale, zp), weights).reshape(*lead, weight.shape[0])
@@ -865,6 +869,27 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
         y = LutLinearFunction.apply(x2, weight, bias, _qweight(qw, weight, None, layer, nt), units, backward,
                                     input_scale, layer, nt)
     return y.reshape(*lead, weight.shape[0])
+
+
+def _is_mx(units) -> bool:
+    return isinstance(units, MXUnits)
+
+
+def _mx_args(units, input_scale, weights, grad_h, layer) -> None:
+    """MX units quantize every call in blocks: no static input scale, no per-tensor weight scale;
+    not traceable yet (ValueErrors naming the layer)."""
+    if input_scale is not None:
+        raise ValueError(f"{layer}: MX units {units.name!r} quantize the input in blocks of {units.block} with "
+                         f"their own power-of-two scales each call: a static input_scale (activations='static') "
+                         f"does not apply; use activations='dynamic'")
+    if weights != "channel":
+        raise ValueError(f"{layer}: MX units {units.name!r} scale the weight per block of {units.block} along K: "
+                         f"weights={weights!r} does not apply")
+    if grad_h is not None:
+        raise ValueError(f"{layer}: MX units {units.name!r} take their gradient tables from differences between "
+                         f"neighbouring values of the element format: grad_h={grad_h!r} does not apply")
+    if _tracing():
+        raise ValueError(f"{layer}: MX units do not run under torch.compile, torch.export or torch.jit.trace yet")
 
 
 WEIGHTS = ("channel", "tensor")
@@ -936,6 +961,9 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
     elif padding == "same":
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
+    if _is_mx(units):
+        _mx_args(units, input_scale, weights, grad_h, layer)
+        return _mx.conv(x, weight, bias, units, geo, backward, layer, nt)
     if _formats_path(units, layer, weights):
         return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt,
                              _formats.static(input_scale, zp), weights)

@@ -127,7 +127,7 @@ class ApproxLayer:
         # None / "none": float, as the torch layer (forward checks _lc_units is None); a
         # Units is taken as it is (the search sets it on every layer, per assignment)
         self._lc_units = units if isinstance(units, Units) else \
-            None if assign.is_float(units) else resolve_units(units)
+            None if assign.is_float(units) else resolve_units(units, mx=True)
 
     @property
     def grad_h(self):
@@ -175,6 +175,9 @@ class ApproxLayer:
     # ---------------------------------------------------------------- helpers
     def _lc_weight(self) -> fn.QWeight:
         fn.check_tensor(self.weight, "weight", self._lc_name)
+        if getattr(self.units, "kind", None) == "mx":
+            raise ValueError(f"{self._lc_name}: MX units {self.units.name!r} quantize the weight in blocks of "
+                             f"{self.units.block} along K (units.quantize(weight, 1, 'b')), not to int8 per channel")
         w, groups = self._lc_weight_of()
         return self._lc_cache.get(w, groups, self._lc_name, self.threads)
 

@@ -937,7 +937,20 @@ _C_SPEC = re.compile(r"(?s)(.+\.c)(?::([A-Za-z_]\w*))?")
 _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 
 
-def resolve(units) -> Units:
+def _mx(units):
+    """The MXUnits ``units`` names (an MXUnits, an ``mx...`` name, a directory MXUnits.save wrote),
+    or None."""
+    from lutcore.units.mxunits import MXUnits, is_mx_dir, is_mx_spec
+    if isinstance(units, MXUnits):
+        return units
+    if is_mx_spec(units):
+        return MXUnits.parse(units)
+    if is_mx_dir(units):
+        return MXUnits.load(units)
+    return None
+
+
+def resolve(units, mx: bool = False):
     """A Units -> itself (unchanged); a str -> exact/approx name (``exact:FMT``: the exact unit of
     a format, e.g. ``exact:8u``, ``exact:8u x 4u``, ``exact:16s``), a directory, a Verilog file
     (``mul.v``, or ``mul.v:top`` to name the module), a C model (``mul.c:function``, or ``mul.c``
@@ -949,8 +962,20 @@ def resolve(units) -> Units:
     ``units=None`` default is the exact table).  Where a float path exists — models,
     ``set_units``, pipeline stages, ``evaluate_units``, the CLI — None (and "none"/"float")
     means float: those resolve with ``lutcore.units.assign.resolve_spec`` (docs/DESIGN.md,
-    "Units and None")."""
+    "Units and None").
+
+    ``mx=True`` (the front ends that run MX units): an ``mx...`` name (``lutcore.units.mxunits``),
+    an MXUnits or a directory ``MXUnits.save`` wrote gives an MXUnits; without it they are a
+    TypeError saying where MX units run."""
     global _EXACT
+    if mx or isinstance(units, (str, os.PathLike)) or type(units).__name__ == "MXUnits":
+        got = _mx(units) if units is not None and not isinstance(units, Units) else None
+        if got is not None:
+            if not mx:
+                raise TypeError(f"units: {got.name!r} are MX units (block-scaled floating point): they run through "
+                                f"lutcore.ops.mxgemm.mx_gemm, lutcore.torch's layers, lutcore's models, the pipeline "
+                                f"and lutcore eval, not this integer op (it takes lutcore.Units)")
+            return got
     if units is None:
         if _EXACT is None:
             _EXACT = Units.exact()

@@ -64,9 +64,9 @@ def is_float(spec) -> bool:
 
 
 def resolve_spec(spec):
-    """A spec -> Units, or None for float."""
+    """A spec -> Units (or MXUnits), or None for float."""
     from lutcore.units import resolve
-    return None if is_float(spec) else resolve(spec)
+    return None if is_float(spec) else resolve(spec, mx=True)
 
 
 def as_mapping(units):
@@ -226,9 +226,10 @@ def _builtin(u) -> bool:
 
 def _entry(name, u, base, units_dir, saved):
     from lutcore.units import Units
+    from lutcore.units.mxunits import MXUnits
     if u is None:
         return None
-    if not isinstance(u, Units):
+    if not isinstance(u, (Units, MXUnits)):
         u = resolve_spec(u)
         if u is None:
             return None

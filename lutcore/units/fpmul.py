@@ -404,14 +404,18 @@ class FPUnit:
         ``fpunit.json`` (formats, shape, name, source, digest) into directory ``path`` (created if
         needed), crash-safe as every lutcore save (``lutcore._io.atomic_dir``)."""
         from lutcore._io import atomic_dir
+        with atomic_dir(path, owned=(PRODUCTS_FILE, UNIT_FILE), last=(UNIT_FILE,)) as tmp:
+            self.write_files(tmp)
+
+    def write_files(self, d) -> None:
+        """Write ``save``'s two files into directory ``d`` as they are (a save's temporary directory)."""
         meta = {"format": _UNIT_FORMAT, "a": self.a.name, "b": self.b.name, "shape": list(self.products.shape),
                 "dtype": "<f4", "name": self.name, "source": self.source,
                 "allow_nonfinite": self.allow_nonfinite, "digest": self.digest}
-        with atomic_dir(path, owned=(PRODUCTS_FILE, UNIT_FILE), last=(UNIT_FILE,)) as tmp:
-            with open(os.path.join(tmp, PRODUCTS_FILE), "wb") as f:
-                f.write(self.products.astype("<f4").tobytes())
-            with open(os.path.join(tmp, UNIT_FILE), "w", encoding="utf-8") as f:
-                json.dump(meta, f, indent=1)
+        with open(os.path.join(d, PRODUCTS_FILE), "wb") as f:
+            f.write(self.products.astype("<f4").tobytes())
+        with open(os.path.join(d, UNIT_FILE), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
 
     @classmethod
     def load(cls, path, a=None, b=None) -> "FPUnit":

@@ -1,0 +1,93 @@
+"""Matmuls through MX units (``lutcore.units.mxunits.MXUnits``) -- the models' counterpart of
+``UnitMatmul`` for block-scaled floating-point products, with the same interface.
+
+Forward: ``y = x @ w.T`` is ``units.matmul(x, w.T)``: x quantized per row in blocks of K in the
+first element format, w per output row in blocks of K in the second (OCP MX v1.0, nearest even),
+the products through the unit's table and the sums in its declared accumulator.  Backward:
+
+* ``unit_backward=False``: the straight-through estimator, dX = dY w and dW = dY^T x in float;
+* ``True``: both backward matmuls through the units, each operand quantized along its own
+  reduction axis -- dX = units.matmul(dY, w) (dY in the first format, in blocks along the
+  outputs), dW = units.matmul(dY^T, x) (blocks along the rows);
+* ``"table"``: through the unit's gradient tables (``MXUnits.gradients``), the quantization
+  passed straight through, with sa / sb the blocks' power-of-two scales of the forward:
+      dX[m, k] = sum_n dY[m, n] sb[b(k), n] Ga[ca[m, k], cb[k, n]]
+      dW[n, k] = sum_m dY[m, n] sa[m, b(k)] Gb[ca[m, k], cb[k, n]]
+  per block of K, through ``lutcore.ops.gradtables.table_pass`` (each sum in index order: the
+  same bits at any thread count).  A block whose scale is NaN (0xFF: a NaN or an infinity in
+  it) gives NaN gradients there.
+
+``threads`` (None: the scope of the model calling it) is the team size of every pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lutcore.ops.gradtables import table_pass
+from lutcore.units import resolve
+
+__all__ = ["MXMatmul", "scales_f32"]
+
+
+def _f32(a):
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def scales_f32(scales: np.ndarray) -> np.ndarray:
+    """float32 2^(s - 127) of E8M0 codes (0xFF: NaN)."""
+    with np.errstate(over="ignore"):
+        v = np.ldexp(np.float32(1), scales.astype(np.int32) - 127).astype(np.float32)
+    v[scales == 0xFF] = np.nan
+    return v
+
+
+class MXMatmul:
+    def __init__(self, units, unit_backward=False, threads: int | None = None):
+        from lutcore.models.unitmm import unit_backward_arg
+        self.units = resolve(units, mx=True)
+        self.unit_backward = unit_backward_arg(unit_backward)
+        self.threads = threads
+        self.label = None
+
+    @property
+    def block(self) -> int:
+        return self.units.block
+
+    def forward(self, x2, w):
+        y = self.units.matmul(_f32(x2), _f32(w).T, self.threads)
+        return y.astype(x2.dtype, copy=False)
+
+    def backward(self, dy2, x2, w, need_dx=True):
+        if self.unit_backward == "table":
+            return self.table_backward(dy2, x2, w, need_dx)
+        if not self.unit_backward:
+            from lutcore.ops.matmul import matmul
+            return matmul(dy2.T, x2), (matmul(dy2, w) if need_dx else None)
+        u, dt = self.units, x2.dtype
+        gw = u.matmul(_f32(dy2).T, _f32(x2), self.threads).astype(dt, copy=False)       # (N, M) @ (M, K)
+        dx = u.matmul(_f32(dy2), _f32(w), self.threads).astype(dt, copy=False) if need_dx else None
+        return gw, dx
+
+    def table_backward(self, dy2, x2, w, need_dx=True):
+        """(dW (N, K), dX (M, K) or None) through the gradient tables (module docstring)."""
+        u, nt, blk = self.units, self.threads, self.units.block
+        M, K = x2.shape
+        N = w.shape[0]
+        qa = u.quantize(_f32(x2), 1, "a")                     # codes (M, Kp), scales (M, nb)
+        qw = u.quantize(_f32(w), 1, "b")                      # w's rows: codes (N, Kp), scales (N, nb)
+        sa, sw = scales_f32(qa.scales), scales_f32(qw.scales)
+        ca, cw = qa.codes.view(np.int8), qw.codes.view(np.int8)
+        dy = _f32(dy2)
+        ga, gbt = u.gradients()
+        dw = np.empty((N, K), np.float32)
+        dx = np.empty((M, K), np.float32) if need_dx else None
+        with np.errstate(invalid="ignore"):
+            for bi, k0 in enumerate(range(0, K, blk)):
+                k1 = min(K, k0 + blk)
+                a = np.ascontiguousarray(ca[:, k0:k1])
+                b = np.ascontiguousarray(cw[:, k0:k1])
+                if need_dx:
+                    dx[:, k0:k1] = table_pass(0, a, b, np.ascontiguousarray(dy * sw[:, bi][None, :]), ga, nt)
+                dw[:, k0:k1] = table_pass(1, a, b, np.ascontiguousarray(dy * sa[:, bi][:, None]), gbt, nt)
+        dt = x2.dtype
+        return dw.astype(dt, copy=False), (None if dx is None else dx.astype(dt, copy=False))

@@ -1,0 +1,103 @@
+"""lutcore.torch through MX units (``lutcore.units.mxunits.MXUnits``): block-scaled FP8 / FP6 /
+FP4 / INT8 products through a floating-point multiplier and a declared accumulator.
+
+Design: a linear layer's rows X (M, K) and weight W (O, K) -- a conv's patches (``F.unfold``, per
+group) -- go through ``MXMatmul`` (lutcore.models.mxmm), the models' MX product: X quantized per
+row in blocks of 32 along K in the multiplier's first format, W per output channel along K in
+its second, products through the table, sums in the declared accumulator; y = that + bias
+(float32).  Every call quantizes both (an MX block has no static scale: ``activations="static"``
+is refused, naming the layer).  Padding of a conv is zeros before quantization, as any zero.
+
+Backward: "ste" -- the float layer's gradients at the float weight and input (torch's own ops:
+twice differentiable); "units" -- dX = dY W and dW = dY^T X, each through the unit (dY in the
+first format, in blocks along the reduced axis); "table" -- the unit's gradient tables
+(``MXUnits.gradients``), the quantization passed straight through: for the exact multiplier
+the gradient at the quantized operands.  db is torch's sum of dY in every mode.  "units" and
+"table" are differentiable once (a second derivative raises naming the layer).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lutcore.models.mxmm import MXMatmul
+from lutcore.torch._formats import _float_conv, _fold, _operands, _output, _rows
+from lutcore.torch._once import _once_differentiable
+
+__all__ = ["MXFunction", "linear", "conv"]
+
+
+class MXFunction(torch.autograd.Function):
+    """y = x through MX ``units`` (a linear layer when ``geo`` is None, else a conv)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, units, geo, backward, layer, nt):
+        X, W = _operands(x, weight, geo)
+        groups = 1 if geo is None else geo.groups
+        mm = MXMatmul(units, unit_backward={"ste": False, "units": True, "table": "table"}[backward], threads=nt)
+        O, Kg = W.shape
+        Og = O // groups
+        y = np.empty((X.shape[0], O), np.float32)
+        for g in range(groups):
+            y[:, g * Og:(g + 1) * Og] = mm.forward(np.ascontiguousarray(X[:, g * Kg:(g + 1) * Kg]),
+                                                   np.ascontiguousarray(W[g * Og:(g + 1) * Og]))
+        if bias is not None:
+            y += bias.detach().numpy().astype(np.float32)[None, :]
+        ctx.save_for_backward(x, weight, bias)
+        ctx.mm, ctx.geo, ctx.mode, ctx.layer = mm, geo, backward, layer
+        return _output(torch.from_numpy(y), geo, O)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias = ctx.saved_tensors
+        geo, mode = ctx.geo, ctx.mode
+        need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        db = None
+        if mode == "ste" or need_b:                     # torch's own ops: the float layer's gradients, and db
+            with torch.enable_grad():
+                xs = [x if (mode == "ste" and need[0]) else x.detach(),
+                      weight if (mode == "ste" and need[1]) else weight.detach(), bias]
+                y = F.linear(xs[0], xs[1], xs[2]) if geo is None else _float_conv(xs[0], xs[1], geo, xs[2])
+                flags = (mode == "ste" and need[0], mode == "ste" and need[1], need_b)
+                want = [t for t, n in zip(xs, flags) if n]
+                got = iter(torch.autograd.grad(y, want, dy, create_graph=torch.is_grad_enabled(), allow_unused=True)
+                           if want else ())
+            dx = next(got) if flags[0] else None
+            dw = next(got) if flags[1] else None
+            db = next(got) if need_b else None
+            if mode == "ste":
+                return dx, dw, db, None, None, None, None, None
+        dY = _rows(dy, geo)
+        X, W = _operands(x, weight, geo)
+        groups = 1 if geo is None else geo.groups
+        O, Kg = W.shape
+        Og = O // groups
+        dX = np.empty_like(X) if need[0] else None
+        dW = np.empty_like(W) if need[1] else None
+        for g in range(groups):
+            so, sk = slice(g * Og, (g + 1) * Og), slice(g * Kg, (g + 1) * Kg)
+            gw, gx = ctx.mm.backward(np.ascontiguousarray(dY[:, so]), np.ascontiguousarray(X[:, sk]),
+                                     np.ascontiguousarray(W[so]), need[0])
+            if need[0]:
+                dX[:, sk] = gx
+            if need[1]:
+                dW[so] = gw
+        dx = dw = None
+        if need[0]:
+            dx = torch.from_numpy(dX) if geo is None else _fold(dX, geo)
+        if need[1]:
+            dw = torch.from_numpy(dW).reshape(weight.shape)
+        dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
+        return dx, dw, db, None, None, None, None, None
+
+
+def linear(x2, weight, bias, units, backward, layer, nt):
+    """y (M, O) of x2 (M, K) through MX ``units``."""
+    return MXFunction.apply(x2, weight, bias, units, None, backward, layer, nt)
+
+
+def conv(x, weight, bias, units, geo, backward, layer, nt):
+    """The conv of x (N, C, H, W) or (N, C, L) through MX ``units``."""
+    return MXFunction.apply(x, weight, bias, units, geo, backward, layer, nt)

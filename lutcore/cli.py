@@ -12,7 +12,7 @@ import numpy as np
 
 def _units_arg(s):
     from lutcore.units import resolve
-    return resolve(s)
+    return resolve(s, mx=True)
 
 
 def _runtime(units=None, threads=None, mixed_precision=None) -> str:
@@ -100,8 +100,10 @@ def cmd_units(args) -> int:
             any(n.lower().endswith((".v", ".sv", ".c")) for _, _, fs in os.walk(args.path) for n in fs):
         raise ValueError(f"{args.path}: a directory of circuits, not a units directory (no mul_lut.bin): "
                          f"list them with --table, or name one file")
-    units = resolve(args.path)
+    units = resolve(args.path, mx=True)
     print(repr(units))
+    if getattr(units, "kind", None) == "mx":
+        return _mx_units_report(units, args)
     acc = getattr(units, "accumulator", None)
     if acc is not None:
         print(f"  accumulator: {acc.bits}-bit {'signed' if acc.signed else 'unsigned'}, {acc.overflow}, "
@@ -115,6 +117,19 @@ def cmd_units(args) -> int:
         print(rep)
         if args.strict and not rep.ok:
             return 1
+    if args.save:
+        units.save(args.save)
+        print(f"saved to {args.save}")
+    return 0
+
+
+def _mx_units_report(units, args) -> int:
+    """``lutcore units mx...``: what the MX units compute, the multiplier's metrics (--verify), --save."""
+    from lutcore.units.fpmul import fp_report
+    print(f"  {units.describe()}\n  multiplier: {units.mul.source or units.mul.name}")
+    if args.verify:
+        print("\n".join(_cost_lines(units)) or "  cost: none (units.with_cost(power_mw=...) states one)")
+        print(fp_report(units.mul))
     if args.save:
         units.save(args.save)
         print(f"saved to {args.save}")
@@ -262,7 +277,7 @@ def _flag_units(flag, spec):
     """lutcore.units.resolve(spec), its error naming the flag (a typo is found before any work)."""
     from lutcore.units import resolve
     try:
-        return resolve(spec)
+        return resolve(spec, mx=True)
     except (ValueError, TypeError, FileNotFoundError) as e:
         raise ValueError(f"{flag}: {spec!r}: {e}") from None
 
@@ -425,7 +440,7 @@ def _after_train(args, trainer, model, tok, held, out, ckpt, lutcore) -> int:
         # what the units do to the model just trained: the same held-out windows through each
         specs = ["none"] + [u for u in args.eval_units if u != "none"]
         if getattr(model, "units", None) is not None and model.units.digest not in \
-                {lutcore.units.resolve(s).digest for s in specs[1:]}:
+                {lutcore.units.resolve(s, mx=True).digest for s in specs[1:]}:
             specs.append(model.units)                   # and the units it was trained through
         res = _damage_or_partial(model, held, specs, args.seq_len, tok, os.path.join(out, "eval"),
                                  threads=args.threads, batch_size=args.batch_size, cmd="train")
@@ -589,7 +604,7 @@ def _search_units(specs, powers, reference=None):
 
     def resolve_flag(flag, spec):               # its ValueError / TypeError naming the flag and the spec
         try:
-            return resolve(spec)
+            return resolve(spec, mx=True)
         except (ValueError, TypeError) as e:
             raise type(e)(f"{flag} {spec}: {e}") from None
 
@@ -694,7 +709,7 @@ def cmd_compare(args) -> int:
     if args.data is not None:
         _load_text(args.data, args.encoding)           # a missing or undecodable file fails before the bar
     from lutcore.units import resolve
-    units = [] if args.units == ["none"] else [resolve(u) for u in args.units]    # bad specs fail before the bar
+    units = [] if args.units == ["none"] else [resolve(u, mx=True) for u in args.units]    # bad specs fail before the bar
     print(f"lutcore compare: {args.model}, float32 vs " + (", ".join(
         f"{u.name} (digest {u.digest[:16]}" + (f", default {'+'.join(u.defaulted)})" if u.defaulted else ")")
         for u in units) or "nothing (float only)") + f"; threads: {args.threads or lutcore.get_num_threads()}; "
@@ -758,7 +773,7 @@ def cmd_pipeline_generate(args) -> int:
             from lutcore.units import resolve
             per = units is not None and str(units).lower().endswith(".json")
             print(f"lutcore generate: {pipe.describe()}\n  tokenizer: {tok.name}\n  "
-                  f"{_runtime(pipe.assignment() if per else None if units is None else resolve(units), args.threads)}",
+                  f"{_runtime(pipe.assignment() if per else None if units is None else resolve(units, mx=True), args.threads)}",
                   file=sys.stderr)
             gen = pipe.generate(pids, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed, stop_ids=eos)

@@ -155,7 +155,7 @@ def open_checkpoint(path, units=None, threads=None) -> OpenCheckpoint:
     trained = checkpoint_units(path)
     tr = Trainer.resume(path, units=trained, threads=threads)
     if units is not None and units not in FLOAT_SPECS:
-        u = resolve(units)
+        u = resolve(units, mx=True)
         if trained is None or u.digest != trained.digest:
             tr.model = _rebuild(tr.model, u, threads)
     elif units in ("none", "float") and trained is not None:
@@ -315,12 +315,12 @@ def evaluate_units(model_or_path, data, units=("none",), seq_len=None, *, tokeni
         if mapping is not None:
             resolved.append(assign.assign(mapping, model.layer_names(), what=f"units {_label(s)}", fill=True))
         elif s is not None and attention:            # the spec for the weights and for attention's products
-            u = resolve(s)
+            u = resolve(s, mx=True)
             resolved.append(assign.assign({"*": u, "*.qk": u, "*.pv": u}, model.layer_names(),
                                           what=f"units {_label(s)}", fill=True))
             single[_key(resolved[-1])] = u
         else:
-            resolved.append(None if s is None else resolve(s))
+            resolved.append(None if s is None else resolve(s, mx=True))
     wins, targets, ids, L = _windows(model, data, tokenizer, seq_len)
     n_win = len(wins)
     todo = [None] + [u for u in resolved if u is not None]

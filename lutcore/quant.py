@@ -435,7 +435,14 @@ class QLinear:
         self.nblk = self.q8.scale.shape[0]
         self.bkp = _even(self.block)
         self.qf = None                           # units of another format: the weight in their own codes
+        self.mx = None                           # MX units: the weight as MX blocks along K (axis 0)
         self.label = None                        # the layer's name, for the overflow log (lutcore.ops.accum)
+        u = _mx_units(units) if not isinstance(units, (str, Units)) else None
+        if u is None and isinstance(units, str) and units.strip().lower().startswith("mx"):
+            from lutcore.units import resolve as _any
+            u = _any(units, mx=True)
+        if u is not None and not isinstance(w, Q8):   # quantized from the float weight, not from its Q8
+            self.mx = u.quantize(np.ascontiguousarray(w, np.float32), 0, "b")
         self.units = units
         self._rows = 0
         self.rows_seen = None        # an int while counting (count_rows): rows of x over calls
@@ -447,8 +454,17 @@ class QLinear:
     @units.setter
     def units(self, units):
         """Switch the multiplier: the Q8 stays; a unit of another format gets the weight's codes
-        in its format (made once per format), the exact table its packed panels."""
-        u = _resolve_units(units)
+        in its format (made once per format), the exact table its packed panels; MX units the
+        weight's MX blocks in their second format (from the float weight when the QLinear was built
+        with MX units of that format and block, else from the Q8's values)."""
+        from lutcore.units import resolve as _any
+        u = _any(units, mx=True) if isinstance(units, str) else units if _mx_units(units) else _resolve_units(units)
+        if _mx_units(u) is not None:
+            if self.mx is None or self.mx.fmt != u.b or self.mx.block != u.block:
+                self.mx = u.quantize(self.q8.dequantize(), 0, "b")
+            self.qf = None
+            self._units = u
+            return
         if u.plain:
             self.qf = None
             if u.kernel_path == "exact":
@@ -456,6 +472,21 @@ class QLinear:
         elif self.qf is None or self.qf.fmt != u.format:
             self.qf = QF(self.q8.dequantize(), u.format, self.block)
         self._units = u
+
+    def columns(self, lo: int, hi: int) -> "QLinear":
+        """A QLinear of columns lo..hi-1 of this weight with the same units (its Q8 and MX blocks
+        sliced: every column is its own block-scaled sum, so the bits are the whole's)."""
+        q8 = self.q8
+        sub = Q8._made(np.ascontiguousarray(q8.q[:, lo:hi]), np.ascontiguousarray(q8.scale[:, lo:hi]),
+                       q8.block, 0, (q8.shape[0], hi - lo))
+        out = QLinear(sub, None, self.block, threads=self.threads)
+        if self.mx is not None:
+            from lutcore.mx import MX
+            m = self.mx
+            out.mx = MX._made(np.ascontiguousarray(m.codes[:, lo:hi]), np.ascontiguousarray(m.scales[:, lo:hi]),
+                              m.fmt, m.block, 0, (m.shape[0], hi - lo))
+        out.units = self.units
+        return out
 
     def count_rows(self, on: bool = True):
         """Start (``on``) or stop counting the rows this instance multiplies: while on,
@@ -505,6 +536,10 @@ class QLinear:
             y.fill(0)                      # K = 0: every sum is empty
             return _check.out_done(out, y)
         nt = resolve_threads(self.threads)
+        if _mx_units(self.units) is not None:
+            with _accum.labelled(self.label):
+                y[...] = self.units.matmul_q(self.units.quantize(x, 1, "a"), self.mx, nt)
+            return _check.out_done(out, y)
         if self.qf is not None:
             if not np.isfinite(x).all():
                 raise ValueError("x: non-finite value(s) (NaN or Inf) cannot be quantized")

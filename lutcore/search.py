@@ -148,7 +148,7 @@ def _resolve_named(spec, what):
     """``units.resolve(spec)``, its ValueError / TypeError naming ``what`` (the argument)."""
     from lutcore.units import resolve
     try:
-        return resolve(spec)
+        return resolve(spec, mx=True)
     except (ValueError, TypeError) as e:
         if str(e).startswith(f"{what}:"):
             raise

@@ -644,8 +644,8 @@ class Stage:
         return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
                 and not any(u is not None for u in self._attn_of.values())     # the native layer's attention is float
                 and all(L.n1b is None and L.n2b is None for L in self.layers)
-                and not any(getattr(m, "qf", None) is not None for L in self.layers
-                            for m in (L.wqkv, L.wo, L.wup, L.wdown)))
+                and not any(getattr(m, "qf", None) is not None or getattr(m, "mx", None) is not None
+                            for L in self.layers for m in (L.wqkv, L.wo, L.wup, L.wdown)))
 
     def _reunit(self, m, us):
         """Matrix ``m`` (one layer, or a fused group of len(us) parts) with units ``us`` per part."""
@@ -659,10 +659,7 @@ class Stage:
             widths = self._part_widths(m.shape[1], len(us))
             parts, lo = [], 0
             for wd in widths:
-                q8 = m.q8
-                sub = Q8._made(np.ascontiguousarray(q8.q[:, lo:lo + wd]), np.ascontiguousarray(q8.scale[:, lo:lo + wd]),
-                               q8.block, 0, (q8.shape[0], wd))
-                parts.append((lo, lo + wd, QLinear(sub, m.units, m.block, threads=self.threads)))
+                parts.append((lo, lo + wd, m.columns(lo, lo + wd)))
                 lo += wd
         for (lo, hi, pm), u in zip(parts, us):
             if u is not None:                                    # a float part stays float

@@ -619,21 +619,8 @@ class Units:
         copied).  Figures not given keep their current value; each given one must be a finite
         number >= 0.  ``source`` says where the figures come from (default: "stated by the user")."""
         import copy
-        import math
-        new = dict(self.cost)
-        for key, v in (("power_mw", power_mw), ("area_um2", area_um2), ("delay_ns", delay_ns)):
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-                raise TypeError(f"{key}: expected a number, got {type(v).__name__}")
-            if not math.isfinite(float(v)) or float(v) < 0:
-                raise ValueError(f"{key}: expected a finite number >= 0, got {v!r}")
-            new[key] = float(v)
-        if source is not None and not isinstance(source, str):
-            raise TypeError(f"source: expected a str, got {type(source).__name__}")
-        new["source"] = source or new.get("source") or "stated by the user"
         out = copy.copy(self)
-        out.cost = new
+        out.cost = stated_cost(self.cost, power_mw, area_um2, delay_ns, source)
         out.published = dict(self.published)
         return out
 
@@ -733,6 +720,25 @@ class Units:
 
 
 SAMPLED_PAIRS = 1 << 20    # pairs a netlist unit's metrics read when it has more than 2^20 (16x16: 2^32)
+
+
+def stated_cost(cost: dict, power_mw=None, area_um2=None, delay_ns=None, source=None) -> dict:
+    """``cost`` with the figures given replacing its own (``with_cost``'s checks: each a finite
+    number >= 0; ``source`` a str, default "stated by the user")."""
+    import math
+    new = dict(cost or {})
+    for key, v in (("power_mw", power_mw), ("area_um2", area_um2), ("delay_ns", delay_ns)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{key}: expected a number, got {type(v).__name__}")
+        if not math.isfinite(float(v)) or float(v) < 0:
+            raise ValueError(f"{key}: expected a finite number >= 0, got {v!r}")
+        new[key] = float(v)
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source: expected a str, got {type(source).__name__}")
+    new["source"] = source or new.get("source") or "stated by the user"
+    return new
 
 
 def _sample_pairs(fmt) -> tuple:

@@ -124,6 +124,13 @@ class MXUnits:
     canonical spelling."""
 
     kind = "mx"
+    accumulator = None       # no integer register to log overflows of (a Narrow one rounds, never wraps)
+    plain = False            # not the signed 8 x 8 int8 contract (what integer-only paths ask)
+
+    @property
+    def format(self) -> str:
+        """The operands, as a label ("e4m3 x e4m3 MX blocks of 32")."""
+        return f"{self.a.name} x {self.b.name} MX blocks of {self.block}"
 
     def __init__(self, mul="exact", fmt=None, block: int = 32, accumulate="exact", name: str | None = None):
         if isinstance(mul, FPUnit):
@@ -155,6 +162,17 @@ class MXUnits:
         self.loaded_from = None          # the spec it was resolved from (lutcore.units.assign saves it by name)
         self._products = None
         self._grads = None
+        self.published = {}              # no EvoApproxLib record (what Units certify at load)
+        self.cost = {}                   # hardware figures (power_mw, area_um2, delay_ns, source): with_cost
+
+    def with_cost(self, *, power_mw=None, area_um2=None, delay_ns=None, source: str | None = None) -> "MXUnits":
+        """A copy with hardware cost figures attached, as ``Units.with_cost`` (the search's energy
+        reads ``power_mw``: the multiplier's power per product)."""
+        import copy
+        from lutcore.units import stated_cost
+        out = copy.copy(self)
+        out.cost = stated_cost(self.cost, power_mw, area_um2, delay_ns, source)
+        return out
 
     # ------------------------------------------------------------------ names
     @classmethod
@@ -203,7 +221,7 @@ class MXUnits:
         from lutcore._io import atomic_dir
         from lutcore.units.fpmul import PRODUCTS_FILE, UNIT_FILE
         meta = {"format": _FILE_FORMAT, "block": self.block, "accumulate": self._acc_text(), "name": self.name,
-                "digest": self.digest}
+                "digest": self.digest, "cost": self.cost}
         with atomic_dir(path, owned=(PRODUCTS_FILE, UNIT_FILE, MX_FILE), last=(MX_FILE,)) as tmp:
             self.mul.write_files(tmp)
             with open(os.path.join(tmp, MX_FILE), "w", encoding="utf-8") as f:
@@ -229,6 +247,13 @@ class MXUnits:
         if u.digest != meta["digest"]:
             raise ValueError(f"{jf}: the units hash to {u.digest[:16]}, but the file records "
                              f"{str(meta['digest'])[:16]} (a corrupted or replaced file)")
+        cost = meta.get("cost") or {}
+        if cost:
+            try:
+                u = u.with_cost(**{k: cost[k] for k in ("power_mw", "area_um2", "delay_ns") if k in cost},
+                                source=cost.get("source"))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{jf}: cost: {e}") from None
         u.loaded_from = os.path.abspath(path)
         return u
 
@@ -272,6 +297,19 @@ class MXUnits:
                 t.setflags(write=False)
             self._grads = (Ga.reshape(-1), GbT.reshape(-1))
         return self._grads
+
+    def error_metrics(self) -> dict:
+        """The multiplier's metrics (``lutcore.units.fpmul.fp_metrics``: relative errors of the decoded
+        products, EvoApproxLib's value metrics) plus mae_pct / wce_pct: mae and wce in percent of the
+        largest exact finite product magnitude (EvoApproxLib divides by the output range)."""
+        from lutcore.units.fpmul import fp_metrics
+        m = fp_metrics(self.mul)
+        va, vb = self.a.values().astype(np.float64), self.b.values().astype(np.float64)
+        fa, fb = va[np.isfinite(va)], vb[np.isfinite(vb)]
+        top = float(np.abs(fa).max() * np.abs(fb).max()) or 1.0
+        m["mae_pct"] = 100.0 * m["mae"] / top
+        m["wce_pct"] = 100.0 * m["wce"] / top
+        return m
 
     # ------------------------------------------------------------------ identity
     @property

@@ -149,7 +149,7 @@ def check_product(units, backward, grad_h, where: str) -> None:
     if units is None:
         return
     _check_units(units, where)
-    if backward == "table":
+    if backward == "table" and not _is_mx(units):
         _table_units(units, where)
         from lutcore.torch._gradtables import tables_for
         tables_for(units, grad_h, where)
@@ -161,8 +161,8 @@ def attach(module: nn.Module, qk, pv, *, qk_backward="ste", pv_backward="ste", t
     first; ``qk`` / ``pv``: Units, a spec, or None for a float product; ``skipped``: a module
     ``approximate`` was told to skip — float, and not among ``products``)."""
     name = name or type(module).__name__
-    qk = None if qk is None else qk if isinstance(qk, Units) else resolve_units(qk)
-    pv = None if pv is None else pv if isinstance(pv, Units) else resolve_units(pv)
+    qk = None if qk is None else qk if isinstance(qk, Units) else resolve_units(qk, mx=True)
+    pv = None if pv is None else pv if isinstance(pv, Units) else resolve_units(pv, mx=True)
     product_backward_arg(qk_backward, f"{name}.qk")
     product_backward_arg(pv_backward, f"{name}.pv")
     from lutcore.torch._gradtables import grad_arg
@@ -177,7 +177,21 @@ def attach(module: nn.Module, qk, pv, *, qk_backward="ste", pv_backward="ste", t
     return module
 
 
+def _is_mx(units) -> bool:
+    return getattr(units, "kind", None) == "mx"
+
+
+def _mx_grads(units, dy, a, b, nt, need=(True, True)):
+    """(dA (M, K), dB (K, N)) of ``units.matmul(a, b)`` (MX units) through their gradient tables
+    (``lutcore.models.mxmm.MXMatmul``'s table backward: b's columns are its weight rows)."""
+    from lutcore.models.mxmm import MXMatmul
+    dw, dx = MXMatmul(units, "table", threads=nt).table_backward(dy, a, np.ascontiguousarray(b.T), need[0])
+    return dx, (np.ascontiguousarray(dw.T) if need[1] else None)
+
+
 def _table_units(units: Units, where: str) -> None:
+    if _is_mx(units):
+        return
     if not units.plain:
         acc = units.accumulator
         raise ValueError(f"{where}: backward='table' through a block-scaled product needs signed 8 x 8 units with "
@@ -289,8 +303,8 @@ def lut_attention(query, key, value, attention_mask=None, scaling=None, *, qk_un
     if key.shape[:3] != value.shape[:3] or Bk != B or Dk != D or KV == 0 or H % KV:
         raise ValueError(f"{layer}: expected query (B, H, T, D), key (B, KV, S, D) and value (B, KV, S, Dv) with H "
                          f"a multiple of KV, got {tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}")
-    qk = None if qk_units is None else qk_units if isinstance(qk_units, Units) else resolve_units(qk_units)
-    pv = None if pv_units is None else pv_units if isinstance(pv_units, Units) else resolve_units(pv_units)
+    qk = None if qk_units is None else qk_units if isinstance(qk_units, Units) else resolve_units(qk_units, mx=True)
+    pv = None if pv_units is None else pv_units if isinstance(pv_units, Units) else resolve_units(pv_units, mx=True)
     qk_mode, pv_mode = _backward_pair(backward)
     product_backward_arg(qk_mode, f"{layer}.qk")
     product_backward_arg(pv_mode, f"{layer}.pv")
@@ -374,7 +388,8 @@ def _serial(macs: int, units: Units, nt: int) -> int:
     """The team size of one product: 1 below the layers' threshold (``functional.gemm_threads``:
     a thread team costs more than the work), else ``nt``."""
     from lutcore.torch.functional import SERIAL_MACS_EXACT, SERIAL_MACS_TABLE
-    return 1 if macs < (SERIAL_MACS_EXACT if units.kernel_path == "exact" else SERIAL_MACS_TABLE) else nt
+    path = getattr(units, "kernel_path", "table")
+    return 1 if macs < (SERIAL_MACS_EXACT if path == "exact" else SERIAL_MACS_TABLE) else nt
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -465,12 +480,14 @@ def _chain_backward(dout, q, k, v, drop, keep, cfg: _Cfg):
     for w, u, mode in (("qk", cfg.qk, cfg.qk_mode), ("pv", cfg.pv, cfg.pv_mode)):
         if u is not None and mode == "table":
             from lutcore.torch._gradtables import tables_for
-            tabs[w] = tables_for(u, cfg.grad_h, f"{cfg.layer}.{w}")
+            tabs[w] = u if _is_mx(u) else tables_for(u, cfg.grad_h, f"{cfg.layer}.{w}")
     sc = np.float32(cfg.scaling)
     for b in range(B):
         for g in range(KV):
             go = dO[b, g]                                                          # (R, Dv)
-            if "pv" in tabs:
+            if "pv" in tabs and _is_mx(tabs["pv"]):
+                dP, dv[b, g] = _mx_grads(tabs["pv"], go, pur[b, g], vn[b, g], nt)
+            elif "pv" in tabs:
                 dP, dv[b, g] = values_table_grads(go, pur[b, g], vn[b, g], cfg.block, tabs["pv"], nt)
             else:
                 dP = _fmatmul(go, vn[b, g].T, threads=nt)                          # (R, S)
@@ -486,8 +503,9 @@ def _chain_backward(dout, q, k, v, drop, keep, cfg: _Cfg):
                 dk[b, g] = _fmatmul(dSs.T, qn[b, g], threads=nt)
                 continue
             if "qk" in tabs:
-                dqs, dkt = matmul_table_grads(dS, qs[b, g], np.ascontiguousarray(kn[b, g].T), cfg.block,
-                                              tabs["qk"], nt)
+                grads = _mx_grads if _is_mx(tabs["qk"]) else \
+                    lambda t, *a: matmul_table_grads(*a[:3], cfg.block, t, nt)
+                dqs, dkt = grads(tabs["qk"], dS, qs[b, g], np.ascontiguousarray(kn[b, g].T), nt)
                 dk[b, g] = dkt.T
             else:
                 dqs = _fmatmul(dS, kn[b, g], threads=nt)                           # (R, D)
@@ -555,7 +573,8 @@ class _MatmulFunction(torch.autograd.Function):
         nt = _serial(M * K * N, cfg.units, cfg.nt)
         with scope(nt), _accum.labelled(cfg.layer):
             for i, (x, z) in enumerate(zip(ia, ib)):
-                y[i] = qmatmul(an[x], bn[z], cfg.units, cfg.block, nt)
+                y[i] = cfg.units.matmul(an[x], bn[z], nt) if _is_mx(cfg.units) else \
+                    qmatmul(an[x], bn[z], cfg.units, cfg.block, nt)
         ctx.save_for_backward(a, b)
         ctx.cfg = cfg
         return torch.from_numpy(y).reshape(*batch, M, N)
@@ -579,10 +598,12 @@ class _MatmulFunction(torch.autograd.Function):
         da = np.zeros(an.shape, np.float32) if need[0] else None
         db = np.zeros(bn.shape, np.float32) if need[1] else None
         from lutcore.torch._gradtables import tables_for
-        tabs = tables_for(cfg.units, cfg.grad_h, cfg.layer)
+        mx = _is_mx(cfg.units)
+        tabs = None if mx else tables_for(cfg.units, cfg.grad_h, cfg.layer)
         with scope(cfg.nt):
             for i, (x, z) in enumerate(zip(ia, ib)):             # broadcast slices summed in slice order
-                ga_, gb_ = matmul_table_grads(dyn[i], an[x], bn[z], cfg.block, tabs, cfg.nt, need)
+                ga_, gb_ = (_mx_grads(cfg.units, dyn[i], an[x], bn[z], cfg.nt, need) if mx else
+                            matmul_table_grads(dyn[i], an[x], bn[z], cfg.block, tabs, cfg.nt, need))
                 if need[0]:
                     da[x] += ga_
                 if need[1]:
@@ -605,8 +626,8 @@ def unit_matmul(a, b, units="exact", *, backward="ste", block: int = 32, threads
     check_tensor(b, "b", layer)
     if backward not in BACKWARDS:
         raise ValueError(f"{layer}: backward: expected one of {BACKWARDS}, got {backward!r}")
-    units = units if isinstance(units, Units) else resolve_units(units)
-    if backward == "table":
+    units = units if isinstance(units, Units) else resolve_units(units, mx=True)
+    if backward == "table" and not _is_mx(units):
         _table_units(units, layer)
         from lutcore.torch._gradtables import tables_for
         tables_for(units, grad_h, layer)
@@ -659,10 +680,10 @@ class UnitMatmul(nn.Module):
         super().__init__()
         if backward not in BACKWARDS:
             raise ValueError(f"UnitMatmul: backward: expected one of {BACKWARDS}, got {backward!r}")
-        self.units = None if units is None else units if isinstance(units, Units) else resolve_units(units)
+        self.units = None if units is None else units if isinstance(units, Units) else resolve_units(units, mx=True)
         self.backward, self.block, self.threads, self.grad_h = backward, int(block), threads, grad_h
         self.name = name or type(self).__name__
-        if self.units is not None and backward == "table":
+        if self.units is not None and backward == "table" and not _is_mx(self.units):
             _table_units(self.units, self.name)
             from lutcore.torch._gradtables import tables_for
             tables_for(self.units, grad_h, self.name)

@@ -395,6 +395,10 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
     the scale and zero point of the recorded range in the unit's activation format
     (``input_zero_point``).  Returns the model."""
     layers = _layers_or_error(model, "calibrate")
+    for name, m in layers:                           # refused before anything changes
+        if getattr(m.units, "kind", None) == "mx":
+            raise ValueError(f"{name}: MX units {m.units.name!r} quantize the input in blocks with their own "
+                             f"power-of-two scales each call: there is no static input scale to calibrate")
     for _, m in layers:
         m._lc_calib = 0.0
         m._lc_calib_range = None

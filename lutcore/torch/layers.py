@@ -185,6 +185,10 @@ class ApproxLayer:
         if self.activations == "dynamic":
             return None
         if self._lc_scale is None:
+            if getattr(self.units, "kind", None) == "mx":   # an MX block has no static scale to calibrate
+                raise ValueError(f"{self._lc_name}: MX units {self.units.name!r} quantize the input in blocks with "
+                                 f"their own power-of-two scales each call: activations='static' does not apply; "
+                                 f"use activations='dynamic'")
             raise RuntimeError(f"{self._lc_name}: activations='static' but this layer was never calibrated: "
                                f"run lutcore.torch.calibrate(model, batches) first, or set its input_scale")
         return self._lc_scale

@@ -93,7 +93,10 @@ def _multiplier(mul, a, b, spec: str) -> FPUnit:
     if t:
         return FPUnit.truncated(a, b, int(t.group(1)))
     if os.path.isdir(m):
-        return FPUnit.load(m, a, b)
+        try:
+            return FPUnit.load(m, a, b)
+        except ValueError as e:                            # the name is what was wrong: say which
+            raise ValueError(f"units: {spec!r}: multiplier {m!r}: {e}") from None
     raise ValueError(f"units: {spec!r}: unknown multiplier {mul!r}; expected one of {', '.join(_BUILTINS)}, "
                      f"truncated:<k> (k fraction bits kept) or a directory FPUnit.save wrote")
 
@@ -182,7 +185,9 @@ class MXUnits:
         if not isinstance(spec, str):
             raise TypeError(f"units: expected an MX units name such as 'mxfp8', got {type(spec).__name__}")
         s = spec.strip()
-        blk = re.search(r"/block=(\d+)$", s)
+        blk = re.search(r"/block=([^/@:]*)$", s)
+        if blk and not (re.fullmatch(r"[0-9]+", blk.group(1)) and int(blk.group(1)) >= 1):
+            raise ValueError(f"units: {spec!r}: the block after '/block=' must be an int >= 1, got {blk.group(1)!r}")
         body = s[:blk.start()] if blk else s
         head, _, acc = body.partition("@")
         fmts, _, mul = head.partition(":")
@@ -356,9 +361,9 @@ def _difference(T: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
             rep[0.0] = c
     codes = np.array([rep[x] for x in vals])
     Tm = np.moveaxis(T, axis, 0)                           # (n, other)
-    num = Tm[codes[hi]] - Tm[codes[lo]]                    # (nfin, other)
     den = (vals[hi] - vals[lo])[:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):   # inf - inf (E5M2): 0 below
+        num = Tm[codes[hi]] - Tm[codes[lo]]                # (nfin, other)
         g = num / den
     g[~np.isfinite(g)] = 0
     out = np.zeros((n,) + Tm.shape[1:], np.float64)

@@ -161,6 +161,7 @@ def plot(dig, gpt, longk, png) -> None:
         ax.legend(fontsize=7, title="products / accumulator", title_fontsize=7)
     for ax in axes[:2]:
         ax.axhline(0, color="k", lw=0.8)
+        ax.margins(y=0.18)
     ax = axes[2]
     labels = list(longk)
     ax.bar(range(len(labels)), [longk[k] for k in labels], color="#4f81bd")

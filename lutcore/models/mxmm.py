@@ -26,7 +26,7 @@ import numpy as np
 from lutcore.ops.gradtables import table_pass
 from lutcore.units import resolve
 
-__all__ = ["MXMatmul", "scales_f32"]
+__all__ = ["MXMatmul", "WeightMX", "scales_f32"]
 
 
 def _f32(a):
@@ -41,6 +41,24 @@ def scales_f32(scales: np.ndarray) -> np.ndarray:
     return v
 
 
+class WeightMX:
+    """A weight w (N, K)'s MX blocks as the product's right operand (w.T along K, the units' second
+    format), kept while w's values stay the same: each call compares w with the float32 copy it
+    quantized (4 bytes a weight; an in-place edit is seen), so an unchanged weight -- inference, an
+    evaluation -- is quantized once."""
+
+    def __init__(self):
+        self.copy = self.q = self.key = None
+
+    def get(self, w, units):
+        key = (units.b, units.block)
+        if (self.q is None or self.key != key or self.copy.shape != np.shape(w)
+                or not np.array_equal(self.copy, w)):
+            self.copy = np.array(w, np.float32, copy=True)
+            self.q, self.key = units.quantize(self.copy.T, 0, "b"), key
+        return self.q
+
+
 class MXMatmul:
     def __init__(self, units, unit_backward=False, threads: int | None = None):
         from lutcore.models.unitmm import unit_backward_arg
@@ -48,13 +66,18 @@ class MXMatmul:
         self.unit_backward = unit_backward_arg(unit_backward)
         self.threads = threads
         self.label = None
+        self.weight = WeightMX()
 
     @property
     def block(self) -> int:
         return self.units.block
 
-    def forward(self, x2, w):
-        y = self.units.matmul(_f32(x2), _f32(w).T, self.threads)
+    def forward(self, x2, w, weight: WeightMX | None = None):
+        """y = x2 @ w.T through the units; ``weight``: the cache of w's blocks (default this
+        matmul's own)."""
+        u = self.units
+        qw = (self.weight if weight is None else weight).get(w, u)
+        y = u.matmul_q(u.quantize(_f32(x2), 1, "a"), qw, self.threads)
         return y.astype(x2.dtype, copy=False)
 
     def backward(self, dy2, x2, w, need_dx=True):

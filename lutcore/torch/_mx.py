@@ -21,11 +21,25 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lutcore.models.mxmm import MXMatmul
+from lutcore.models.mxmm import MXMatmul, WeightMX
 from lutcore.torch._formats import _float_conv, _fold, _operands, _output, _rows
 from lutcore.torch._once import _once_differentiable
 
 __all__ = ["MXFunction", "linear", "conv"]
+
+
+_WEIGHTS: dict = {}          # (id(weight), data_ptr, group) -> WeightMX, the last 64
+
+
+def _weight_cache(weight: torch.Tensor, g: int) -> WeightMX:
+    """The kept MX blocks of a weight's group (content-checked at every call: WeightMX)."""
+    key = (id(weight), weight.data_ptr(), g)
+    got = _WEIGHTS.get(key)
+    if got is None:
+        if len(_WEIGHTS) >= 64:
+            _WEIGHTS.pop(next(iter(_WEIGHTS)))
+        got = _WEIGHTS[key] = WeightMX()
+    return got
 
 
 class MXFunction(torch.autograd.Function):
@@ -41,7 +55,8 @@ class MXFunction(torch.autograd.Function):
         y = np.empty((X.shape[0], O), np.float32)
         for g in range(groups):
             y[:, g * Og:(g + 1) * Og] = mm.forward(np.ascontiguousarray(X[:, g * Kg:(g + 1) * Kg]),
-                                                   np.ascontiguousarray(W[g * Og:(g + 1) * Og]))
+                                                   np.ascontiguousarray(W[g * Og:(g + 1) * Og]),
+                                                   _weight_cache(weight, g))
         if bias is not None:
             y += bias.detach().numpy().astype(np.float32)[None, :]
         ctx.save_for_backward(x, weight, bias)

@@ -28,9 +28,13 @@ Shapes (x of ndim >= 1, L = x.shape[axis], nb = ceil(L / block), Lp = nb * block
 
 Design: this module owns the block layout; the element format (codes, rounding, random bits)
 is ``lutcore.units.fp``'s, which knows nothing of blocks (units never imports this module).
-Pure numpy: no native kernel yet (FP GEMMs through approximate multipliers come later, built
-on ``MX.codes`` / ``MX.scales`` and ``FloatFormat.values()``).  Where torchao's MX emulation
-differs, see DESIGN.md.
+Two bodies, one contract: ``rounding="nearest"`` along the last axis or axis 0 runs natively
+(the room ``lutcore.ops.mxquant``, csrc/mxquant/: the same bits, threaded); stochastic rounding,
+the other axes of N-D arrays, and a build without the native module run the numpy body,
+``mx_quantize_numpy`` (same arguments, same checks, same result; the tests hold the native
+quantizer to it).  The room is imported on first use: it never imports this module, and
+``lutcore.ops`` (whose MX GEMM does) loads before it.  Where torchao's MX emulation differs,
+see DESIGN.md.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ import numpy as np
 from lutcore import _check
 from lutcore.units import fp as _fp
 
-__all__ = ["MX", "mx_quantize", "MX_ELEMENTS"]
+__all__ = ["MX", "mx_quantize", "mx_quantize_numpy", "MX_ELEMENTS"]
 
 MX_ELEMENTS = _fp.MX_ELEMENTS
 E8M0_NAN = 0xFF
@@ -119,14 +123,9 @@ class MX:
         return f"MX(shape={self.shape}, fmt={self.fmt.name}, block={self.block}, axis={self.axis})"
 
 
-def mx_quantize(x, fmt, block: int = 32, axis: int = -1, rounding: str = "nearest", seed=None) -> MX:
-    """Quantize ``x`` (ndim >= 1) to MX blocks of ``block`` along ``axis`` in element format
-    ``fmt`` (e4m3, e5m2, e3m2, e2m3, e2m1, int8, or an alias such as "fp8_e4m3" / "fp4").
-
-    ``rounding``: "nearest" (ties to even) or "stochastic" (``seed``: an int in [0, 2^64) or
-    a np.random.Generator; see ``lutcore.units.fp``).  Input of another real dtype is
-    converted to float32 first; non-contiguous input is copied.  The axis is zero-padded to a
-    multiple of ``block``.  NaN and infinities are not errors: their block's scale is NaN."""
+def _arguments(x, fmt, block, axis, rounding, seed):
+    """mx_quantize's checks: (float32 C-contiguous x, element format, block, axis >= 0, rounding,
+    the elements' random bits (stochastic) or the checked seed)."""
     f = _element(fmt)
     block = _check.int_arg(block, "block", lo=1)
     rounding = _fp.rounding_arg(rounding)
@@ -135,6 +134,53 @@ def mx_quantize(x, fmt, block: int = 32, axis: int = -1, rounding: str = "neares
         raise ValueError("x: expected an array of at least 1 dimension (blocks run along an axis), got a 0-d array")
     axis = _check.int_arg(axis, "axis", lo=-x.ndim, hi=x.ndim - 1) % x.ndim
     r = _fp.random_bits(seed, x.size).reshape(x.shape) if rounding == "stochastic" else _fp.seed_checked(seed)
+    return x, f, block, axis, rounding, r
+
+
+_UNSET = object()
+_room = _UNSET
+
+
+def _native():
+    """The room lutcore.ops.mxquant, or None in a build without its native module."""
+    global _room
+    if _room is _UNSET:
+        try:
+            from lutcore.ops import mxquant
+            _room = mxquant
+        except ImportError:
+            _room = None
+    return _room
+
+
+def mx_quantize(x, fmt, block: int = 32, axis: int = -1, rounding: str = "nearest", seed=None) -> MX:
+    """Quantize ``x`` (ndim >= 1) to MX blocks of ``block`` along ``axis`` in element format
+    ``fmt`` (e4m3, e5m2, e3m2, e2m3, e2m1, int8, or an alias such as "fp8_e4m3" / "fp4").
+
+    ``rounding``: "nearest" (ties to even) or "stochastic" (``seed``: an int in [0, 2^64) or
+    a np.random.Generator; see ``lutcore.units.fp``).  Input of another real dtype is
+    converted to float32 first; non-contiguous input is copied.  The axis is zero-padded to a
+    multiple of ``block``.  NaN and infinities are not errors: their block's scale is NaN.
+    "nearest" along the last axis or axis 0 runs natively (``lutcore.ops.mxquant``, threads of
+    the enclosing ``lutcore._threads.scope``), anything else in numpy: the same bits."""
+    x, f, block, axis, rounding, r = _arguments(x, fmt, block, axis, rounding, seed)
+    if rounding == "nearest":
+        room = _native()
+        if room is not None and room.native_axis(x.ndim, axis):
+            codes, scales = room.mx_quantize_nearest(x, f, block, axis)
+            return MX._made(codes, scales, f, block, axis, x.shape)
+    return _quantize_numpy(x, f, block, axis, rounding, r)
+
+
+def mx_quantize_numpy(x, fmt, block: int = 32, axis: int = -1, rounding: str = "nearest", seed=None) -> MX:
+    """``mx_quantize`` in numpy, whatever the rounding and axis: the same arguments, checks and
+    bits (the body stochastic rounding and the other axes take, and the reference the native
+    quantizer is held to)."""
+    return _quantize_numpy(*_arguments(x, fmt, block, axis, rounding, seed))
+
+
+def _quantize_numpy(x, f, block, axis, rounding, r) -> MX:
+    """The numpy body on checked arguments (``_arguments``)."""
     L = x.shape[axis]
     nb = -(-L // block)
     xm = np.moveaxis(x, axis, -1)                                            # (..., L) view

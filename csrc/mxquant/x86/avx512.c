@@ -1,0 +1,160 @@
+/* csrc/mxquant/x86/avx512.c — the MX quantizer's AVX-512 F/BW/VL body (mxquant/mxquant.h: the
+ * contract; job.h: the steps).  Compiled alone with its flags (setup.py) and once more against
+ * SIMDe for the tests.  job.h's element step lane for lane on 16 float32 bit patterns (integer
+ * operations only: the subnormal's significand through vcvtdq2ps, exact; the variable right shift
+ * of the rounding below the normal range through vpsrlvd, whose counts of 32 or more give 0 as
+ * job.h's lc_mxq_rne_shift); codes narrowed to bytes by vpmovdb.
+ *
+ * rows: per block, the magnitudes' bits maxed over its vectors (the last one masked) and reduced
+ *       across the lanes; job.h's scale; then its vectors encoded with that scale broadcast.
+ * cols: per 16 columns of a strip, the vertical max over the block's rows gives 16 scales at once
+ *       (job.h's lc_mxq_scale lane for lane), then each row's 16 codes with them.
+ *
+ *   x       uint32 (float32 bits)  rows (R, L) / cols (L, N)     IN
+ *   codes   uint8                  rows (R, Lp) / cols (Lp, N)   OUT
+ *   scales  uint8                  rows (R, nb) / cols (nb, N)   OUT
+ */
+#define LC_BODY_ISA avx512
+#include "core/simd.h"
+#include "mxquant/x86/x86.h"
+
+#if LC_X86
+
+/* Masked 32-bit loads and byte stores, and the narrowing of dwords to their low bytes.  SIMDe
+ * 0.8.2 moves whole vectors for the masked ones (past a buffer's end) and has no vpmovdb: the
+ * twin's build does them lane by lane, and narrows by vpmovsdb of the sign-extended low bytes
+ * (the same bytes). */
+#if defined(LC_SIMDE)
+static inline __m512i lc_mxq_load(const uint32_t *p, int n) {
+    uint32_t t[16] = {0};
+    memcpy(t, p, (size_t)n * 4);
+    return _mm512_loadu_si512((const void *)t);
+}
+static inline void lc_mxq_store(uint8_t *p, __m128i v, int n) {
+    uint8_t t[16];
+    _mm_storeu_si128((__m128i *)t, v);
+    memcpy(p, t, (size_t)n);
+}
+static inline __m128i lc_mxq_bytes(__m512i v) {
+    return _mm512_cvtsepi32_epi8(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24));
+}
+#else
+static inline __m512i lc_mxq_load(const uint32_t *p, int n) {
+    return n >= 16 ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi32(lc_x_mask(n), p);
+}
+static inline void lc_mxq_store(uint8_t *p, __m128i v, int n) {
+    if (n >= 16) _mm_storeu_si128((__m128i *)p, v);
+    else _mm_mask_storeu_epi8(p, (__mmask16)((1u << n) - 1), v);
+}
+#define lc_mxq_bytes(v) _mm512_cvtepi32_epi8(v)
+#endif
+
+/* job.h's format constants, broadcast */
+typedef struct {
+    __m512i absm, small, c149, zeroa, thresh, half1, one, off, c0, mant, imp, maxmag, smag;
+    __m128i shift;
+    int twos;
+} lc_mxq_v;
+
+static inline void lc_mxq_v_init(lc_mxq_v *c, const lc_mxq_fmt *f) {
+    c->absm = _mm512_set1_epi32(0x7fffffff);
+    c->small = _mm512_set1_epi32(0x800000);
+    c->c149 = _mm512_set1_epi32(149 << 23);
+    c->zeroa = _mm512_set1_epi32(LC_MXQ_ZERO_A);
+    c->thresh = _mm512_set1_epi32(f->thresh);
+    c->half1 = _mm512_set1_epi32((int32_t)((1u << (f->shift - 1)) - 1u));
+    c->one = _mm512_set1_epi32(1);
+    c->off = _mm512_set1_epi32(f->off);
+    c->c0 = _mm512_set1_epi32(f->c0);
+    c->mant = _mm512_set1_epi32(0x7fffff);
+    c->imp = _mm512_set1_epi32(0x800000);
+    c->maxmag = _mm512_set1_epi32(f->max_mag);
+    c->smag = _mm512_set1_epi32(f->smag);
+    c->shift = _mm_cvtsi32_si128(f->shift);
+    c->twos = f->twos;
+}
+
+/* 16 codes (in the dwords' low bytes) of x's bits u, each lane scaled by its s23 */
+LC_AI __m512i lc_mxq_code16(__m512i u, __m512i s23, const lc_mxq_v *c) {
+    const __m512i a = _mm512_and_si512(u, c->absm);
+    const __mmask16 sub = _mm512_cmp_epu32_mask(a, c->small, _MM_CMPINT_LT);        /* zero / subnormal */
+    const __m512i mf = _mm512_castps_si512(_mm512_cvtepi32_ps(a));                    /* exact below 2^23 */
+    const __m512i as = _mm512_max_epi32(_mm512_sub_epi32(mf, c->c149), c->zeroa);
+    const __m512i av = _mm512_sub_epi32(_mm512_mask_blend_epi32(sub, a, as), s23);
+    /* the element's normal range: nearest even on the bits, the exponent rebiased */
+    const __m512i odd = _mm512_and_si512(_mm512_srl_epi32(av, c->shift), c->one);
+    const __m512i qn = _mm512_sub_epi32(
+        _mm512_srl_epi32(_mm512_add_epi32(_mm512_add_epi32(av, c->half1), odd), c->shift), c->off);
+    /* below it: RNE(sig / 2^k) */
+    const __m512i k = _mm512_sub_epi32(c->c0, _mm512_srai_epi32(av, 23));
+    const __m512i sig = _mm512_or_si512(_mm512_and_si512(av, c->mant), c->imp);
+    const __m512i h = _mm512_sub_epi32(_mm512_sllv_epi32(c->one, _mm512_sub_epi32(k, c->one)), c->one);
+    const __m512i qs = _mm512_srlv_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(sig, h), _mm512_and_si512(_mm512_srlv_epi32(sig, k), c->one)), k);
+    const __mmask16 nrm = _mm512_cmpge_epi32_mask(av, c->thresh);
+    const __m512i mag = _mm512_min_epi32(_mm512_mask_blend_epi32(nrm, qs, qn), c->maxmag);
+    const __mmask16 neg = _mm512_movepi32_mask(u);
+    return c->twos ? _mm512_mask_sub_epi32(mag, neg, _mm512_setzero_si512(), mag)
+                   : _mm512_mask_or_epi32(mag, neg, mag, c->smag);
+}
+
+void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
+    const int64_t L = j->L, bk = j->bk, nb = j->nb, Lp = j->Lp;
+    lc_mxq_v c;
+    lc_mxq_v_init(&c, &j->f);
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = i / nb, b = i % nb, k0 = b * bk, n = L - k0 < bk ? L - k0 : bk;
+        const uint32_t *x = j->x + r * L + k0;
+        uint8_t *o = j->codes + r * Lp + k0;
+        __m512i m = _mm512_setzero_si512();
+        int64_t e = 0;
+        for (; e + 16 <= n; e += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + e)), c.absm));
+        if (e < n) m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(x + e, (int)(n - e)), c.absm));
+        int32_t s23;
+        const uint8_t sc = lc_mxq_scale((uint32_t)_mm512_reduce_max_epu32(m), &j->f, &s23);
+        j->scales[r * nb + b] = sc;
+        e = 0;
+        if (sc != LC_MXQ_NAN) {
+            const __m512i s = _mm512_set1_epi32(s23);
+            for (; e + 16 <= n; e += 16)
+                _mm_storeu_si128((__m128i *)(o + e),
+                                 lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(x + e)), s, &c)));
+            if (e < n) {
+                lc_mxq_store(o + e, lc_mxq_bytes(lc_mxq_code16(lc_mxq_load(x + e, (int)(n - e)), s, &c)), (int)(n - e));
+                e = n;
+            }
+        }
+        memset(o + e, 0, (size_t)(bk - e));
+    }
+}
+
+void LC_BODY(mxq_cols)(const lc_mxq_job *j, int64_t b, int64_t n0, int64_t n1) {
+    const int64_t N = j->N, k0 = b * j->bk, k1 = k0 + j->bk < j->L ? k0 + j->bk : j->L;
+    lc_mxq_v c;
+    lc_mxq_v_init(&c, &j->f);
+    const __m512i special = _mm512_set1_epi32((int32_t)LC_MXQ_SPECIAL), e127 = _mm512_set1_epi32(127);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), emax = _mm512_set1_epi32(j->f.emax);
+    const __m512i nan = _mm512_set1_epi32((int32_t)LC_MXQ_NAN);
+    for (int64_t c0 = n0; c0 < n1; c0 += 16) {
+        const int nc = n1 - c0 < 16 ? (int)(n1 - c0) : 16;
+        __m512i m = _mm512_setzero_si512();
+        for (int64_t k = k0; k < k1; k++)
+            m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(j->x + k * N + c0, nc), c.absm));
+        /* lc_mxq_scale, lane for lane */
+        const __m512i e = _mm512_srli_epi32(m, 23);
+        const __m512i fl = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                                                   _mm512_sub_epi32(e, e127), lo);
+        const __m512i s = _mm512_max_epi32(_mm512_min_epi32(_mm512_sub_epi32(fl, emax), hi), lo);
+        const __mmask16 bad = _mm512_cmpge_epu32_mask(m, special);
+        lc_mxq_store(j->scales + b * N + c0, lc_mxq_bytes(_mm512_mask_blend_epi32(bad, _mm512_add_epi32(s, e127), nan)), nc);
+        const __m512i s23 = _mm512_slli_epi32(s, 23);
+        const __mmask16 good = (__mmask16)~bad;
+        for (int64_t k = k0; k < k1; k++) {
+            const __m512i code = lc_mxq_code16(lc_mxq_load(j->x + k * N + c0, nc), s23, &c);
+            lc_mxq_store(j->codes + k * N + c0, lc_mxq_bytes(_mm512_maskz_mov_epi32(good, code)), nc);
+        }
+    }
+    for (int64_t k = j->L; k < (b + 1) * j->bk; k++) memset(j->codes + k * N + n0, 0, (size_t)(n1 - n0));
+}
+
+#endif /* LC_X86 */

@@ -2,8 +2,10 @@
  * it, the job, and the two scalar steps every body shares (a block's scale; one element's code).
  * Included by mxquant.h and by every x86 body (their tails are these steps: the same bits).
  *
- * Everything is integer arithmetic on the float32 bits, so no body depends on the rounding mode
- * or on flush-to-zero / denormals-are-zero (torch.set_flush_denormal sets both).
+ * The steps are integer arithmetic on the float32 bits (the vector bodies take one exact float
+ * product and an explicitly rounded conversion where it is cheaper: x86/avx512.c), so no body
+ * depends on MXCSR's rounding mode or on flush-to-zero / denormals-are-zero
+ * (torch.set_flush_denormal sets both).
  *
  * The scale (one block, lutcore.mx: shared = floor(log2 max|x|) - emax, clamped to [-127, 127]):
  *   amax = max of (bits & 0x7fffffff) over the block — the integer order of the magnitudes'

@@ -1,7 +1,7 @@
 /* csrc/mxquant/x86/avx2.c — the MX quantizer's AVX2 body (mxquant/mxquant.h: the contract;
  * job.h: the steps), compiled alone with the AVX2 flags (setup.py).  x86/avx512.c at 8 lanes:
- * job.h's element step lane for lane (integer operations only; vpsrlvd / vpsllvd give 0 for
- * counts of 32 or more, as lc_mxq_rne_shift), codes narrowed by a byte shuffle.  AVX2 has no
+ * job.h's element step lane for lane (below the element's normal range by a float product and
+ * vroundps, as avx512.c), codes narrowed by a byte shuffle.  AVX2 has no
  * masked loads of bytes worth the trouble: a block's (rows) or a strip's (cols) last elements
  * short of a vector take job.h's scalar steps with the same scale.
  *
@@ -16,7 +16,8 @@
 #if LC_X86
 
 typedef struct {
-    __m256i absm, small, c149, zeroa, thresh1, half1, one, off, c0, mant, imp, maxmag, smag, pick;
+    __m256i absm, small, c149, zeroa, thresh1, half1, one, off, maxmag, smag, pick;
+    __m256 quantum;
     __m128i shift;
     int twos;
 } lc_mxq_v8;
@@ -30,9 +31,7 @@ static inline void lc_mxq_v8_init(lc_mxq_v8 *c, const lc_mxq_fmt *f) {
     c->half1 = _mm256_set1_epi32((int32_t)((1u << (f->shift - 1)) - 1u));
     c->one = _mm256_set1_epi32(1);
     c->off = _mm256_set1_epi32(f->off);
-    c->c0 = _mm256_set1_epi32(f->c0);
-    c->mant = _mm256_set1_epi32(0x7fffff);
-    c->imp = _mm256_set1_epi32(0x800000);
+    c->quantum = _mm256_castsi256_ps(_mm256_set1_epi32((277 - f->c0) << 23));   /* 2^(M - emin) = 2^(150 - c0) */
     c->maxmag = _mm256_set1_epi32(f->max_mag);
     c->smag = _mm256_set1_epi32(f->smag);
     /* each 128-bit half: its four dwords' low bytes into its low dword */
@@ -52,11 +51,11 @@ LC_AI __m256i lc_mxq_code8(__m256i u, __m256i s23, const lc_mxq_v8 *c) {
     const __m256i odd = _mm256_and_si256(_mm256_srl_epi32(av, c->shift), c->one);
     const __m256i qn = _mm256_sub_epi32(
         _mm256_srl_epi32(_mm256_add_epi32(_mm256_add_epi32(av, c->half1), odd), c->shift), c->off);
-    const __m256i k = _mm256_sub_epi32(c->c0, _mm256_srai_epi32(av, 23));
-    const __m256i sig = _mm256_or_si256(_mm256_and_si256(av, c->mant), c->imp);
-    const __m256i h = _mm256_sub_epi32(_mm256_sllv_epi32(c->one, _mm256_sub_epi32(k, c->one)), c->one);
-    const __m256i qs = _mm256_srlv_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(sig, h), _mm256_and_si256(_mm256_srlv_epi32(sig, k), c->one)), k);
+    /* below it: |v| / 2^(emin - M), rounded to nearest even by vroundps' immediate (MXCSR not read)
+     * and then exact in vcvttps2dq (as avx512.c: other av lie below 2^-126 and give 0) */
+    const __m256 t = _mm256_round_ps(_mm256_mul_ps(_mm256_castsi256_ps(av), c->quantum),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i qs = _mm256_max_epi32(_mm256_cvttps_epi32(t), _mm256_setzero_si256());
     const __m256i nrm = _mm256_cmpgt_epi32(av, c->thresh1);
     const __m256i mag = _mm256_min_epi32(_mm256_blendv_epi8(qs, qn, nrm), c->maxmag);
     const __m256i neg = _mm256_srai_epi32(u, 31);

@@ -1,9 +1,11 @@
 /* csrc/mxquant/x86/avx512.c — the MX quantizer's AVX-512 F/BW/VL body (mxquant/mxquant.h: the
  * contract; job.h: the steps).  Compiled alone with its flags (setup.py) and once more against
- * SIMDe for the tests.  job.h's element step lane for lane on 16 float32 bit patterns (integer
- * operations only: the subnormal's significand through vcvtdq2ps, exact; the variable right shift
- * of the rounding below the normal range through vpsrlvd, whose counts of 32 or more give 0 as
- * job.h's lc_mxq_rne_shift); codes narrowed to bytes by vpmovdb.
+ * SIMDe for the tests.  job.h's element step lane for lane on 16 float32 bit patterns: integer
+ * operations (a subnormal's significand through vcvtdq2ps, exact), except below the element's
+ * normal range, where RNE(sig / 2^k) is |v| 2^(M - emin) -- av read as a float32 times a power
+ * of two, exact wherever av is a normal float32's bits; every other av lies below 2^-126 and
+ * gives 0 -- converted with an explicit nearest-even rounding (neither MXCSR's mode nor its
+ * FTZ / DAZ changes a bit); codes narrowed to bytes by vpmovdb.
  *
  * rows: per block, the magnitudes' bits maxed over its vectors (the last one masked) and reduced
  *       across the lanes; job.h's scale; then its vectors encoded with that scale broadcast.
@@ -48,10 +50,18 @@ static inline void lc_mxq_store(uint8_t *p, __m128i v, int n) {
 }
 #define lc_mxq_bytes(v) _mm512_cvtepi32_epi8(v)
 #endif
+/* float32 to int32, nearest even whatever MXCSR says (SIMDe's conversion reads MXCSR: nearest
+ * even unless a caller changed it, as numpy's rint) */
+#if defined(LC_SIMDE)
+#define lc_mxq_rne_epi32(v) _mm512_cvtps_epi32(v)
+#else
+#define lc_mxq_rne_epi32(v) _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#endif
 
 /* job.h's format constants, broadcast */
 typedef struct {
-    __m512i absm, small, c149, zeroa, thresh, half1, one, off, c0, mant, imp, maxmag, smag;
+    __m512i absm, small, c149, zeroa, thresh, half1, one, off, maxmag, smag;
+    __m512 quantum;
     __m128i shift;
     int twos;
 } lc_mxq_v;
@@ -65,9 +75,7 @@ static inline void lc_mxq_v_init(lc_mxq_v *c, const lc_mxq_fmt *f) {
     c->half1 = _mm512_set1_epi32((int32_t)((1u << (f->shift - 1)) - 1u));
     c->one = _mm512_set1_epi32(1);
     c->off = _mm512_set1_epi32(f->off);
-    c->c0 = _mm512_set1_epi32(f->c0);
-    c->mant = _mm512_set1_epi32(0x7fffff);
-    c->imp = _mm512_set1_epi32(0x800000);
+    c->quantum = _mm512_castsi512_ps(_mm512_set1_epi32((277 - f->c0) << 23));   /* 2^(M - emin) = 2^(150 - c0) */
     c->maxmag = _mm512_set1_epi32(f->max_mag);
     c->smag = _mm512_set1_epi32(f->smag);
     c->shift = _mm_cvtsi32_si128(f->shift);
@@ -85,12 +93,11 @@ LC_AI __m512i lc_mxq_code16(__m512i u, __m512i s23, const lc_mxq_v *c) {
     const __m512i odd = _mm512_and_si512(_mm512_srl_epi32(av, c->shift), c->one);
     const __m512i qn = _mm512_sub_epi32(
         _mm512_srl_epi32(_mm512_add_epi32(_mm512_add_epi32(av, c->half1), odd), c->shift), c->off);
-    /* below it: RNE(sig / 2^k) */
-    const __m512i k = _mm512_sub_epi32(c->c0, _mm512_srai_epi32(av, 23));
-    const __m512i sig = _mm512_or_si512(_mm512_and_si512(av, c->mant), c->imp);
-    const __m512i h = _mm512_sub_epi32(_mm512_sllv_epi32(c->one, _mm512_sub_epi32(k, c->one)), c->one);
-    const __m512i qs = _mm512_srlv_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(sig, h), _mm512_and_si512(_mm512_srlv_epi32(sig, k), c->one)), k);
+    /* below it: |v| / 2^(emin - M) rounded to nearest even (the product is exact where av is a
+     * normal float32's bits; every other av -- subnormal bits, negative ones, NaN patterns -- lies
+     * below 2^-126 and gives 0, through the max) */
+    const __m512i qs = _mm512_max_epi32(lc_mxq_rne_epi32(_mm512_mul_ps(_mm512_castsi512_ps(av), c->quantum)),
+                                        _mm512_setzero_si512());
     const __mmask16 nrm = _mm512_cmpge_epi32_mask(av, c->thresh);
     const __m512i mag = _mm512_min_epi32(_mm512_mask_blend_epi32(nrm, qs, qn), c->maxmag);
     const __mmask16 neg = _mm512_movepi32_mask(u);

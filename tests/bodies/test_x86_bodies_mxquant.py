@@ -1,7 +1,9 @@
 """The MX quantizer's vector bodies (csrc/mxquant/x86/avx512.c, avx2.c) bit for bit against the
 generic body (csrc/mxquant/mxquant.h) and the numpy body of lutcore.mx (mx_quantize_numpy): rows
 and columns, every element format, blocks crossing the vectors (1, 7, 16, 32, 33, 48) and shapes
-crossing them (lengths 1, 15, 16, 17, 31, 33, 100; columns short of a vector and of a strip of 64),
+crossing them (lengths 1, 15, 16, 17, 31, 33, 100; rows long enough for runs of 8 and 16 whole
+blocks, with a short last block or not, split between threads anywhere; columns short of a vector,
+of 32 and of a strip of 64),
 data with zeros, subnormals, the top binades, NaN and +-inf, and random bit patterns of every
 exponent, at 1, 2 and 3 threads.
 
@@ -22,8 +24,8 @@ from test_mxquant import data
 _simde_mxq = twin("_simde_mxquant")
 RUNNERS = runners(_mxq, _simde_mxq, avx2=True)
 IDS = [r[0] for r in RUNNERS]
-ROWS = [(1, 1), (3, 15), (2, 16), (5, 17), (7, 31), (33, 33), (4, 100)]
-COLS = [(1, 1), (15, 3), (16, 9), (17, 16), (31, 17), (33, 65), (100, 130)]
+ROWS = [(1, 1), (3, 15), (2, 16), (5, 17), (7, 31), (33, 33), (4, 100), (3, 565), (2, 1040), (2, 821), (40, 1040)]
+COLS = [(1, 1), (15, 3), (16, 9), (17, 16), (31, 17), (33, 65), (100, 130), (130, 300)]
 BLOCKS = [1, 7, 16, 32, 33, 48]
 
 

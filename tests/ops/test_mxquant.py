@@ -2,7 +2,7 @@
 lutcore.mx (``mx_quantize_numpy``: the contract's reference path) and against expectations built
 from ml_dtypes (the element formats' library) and the OCP MX spec's scale rule, written here from
 the contract: np.array_equal on codes and scales, on odd shapes (rows 1, 7, 33; lengths 1, 31, 32,
-33, 100; N-D), blocks 32, 16, 1 and 7, every element format, both axes, on data with zeros,
+33, 100, and rows long enough for the bodies' runs of 8 and 16 blocks; N-D), blocks 32, 16, 1 and 7, every element format, both axes, on data with zeros,
 subnormals, huge values (saturation), NaN and +-inf in some blocks and values exactly at the
 rounding ties, on every SIMD path of this CPU and at 1, 2 and 3 threads.  Also: mx_quantize
 dispatches to it exactly where it should (nearest, last axis or axis 0), the room's errors, and
@@ -19,7 +19,7 @@ from lutcore.ops import mxquant
 from lutcore.units import fp_format
 
 BLOCKS = [32, 16, 1, 7]
-ROW_SHAPES = [(1, 1), (1, 31), (7, 32), (33, 33), (7, 100), (2, 3, 47), (65,)]
+ROW_SHAPES = [(1, 1), (1, 31), (7, 32), (33, 33), (7, 100), (2, 3, 47), (65,), (3, 565), (40, 1040)]   # runs of 16 blocks, threads
 COL_SHAPES = [(1, 1), (31, 7), (32, 33), (33, 100), (100, 17), (47, 3, 5), (1, 40)]
 THREADS = (1, 2, 3)
 

@@ -7,8 +7,11 @@
  * gives 0 -- converted with an explicit nearest-even rounding (neither MXCSR's mode nor its
  * FTZ / DAZ changes a bit); codes narrowed to bytes by vpmovdb.
  *
- * rows: per block, the magnitudes' bits maxed over its vectors (the last one masked) and reduced
- *       across the lanes; job.h's scale; then its vectors encoded with that scale broadcast.
+ * rows: per block, the magnitudes' bits maxed over its vectors (the last one masked); with
+ *       blocks of a multiple of 16, sixteen blocks of a row at a time: their 16 maxima reduced
+ *       across the lanes together (a butterfly) into one vector, job.h's scale lane for lane; a
+ *       block alone: reduced across the lanes, job.h's scale; then each block's vectors encoded
+ *       with its scale broadcast.
  * cols: per 16 columns of a strip, the vertical max over the block's rows gives 16 scales at once
  *       (job.h's lc_mxq_scale lane for lane), then each row's 16 codes with them.
  *
@@ -105,33 +108,97 @@ LC_AI __m512i lc_mxq_code16(__m512i u, __m512i s23, const lc_mxq_v *c) {
                    : _mm512_mask_or_epi32(mag, neg, mag, c->smag);
 }
 
+/* lc_mxq_scale lane for lane: 16 blocks' amax -> their scale codes (bytes, OUT), *s23 (shared << 23)
+ * and the mask of the blocks holding NaN / inf */
+LC_AI __m128i lc_mxq_scales16(__m512i m, const lc_mxq_fmt *f, __m512i *s23, __mmask16 *bad) {
+    const __m512i e127 = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const __m512i e = _mm512_srli_epi32(m, 23);
+    const __m512i fl = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                                               _mm512_sub_epi32(e, e127), lo);
+    const __m512i s = _mm512_max_epi32(_mm512_min_epi32(_mm512_sub_epi32(fl, _mm512_set1_epi32(f->emax)), hi), lo);
+    *bad = _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32((int32_t)LC_MXQ_SPECIAL));
+    *s23 = _mm512_slli_epi32(s, 23);
+    return lc_mxq_bytes(_mm512_mask_blend_epi32(*bad, _mm512_add_epi32(s, e127), _mm512_set1_epi32((int32_t)LC_MXQ_NAN)));
+}
+
+/* the lane maxima of 16 vectors: lane g of the result = max over the lanes of m[g] (unsigned;
+ * a butterfly of unpacks and 128-bit shuffles, 45 operations for 16 reductions) */
+LC_AI __m512i lc_mxq_hmax16(const __m512i *m) {
+    __m512i t[8], u[4], w[2];
+    for (int g = 0; g < 8; g++)          /* 128-bit lane l, dwords: m[2g] 0|2, m[2g+1] 0|2, m[2g] 1|3, m[2g+1] 1|3 */
+        t[g] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * g], m[2 * g + 1]), _mm512_unpackhi_epi32(m[2 * g], m[2 * g + 1]));
+    for (int g = 0; g < 4; g++)          /* lane l: the lane's maximum of m[4g + q] in dword q */
+        u[g] = _mm512_max_epu32(_mm512_unpacklo_epi64(t[2 * g], t[2 * g + 1]), _mm512_unpackhi_epi64(t[2 * g], t[2 * g + 1]));
+    for (int g = 0; g < 2; g++)          /* lanes (u[2g] l0|l1, u[2g] l2|l3, u[2g+1] l0|l1, u[2g+1] l2|l3) */
+        w[g] = _mm512_max_epu32(_mm512_shuffle_i32x4(u[2 * g], u[2 * g + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * g], u[2 * g + 1], 0xDD));
+    return _mm512_max_epu32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+}
+
+/* one block of n <= bk elements (rows) at x: its scale (returned), codes and padding */
+LC_AI uint8_t lc_mxq_block(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk, const lc_mxq_fmt *f, const lc_mxq_v *c) {
+    __m512i m = _mm512_setzero_si512();
+    int64_t e = 0;
+    for (; e + 16 <= n; e += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + e)), c->absm));
+    if (e < n) m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(x + e, (int)(n - e)), c->absm));
+    int32_t s23;
+    const uint8_t sc = lc_mxq_scale((uint32_t)_mm512_reduce_max_epu32(m), f, &s23);
+    e = 0;
+    if (sc != LC_MXQ_NAN) {
+        const __m512i s = _mm512_set1_epi32(s23);
+        for (; e + 16 <= n; e += 16)
+            _mm_storeu_si128((__m128i *)(o + e), lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(x + e)), s, c)));
+        if (e < n) {
+            lc_mxq_store(o + e, lc_mxq_bytes(lc_mxq_code16(lc_mxq_load(x + e, (int)(n - e)), s, c)), (int)(n - e));
+            e = n;
+        }
+    }
+    memset(o + e, 0, (size_t)(bk - e));
+    return sc;
+}
+
+/* rows: where the block is a multiple of 16, runs of 16 whole blocks of a row share one butterfly
+ * of their maxima and one vector of scales (lc_mxq_hmax16, lc_mxq_scales16); every other block
+ * (a row's last, short one; the ends of a range; other block sizes) goes alone */
 void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
-    const int64_t L = j->L, bk = j->bk, nb = j->nb, Lp = j->Lp;
+    const int64_t L = j->L, bk = j->bk, nb = j->nb, Lp = j->Lp, nbf = L / bk, nv = bk / 16;
     lc_mxq_v c;
     lc_mxq_v_init(&c, &j->f);
-    for (int64_t i = i0; i < i1; i++) {
-        const int64_t r = i / nb, b = i % nb, k0 = b * bk, n = L - k0 < bk ? L - k0 : bk;
+    for (int64_t i = i0; i < i1;) {
+        const int64_t r = i / nb, b = i % nb, k0 = b * bk;
         const uint32_t *x = j->x + r * L + k0;
         uint8_t *o = j->codes + r * Lp + k0;
-        __m512i m = _mm512_setzero_si512();
-        int64_t e = 0;
-        for (; e + 16 <= n; e += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + e)), c.absm));
-        if (e < n) m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(x + e, (int)(n - e)), c.absm));
-        int32_t s23;
-        const uint8_t sc = lc_mxq_scale((uint32_t)_mm512_reduce_max_epu32(m), &j->f, &s23);
-        j->scales[r * nb + b] = sc;
-        e = 0;
-        if (sc != LC_MXQ_NAN) {
-            const __m512i s = _mm512_set1_epi32(s23);
-            for (; e + 16 <= n; e += 16)
-                _mm_storeu_si128((__m128i *)(o + e),
-                                 lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(x + e)), s, &c)));
-            if (e < n) {
-                lc_mxq_store(o + e, lc_mxq_bytes(lc_mxq_code16(lc_mxq_load(x + e, (int)(n - e)), s, &c)), (int)(n - e));
-                e = n;
+        if (bk % 16 == 0 && b + 16 <= nbf && i + 16 <= i1) {
+            __m512i m[16];
+            for (int g = 0; g < 16; g++) {
+                const uint32_t *xg = x + g * bk;
+                __m512i a = _mm512_setzero_si512();
+                for (int64_t v = 0; v < nv; v++)
+                    a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_loadu_si512((const void *)(xg + 16 * v)), c.absm));
+                m[g] = a;
             }
+            __m512i s23v;
+            __mmask16 bad;
+            _mm_storeu_si128((__m128i *)(j->scales + r * nb + b), lc_mxq_scales16(lc_mxq_hmax16(m), &j->f, &s23v, &bad));
+            int32_t s23[16];
+            _mm512_storeu_si512((void *)s23, s23v);
+            for (int g = 0; g < 16; g++) {
+                const uint32_t *xg = x + g * bk;
+                uint8_t *og = o + g * bk;
+                if ((bad >> g) & 1) {
+                    memset(og, 0, (size_t)bk);
+                    continue;
+                }
+                const __m512i s = _mm512_set1_epi32(s23[g]);
+                for (int64_t v = 0; v < nv; v++)
+                    _mm_storeu_si128((__m128i *)(og + 16 * v),
+                                     lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(xg + 16 * v)), s, &c)));
+            }
+            i += 16;
+        } else {
+            j->scales[r * nb + b] = lc_mxq_block(x, o, L - k0 < bk ? L - k0 : bk, bk, &j->f, &c);
+            i += 1;
         }
-        memset(o + e, 0, (size_t)(bk - e));
     }
 }
 
@@ -139,26 +206,35 @@ void LC_BODY(mxq_cols)(const lc_mxq_job *j, int64_t b, int64_t n0, int64_t n1) {
     const int64_t N = j->N, k0 = b * j->bk, k1 = k0 + j->bk < j->L ? k0 + j->bk : j->L;
     lc_mxq_v c;
     lc_mxq_v_init(&c, &j->f);
-    const __m512i special = _mm512_set1_epi32((int32_t)LC_MXQ_SPECIAL), e127 = _mm512_set1_epi32(127);
-    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), emax = _mm512_set1_epi32(j->f.emax);
-    const __m512i nan = _mm512_set1_epi32((int32_t)LC_MXQ_NAN);
-    for (int64_t c0 = n0; c0 < n1; c0 += 16) {
+    int64_t c0 = n0;
+    if (n1 - n0 == 64) {                 /* a whole strip: its 4 vectors side by side, a row at a time */
+        __m512i m[4], s23[4];
+        __mmask16 bad[4];
+        for (int v = 0; v < 4; v++) m[v] = _mm512_setzero_si512();
+        for (int64_t k = k0; k < k1; k++)
+            for (int v = 0; v < 4; v++)
+                m[v] = _mm512_max_epu32(m[v], _mm512_and_si512(_mm512_loadu_si512((const void *)(j->x + k * N + n0 + 16 * v)), c.absm));
+        for (int v = 0; v < 4; v++)
+            _mm_storeu_si128((__m128i *)(j->scales + b * N + n0 + 16 * v), lc_mxq_scales16(m[v], &j->f, &s23[v], &bad[v]));
+        for (int64_t k = k0; k < k1; k++)
+            for (int v = 0; v < 4; v++) {
+                const __m512i code = lc_mxq_code16(_mm512_loadu_si512((const void *)(j->x + k * N + n0 + 16 * v)), s23[v], &c);
+                _mm_storeu_si128((__m128i *)(j->codes + k * N + n0 + 16 * v),
+                                 lc_mxq_bytes(_mm512_maskz_mov_epi32((__mmask16)~bad[v], code)));
+            }
+        c0 = n1;
+    }
+    for (; c0 < n1; c0 += 16) {
         const int nc = n1 - c0 < 16 ? (int)(n1 - c0) : 16;
         __m512i m = _mm512_setzero_si512();
         for (int64_t k = k0; k < k1; k++)
             m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(j->x + k * N + c0, nc), c.absm));
-        /* lc_mxq_scale, lane for lane */
-        const __m512i e = _mm512_srli_epi32(m, 23);
-        const __m512i fl = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
-                                                   _mm512_sub_epi32(e, e127), lo);
-        const __m512i s = _mm512_max_epi32(_mm512_min_epi32(_mm512_sub_epi32(fl, emax), hi), lo);
-        const __mmask16 bad = _mm512_cmpge_epu32_mask(m, special);
-        lc_mxq_store(j->scales + b * N + c0, lc_mxq_bytes(_mm512_mask_blend_epi32(bad, _mm512_add_epi32(s, e127), nan)), nc);
-        const __m512i s23 = _mm512_slli_epi32(s, 23);
-        const __mmask16 good = (__mmask16)~bad;
+        __m512i s23;
+        __mmask16 bad;
+        lc_mxq_store(j->scales + b * N + c0, lc_mxq_scales16(m, &j->f, &s23, &bad), nc);
         for (int64_t k = k0; k < k1; k++) {
             const __m512i code = lc_mxq_code16(lc_mxq_load(j->x + k * N + c0, nc), s23, &c);
-            lc_mxq_store(j->codes + k * N + c0, lc_mxq_bytes(_mm512_maskz_mov_epi32(good, code)), nc);
+            lc_mxq_store(j->codes + k * N + c0, lc_mxq_bytes(_mm512_maskz_mov_epi32((__mmask16)~bad, code)), nc);
         }
     }
     for (int64_t k = j->L; k < (b + 1) * j->bk; k++) memset(j->codes + k * N + n0, 0, (size_t)(n1 - n0));

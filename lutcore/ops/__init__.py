@@ -22,6 +22,7 @@ and documented in that room (``quant``, ``optim``).
     gradtables   the gradient-table pass (backward="table")
     netlist      GEMM and products through a multiplier's gate netlist (bit-sliced)
     mxgemm       mx_gemm: MX (FP8/FP6/FP4/INT8 block-scaled) operands through any product table
+    mxquant      the MX quantizer (nearest even), which lutcore.mx.mx_quantize calls
     im2col       per-tensor NHWC quantization, patches, direct convs, dequant, same_bytes
     decode       the llama decode layer (one token through a stage), RoPE rows
 """

@@ -1,14 +1,15 @@
 """The native MX quantizer (lutcore.ops.mxquant, csrc/mxquant/) against the numpy body of
-lutcore.mx (``mx_quantize_numpy``: the contract's reference path) and against expectations built
-from ml_dtypes (the element formats' library) and the OCP MX spec's scale rule, written here from
-the contract: np.array_equal on codes and scales, on odd shapes (rows 1, 7, 33; lengths 1, 31, 32,
-33, 100, and rows long enough for the bodies' runs of 8 and 16 blocks; N-D), blocks 32, 16, 1 and 7, every element format, both axes, on data with zeros,
-subnormals, huge values (saturation), NaN and +-inf in some blocks and values exactly at the
-rounding ties, on every SIMD path of this CPU and at 1, 2 and 3 threads.  Also: mx_quantize
-dispatches to it exactly where it should (nearest, last axis or axis 0), the room's errors, and
-the bits do not move under flush-to-zero / denormals-are-zero.  The x86 bodies one by one (and
-the SIMDe twin) are tests/bodies/test_x86_bodies_mxquant.py."""
-import ml_dtypes
+lutcore.mx (``mx_quantize_numpy``: the contract's reference path) and against the oracle built
+from ml_dtypes (the element formats' library) and the OCP MX spec's scale rule
+(tests/reference/mxquant_ref.py; tests/units/test_mx.py holds mx_quantize, native now, to the
+exact-rational oracle mx_ref.py): np.array_equal on codes and scales, on odd shapes (rows 1, 7,
+33; lengths 1, 31, 32, 33, 100, and rows long enough for the bodies' runs of 8 and 16 blocks;
+N-D), blocks 32, 16, 1 and 7, every element format, both axes, on data with zeros, subnormals,
+huge values (saturation), NaN and +-inf in some blocks and values exactly at the rounding ties, on
+every SIMD path of this CPU and at 1, 2 and 3 threads.  Also: mx_quantize dispatches to it
+exactly where it should (nearest, last axis or axis 0), the room's errors, and the bits do not
+move under flush-to-zero / denormals-are-zero.  The x86 bodies one by one (and the SIMDe twin)
+are tests/bodies/test_x86_bodies_mxquant.py."""
 import numpy as np
 import pytest
 
@@ -17,9 +18,11 @@ from lutcore import _threads
 from lutcore.mx import MX, MX_ELEMENTS, mx_quantize, mx_quantize_numpy
 from lutcore.ops import mxquant
 from lutcore.units import fp_format
+from reference import mxquant_ref
 
 BLOCKS = [32, 16, 1, 7]
-ROW_SHAPES = [(1, 1), (1, 31), (7, 32), (33, 33), (7, 100), (2, 3, 47), (65,), (3, 565), (40, 1040)]   # runs of 16 blocks, threads
+ROW_SHAPES = [(1, 1), (1, 31), (7, 32), (33, 33), (7, 100), (2, 3, 47), (65,),
+              (3, 565), (40, 1040)]                   # runs of 16 whole blocks; ranges split inside rows
 COL_SHAPES = [(1, 1), (31, 7), (32, 33), (33, 100), (100, 17), (47, 3, 5), (1, 40)]
 THREADS = (1, 2, 3)
 
@@ -82,33 +85,6 @@ def test_random_bit_patterns(fmt, simd, rng):
 
 
 # ------------------------------------------------------------------ against ml_dtypes and the spec
-def expected(x, fmt, block, axis):
-    """(codes, scales) from the contract, written independently of lutcore: the scale from the
-    float64 frexp of each block's maximum (floor(log2) - emax, clamped to [-127, 127]; 0xFF for NaN
-    / inf blocks), the elements x * 2^-shared in float64 (exact), clamped to +-max normal and cast by
-    ml_dtypes (int8: rint(v * 64) clamped to +-127, two's complement); the axis zero-padded."""
-    f = fp_format(fmt)
-    xm = np.moveaxis(x.astype(np.float64), axis, -1)                                  # (..., L)
-    L = xm.shape[-1]
-    nb = -(-L // block)
-    xb = np.concatenate([xm, np.zeros(xm.shape[:-1] + (nb * block - L,))], -1)       # (..., Lp)
-    xb = xb.reshape(xm.shape[:-1] + (nb, block))                                      # (..., nb, B)
-    amax = np.abs(xb).max(-1)                                                         # (..., nb)
-    bad = ~np.isfinite(amax)
-    _, ex = np.frexp(np.where(bad | (amax == 0), 1.0, amax))                         # amax = m 2^ex, m in [.5, 1)
-    fl = np.where(amax == 0, -127, ex - 1)                                            # floor(log2 amax)
-    shared = np.clip(fl - f.emax, -127, 127)
-    scales = np.where(bad, 0xFF, shared + 127).astype(np.uint8)
-    v = np.where(bad[..., None], 0.0, xb) * np.exp2(-shared)[..., None]               # exact in float64
-    v = np.clip(v, -f.max_normal, f.max_normal)
-    if f.ml_dtype is None:                                                            # int8
-        q = np.clip(np.rint(v * 64), -127, 127).astype(np.int8).view(np.uint8)
-    else:
-        q = v.astype(np.float32).astype(f.ml_dtype).view(np.uint8)
-    codes = q.reshape(xm.shape[:-1] + (nb * block,))
-    return np.ascontiguousarray(np.moveaxis(codes, -1, axis)), np.ascontiguousarray(np.moveaxis(scales, -1, axis))
-
-
 def ties(rng, fmt, nblocks, block=32, with_mask=False):
     """Blocks whose first element is 2^emax (so the scale is 1, and x is the element's value) and
     whose others sit exactly halfway between two neighbouring codes of the format, or one float32
@@ -133,10 +109,11 @@ def ties(rng, fmt, nblocks, block=32, with_mask=False):
 @pytest.mark.parametrize("fmt", MX_ELEMENTS)
 def test_matches_ml_dtypes_and_the_spec(fmt, rng):
     cases = [(data(rng, (33, 100)), 32, -1), (data(rng, (100, 33)), 32, 0), (data(rng, (7, 31)), 7, -1),
-             (data(rng, (31, 7)), 7, 0), (ties(rng, fmt, 40), 32, -1), (np.ascontiguousarray(ties(rng, fmt, 40).T), 32, 0),
+             (data(rng, (31, 7)), 7, 0), (ties(rng, fmt, 40), 32, -1),
+             (np.ascontiguousarray(ties(rng, fmt, 40).T), 32, 0),
              (ties(rng, fmt, 40, 16) * np.float32(2.0 ** -130), 16, -1)]        # ties at the smallest scale
     for x, block, axis in cases:
-        want_c, want_s = expected(x, fmt, block, axis)
+        want_c, want_s = mxquant_ref.mx_quantize_nearest_ref(x, fmt, block, axis)
         for nt in (1, 2):
             got_c, got_s = mxquant.mx_quantize_nearest(x, fmt, block, axis, threads=nt)
             bad = np.argwhere(got_c != want_c)

@@ -43,6 +43,8 @@ static inline void lc_mxq_v8_init(lc_mxq_v8 *c, const lc_mxq_fmt *f) {
     c->twos = f->twos;
 }
 
+LC_AI __m256i lc_mxq_ld8(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
 /* 8 codes (in the dwords' low bytes) of x's bits u, each lane scaled by its s23 */
 LC_AI __m256i lc_mxq_code8(__m256i u, __m256i s23, const lc_mxq_v8 *c) {
     const __m256i a = _mm256_and_si256(u, c->absm);
@@ -67,7 +69,8 @@ LC_AI __m256i lc_mxq_code8(__m256i u, __m256i s23, const lc_mxq_v8 *c) {
 
 /* the low bytes of 8 dwords, stored */
 LC_AI void lc_mxq_store8(uint8_t *p, __m256i v, const lc_mxq_v8 *c) {
-    const __m256i t = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, c->pick), _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    const __m256i t = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, c->pick),
+                                                  _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
     _mm_storel_epi64((__m128i *)p, _mm256_castsi256_si128(t));
 }
 
@@ -94,9 +97,11 @@ LC_AI __m256i lc_mxq_scales8(__m256i m, const lc_mxq_fmt *f, __m256i *s23, __m25
 LC_AI __m256i lc_mxq_hmax8x8(const __m256i *m) {
     __m256i t[4], u[2];
     for (int g = 0; g < 4; g++)
-        t[g] = _mm256_max_epu32(_mm256_unpacklo_epi32(m[2 * g], m[2 * g + 1]), _mm256_unpackhi_epi32(m[2 * g], m[2 * g + 1]));
+        t[g] = _mm256_max_epu32(_mm256_unpacklo_epi32(m[2 * g], m[2 * g + 1]),
+                                _mm256_unpackhi_epi32(m[2 * g], m[2 * g + 1]));
     for (int g = 0; g < 2; g++)          /* 128-bit lane l: the lane's maximum of m[4g + q] in dword q */
-        u[g] = _mm256_max_epu32(_mm256_unpacklo_epi64(t[2 * g], t[2 * g + 1]), _mm256_unpackhi_epi64(t[2 * g], t[2 * g + 1]));
+        u[g] = _mm256_max_epu32(_mm256_unpacklo_epi64(t[2 * g], t[2 * g + 1]),
+                                _mm256_unpackhi_epi64(t[2 * g], t[2 * g + 1]));
     return _mm256_max_epu32(_mm256_permute2x128_si256(u[0], u[1], 0x20), _mm256_permute2x128_si256(u[0], u[1], 0x31));
 }
 
@@ -105,7 +110,7 @@ LC_AI uint8_t lc_mxq_block8(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk
                             const lc_mxq_v8 *c) {
     __m256i m = _mm256_setzero_si256();
     int64_t e = 0;
-    for (; e + 8 <= n; e += 8) m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + e)), c->absm));
+    for (; e + 8 <= n; e += 8) m = _mm256_max_epu32(m, _mm256_and_si256(lc_mxq_ld8(x + e), c->absm));
     uint32_t amax = lc_mxq_hmax8(m);
     for (; e < n; e++) {
         const uint32_t a = x[e] & 0x7fffffffu;
@@ -116,7 +121,7 @@ LC_AI uint8_t lc_mxq_block8(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk
     e = 0;
     if (sc != LC_MXQ_NAN) {
         const __m256i s = _mm256_set1_epi32(s23);
-        for (; e + 8 <= n; e += 8) lc_mxq_store8(o + e, lc_mxq_code8(_mm256_loadu_si256((const __m256i *)(x + e)), s, c), c);
+        for (; e + 8 <= n; e += 8) lc_mxq_store8(o + e, lc_mxq_code8(lc_mxq_ld8(x + e), s, c), c);
         for (; e < n; e++) o[e] = lc_mxq_code(x[e], s23, f);
     }
     memset(o + e, 0, (size_t)(bk - e));
@@ -139,7 +144,7 @@ void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
                 const uint32_t *xg = x + g * bk;
                 __m256i a = _mm256_setzero_si256();
                 for (int64_t v = 0; v < nv; v++)
-                    a = _mm256_max_epu32(a, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(xg + 8 * v)), c.absm));
+                    a = _mm256_max_epu32(a, _mm256_and_si256(lc_mxq_ld8(xg + 8 * v), c.absm));
                 m[g] = a;
             }
             __m256i s23v, badv;
@@ -156,7 +161,7 @@ void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
                 }
                 const __m256i s = _mm256_set1_epi32(s23[g]);
                 for (int64_t v = 0; v < nv; v++)
-                    lc_mxq_store8(og + 8 * v, lc_mxq_code8(_mm256_loadu_si256((const __m256i *)(xg + 8 * v)), s, &c), &c);
+                    lc_mxq_store8(og + 8 * v, lc_mxq_code8(lc_mxq_ld8(xg + 8 * v), s, &c), &c);
             }
             i += 8;
         } else {
@@ -177,21 +182,22 @@ void LC_BODY(mxq_cols)(const lc_mxq_job *j, int64_t b, int64_t n0, int64_t n1) {
         for (int v = 0; v < 4; v++) m[v] = _mm256_setzero_si256();
         for (int64_t k = k0; k < k1; k++)
             for (int v = 0; v < 4; v++)
-                m[v] = _mm256_max_epu32(m[v], _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(j->x + k * N + c0 + 8 * v)), c.absm));
-        for (int v = 0; v < 4; v++) lc_mxq_store8(j->scales + b * N + c0 + 8 * v, lc_mxq_scales8(m[v], &j->f, &s23[v], &bad[v]), &c);
+                m[v] = _mm256_max_epu32(m[v], _mm256_and_si256(lc_mxq_ld8(j->x + k * N + c0 + 8 * v), c.absm));
+        for (int v = 0; v < 4; v++)
+            lc_mxq_store8(j->scales + b * N + c0 + 8 * v, lc_mxq_scales8(m[v], &j->f, &s23[v], &bad[v]), &c);
         for (int64_t k = k0; k < k1; k++)
             for (int v = 0; v < 4; v++) {
-                const __m256i code = lc_mxq_code8(_mm256_loadu_si256((const __m256i *)(j->x + k * N + c0 + 8 * v)), s23[v], &c);
+                const __m256i code = lc_mxq_code8(lc_mxq_ld8(j->x + k * N + c0 + 8 * v), s23[v], &c);
                 lc_mxq_store8(j->codes + k * N + c0 + 8 * v, _mm256_andnot_si256(bad[v], code), &c);
             }
     }
     for (; c0 + 8 <= n1; c0 += 8) {
         __m256i m = _mm256_setzero_si256(), s23, bad;
         for (int64_t k = k0; k < k1; k++)
-            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(j->x + k * N + c0)), c.absm));
+            m = _mm256_max_epu32(m, _mm256_and_si256(lc_mxq_ld8(j->x + k * N + c0), c.absm));
         lc_mxq_store8(j->scales + b * N + c0, lc_mxq_scales8(m, &j->f, &s23, &bad), &c);
         for (int64_t k = k0; k < k1; k++) {
-            const __m256i code = lc_mxq_code8(_mm256_loadu_si256((const __m256i *)(j->x + k * N + c0)), s23, &c);
+            const __m256i code = lc_mxq_code8(lc_mxq_ld8(j->x + k * N + c0), s23, &c);
             lc_mxq_store8(j->codes + k * N + c0, _mm256_andnot_si256(bad, code), &c);
         }
     }

@@ -61,6 +61,8 @@ static inline void lc_mxq_store(uint8_t *p, __m128i v, int n) {
 #define lc_mxq_rne_epi32(v) _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #endif
 
+LC_AI __m512i lc_mxq_ld(const uint32_t *p) { return _mm512_loadu_si512((const void *)p); }
+
 /* job.h's format constants, broadcast */
 typedef struct {
     __m512i absm, small, c149, zeroa, thresh, half1, one, off, maxmag, smag;
@@ -118,7 +120,8 @@ LC_AI __m128i lc_mxq_scales16(__m512i m, const lc_mxq_fmt *f, __m512i *s23, __mm
     const __m512i s = _mm512_max_epi32(_mm512_min_epi32(_mm512_sub_epi32(fl, _mm512_set1_epi32(f->emax)), hi), lo);
     *bad = _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32((int32_t)LC_MXQ_SPECIAL));
     *s23 = _mm512_slli_epi32(s, 23);
-    return lc_mxq_bytes(_mm512_mask_blend_epi32(*bad, _mm512_add_epi32(s, e127), _mm512_set1_epi32((int32_t)LC_MXQ_NAN)));
+    const __m512i nan = _mm512_set1_epi32((int32_t)LC_MXQ_NAN);
+    return lc_mxq_bytes(_mm512_mask_blend_epi32(*bad, _mm512_add_epi32(s, e127), nan));
 }
 
 /* the lane maxima of 16 vectors: lane g of the result = max over the lanes of m[g] (unsigned;
@@ -126,9 +129,11 @@ LC_AI __m128i lc_mxq_scales16(__m512i m, const lc_mxq_fmt *f, __m512i *s23, __mm
 LC_AI __m512i lc_mxq_hmax16(const __m512i *m) {
     __m512i t[8], u[4], w[2];
     for (int g = 0; g < 8; g++)          /* 128-bit lane l, dwords: m[2g] 0|2, m[2g+1] 0|2, m[2g] 1|3, m[2g+1] 1|3 */
-        t[g] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * g], m[2 * g + 1]), _mm512_unpackhi_epi32(m[2 * g], m[2 * g + 1]));
+        t[g] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * g], m[2 * g + 1]),
+                                _mm512_unpackhi_epi32(m[2 * g], m[2 * g + 1]));
     for (int g = 0; g < 4; g++)          /* lane l: the lane's maximum of m[4g + q] in dword q */
-        u[g] = _mm512_max_epu32(_mm512_unpacklo_epi64(t[2 * g], t[2 * g + 1]), _mm512_unpackhi_epi64(t[2 * g], t[2 * g + 1]));
+        u[g] = _mm512_max_epu32(_mm512_unpacklo_epi64(t[2 * g], t[2 * g + 1]),
+                                _mm512_unpackhi_epi64(t[2 * g], t[2 * g + 1]));
     for (int g = 0; g < 2; g++)          /* lanes (u[2g] l0|l1, u[2g] l2|l3, u[2g+1] l0|l1, u[2g+1] l2|l3) */
         w[g] = _mm512_max_epu32(_mm512_shuffle_i32x4(u[2 * g], u[2 * g + 1], 0x88),
                                 _mm512_shuffle_i32x4(u[2 * g], u[2 * g + 1], 0xDD));
@@ -136,10 +141,11 @@ LC_AI __m512i lc_mxq_hmax16(const __m512i *m) {
 }
 
 /* one block of n <= bk elements (rows) at x: its scale (returned), codes and padding */
-LC_AI uint8_t lc_mxq_block(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk, const lc_mxq_fmt *f, const lc_mxq_v *c) {
+LC_AI uint8_t lc_mxq_block(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk, const lc_mxq_fmt *f,
+                           const lc_mxq_v *c) {
     __m512i m = _mm512_setzero_si512();
     int64_t e = 0;
-    for (; e + 16 <= n; e += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + e)), c->absm));
+    for (; e + 16 <= n; e += 16) m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_ld(x + e), c->absm));
     if (e < n) m = _mm512_max_epu32(m, _mm512_and_si512(lc_mxq_load(x + e, (int)(n - e)), c->absm));
     int32_t s23;
     const uint8_t sc = lc_mxq_scale((uint32_t)_mm512_reduce_max_epu32(m), f, &s23);
@@ -147,7 +153,7 @@ LC_AI uint8_t lc_mxq_block(const uint32_t *x, uint8_t *o, int64_t n, int64_t bk,
     if (sc != LC_MXQ_NAN) {
         const __m512i s = _mm512_set1_epi32(s23);
         for (; e + 16 <= n; e += 16)
-            _mm_storeu_si128((__m128i *)(o + e), lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(x + e)), s, c)));
+            _mm_storeu_si128((__m128i *)(o + e), lc_mxq_bytes(lc_mxq_code16(lc_mxq_ld(x + e), s, c)));
         if (e < n) {
             lc_mxq_store(o + e, lc_mxq_bytes(lc_mxq_code16(lc_mxq_load(x + e, (int)(n - e)), s, c)), (int)(n - e));
             e = n;
@@ -174,12 +180,13 @@ void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
                 const uint32_t *xg = x + g * bk;
                 __m512i a = _mm512_setzero_si512();
                 for (int64_t v = 0; v < nv; v++)
-                    a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_loadu_si512((const void *)(xg + 16 * v)), c.absm));
+                    a = _mm512_max_epu32(a, _mm512_and_si512(lc_mxq_ld(xg + 16 * v), c.absm));
                 m[g] = a;
             }
             __m512i s23v;
             __mmask16 bad;
-            _mm_storeu_si128((__m128i *)(j->scales + r * nb + b), lc_mxq_scales16(lc_mxq_hmax16(m), &j->f, &s23v, &bad));
+            const __m128i sc = lc_mxq_scales16(lc_mxq_hmax16(m), &j->f, &s23v, &bad);
+            _mm_storeu_si128((__m128i *)(j->scales + r * nb + b), sc);
             int32_t s23[16];
             _mm512_storeu_si512((void *)s23, s23v);
             for (int g = 0; g < 16; g++) {
@@ -192,7 +199,7 @@ void LC_BODY(mxq_rows)(const lc_mxq_job *j, int64_t i0, int64_t i1) {
                 const __m512i s = _mm512_set1_epi32(s23[g]);
                 for (int64_t v = 0; v < nv; v++)
                     _mm_storeu_si128((__m128i *)(og + 16 * v),
-                                     lc_mxq_bytes(lc_mxq_code16(_mm512_loadu_si512((const void *)(xg + 16 * v)), s, &c)));
+                                     lc_mxq_bytes(lc_mxq_code16(lc_mxq_ld(xg + 16 * v), s, &c)));
             }
             i += 16;
         } else {
@@ -213,12 +220,13 @@ void LC_BODY(mxq_cols)(const lc_mxq_job *j, int64_t b, int64_t n0, int64_t n1) {
         for (int v = 0; v < 4; v++) m[v] = _mm512_setzero_si512();
         for (int64_t k = k0; k < k1; k++)
             for (int v = 0; v < 4; v++)
-                m[v] = _mm512_max_epu32(m[v], _mm512_and_si512(_mm512_loadu_si512((const void *)(j->x + k * N + n0 + 16 * v)), c.absm));
+                m[v] = _mm512_max_epu32(m[v], _mm512_and_si512(lc_mxq_ld(j->x + k * N + n0 + 16 * v), c.absm));
         for (int v = 0; v < 4; v++)
-            _mm_storeu_si128((__m128i *)(j->scales + b * N + n0 + 16 * v), lc_mxq_scales16(m[v], &j->f, &s23[v], &bad[v]));
+            _mm_storeu_si128((__m128i *)(j->scales + b * N + n0 + 16 * v),
+                             lc_mxq_scales16(m[v], &j->f, &s23[v], &bad[v]));
         for (int64_t k = k0; k < k1; k++)
             for (int v = 0; v < 4; v++) {
-                const __m512i code = lc_mxq_code16(_mm512_loadu_si512((const void *)(j->x + k * N + n0 + 16 * v)), s23[v], &c);
+                const __m512i code = lc_mxq_code16(lc_mxq_ld(j->x + k * N + n0 + 16 * v), s23[v], &c);
                 _mm_storeu_si128((__m128i *)(j->codes + k * N + n0 + 16 * v),
                                  lc_mxq_bytes(_mm512_maskz_mov_epi32((__mmask16)~bad[v], code)));
             }

@@ -610,8 +610,8 @@ def check_attention_units(units, where: str = "units") -> Units:
 
 
 def _mx_values(p, v, u, threads) -> np.ndarray:
-    """p (R, S) @ v (S, D) through MX units: p's rows in blocks of S, v's columns in blocks of S
-    aligned to position 0 (an MX operand's blocks run along the contraction axis)."""
+    """p (R, S) @ v (S, D) through MX units, causal (``MXUnits.values``: each position's values in
+    blocks along D, their scales folded into p, p's rows in blocks along S)."""
     v = _check.array(v, "v", np.float32, 2, kind="f")
     if v.shape[0] != p.shape[1]:
         raise ValueError(f"p, v: positions differ: p is {p.shape}, v is {v.shape}")
@@ -623,7 +623,7 @@ def _mx_values(p, v, u, threads) -> np.ndarray:
     D = v.shape[1]
     if R == 0 or D == 0 or S == 0:
         return np.zeros((R, D), np.float32)
-    return u.matmul(p, v, _team(threads, R * S * D))
+    return u.values(p, v, _team(threads, R * S * D))
 
 
 def _check_mx_attention(u, where: str):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from lutcore.ops.gradtables import table_pass
 from lutcore.units import resolve
 
 __all__ = ["MXMatmul", "WeightMX", "scales_f32"]
@@ -93,24 +92,11 @@ class MXMatmul:
 
     def table_backward(self, dy2, x2, w, need_dx=True):
         """(dW (N, K), dX (M, K) or None) through the gradient tables (module docstring)."""
-        u, nt, blk = self.units, self.threads, self.units.block
-        M, K = x2.shape
-        N = w.shape[0]
+        from lutcore.units.mxunits import table_grads
+        u = self.units
         qa = u.quantize(_f32(x2), 1, "a")                     # codes (M, Kp), scales (M, nb)
         qw = u.quantize(_f32(w), 1, "b")                      # w's rows: codes (N, Kp), scales (N, nb)
-        sa, sw = scales_f32(qa.scales), scales_f32(qw.scales)
-        ca, cw = qa.codes.view(np.int8), qw.codes.view(np.int8)
-        dy = _f32(dy2)
-        ga, gbt = u.gradients()
-        dw = np.empty((N, K), np.float32)
-        dx = np.empty((M, K), np.float32) if need_dx else None
-        with np.errstate(invalid="ignore"):
-            for bi, k0 in enumerate(range(0, K, blk)):
-                k1 = min(K, k0 + blk)
-                a = np.ascontiguousarray(ca[:, k0:k1])
-                b = np.ascontiguousarray(cw[:, k0:k1])
-                if need_dx:
-                    dx[:, k0:k1] = table_pass(0, a, b, np.ascontiguousarray(dy * sw[:, bi][None, :]), ga, nt)
-                dw[:, k0:k1] = table_pass(1, a, b, np.ascontiguousarray(dy * sa[:, bi][:, None]), gbt, nt)
+        dw, dx = table_grads(u, _f32(dy2), qa.codes, qa.scales, qw.codes, qw.scales, x2.shape[1], need_dx,
+                             self.threads)
         dt = x2.dtype
         return dw.astype(dt, copy=False), (None if dx is None else dx.astype(dt, copy=False))

@@ -281,3 +281,19 @@ def test_generate_through_mx_weights_is_the_full_recompute_argmax(ckpt, kind, mo
             for _ in range(6):
                 toks.append(int(np.argmax(pipe.logits(np.array(toks))[-1])))
             assert seq.tolist() == toks
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_generate_through_mx_attention_is_the_full_recompute_argmax(ckpt, kind):
+    """attention's q k^T and p v through MX units: p v is causal (each position's values in blocks
+    along D), so a token decoded with the KV cache has the bits of the full recompute."""
+    path, _ = ckpt[kind]
+    with Pipeline.from_pretrained(path, units={"*.qk": "mxfp8", "*.pv": "mxfp4:mitchell", "*": "mxfp8"}) as p:
+        seq = p.generate(PROMPT, 6)
+        toks = list(PROMPT)
+        for _ in range(6):
+            toks.append(int(np.argmax(p.logits(np.array(toks))[-1])))
+        assert seq.tolist() == toks
+        full = p.logits(np.array(toks))
+        for n in (len(PROMPT), len(toks) - 1):                   # a prefix's rows: the same bits
+            assert np.array_equal(p.logits(np.array(toks[:n])).view(np.uint32), full[:n].view(np.uint32))

@@ -6,8 +6,9 @@ added in order; the narrow register for a declared accumulator):
 * forward: per (batch, kv head), the G query heads stacked as rows,
       qs = float32(q * float32(scaling)),  s = units_qk.matmul(qs, k^T)   (qs's rows and k's rows in
       blocks along D),  x = s + mask,  p = lutcore's softmax (masked positions 0, the row sum in
-      order),  o = units_pv.matmul(p', v)  (p's rows in blocks along S aligned to position 0, v's
-      columns in blocks along S) — bit for bit, inside transformers' Llama / GPT-2 and on odd shapes;
+      order),  o = units_pv.values(p', v)  (causal: each position's values in blocks along D, their
+      scales folded into p, p's rows in blocks along S aligned to position 0, one MX product per
+      D-block) — bit for bit, inside transformers' Llama / GPT-2 and on odd shapes;
 * backward "ste": float attention's gradient at the same q, k, v, bit for bit (model and function);
 * backward "table": per product through ``MXUnits.gradients()`` (dA[m, k] = sum_n dY[m, n]
   sb[blk(k), n] Ga[ca[m, k], cb[k, n]], dB[k, n] = sum_m dY[m, n] sa[m, blk(k)] Gb[...], each sum
@@ -70,6 +71,60 @@ def table_grads_ref(u, dy, a, b):
     return dX, np.ascontiguousarray(dW.T)
 
 
+def _mm_q(u, ca, sa, cb, sb, K):
+    T = u.mul.products
+    if u.accumulate == "exact":
+        return R.exact_matmul_ref(ca, sa, cb, sb, T, K, u.block)
+    acc = u.accumulate
+    return R.narrow_matmul_ref(ca, sa, cb, sb, T, K, u.block, acc.mbits, acc.promote, acc.rounding)
+
+
+def _values_parts(u, p, v):
+    """Per D-block j: (p'_j's MX, v's codes of block j padded along S, the scale-1 block scales),
+    and sv: v's rows in blocks along D, sv their scales, p'_j = float32(p * sv[:, j])."""
+    blk = u.block
+    S, D = v.shape
+    qv = mx_quantize(np.ascontiguousarray(v, np.float32), u.b.name, blk, axis=1)
+    sv = R.scales_f32(qv.scales)
+    nbs = -(-S // blk)
+    parts = []
+    for j in range(qv.scales.shape[1]):
+        qa = mx_quantize((np.asarray(p, np.float32) * sv[:, j][None, :]).astype(np.float32), u.a.name, blk, axis=1)
+        cb = np.zeros((nbs * blk, blk), np.uint8)
+        cb[:S] = qv.codes[:, j * blk:(j + 1) * blk]
+        parts.append((qa, cb, np.full((nbs, blk), 127, np.uint8)))
+    return parts, sv
+
+
+def values_ref(u, p, v):
+    """The causal MX p v (MXUnits.values' contract) by the oracle."""
+    (R_, S), D, blk = p.shape, v.shape[1], u.block
+    parts, _ = _values_parts(u, p, v)
+    out = np.empty((R_, D), np.float32)
+    for j, (qa, cb, sb) in enumerate(parts):
+        c0, c1 = j * blk, min(D, (j + 1) * blk)
+        out[:, c0:c1] = _mm_q(u, qa.codes, qa.scales, cb, sb, S)[:, :c1 - c0]
+    return out
+
+
+def values_grads_ref(u, dy, p, v):
+    """(dP, dV) of values_ref through the gradient tables: per D-block j ascending, dP += sv[:, j] *
+    dX_j (float32), dV[:, j] = dW_j^T / sv[:, j]."""
+    (R_, S), D, blk = p.shape, v.shape[1], u.block
+    parts, sv = _values_parts(u, p, v)
+    Ga, GbT = R.gradient_tables_ref(u.mul.products, u.a.values(), u.b.values())
+    dP = np.zeros((R_, S), np.float32)
+    dV = np.empty((S, D), np.float32)
+    for j, (qa, cb, sb) in enumerate(parts):
+        c0, c1 = j * blk, min(D, (j + 1) * blk)
+        w = np.ascontiguousarray(cb[:, :c1 - c0].T)
+        dW, dX = R.table_backward_ref(np.ascontiguousarray(dy[:, c0:c1], np.float32), qa.codes, qa.scales, w,
+                                      np.full((c1 - c0, sb.shape[0]), 127, np.uint8), Ga, GbT, S, blk)
+        dP = (dP + (dX * sv[:, j][None, :]).astype(np.float32)).astype(np.float32)
+        dV[:, c0:c1] = (dW.T / sv[:, j][:, None]).astype(np.float32)
+    return dP, dV
+
+
 def _np(t):
     return t.detach().numpy()
 
@@ -105,7 +160,7 @@ def forward_ref(q, k, v, mask, scaling, uqk, upv, drop=None):
             mk = _mask_rows(mask, b, g, G, T, S)
             p = softmax_ref((s + mk).astype(np.float32), mk <= LOWEST)
             pu = p if drop is None else (p * _stack(drop.numpy(), b, g, G)).astype(np.float32)
-            o = mm_ref(upv, pu, v[b, g])                                              # (R, Dv)
+            o = values_ref(upv, pu, v[b, g])                                          # (R, Dv)
             for i in range(G):
                 P[b, g * G + i] = pu[i * T:(i + 1) * T]
                 out[b, :, g * G + i] = o[i * T:(i + 1) * T]
@@ -125,7 +180,7 @@ def table_chain_ref(q, k, v, mask, scaling, uqk, upv, dout, drop=None):
         for g in range(KV):
             qs, p, pu = keep[b, g]
             go = np.concatenate([dO[b, :, h] for h in range(g * G, (g + 1) * G)])     # (R, Dv)
-            dP, dv[b, g] = table_grads_ref(upv, go, pu, vn[b, g])
+            dP, dv[b, g] = values_grads_ref(upv, go, pu, vn[b, g])
             if drop is not None:
                 dP = (dP * _stack(drop.numpy(), b, g, G)).astype(np.float32)
             dot = R.index_order_sum((p * dP).astype(np.float32), axis=1)               # (R,)
@@ -311,7 +366,7 @@ def test_table_and_ste_mix_per_product_and_table_is_differentiable_once():
     out.backward(dy)
     _, _, keep = forward_ref(q0, k0, v0, None, 0.25, uqk, upv)
     qs, p, pu = keep[0, 0]
-    dP, dv = table_grads_ref(upv, dy[0, :, 0].numpy(), pu, v0[0, 0].numpy())
+    dP, dv = values_grads_ref(upv, dy[0, :, 0].numpy(), pu, v0[0, 0].numpy())
     dS = ((dP - R.index_order_sum(p * dP, axis=1)[:, None]).astype(np.float32) * p).astype(np.float32)
     from lutcore.ops.matmul import matmul
     assert_bits_equal("dv", v.grad[0, 0].numpy(), dv)
@@ -453,20 +508,15 @@ def test_mx_units_without_a_zero_row_are_refused_naming_the_product():
         A.attach(torch.nn.Module(), bad, None, name="mod")
 
 
-# ----------------------------------------------------------------------------- a known bug
+# ----------------------------------------------------------------------------- causality
 
-@pytest.mark.xfail(strict=True, reason="MX p v quantizes v's columns in blocks of 32 positions (the MX operand's "
-                   "blocks run along the contraction axis), so a block's shared scale and rounding depend on "
-                   "positions a causal row cannot see: a query's output changes with a later position's value, "
-                   "and a token decoded with the KV cache does not have the bits of the full recompute "
-                   "(the module docstring's promise); integer units quantize each value row on its own")
 def test_a_rows_output_depends_on_its_visible_positions_alone():
     rng = np.random.default_rng(70)
     q, k, v = rand(rng, 1, 1, 8, 16), rand(rng, 1, 1, 8, 16), rand(rng, 1, 1, 8, 16)
     mask = padded_mask(2, 8, 8, pad=0)[:1]                                      # causal
     later = v.clone()
     later[0, 0, 7] *= 100                                                       # only the last position's value
-    for pv in ("mitchell", "mxfp8"):                                            # integer units: fine; MX: not
+    for pv in ("mitchell", "mxfp8", "mxfp4:mitchell@m10:promote=16"):
         o1, _ = A.lut_attention(q, k, v, mask, None, qk_units=None, pv_units=pv)
         o2, _ = A.lut_attention(q, k, later, mask, None, qk_units=None, pv_units=pv)
         assert torch.equal(o1[:, :7], o2[:, :7]), pv

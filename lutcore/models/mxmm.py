@@ -25,19 +25,11 @@ import numpy as np
 
 from lutcore.units import resolve
 
-__all__ = ["MXMatmul", "WeightMX", "scales_f32"]
+__all__ = ["MXMatmul", "WeightMX"]
 
 
 def _f32(a):
     return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def scales_f32(scales: np.ndarray) -> np.ndarray:
-    """float32 2^(s - 127) of E8M0 codes (0xFF: NaN)."""
-    with np.errstate(over="ignore"):
-        v = np.ldexp(np.float32(1), scales.astype(np.int32) - 127).astype(np.float32)
-    v[scales == 0xFF] = np.nan
-    return v
 
 
 class WeightMX:

@@ -44,7 +44,7 @@ import re
 import numpy as np
 
 from lutcore import _check
-from lutcore.mx import MX
+from lutcore.mx import MX, scale_values as scales_f32
 from lutcore.ops.mxgemm import MXProducts, Narrow, mx_gemm
 from lutcore.units import fp as _fp
 from lutcore.units.fpmul import FPUnit
@@ -332,7 +332,6 @@ class MXUnits:
 
     def _values(self, p, v, threads):
         """(y, [(qa_j, qb_j)] per D-block, sv) -- what the table backward re-reads."""
-        from lutcore.models.mxmm import scales_f32
         blk = self.block
         (R, S), D = p.shape, v.shape[1]
         qv = self.quantize(v, 1, "b")                               # codes (S, Dp), scales (S, nbD)
@@ -399,7 +398,6 @@ def table_grads(u: MXUnits, dy, ca, sa, cw, sw, K: int, need_dx: bool = True, th
     sw (N, nb), dy (M, N) float32: per block of K, dX[m, k] = sum_n dy[m, n] sw[n, b] Ga[ca, cw]
     and dW[n, k] = sum_m dy[m, n] sa[m, b] Gb[ca, cw] (``lutcore.ops.gradtables.table_pass``: each
     sum in index order)."""
-    from lutcore.models.mxmm import scales_f32
     from lutcore.ops.gradtables import table_pass
     blk = u.block
     M, N = dy.shape

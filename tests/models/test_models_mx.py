@@ -10,7 +10,7 @@ against the contract, with the numpy oracle of tests/reference/mxunits_ref.py:
 * GPT end to end: finite loss and gradients in every backward mode, the same bits at 1 and 2
   threads, per-layer mappings (the head alone through MX: the float model's final features times
   the tied embedding through the unit, bit for bit), attention's q k^T / p v through MX units (the
-  products units.matmul(q, k^T) and units.matmul(p, v)); MambaLM through MX units likewise.
+  products units.matmul(q, k^T) and the causal units.values(p, v)); MambaLM through MX units likewise.
 
 Error budgets (named):
     STE_REL         backward=False vs float64 dY w / dY^T x: float32 sums of a few dozen terms
@@ -30,6 +30,7 @@ from lutcore.mx import mx_quantize
 from lutcore.units.fpmul import FPUnit
 from lutcore.units.mxunits import MXUnits
 from reference import mxunits_ref as R
+from reference.mx_values import values_ref
 
 STE_REL = 1e-5
 MX_ATTN_NMSE = 5e-3
@@ -308,7 +309,7 @@ def test_gpt_mlp_fc_alone_backward_through_the_units(ub):
 
 def test_gpt_attention_products_through_mx_units():
     """h.0.attn.qk / .pv through MX units: the block's attention is built from units.matmul(q, k^T)
-    (scaled after the product, causal softmax) and units.matmul(p, v); the logits stay near float
+    (scaled after the product, causal softmax) and units.values(p, v); the logits stay near float
     but are not float's."""
     import math
 
@@ -344,7 +345,7 @@ def test_gpt_attention_products_through_mx_units():
             p = np.exp(z - z.max(-1, keepdims=True))
             p /= p.sum(-1, keepdims=True)
             assert np.allclose(att[b, h], p, atol=2e-6) and not np.triu(att[b, h], 1).any()
-            assert_bits(got[b, h], mm_ref(u, att[b, h], v), f"pv b{b} h{h}")
+            assert_bits(got[b, h], values_ref(u, att[b, h], v), f"pv b{b} h{h}")
 
 
 def test_gpt_mx_fp8_logits_near_float():

@@ -33,6 +33,7 @@ from lutcore.units import resolve  # noqa: E402
 from lutcore.units.fpmul import FPUnit  # noqa: E402
 from lutcore.units.mxunits import MXUnits  # noqa: E402
 from reference import mxunits_ref as R  # noqa: E402
+from reference.mx_values import values_grads_ref, values_ref  # noqa: E402
 from reference.asserts import assert_bits_equal  # noqa: E402
 from test_torch_attention import LOWEST, gpt2, ids_and_mask, llama, padded_mask, rand, softmax_ref  # noqa: E402
 
@@ -69,60 +70,6 @@ def table_grads_ref(u, dy, a, b):
     Ga, GbT = R.gradient_tables_ref(u.mul.products, u.a.values(), u.b.values())
     dW, dX = R.table_backward_ref(dy, qa.codes, qa.scales, qw.codes, qw.scales, Ga, GbT, K, u.block)
     return dX, np.ascontiguousarray(dW.T)
-
-
-def _mm_q(u, ca, sa, cb, sb, K):
-    T = u.mul.products
-    if u.accumulate == "exact":
-        return R.exact_matmul_ref(ca, sa, cb, sb, T, K, u.block)
-    acc = u.accumulate
-    return R.narrow_matmul_ref(ca, sa, cb, sb, T, K, u.block, acc.mbits, acc.promote, acc.rounding)
-
-
-def _values_parts(u, p, v):
-    """Per D-block j: (p'_j's MX, v's codes of block j padded along S, the scale-1 block scales),
-    and sv: v's rows in blocks along D, sv their scales, p'_j = float32(p * sv[:, j])."""
-    blk = u.block
-    S, D = v.shape
-    qv = mx_quantize(np.ascontiguousarray(v, np.float32), u.b.name, blk, axis=1)
-    sv = R.scales_f32(qv.scales)
-    nbs = -(-S // blk)
-    parts = []
-    for j in range(qv.scales.shape[1]):
-        qa = mx_quantize((np.asarray(p, np.float32) * sv[:, j][None, :]).astype(np.float32), u.a.name, blk, axis=1)
-        cb = np.zeros((nbs * blk, blk), np.uint8)
-        cb[:S] = qv.codes[:, j * blk:(j + 1) * blk]
-        parts.append((qa, cb, np.full((nbs, blk), 127, np.uint8)))
-    return parts, sv
-
-
-def values_ref(u, p, v):
-    """The causal MX p v (MXUnits.values' contract) by the oracle."""
-    (R_, S), D, blk = p.shape, v.shape[1], u.block
-    parts, _ = _values_parts(u, p, v)
-    out = np.empty((R_, D), np.float32)
-    for j, (qa, cb, sb) in enumerate(parts):
-        c0, c1 = j * blk, min(D, (j + 1) * blk)
-        out[:, c0:c1] = _mm_q(u, qa.codes, qa.scales, cb, sb, S)[:, :c1 - c0]
-    return out
-
-
-def values_grads_ref(u, dy, p, v):
-    """(dP, dV) of values_ref through the gradient tables: per D-block j ascending, dP += sv[:, j] *
-    dX_j (float32), dV[:, j] = dW_j^T / sv[:, j]."""
-    (R_, S), D, blk = p.shape, v.shape[1], u.block
-    parts, sv = _values_parts(u, p, v)
-    Ga, GbT = R.gradient_tables_ref(u.mul.products, u.a.values(), u.b.values())
-    dP = np.zeros((R_, S), np.float32)
-    dV = np.empty((S, D), np.float32)
-    for j, (qa, cb, sb) in enumerate(parts):
-        c0, c1 = j * blk, min(D, (j + 1) * blk)
-        w = np.ascontiguousarray(cb[:, :c1 - c0].T)
-        dW, dX = R.table_backward_ref(np.ascontiguousarray(dy[:, c0:c1], np.float32), qa.codes, qa.scales, w,
-                                      np.full((c1 - c0, sb.shape[0]), 127, np.uint8), Ga, GbT, S, blk)
-        dP = (dP + (dX * sv[:, j][None, :]).astype(np.float32)).astype(np.float32)
-        dV[:, c0:c1] = (dW.T / sv[:, j][:, None]).astype(np.float32)
-    return dP, dV
 
 
 def _np(t):

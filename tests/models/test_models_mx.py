@@ -30,7 +30,7 @@ from lutcore.mx import mx_quantize
 from lutcore.units.fpmul import FPUnit
 from lutcore.units.mxunits import MXUnits
 from reference import mxunits_ref as R
-from reference.mx_values import values_ref
+from reference.mx_values import assert_bits, bits, data, mm_ref, table_of, values_ref  # noqa: F401
 
 STE_REL = 1e-5
 MX_ATTN_NMSE = 5e-3
@@ -47,38 +47,6 @@ def _one_thread(one_blas_thread):
     lutcore.set_num_threads(1)
     yield
     lutcore.set_num_threads(prev)
-
-
-def bits(y):
-    return np.ascontiguousarray(y, np.float32).view(np.uint32)
-
-
-def assert_bits(got, want, what=""):
-    got = np.asarray(got)
-    assert got.dtype == np.float32 and got.shape == want.shape, (what, got.dtype, got.shape, want.shape)
-    bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (what, len(bad), [(tuple(map(int, i)), got[tuple(i)], want[tuple(i)]) for i in bad[:4]])
-
-
-def data(rng, shape, spread=4):
-    v = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
-    v.reshape(-1)[::17] = 0
-    return v.astype(np.float32)
-
-
-def table_of(u):
-    """The multiplier's products from FPUnit's own builders (not the unit's copy)."""
-    n = u.mul.name
-    if n.startswith("truncated:"):
-        return FPUnit.truncated(u.a.name, u.b.name, int(n.split(":")[1])).products
-    return getattr(FPUnit, n)(u.a.name, u.b.name).products
-
-
-def mm_ref(u, a, b):
-    """The oracle's units.matmul(a (M, K), b (K, N)): a along K in u.a, b along K in u.b."""
-    qa = mx_quantize(a, u.a.name, u.block, axis=1)
-    qb = mx_quantize(b, u.b.name, u.block, axis=0)
-    return R.exact_matmul_ref(qa.codes, qa.scales, qb.codes, qb.scales, table_of(u), a.shape[1], u.block)
 
 
 def table_ref(u, dy, x, w):

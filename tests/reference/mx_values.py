@@ -1,16 +1,56 @@
-"""MX attention's causal p v (``MXUnits.values``) by the MX oracle (tests/reference/mxunits_ref.py):
-each position's values in blocks along D, their scales folded into p, one product per D-block --
-the forward and its "table" backward, shared by the model and lutcore.torch attention tests.  The
-operands are quantized with ``lutcore.mx.mx_quantize`` (tested on its own); the sums, scalings and
+"""The MX units' products by the MX oracle (tests/reference/mxunits_ref.py), shared by the units,
+model, lutcore.torch and attention tests: ``mm_ref`` (units.matmul), attention's causal p v
+(``MXUnits.values``: each position's values in blocks along D, their scales folded into p, one
+product per D-block) and its "table" backward, and the bit-for-bit assertions.  The operands are
+quantized with ``lutcore.mx.mx_quantize`` (tested on its own); the products of a built-in
+multiplier come from ``FPUnit``'s own builders, not the unit's copy; the sums, scalings and
 gradient sums are the oracle's."""
 import numpy as np
 
 from lutcore.mx import mx_quantize
+from lutcore.units.fpmul import FPUnit
 from reference import mxunits_ref as R
 
 
+def bits(y):
+    return np.ascontiguousarray(y, np.float32).view(np.uint32)
+
+
+def assert_bits(got, want, what=""):
+    got = np.asarray(got.detach().numpy() if hasattr(got, "detach") else got)
+    want = np.asarray(want)
+    assert got.dtype == np.float32 and got.shape == want.shape, (what, got.dtype, got.shape, want.shape)
+    bad = np.argwhere(bits(got) != bits(want))
+    assert not len(bad), (what, len(bad), [(tuple(map(int, i)), got[tuple(i)], want[tuple(i)]) for i in bad[:4]])
+
+
+def data(rng, shape, spread=4):
+    v = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
+    v.reshape(-1)[::17] = 0
+    return v.astype(np.float32)
+
+
+def table_of(u):
+    """The multiplier's products: a built-in's from FPUnit's own builders, else the unit's table."""
+    n = u.mul.name
+    if n.startswith("truncated:"):
+        return FPUnit.truncated(u.a.name, u.b.name, int(n.split(":")[1])).products
+    if n in ("exact", "mitchell", "lmul"):
+        return getattr(FPUnit, n)(u.a.name, u.b.name).products
+    return u.mul.products
+
+
+def mm_ref(u, a, b):
+    """units.matmul(a (M, K), b (K, N)) by the oracle: a's rows and b's columns in MX blocks along
+    K, the unit's table, its accumulation."""
+    a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+    qa = mx_quantize(a, u.a.name, u.block, axis=1)
+    qb = mx_quantize(b, u.b.name, u.block, axis=0)
+    return mm_q(u, qa.codes, qa.scales, qb.codes, qb.scales, a.shape[1])
+
+
 def mm_q(u, ca, sa, cb, sb, K):
-    T = u.mul.products
+    T = table_of(u)
     if u.accumulate == "exact":
         return R.exact_matmul_ref(ca, sa, cb, sb, T, K, u.block)
     acc = u.accumulate

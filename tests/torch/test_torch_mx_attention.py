@@ -32,8 +32,8 @@ from lutcore.torch import attention as A  # noqa: E402
 from lutcore.units import resolve  # noqa: E402
 from lutcore.units.fpmul import FPUnit  # noqa: E402
 from lutcore.units.mxunits import MXUnits  # noqa: E402
-from reference import mxunits_ref as R  # noqa: E402
-from reference.mx_values import values_grads_ref, values_ref  # noqa: E402
+from reference import mxunits_ref as R
+from reference.mx_values import mm_ref, values_grads_ref, values_ref  # noqa: E402
 from reference.asserts import assert_bits_equal  # noqa: E402
 from test_torch_attention import LOWEST, gpt2, ids_and_mask, llama, padded_mask, rand, softmax_ref  # noqa: E402
 
@@ -46,19 +46,6 @@ def U(spec):
 
 
 # ----------------------------------------------------------------------------- the MX oracle
-
-def mm_ref(u, a, b):
-    """u.matmul(a (M, K), b (K, N)) by the oracle: a's rows and b's columns in MX blocks along K
-    (lutcore.mx's quantization), the unit's table, its accumulation."""
-    a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
-    qa = mx_quantize(a, u.a.name, u.block, axis=1)
-    qb = mx_quantize(b, u.b.name, u.block, axis=0)
-    T = u.mul.products
-    if u.accumulate == "exact":
-        return R.exact_matmul_ref(qa.codes, qa.scales, qb.codes, qb.scales, T, a.shape[1], u.block)
-    acc = u.accumulate
-    return R.narrow_matmul_ref(qa.codes, qa.scales, qb.codes, qb.scales, T, a.shape[1], u.block, acc.mbits,
-                               acc.promote, acc.rounding)
 
 
 def table_grads_ref(u, dy, a, b):

@@ -25,10 +25,10 @@
  * puts the columns in order; F32: vcvtps2pd), only for the 16-row groups some row of the unit
  * uses at that k where the rows are many (rep = code & rep_mask).  Then per row m and k one row
  * P_k[rep[A[m,k]]] of 32 float64 products is added with FMA by afac (exact), the table read as
- * FMA operands: no widening per product.  The chunk's row tables fit the L1 (kc from R16).  Two
- * parts: v = x afac split at 2^c by the magic constant (hi = (v + C) - C, lo = v - hi), each
- * summed on its own, fl32(hi + lo) by TwoSum rounded to odd.  Tiles: 1 row x 8 ymm (one part),
- * 1 row x 4 + 4 ymm over a strip of 16 (two).
+ * FMA operands: no widening per product.  Two parts: v = x afac split at 2^c by the magic constant
+ * (hi = (v + C) - C, lo = v - hi), each summed on its own, fl32(hi + lo) by TwoSum rounded to odd.
+ * Tiles: 1 row x 8 ymm (one part), 1 row x 4 + 4 ymm over a strip of 16 (two).  Chunks of 32 k
+ * (as the AVX-512 body's): chunks sized for the L1 measured slower (the accumulators' round trips).
  *
  *   P    float64 (kc, R16 x 32 + 8)  the chunk's row tables (a line of padding)   scratch
  *   yt   float32 (rows, 32)        the unit's y                                   scratch
@@ -38,7 +38,7 @@
  * products p = x afac 2^(xa + xb) (exact) step 8 ymm of registers in k order (lc_mx_step4:
  * TwoSum rounded to odd, then the integer rounding between exact power-of-two scalings, overflow
  * and specials — job.h's steps lane for lane), promoted into y where k's count says; the
- * registers live in ac between chunks.  Tiles of 1 row.
+ * registers live in ac between chunks.  Tiles of 2 rows: 16 chains of ~20 dependent steps each.
  *
  *   ac   float64 (rows, 32)        the unit's narrow registers                    scratch
  */
@@ -51,8 +51,7 @@
 #define LC_MX_NB 32        /* a unit's columns (LC_MX_AVX2_NB) */
 #define LC_MX_SW 16        /* a strip's columns: 4 ymm of float64 */
 #define LC_MX_KCF 256      /* k per decoded B chunk, FMA route (2 x 32 KB of Bd) */
-#define LC_MX_KCT 32       /* most k per row-table chunk */
-#define LC_MX_PL1 (20 << 10)   /* bytes of row tables a chunk may hold: the rows read stay in L1 */
+#define LC_MX_KCT 32       /* k per row-table chunk */
 #define LC_MX_FR 3         /* rows per FMA tile */
 
 static inline size_t lc_mx_al(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -76,30 +75,27 @@ LC_AI __m256i lc_mx_nudge(__m256i u, __m256d go, __m256d dn) {
                                                 _mm256_or_si256(_mm256_castpd_si256(dn), one)));
 }
 
-/* s = a + b rounded to odd where s is finite (TwoSum's error e: when e != 0 and s's last bit is
- * 0, s moves one ulp toward e), else a + b; fin: s is finite (job.h lc_mx_add_odd, lane for lane) */
-LC_AI __m256i lc_mx_odd4(__m256d a, __m256d b, __m256d *fin) {
+/* a + b rounded to odd (TwoSum's error e: when e != 0 and the sum's last bit is 0, it moves one
+ * ulp toward e) where a + b is finite — job.h lc_mx_add_odd, lane for lane; elsewhere junk, which
+ * the callers replace */
+LC_AI __m256d lc_mx_odd4(__m256d a, __m256d b) {
     const __m256d z = _mm256_setzero_pd();
     const __m256i one = _mm256_set1_epi64x(1), zi = _mm256_setzero_si256();
     __m256d s = _mm256_add_pd(a, b), bb = _mm256_sub_pd(s, a);
     __m256d e = _mm256_add_pd(_mm256_sub_pd(a, _mm256_sub_pd(s, bb)), _mm256_sub_pd(b, bb));
     __m256i u = _mm256_castpd_si256(s);
-    __m256d f = _mm256_cmp_pd(_mm256_sub_pd(s, s), z, _CMP_EQ_OQ);
     __m256d even = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(u, one), zi));
-    __m256d go = _mm256_and_pd(_mm256_and_pd(f, _mm256_cmp_pd(e, z, _CMP_NEQ_OQ)), even);
+    __m256d go = _mm256_and_pd(_mm256_cmp_pd(e, z, _CMP_NEQ_OQ), even);
     __m256d dn = _mm256_xor_pd(_mm256_cmp_pd(e, z, _CMP_GT_OQ), _mm256_cmp_pd(s, z, _CMP_GT_OQ));
-    *fin = f;
-    return lc_mx_nudge(u, go, dn);
+    return _mm256_castsi256_pd(lc_mx_nudge(u, go, dn));
 }
 
-/* the float64 rounded to odd from hi + lo where hi is finite, else hi (job.h lc_mx_sum32's
- * argument, lane for lane) */
-LC_AI __m256d lc_mx_sum4(__m256d hi, __m256d lo) {
-    const __m256d z = _mm256_setzero_pd();
-    __m256d fin, fh = _mm256_cmp_pd(_mm256_sub_pd(hi, hi), z, _CMP_EQ_OQ);
-    __m256d s = _mm256_castsi256_pd(lc_mx_odd4(hi, lo, &fin));
-    return _mm256_blendv_pd(hi, s, fh);
-}
+/* all-ones where x is finite */
+LC_AI __m256d lc_mx_finite4(__m256d x) { return _mm256_cmp_pd(_mm256_sub_pd(x, x), _mm256_setzero_pd(), _CMP_EQ_OQ); }
+
+/* the float64 rounded to odd from hi + lo where hi is finite (then so is lo), else hi (job.h
+ * lc_mx_sum32's argument, lane for lane) */
+LC_AI __m256d lc_mx_sum4(__m256d hi, __m256d lo) { return _mm256_blendv_pd(hi, lc_mx_odd4(hi, lo), lc_mx_finite4(hi)); }
 
 /* Y[m0 + r, n0 + c] = canon(yt[r][c]) for c < nc */
 static void lc_mx_store(const lc_mx_job *j, const float *yt, int64_t m0, int64_t rows, int64_t n0, int nc) {
@@ -226,12 +222,7 @@ static void lc_mx_fma_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n
 /* float64 from one k's row tables to the next: R16 rows of 32 and one line more (a power-of-two
  * stride would put every k's row r in the same few L1 sets) */
 static inline int64_t lc_mx_pstride(int R16) { return (int64_t)R16 * LC_MX_NB + 8; }
-/* k per chunk: its row tables within LC_MX_PL1 bytes (at least 1, at most LC_MX_KCT), and the block */
-static inline int64_t lc_mx_kct(const lc_mx_job *j) {
-    int64_t kc = LC_MX_PL1 / (lc_mx_pstride(j->P->R16) * 8);
-    kc = kc < 1 ? 1 : kc > LC_MX_KCT ? LC_MX_KCT : kc;
-    return j->bk < kc ? j->bk : kc;
-}
+static inline int64_t lc_mx_kct(const lc_mx_job *j) { return j->bk < LC_MX_KCT ? j->bk : LC_MX_KCT; }
 
 /* 8 x 8 transpose of 32-bit words: r[c][i] -> r[i][c] */
 LC_AI void lc_mx_tr8(__m256 r[8]) {
@@ -428,24 +419,21 @@ static void lc_mx_table_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t
 /* The register's step, 4 lanes: acc + p rounded to odd (TwoSum), then to mbits + 1 bits in
  * float32's exponent range, nearest even or toward zero (TZ), overflowing to +-inf or the maximum;
  * a non-finite acc + p passes (IEEE); zeros +0 — job.h's lc_mx_add_odd and lc_mx_narrow, lane for
- * lane.  The quantum 2^q from the bits (q = max(e, -126) - mbits): scalings by 2^-q and 2^q are
- * exact, the integer rounding between them the only rounding. */
-LC_AI __m256d lc_mx_step4(__m256d acc, __m256d p, __m256i mb, __m256d lim, __m256d mx, const int TZ) {
-    const __m256i bias = _mm256_set1_epi64x(1023), emin = _mm256_set1_epi64x(-126);
-    const __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll), em = _mm256_set1_epi64x(0x7FF);
-    __m256d fin;
-    __m256i u = lc_mx_odd4(acc, p, &fin);
-    __m256i ex = _mm256_sub_epi64(_mm256_and_si256(_mm256_srli_epi64(u, 52), em), bias);
-    ex = _mm256_castpd_si256(_mm256_blendv_pd(_mm256_castsi256_pd(emin), _mm256_castsi256_pd(ex),
-                                              _mm256_castsi256_pd(_mm256_cmpgt_epi64(ex, emin))));
-    __m256i q = _mm256_sub_epi64(ex, mb);
-    __m256d down = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_sub_epi64(bias, q), 52));      /* 2^-q */
-    __m256d back = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(bias, q), 52));      /* 2^q */
-    __m256d r = _mm256_mul_pd(lc_mx_round4(_mm256_mul_pd(_mm256_castsi256_pd(u), down), TZ), back);
-    __m256d ovf = _mm256_cmp_pd(_mm256_and_pd(r, _mm256_castsi256_pd(absm)), mx, _CMP_GT_OQ);
-    __m256d big = _mm256_or_pd(_mm256_andnot_pd(_mm256_castsi256_pd(absm), _mm256_castsi256_pd(u)), lim);
-    r = _mm256_blendv_pd(r, big, ovf);
-    return _mm256_add_pd(_mm256_blendv_pd(_mm256_add_pd(acc, p), r, fin), _mm256_setzero_pd());
+ * lane.  The quantum 2^q (q = max(e, -126) - mbits) from the sum's exponent bits (2^e, 0 for a
+ * zero) by a max and an exact scaling (qm = 2^-mbits), 2^-q from its bits: scalings by 2^-q and
+ * 2^q are exact, the integer rounding between them the only rounding. */
+LC_AI __m256d lc_mx_step4(__m256d acc, __m256d p, __m256d qm, __m256d lim, __m256d mx, const int TZ) {
+    const __m256d expm = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF0000000000000ll));
+    const __m256d absm = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll));
+    const __m256d emin = _mm256_set1_pd(0x1p-126);
+    const __m256i two = _mm256_set1_epi64x(2046ll << 52);
+    __m256d s = _mm256_add_pd(acc, p), u = lc_mx_odd4(acc, p);
+    __m256d back = _mm256_mul_pd(_mm256_max_pd(_mm256_and_pd(u, expm), emin), qm);          /* 2^q */
+    __m256d down = _mm256_castsi256_pd(_mm256_sub_epi64(two, _mm256_castpd_si256(back)));   /* 2^-q */
+    __m256d r = _mm256_mul_pd(lc_mx_round4(_mm256_mul_pd(u, down), TZ), back);
+    __m256d ovf = _mm256_cmp_pd(_mm256_and_pd(r, absm), mx, _CMP_GT_OQ);
+    r = _mm256_blendv_pd(r, _mm256_or_pd(_mm256_andnot_pd(absm, u), lim), ovf);
+    return _mm256_add_pd(_mm256_blendv_pd(s, r, lc_mx_finite4(s)), _mm256_setzero_pd());
 }
 
 static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
@@ -453,47 +441,69 @@ static size_t lc_mx_narrow_ws(const lc_mx_job *j) {
            lc_mx_al((size_t)j->rows_per * LC_MX_NB * 4) + lc_mx_al((size_t)j->rows_per * LC_MX_NB * 8);
 }
 
-#define LC_MX_NDECL(i) __m256d c##i = _mm256_load_pd(ac + 4 * i);
-#define LC_MX_NSTEP(i)                                                                                  \
-    c##i = lc_mx_step4(c##i, _mm256_mul_pd(_mm256_mul_pd(_mm256_load_pd(p_ + 4 * i), s_),               \
-                                           _mm256_loadu_pd(sbv + 4 * i)), mb, lim, mx, TZ);
-#define LC_MX_NFLUSH(i)                                                                                 \
-    _mm_storeu_ps(yt + 4 * i, _mm_add_ps(_mm_loadu_ps(yt + 4 * i), _mm256_cvtpd_ps(c##i)));            \
-    c##i = _mm256_setzero_pd();
-#define LC_MX_NSTORE(i) _mm256_store_pd(ac + 4 * i, c##i);
+#ifndef LC_MX_NR
+#define LC_MX_NR 2          /* rows per narrow tile: 16 register chains of 4 lanes (the steps' latency hidden) */
+#endif
+#define LC_MX_NSTEP1(r, i)                                                                              \
+    c##r##i = lc_mx_step4(c##r##i, _mm256_mul_pd(_mm256_mul_pd(_mm256_load_pd(p##r + 4 * i), s##r),    \
+                                                 _mm256_loadu_pd(sbv + 4 * i)), qm, lim, mx, TZ);
+#define LC_MX_NFLUSH1(r, i)                                                                             \
+    _mm_storeu_ps(yt + r * LC_MX_NB + 4 * i,                                                            \
+                  _mm_add_ps(_mm_loadu_ps(yt + r * LC_MX_NB + 4 * i), _mm256_cvtpd_ps(c##r##i)));       \
+    c##r##i = _mm256_setzero_pd();
+#define LC_MX_NSTORE1(r, i) _mm256_store_pd(ac + r * LC_MX_NB + 4 * i, c##r##i);
+#define LC_MX_NROWS(X, r)                                                                               \
+    if (r < R) { X(r, 0) X(r, 1) X(r, 2) X(r, 3) X(r, 4) X(r, 5) X(r, 6) X(r, 7) }
+#define LC_MX_NDECL(r)                                                                                  \
+    __m256d c##r##0, c##r##1, c##r##2, c##r##3, c##r##4, c##r##5, c##r##6, c##r##7;                     \
+    if (r < R) { LC_MX_NROWS(LC_MX_NDECL2, r) }
+#define LC_MX_NDECL2(r, i) c##r##i = _mm256_load_pd(ac + r * LC_MX_NB + 4 * i);
+#define LC_MX_NROW(r)                                                                                   \
+    if (r < R) {                                                                                        \
+        const unsigned c_ = A[r * Kp + kk];                                                             \
+        const double *p##r = Pk + (int64_t)P->rep[c_] * LC_MX_NB;                                       \
+        const __m256d s##r = _mm256_set1_pd(P->afac[c_] * sa[r]);                                       \
+        LC_MX_NROWS(LC_MX_NSTEP1, r)                                                                    \
+    }
+#define LC_MX_NFLUSH(r) LC_MX_NROWS(LC_MX_NFLUSH1, r)
+#define LC_MX_NSTORE(r) LC_MX_NROWS(LC_MX_NSTORE1, r)
+#define LC_MX_NREP(X) X(0) X(1)
 
-/* one row x 32 columns over k = kg0 + kk, kk < kc, of one chunk of block b (A at the chunk, sa1
- * the row's 2^xa): the registers from and back to ac (32 float64), promoted into yt (32 float32)
- * where k's count says so */
-LC_AI void lc_mx_narrow_tile(const lc_mx_job *j, const uint8_t *A, double sa1, const double *Pw, int64_t kg0,
-                             int64_t kc, const double *sbv, float *yt, double *ac, const int TZ) {
+/* R rows (A at the chunk, Kp apart; sa their 2^xa) x 32 columns over k = kg0 + kk, kk < kc, of one
+ * chunk of block b: the registers from and back to ac (R x 32 float64), promoted into yt (R x 32
+ * float32) where k's count says so (nf: the next k that promotes) */
+LC_AI void lc_mx_narrow_tile(const lc_mx_job *j, const uint8_t *A, const double *sa, const double *Pw, int64_t kg0,
+                             int64_t kc, const double *sbv, float *yt, double *ac, const int R, const int TZ) {
     const lc_mx_products *P = j->P;
-    const int64_t ps = lc_mx_pstride(P->R16), pr = j->promote, K = j->K;
-    const __m256i mb = _mm256_set1_epi64x(j->mbits);
+    const int64_t ps = lc_mx_pstride(P->R16), pr = j->promote, K = j->K, Kp = j->Kp;
+    const __m256d qm = _mm256_set1_pd(lc_mx_pow2(-j->mbits));
     const double mxd = (2.0 - lc_mx_pow2(-j->mbits)) * lc_mx_pow2(127);
     const __m256d mx = _mm256_set1_pd(mxd), lim = _mm256_set1_pd(TZ ? mxd : INFINITY);
-    LC_MX_REP8(LC_MX_NDECL)
+    int64_t nf = pr > 0 ? lc_mx_min((kg0 / pr + 1) * pr - 1, K - 1) : K - 1;
+    LC_MX_NREP(LC_MX_NDECL)
     for (int64_t kk = 0; kk < kc; kk++) {
-        const int64_t kg = kg0 + kk;
-        const unsigned c_ = A[kk];
-        const double *p_ = Pw + kk * ps + (int64_t)P->rep[c_] * LC_MX_NB;
-        const __m256d s_ = _mm256_set1_pd(P->afac[c_] * sa1);
-        LC_MX_REP8(LC_MX_NSTEP)
-        if ((pr > 0 && (kg + 1) % pr == 0) || kg == K - 1) {      /* y = fl32(y + acc), acc = 0 */
-            LC_MX_REP8(LC_MX_NFLUSH)
+        const double *Pk = Pw + kk * ps;
+        LC_MX_NREP(LC_MX_NROW)
+        if (kg0 + kk == nf) {                                     /* y = fl32(y + acc), acc = 0 */
+            LC_MX_NREP(LC_MX_NFLUSH)
+            nf = pr > 0 ? lc_mx_min(nf + pr, K - 1) : K - 1;
         }
     }
-    LC_MX_REP8(LC_MX_NSTORE)
+    LC_MX_NREP(LC_MX_NSTORE)
 }
 
-typedef void (*lc_mx_narrow_fn)(const lc_mx_job *, const uint8_t *, double, const double *, int64_t, int64_t,
-                                const double *, float *, double *);
-#define LC_MX_NDEF(TZ)                                                                                  \
-    static void lc_mx_narrow_##TZ(const lc_mx_job *j, const uint8_t *A, double sa1, const double *Pw,     \
-                                  int64_t kg0, int64_t kc, const double *sbv, float *yt, double *ac) {   \
-        lc_mx_narrow_tile(j, A, sa1, Pw, kg0, kc, sbv, yt, ac, TZ);                                     \
+typedef void (*lc_mx_narrow_fn)(const lc_mx_job *, const uint8_t *, const double *, const double *, int64_t,
+                                int64_t, const double *, float *, double *);
+#define LC_MX_NDEF(R, TZ)                                                                               \
+    static void lc_mx_narrow_##R##_##TZ(const lc_mx_job *j, const uint8_t *A, const double *sa,           \
+                                        const double *Pw, int64_t kg0, int64_t kc, const double *sbv,    \
+                                        float *yt, double *ac) {                                        \
+        lc_mx_narrow_tile(j, A, sa, Pw, kg0, kc, sbv, yt, ac, R, TZ);                                   \
     }
-LC_MX_NDEF(0) LC_MX_NDEF(1)
+LC_MX_NDEF(1, 0) LC_MX_NDEF(2, 0) LC_MX_NDEF(1, 1) LC_MX_NDEF(2, 1)
+/* [toward zero][rows] */
+static const lc_mx_narrow_fn lc_mx_narrow_tiles[2][3] = {{0, lc_mx_narrow_1_0, lc_mx_narrow_2_0},
+                                                         {0, lc_mx_narrow_1_1, lc_mx_narrow_2_1}};
 
 static void lc_mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_t n0, int nc, char *ws) {
     const lc_mx_products *P = j->P;
@@ -501,9 +511,9 @@ static void lc_mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_
     double *Pw = (double *)ws;
     float *yt = (float *)(ws + lc_mx_al((size_t)kct * lc_mx_pstride(P->R16) * 8));
     double *ac = (double *)((char *)yt + lc_mx_al((size_t)j->rows_per * LC_MX_NB * 4));
-    const lc_mx_narrow_fn tile = j->tz ? lc_mx_narrow_1 : lc_mx_narrow_0;
+    const lc_mx_narrow_fn *tiles = lc_mx_narrow_tiles[j->tz != 0];
     uint16_t used[LC_MX_KCT];
-    double sbv[LC_MX_NB];
+    double sbv[LC_MX_NB], sa[LC_MX_NR];
     memset(yt, 0, (size_t)rows * LC_MX_NB * sizeof(float));
     memset(ac, 0, (size_t)rows * LC_MX_NB * sizeof(double));
     for (int64_t b = 0; b < nblk; b++) {
@@ -513,9 +523,12 @@ static void lc_mx_narrow_unit(const lc_mx_job *j, int64_t m0, int64_t m1, int64_
             const int64_t c1 = lc_mx_min(c0 + kct, k1);
             lc_mx_used(used, j->A + m0 * Kp + c0, Kp, rows, c1 - c0, P->rep_mask);
             lc_mx_build(Pw, j, used, c0, c1 - c0, n0, nc);
-            for (int64_t r = 0; r < rows; r++)
-                tile(j, j->A + (m0 + r) * Kp + c0, P->scale[j->SA[(m0 + r) * nblk + b]], Pw, c0, c1 - c0, sbv,
-                     yt + r * LC_MX_NB, ac + r * LC_MX_NB);
+            for (int64_t r = 0; r < rows; r += LC_MX_NR) {
+                int R = (int)lc_mx_min(LC_MX_NR, rows - r);
+                for (int i = 0; i < R; i++) sa[i] = P->scale[j->SA[(m0 + r + i) * nblk + b]];
+                tiles[R](j, j->A + (m0 + r) * Kp + c0, sa, Pw, c0, c1 - c0, sbv, yt + r * LC_MX_NB,
+                         ac + r * LC_MX_NB);
+            }
         }
     }
     lc_mx_store(j, yt, m0, rows, n0, nc);

@@ -153,7 +153,7 @@ def main(argv=None):
         print(f"{s} over {paths[0]} (mins): " + "; ".join(
             f"{name}: {mins[name, paths[0]] / mins[name, s]:.2f}x" for name, *_ in mx_cases))
     for name, _a, _b, p, acc, _t in mx_cases:
-        print(f"  {name}: {p.route(BLOCK)}" + (f", {acc}" if acc != "exact" else ""))
+        print(f"  {name}: " + (p.route(BLOCK) if acc == "exact" else f"{acc}: the register on the row tables"))
 
 
 if __name__ == "__main__":

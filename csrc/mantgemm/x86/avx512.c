@@ -1,0 +1,192 @@
+/* csrc/mantgemm/x86/avx512.c — the mantissa-product GEMM's AVX-512 F/BW/DQ body, both routes
+ * (mantgemm/mantgemm.h: the contract; job.h: the forms and the scalar row).  Compiled alone with its
+ * flags (setup.py) and once more against SIMDe for the tests.  Lanes are output columns: each
+ * output's products are added in k order, one float32 addition each, as in the generic body.
+ *
+ * The mul route (the exact table): a tile of up to 6 rows x 4 zmm (64 columns: one panel) keeps 24
+ * accumulators; per k the panel's 4 zmm of rounded B values, per row va broadcast, vmulps then
+ * vaddps (never fused: the product is rounded once, then the sum).
+ *
+ * The table route: per row m and k, 4 zmm of the panel's columns.  The table's words: bf16 — T's
+ * row ma (128 floats, 8 zmm) loaded once per (m, k), each lane's word picked by two vpermt2ps over
+ * 32 entries and two blends on bits 5 and 6 of mb; fp16 — vgatherdps at ma << 10 | mb.  Then p =
+ * vscalefps(T, ea + eb): the exact T 2^(ea + eb) rounded once (nearest even, float32's subnormals,
+ * overflow inf: the instruction's own rounding, MXCSR's default); a zero operand's exponent
+ * LC_MT_EZERO makes p = +-0, which adds nothing (y starts at +0 and never becomes -0).  The sign
+ * sa ^ sb by vpternlogd, then y + p.  k runs in chunks of LC_MT_KC (the chunk's panel forms stay in
+ * L1) with y kept in the thread's scratch between chunks.  A row of A or a panel of B holding an
+ * inf or a NaN takes job.h's scalar row instead.
+ *
+ *   yt   float32 (rows, NB)        the unit's y between chunks                    scratch
+ */
+#define LC_BODY_ISA avx512
+#include "core/simd.h"
+#include "mantgemm/x86/x86.h"
+
+#if LC_X86
+
+#define LC_MT_KC 16        /* k per chunk of the table route */
+
+/* T * 2^floor(e), exact then rounded once (vscalefps).  SIMDe 0.8.2's scalef flushes subnormals and
+ * forms 2^e in float32 (inf past 2^127): the twin works lane by lane in float64, exactly, then
+ * rounds to float32 once, as the instruction does */
+#if defined(LC_SIMDE)
+static inline __m512 lc_mt_scalef(__m512 t, __m512 e) {
+    float a[16], b[16];
+    _mm512_storeu_ps(a, t);
+    _mm512_storeu_ps(b, e);
+    for (int i = 0; i < 16; i++) a[i] = (float)ldexp((double)a[i], (int)floorf(b[i]));
+    return _mm512_loadu_ps(a);
+}
+#else
+#define lc_mt_scalef(t, e) _mm512_scalef_ps((t), (e))
+#endif
+
+/* y with every NaN lane the canonical 0x7fc00000 */
+LC_AI __m512 lc_mt_canon16(__m512 y) {
+    __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(y, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+}
+
+/* Y's row at out, columns [16 v, 16 v + 16) below nc, from y */
+LC_AI void lc_mt_store16(float *out, __m512 y, int v, int nc) {
+    const int left = nc - 16 * v;
+    if (left <= 0) return;
+    lc_x_mask_storeu_ps(out + 16 * v, lc_x_mask(left), lc_mt_canon16(y));
+}
+
+size_t LC_BODY(mt_ws)(const lc_mt_job *j) {
+    return j->route == LC_MT_ROUTE_MUL ? 0 : (size_t)j->rows_per * LC_MT_NB * sizeof(float);
+}
+
+/* ------------------------------------------------------------------ the mul route */
+#define LC_MT_REP6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define LC_MT_MDECL(r) __m512 c##r##0, c##r##1, c##r##2, c##r##3; const float *a##r = av + (r < R ? r : 0) * K;
+#define LC_MT_MINIT(r) if (r < R) c##r##0 = c##r##1 = c##r##2 = c##r##3 = _mm512_setzero_ps();
+#define LC_MT_MROW(r)                                                                                   \
+    if (r < R) {                                                                                        \
+        __m512 x = _mm512_set1_ps(a##r[k]);                                                             \
+        c##r##0 = _mm512_add_ps(c##r##0, _mm512_mul_ps(x, b0));                                         \
+        c##r##1 = _mm512_add_ps(c##r##1, _mm512_mul_ps(x, b1));                                         \
+        c##r##2 = _mm512_add_ps(c##r##2, _mm512_mul_ps(x, b2));                                         \
+        c##r##3 = _mm512_add_ps(c##r##3, _mm512_mul_ps(x, b3));                                         \
+    }
+#define LC_MT_MSTORE(r)                                                                                 \
+    if (r < R) {                                                                                        \
+        float *o = out + r * N;                                                                         \
+        lc_mt_store16(o, c##r##0, 0, nc); lc_mt_store16(o, c##r##1, 1, nc);                             \
+        lc_mt_store16(o, c##r##2, 2, nc); lc_mt_store16(o, c##r##3, 3, nc);                             \
+    }
+
+/* R rows (av at their first, K apart) x the panel bp (K x NB) -> out (N apart), nc columns */
+LC_AI void lc_mt_mul_tile(const float *av, const float *bp, int64_t K, float *out, int64_t N, int nc, const int R) {
+    LC_MT_REP6(LC_MT_MDECL)
+    LC_MT_REP6(LC_MT_MINIT)
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = bp + k * LC_MT_NB;
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32),
+               b3 = _mm512_load_ps(b + 48);
+        LC_MT_REP6(LC_MT_MROW)
+    }
+    LC_MT_REP6(LC_MT_MSTORE)
+}
+
+typedef void (*lc_mt_mul_fn)(const float *, const float *, int64_t, float *, int64_t, int);
+#define LC_MT_MDEF(R)                                                                                   \
+    static void lc_mt_mul_##R(const float *av, const float *bp, int64_t K, float *out, int64_t N, int nc) { \
+        lc_mt_mul_tile(av, bp, K, out, N, nc, R);                                                       \
+    }
+LC_MT_MDEF(1) LC_MT_MDEF(2) LC_MT_MDEF(3) LC_MT_MDEF(4) LC_MT_MDEF(5) LC_MT_MDEF(6)
+static const lc_mt_mul_fn lc_mt_mul_tiles[7] = {0, lc_mt_mul_1, lc_mt_mul_2, lc_mt_mul_3, lc_mt_mul_4, lc_mt_mul_5,
+                                                lc_mt_mul_6};
+
+void LC_BODY(mt_mul_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws) {
+    const int64_t K = j->K, N = j->N;
+    const float *bp = j->bv + p * K * LC_MT_NB;
+    (void)ws;
+    for (int64_t m = m0; m < m1; m += 6) {
+        const int R = (int)(m1 - m < 6 ? m1 - m : 6);
+        lc_mt_mul_tiles[R](j->av + m * K, bp, K, j->Y + m * N + p * LC_MT_NB, N, nc);
+    }
+}
+
+/* ------------------------------------------------------------------ the table route */
+
+/* y + the signed, scaled product of T's words t with column group v of b (a's exponent ea, sign sa
+ * broadcast) */
+LC_AI __m512 lc_mt_step(__m512 y, __m512 t, __m512 ea, __m512i sa, const lc_mt_bk *b, int v) {
+    __m512 p = lc_mt_scalef(t, _mm512_add_ps(ea, _mm512_load_ps(b->e + 16 * v)));
+    __m512i q = _mm512_ternarylogic_epi32(_mm512_castps_si512(p), sa, _mm512_load_si512(b->s + 16 * v), 0x96);
+    return _mm512_add_ps(y, _mm512_castsi512_ps(q));
+}
+
+/* T's row r0..r7 (128 words) at each lane's index i (bits 0-6) */
+LC_AI __m512 lc_mt_perm128(__m512 r0, __m512 r1, __m512 r2, __m512 r3, __m512 r4, __m512 r5, __m512 r6, __m512 r7,
+                           __m512i i) {
+    __mmask16 b5 = _mm512_test_epi32_mask(i, _mm512_set1_epi32(32)), b6 = _mm512_test_epi32_mask(i, _mm512_set1_epi32(64));
+    __m512 lo = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(r0, i, r1), _mm512_permutex2var_ps(r2, i, r3));
+    __m512 hi = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(r4, i, r5), _mm512_permutex2var_ps(r6, i, r7));
+    return _mm512_mask_blend_ps(b6, lo, hi);
+}
+
+/* bf16: y (NB) += the products of a's kc forms with the panel's, k in order */
+static void lc_mt_row_bf16(const float *T, const lc_mt_op *a, const lc_mt_bk *b, int64_t kc, float *y) {
+    __m512 y0 = _mm512_load_ps(y), y1 = _mm512_load_ps(y + 16), y2 = _mm512_load_ps(y + 32),
+           y3 = _mm512_load_ps(y + 48);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *t = T + a[k].i;
+        __m512 r0 = _mm512_loadu_ps(t), r1 = _mm512_loadu_ps(t + 16), r2 = _mm512_loadu_ps(t + 32),
+               r3 = _mm512_loadu_ps(t + 48), r4 = _mm512_loadu_ps(t + 64), r5 = _mm512_loadu_ps(t + 80),
+               r6 = _mm512_loadu_ps(t + 96), r7 = _mm512_loadu_ps(t + 112);
+        __m512 ea = _mm512_set1_ps(a[k].e);
+        __m512i sa = _mm512_set1_epi32((int32_t)a[k].s);
+        const lc_mt_bk *bk = &b[k];
+#define LC_MT_B16(v, yv) \
+        yv = lc_mt_step(yv, lc_mt_perm128(r0, r1, r2, r3, r4, r5, r6, r7, _mm512_load_si512(bk->i + 16 * v)), ea, sa, bk, v);
+        LC_MT_B16(0, y0) LC_MT_B16(1, y1) LC_MT_B16(2, y2) LC_MT_B16(3, y3)
+#undef LC_MT_B16
+    }
+    _mm512_store_ps(y, y0), _mm512_store_ps(y + 16, y1), _mm512_store_ps(y + 32, y2), _mm512_store_ps(y + 48, y3);
+}
+
+/* fp16: the same through gathers at ma << 10 | mb */
+static void lc_mt_row_fp16(const float *T, const lc_mt_op *a, const lc_mt_bk *b, int64_t kc, float *y) {
+    __m512 y0 = _mm512_load_ps(y), y1 = _mm512_load_ps(y + 16), y2 = _mm512_load_ps(y + 32),
+           y3 = _mm512_load_ps(y + 48);
+    for (int64_t k = 0; k < kc; k++) {
+        __m512i ia = _mm512_set1_epi32(a[k].i);
+        __m512 ea = _mm512_set1_ps(a[k].e);
+        __m512i sa = _mm512_set1_epi32((int32_t)a[k].s);
+        const lc_mt_bk *bk = &b[k];
+#define LC_MT_F16(v, yv) \
+        yv = lc_mt_step(yv, _mm512_i32gather_ps(_mm512_or_si512(ia, _mm512_load_si512(bk->i + 16 * v)), T, 4), ea, sa, bk, v);
+        LC_MT_F16(0, y0) LC_MT_F16(1, y1) LC_MT_F16(2, y2) LC_MT_F16(3, y3)
+#undef LC_MT_F16
+    }
+    _mm512_store_ps(y, y0), _mm512_store_ps(y + 16, y1), _mm512_store_ps(y + 32, y2), _mm512_store_ps(y + 48, y3);
+}
+
+void LC_BODY(mt_table_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws) {
+    const int64_t K = j->K, N = j->N;
+    const int scalar_p = j->fb[p];
+    float *yt = (float *)ws;
+    void (*row)(const float *, const lc_mt_op *, const lc_mt_bk *, int64_t, float *) =
+        j->fmt == LC_MT_BF16 ? lc_mt_row_bf16 : lc_mt_row_fp16;
+    memset(yt, 0, (size_t)(m1 - m0) * LC_MT_NB * sizeof(float));
+    for (int64_t k0 = 0; k0 < K && !scalar_p; k0 += LC_MT_KC) {
+        const int64_t kc = K - k0 < LC_MT_KC ? K - k0 : LC_MT_KC;
+        for (int64_t m = m0; m < m1; m++)
+            if (!j->fa[m]) row(j->T, j->ao + m * K + k0, j->bo + p * K + k0, kc, yt + (m - m0) * LC_MT_NB);
+    }
+    for (int64_t m = m0; m < m1; m++) {
+        if (scalar_p || j->fa[m]) {
+            lc_mt_table_row(j, m, p, nc);
+            continue;
+        }
+        const float *y = yt + (m - m0) * LC_MT_NB;
+        float *out = j->Y + m * N + p * LC_MT_NB;
+        for (int v = 0; v < 4; v++) lc_mt_store16(out, _mm512_load_ps(y + 16 * v), v, nc);
+    }
+}
+
+#endif /* LC_X86 */

@@ -89,8 +89,9 @@ static inline int lc_mt_form(float x, int fmt, int shift, lc_mt_op *o) {
  *   T   float32 (2^m, 2^m)      IN  T[ma][mb], finite, >= 0 (the table route)
  * The forms the pre-pass writes (scratch, 64-byte aligned), per route:
  *   mul    av float32 (M, K);  bv float32 (np, K, NB)   the rounded values, panels padded with 0
- *   table  ao lc_mt_op (M, K); bo lc_mt_bk (np, K)      the forms (padding: v 0, i 0, e EZERO, s 0);
- *          fa uint8 (M,), fb uint8 (np,): 1 where A's row / B's panel holds an inf or a NaN
+ *   table  av, ai, ae, as (M, K) each: A's forms field by field; bo lc_mt_bk (np, K): B's (its
+ *          padding is the form of +0: v 0, i 0, e EZERO, s 0); fa uint8 (M,), fb uint8 (np,): 1
+ *          where A's row / B's panel holds an inf or a NaN
  * The plan: units of rows_per rows x one panel (nrc row chunks per panel), ws_per bytes of scratch
  * per thread at ws. */
 typedef struct {
@@ -106,8 +107,9 @@ typedef struct lc_mt_job {
     const float *A, *B, *T;
     int64_t M, N, K, np;
     int fmt, mbits, route;
-    float *av, *bv;
-    lc_mt_op *ao;
+    float *av, *ae, *bv;
+    int32_t *ai;
+    uint32_t *as;
     lc_mt_bk *bo;
     uint8_t *fa, *fb;
     int64_t rows_per, nrc, units;
@@ -115,6 +117,14 @@ typedef struct lc_mt_job {
     size_t ws_per;
     const struct lc_mt_body *body;
 } lc_mt_job;
+
+/* A's element (m, k) in its form: the scalar pre-pass's store */
+static inline int lc_mt_form_a(const lc_mt_job *j, int64_t at, float x) {
+    lc_mt_op o;
+    const int special = lc_mt_form(x, j->fmt, j->mbits, &o);
+    j->av[at] = o.v, j->ai[at] = o.i, j->ae[at] = o.e, j->as[at] = o.s;
+    return special;
+}
 
 /* 2^e as a double, -1022 <= e <= 1023 */
 static inline double lc_mt_pow2(int e) {
@@ -127,29 +137,28 @@ static inline double lc_mt_pow2(int e) {
 /* the canonical NaN (0x7fc00000) for any NaN: every body's outputs have the same bits */
 static inline float lc_mt_canon(float y) { return y != y ? lc_mt_f(0x7fc00000u) : y; }
 
-/* The product of a (its form) and column c of b (a panel's k) through T, the contract's: inf/NaN
- * operands the IEEE product of the values (inf x 0 = NaN); a zero (or flushed subnormal) operand 0;
- * else T[ma][mb] * 2^(ea + eb), exact in float64, rounded once to float32, with the sign
- * sa ^ sb. */
-static inline float lc_mt_product(const float *T, const lc_mt_op *a, const lc_mt_bk *b, int c) {
-    const float va = a->v, vb = b->v[c];
+/* The product of A's element at (its form: av, ai, ae, as) and column c of b (a panel's k) through
+ * T, the contract's: inf/NaN operands the IEEE product of the values (inf x 0 = NaN); a zero (or
+ * flushed subnormal) operand 0; else T[ma][mb] * 2^(ea + eb), exact in float64, rounded once to
+ * float32, with the sign sa ^ sb. */
+static inline float lc_mt_product(const lc_mt_job *j, int64_t at, const lc_mt_bk *b, int c) {
+    const float va = j->av[at], vb = b->v[c];
     if (!(isfinite(va) && isfinite(vb))) return va * vb;
     if (va == 0.0f || vb == 0.0f) return 0.0f;
-    const double t = (double)T[a->i | b->i[c]] * lc_mt_pow2((int)a->e + (int)b->e[c]);   /* exact */
+    const double t = (double)j->T[j->ai[at] | b->i[c]] * lc_mt_pow2((int)j->ae[at] + (int)b->e[c]);   /* exact */
     const float f = (float)t;                                  /* nearest even; subnormal; inf */
-    return (a->s ^ b->s[c]) ? -f : f;
+    return (j->as[at] ^ b->s[c]) ? -f : f;
 }
 
 /* Row m of panel p through the table, every k in order (the generic body's row; the vector bodies'
  * row where A's row or B's panel holds an inf or a NaN): Y[m, p NB + c] for c < nc. */
 static inline void lc_mt_table_row(const lc_mt_job *j, int64_t m, int64_t p, int nc) {
     const int64_t K = j->K;
-    const lc_mt_op *a = j->ao + m * K;
     const lc_mt_bk *b = j->bo + p * K;
     float y[LC_MT_NB];
     for (int c = 0; c < nc; c++) y[c] = 0.0f;
     for (int64_t k = 0; k < K; k++)
-        for (int c = 0; c < nc; c++) y[c] = y[c] + lc_mt_product(j->T, &a[k], &b[k], c);
+        for (int c = 0; c < nc; c++) y[c] = y[c] + lc_mt_product(j, m * K + k, &b[k], c);
     float *out = j->Y + m * j->N + p * LC_MT_NB;
     for (int c = 0; c < nc; c++) out[c] = lc_mt_canon(y[c]);
 }

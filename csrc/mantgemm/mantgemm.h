@@ -42,7 +42,7 @@
 #define LC_MT_MAX_ROWS 256        /* and its most (the bodies' per-thread scratch grows with it) */
 #define LC_MT_PREP_ROWS 64        /* A's rows per pre-pass unit */
 
-/* ------------------------------------------------------------------ the pre-pass */
+/* ------------------------------------------------------------------ the pre-pass (generic) */
 
 /* the value of x rounded to fmt, a subnormal flushed to zero of its sign (lc_mt_form's v) */
 static inline float lc_mt_value(float x, int fmt) {
@@ -51,23 +51,28 @@ static inline float lc_mt_value(float x, int fmt) {
     return o.v;
 }
 
+/* y (n,) = x rounded to fmt, subnormals flushed */
+static void lc_mt_round_generic(float *y, const float *x, int64_t n, int fmt) {
+    for (int64_t i = 0; i < n; i++) y[i] = lc_mt_value(x[i], fmt);
+}
+
 /* A's rows m0..m1 in the route's form */
-static void lc_mt_prep_a(const lc_mt_job *j, int64_t m0, int64_t m1) {
+static void lc_mt_prep_a_generic(const lc_mt_job *j, int64_t m0, int64_t m1) {
     const int64_t K = j->K;
     for (int64_t m = m0; m < m1; m++) {
         const float *x = j->A + m * K;
         if (j->route == LC_MT_ROUTE_MUL) {
-            for (int64_t k = 0; k < K; k++) j->av[m * K + k] = lc_mt_value(x[k], j->fmt);
+            lc_mt_round_generic(j->av + m * K, x, K, j->fmt);
             continue;
         }
         int special = 0;
-        for (int64_t k = 0; k < K; k++) special |= lc_mt_form(x[k], j->fmt, j->mbits, &j->ao[m * K + k]);
+        for (int64_t k = 0; k < K; k++) special |= lc_mt_form_a(j, m * K + k, x[k]);
         j->fa[m] = (uint8_t)special;
     }
 }
 
-/* B's panel p in the route's form (columns p NB .. p NB + NB, padded past N) */
-static void lc_mt_prep_b(const lc_mt_job *j, int64_t p) {
+/* B's panel p in the route's form (columns p NB .. p NB + NB; past N the form of +0) */
+static void lc_mt_prep_b_generic(const lc_mt_job *j, int64_t p) {
     const int64_t K = j->K, N = j->N, n0 = p * LC_MT_NB;
     const int nc = (int)(N - n0 < LC_MT_NB ? N - n0 : LC_MT_NB);
     int special = 0;
@@ -75,29 +80,17 @@ static void lc_mt_prep_b(const lc_mt_job *j, int64_t p) {
         const float *x = j->B + k * N + n0;
         if (j->route == LC_MT_ROUTE_MUL) {
             float *v = j->bv + (p * K + k) * LC_MT_NB;
-            for (int c = 0; c < LC_MT_NB; c++) v[c] = c < nc ? lc_mt_value(x[c], j->fmt) : 0.0f;
+            for (int c = 0; c < LC_MT_NB; c++) v[c] = lc_mt_value(c < nc ? x[c] : 0.0f, j->fmt);
             continue;
         }
         lc_mt_bk *b = &j->bo[p * K + k];
         for (int c = 0; c < LC_MT_NB; c++) {
-            lc_mt_op o = {0.0f, 0, LC_MT_EZERO, 0};
-            if (c < nc) special |= lc_mt_form(x[c], j->fmt, 0, &o);
+            lc_mt_op o;
+            special |= lc_mt_form(c < nc ? x[c] : 0.0f, j->fmt, 0, &o);
             b->v[c] = o.v, b->i[c] = o.i, b->e[c] = o.e, b->s[c] = o.s;
         }
     }
     if (j->route != LC_MT_ROUTE_MUL) j->fb[p] = (uint8_t)special;
-}
-
-static void lc_mt_prep_unit(void *ctx, int64_t u, int tid) {
-    const lc_mt_job *j = (const lc_mt_job *)ctx;
-    const int64_t na = (j->M + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS;
-    (void)tid;
-    if (u < na) {
-        const int64_t m0 = u * LC_MT_PREP_ROWS, m1 = m0 + LC_MT_PREP_ROWS < j->M ? m0 + LC_MT_PREP_ROWS : j->M;
-        lc_mt_prep_a(j, m0, m1);
-    } else {
-        lc_mt_prep_b(j, u - na);
-    }
 }
 
 /* ------------------------------------------------------------------ generic bodies */
@@ -127,7 +120,10 @@ static void lc_mt_table_unit_generic(const lc_mt_job *j, int64_t m0, int64_t m1,
 /* ------------------------------------------------------------------ the body table */
 typedef struct lc_mt_body {
     lc_body_head head;
-    size_t (*ws)(const lc_mt_job *j);       /* per-thread scratch bytes of a unit */
+    void (*round)(float *y, const float *x, int64_t n, int fmt);     /* y = x rounded to fmt, flushed */
+    void (*prep_a)(const lc_mt_job *j, int64_t m0, int64_t m1);       /* A's rows in the route's form */
+    void (*prep_b)(const lc_mt_job *j, int64_t p);                    /* B's panel p in it */
+    size_t (*ws)(const lc_mt_job *j);                                 /* per-thread scratch bytes of a unit */
     void (*mul_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);
     void (*table_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);
 } lc_mt_body;
@@ -137,10 +133,12 @@ static size_t lc_mt_ws_none(const lc_mt_job *j) { (void)j; return 0; }
 static const lc_mt_body lc_mt_bodies[] = {
 #if LC_X86_BODIES
     {{"avx512 (float32 tile; table: bf16 row permutes, fp16 gathers)", LC_ISA_AVX512},
-     LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_ws), LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_mul_unit),
-     LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_table_unit)},
+     LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_round), LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_prep_a),
+     LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_prep_b), LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_ws),
+     LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_mul_unit), LC_XBODY(LC_MANTGEMM_SIMDE, avx512, mt_table_unit)},
 #endif
-    {{"generic", LC_ISA_GENERIC}, lc_mt_ws_none, lc_mt_mul_unit_generic, lc_mt_table_unit_generic},
+    {{"generic", LC_ISA_GENERIC}, lc_mt_round_generic, lc_mt_prep_a_generic, lc_mt_prep_b_generic, lc_mt_ws_none,
+     lc_mt_mul_unit_generic, lc_mt_table_unit_generic},
 };
 LC_BODY_TABLE(lc_mt_body, lc_mt, lc_mt_bodies)
 
@@ -152,8 +150,7 @@ static inline size_t lc_mt_al(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t lc_mt_forms_size(const lc_mt_job *j) {
     const size_t MK = (size_t)j->M * (size_t)j->K, KP = (size_t)j->K * (size_t)j->np;
     if (j->route == LC_MT_ROUTE_MUL) return lc_mt_al(MK * 4) + lc_mt_al(KP * LC_MT_NB * 4);
-    return lc_mt_al(MK * sizeof(lc_mt_op)) + lc_mt_al(KP * sizeof(lc_mt_bk)) + lc_mt_al((size_t)j->M) +
-           lc_mt_al((size_t)j->np);
+    return 4 * lc_mt_al(MK * 4) + lc_mt_al(KP * sizeof(lc_mt_bk)) + lc_mt_al((size_t)j->M) + lc_mt_al((size_t)j->np);
 }
 
 /* The plan of a call on at most nthreads (j holds the sizes, fmt and route); returns the threads
@@ -189,18 +186,33 @@ static size_t lc_mt_work_size(lc_mt_job *j, int isa, int nthreads) {
 
 /* the forms' pointers into ws (lc_mt_forms_size bytes, then the threads' scratch) */
 static void lc_mt_place(lc_mt_job *j, char *ws) {
-    const size_t MK = (size_t)j->M * (size_t)j->K, KP = (size_t)j->K * (size_t)j->np;
-    j->av = j->bv = NULL, j->ao = NULL, j->bo = NULL, j->fa = j->fb = NULL;
+    const size_t MK = lc_mt_al((size_t)j->M * (size_t)j->K * 4), KP = (size_t)j->K * (size_t)j->np;
+    j->ae = j->bv = NULL, j->ai = NULL, j->as = NULL, j->bo = NULL, j->fa = j->fb = NULL;
+    j->av = (float *)ws;
     if (j->route == LC_MT_ROUTE_MUL) {
-        j->av = (float *)ws;
-        j->bv = (float *)(ws + lc_mt_al(MK * 4));
+        j->bv = (float *)(ws + MK);
     } else {
-        j->ao = (lc_mt_op *)ws;
-        j->bo = (lc_mt_bk *)(ws + lc_mt_al(MK * sizeof(lc_mt_op)));
+        j->ai = (int32_t *)(ws + MK);
+        j->ae = (float *)(ws + 2 * MK);
+        j->as = (uint32_t *)(ws + 3 * MK);
+        j->bo = (lc_mt_bk *)(ws + 4 * MK);
         j->fa = (uint8_t *)((char *)j->bo + lc_mt_al(KP * sizeof(lc_mt_bk)));
         j->fb = j->fa + lc_mt_al((size_t)j->M);
     }
     j->ws = ws + lc_mt_forms_size(j);
+}
+
+/* the pre-pass' units: A's rows by LC_MT_PREP_ROWS, then B's panels */
+static void lc_mt_prep_unit(void *ctx, int64_t u, int tid) {
+    const lc_mt_job *j = (const lc_mt_job *)ctx;
+    const int64_t na = (j->M + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS;
+    (void)tid;
+    if (u < na) {
+        const int64_t m0 = u * LC_MT_PREP_ROWS, m1 = m0 + LC_MT_PREP_ROWS < j->M ? m0 + LC_MT_PREP_ROWS : j->M;
+        j->body->prep_a(j, m0, m1);
+    } else {
+        j->body->prep_b(j, u - na);
+    }
 }
 
 static void lc_mt_run_unit(void *ctx, int64_t u, int tid) {
@@ -231,9 +243,7 @@ static void lc_mt_run(lc_mt_job *j, char *ws, int isa, int nthreads) {
     lc_team_for(nt, j->units, lc_mt_run_unit, j);
 }
 
-/* x (n,) rounded to fmt, subnormals flushed (lc_mt_form's values): y (n,) */
-static void lc_mt_round(float *y, const float *x, int64_t n, int fmt) {
-    for (int64_t i = 0; i < n; i++) y[i] = lc_mt_value(x[i], fmt);
-}
+/* y (n,) = x (n,) rounded to fmt, subnormals flushed (the operands' values), on isa's body */
+static void lc_mt_round(float *y, const float *x, int64_t n, int fmt, int isa) { lc_mt_pick(isa)->round(y, x, n, fmt); }
 
 #endif /* LUTCORE_MANTGEMM_H */

@@ -13,5 +13,5 @@ cdef extern from "mantgemm/mantgemm.h" nogil:
     int LC_MT_BF16, LC_MT_FP16, LC_MT_ROUTE_MUL, LC_MT_ROUTE_TABLE
     size_t lc_mt_work_size(lc_mt_job *j, int isa, int nthreads)
     void lc_mt_run(lc_mt_job *j, char *ws, int isa, int nthreads)
-    void lc_mt_round(float *y, const float *x, int64_t n, int fmt)
+    void lc_mt_round(float *y, const float *x, int64_t n, int fmt, int isa)
     const char *lc_mt_body_name(int isa)

@@ -67,14 +67,15 @@ def gemm(float[:, ::1] Y, const float[:, ::1] A, const float[:, ::1] B, const fl
         lc_mt_run(&j, ws, isa, nthreads)
 
 
-def round_values(float[::1] y, const float[::1] x, int fmt):
-    """y = x rounded to fmt, subnormals flushed to zero of their sign (the GEMM's operand values)."""
+def round_values(float[::1] y, const float[::1] x, int fmt, int isa):
+    """y = x rounded to fmt, subnormals flushed to zero of their sign (the GEMM's operand values), on
+    isa's body."""
     _mbits(fmt)
     if y.shape[0] != x.shape[0]:
         raise ValueError(f"y: expected {x.shape[0]} values like x, got {y.shape[0]}")
     if x.shape[0]:
         with nogil:
-            lc_mt_round(&y[0], &x[0], x.shape[0], fmt)
+            lc_mt_round(&y[0], &x[0], x.shape[0], fmt, isa)
 
 
 def body_names(int isa):

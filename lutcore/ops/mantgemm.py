@@ -136,5 +136,5 @@ def mant_round(x, fmt: str) -> np.ndarray:
         raise TypeError(f"x: expected a float32 ndarray, got {type(x).__name__} {getattr(x, 'dtype', '')}")
     src = _check.contiguous(x).reshape(-1)
     y = np.empty(src.shape, np.float32)
-    _mt.round_values(y, src, code)
+    _mt.round_values(y, src, code, _simd.isa())
     return y.reshape(x.shape)

@@ -8,6 +8,7 @@
  *                  columns (bf16: permutes of T's row, 8 zmm; fp16: gathers), scaled by vscalefps,
  *                  signed, added in k order; rows or panels holding inf/NaN take job.h's row
  *   mt_ws          the per-thread scratch bytes of a unit (the table route's y, rows_per x NB)
+ *   mt_round, mt_prep_a, mt_prep_b   the pre-pass (job.h's rounding and forms, 16 lanes a step)
  */
 #ifndef LUTCORE_MANTGEMM_X86_H
 #define LUTCORE_MANTGEMM_X86_H
@@ -17,6 +18,9 @@
 #include "mantgemm/job.h"
 
 #define LC_MT_X86_DECLARE(P)                                                                          \
+    void P##mt_round(float *y, const float *x, int64_t n, int fmt);                                   \
+    void P##mt_prep_a(const lc_mt_job *j, int64_t m0, int64_t m1);                                    \
+    void P##mt_prep_b(const lc_mt_job *j, int64_t p);                                                 \
     size_t P##mt_ws(const lc_mt_job *j);                                                              \
     void P##mt_mul_unit(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);     \
     void P##mt_table_unit(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);

@@ -163,4 +163,32 @@ static inline void lc_mt_table_row(const lc_mt_job *j, int64_t m, int64_t p, int
     for (int c = 0; c < nc; c++) out[c] = lc_mt_canon(y[c]);
 }
 
+/* +-2^e as a double (sign bit s at bit 31, e an integer in [EZERO, 127]): a zero's 2^-1000 makes any
+ * product with it round to +-0 in float32 */
+static inline double lc_mt_scale(float e, uint32_t s) {
+    uint64_t u = ((uint64_t)(1023 + (int)e) << 52) | ((uint64_t)s << 32);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+/* lc_mt_table_row where neither A's row nor B's panel holds an inf or a NaN (the generic body's fast
+ * row, the same bits): T[ma][mb] * (+-2^ea * +-2^eb), exact in float64 (a zero's product below 2^-745,
+ * rounding to +-0), rounded once to float32. */
+static inline void lc_mt_table_row_finite(const lc_mt_job *j, int64_t m, int64_t p, int nc) {
+    const int64_t K = j->K;
+    const lc_mt_bk *b = j->bo + p * K;
+    float y[LC_MT_NB];
+    for (int c = 0; c < nc; c++) y[c] = 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t at = m * K + k;
+        const double sa = lc_mt_scale(j->ae[at], j->as[at]);
+        const float *t = j->T + j->ai[at];
+        for (int c = 0; c < nc; c++)
+            y[c] = y[c] + (float)((double)t[b[k].i[c]] * (sa * lc_mt_scale(b[k].e[c], b[k].s[c])));
+    }
+    float *out = j->Y + m * j->N + p * LC_MT_NB;
+    for (int c = 0; c < nc; c++) out[c] = lc_mt_canon(y[c]);
+}
+
 #endif /* LUTCORE_MANTGEMM_JOB_H */

@@ -111,10 +111,15 @@ static void lc_mt_mul_unit_generic(const lc_mt_job *j, int64_t m0, int64_t m1, i
     }
 }
 
-/* the table route: job.h's row, row by row */
+/* the table route: job.h's rows, row by row (the fast one where neither row nor panel holds inf/NaN) */
 static void lc_mt_table_unit_generic(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws) {
     (void)ws;
-    for (int64_t m = m0; m < m1; m++) lc_mt_table_row(j, m, p, nc);
+    for (int64_t m = m0; m < m1; m++) {
+        if (j->fa[m] || j->fb[p])
+            lc_mt_table_row(j, m, p, nc);
+        else
+            lc_mt_table_row_finite(j, m, p, nc);
+    }
 }
 
 /* ------------------------------------------------------------------ the body table */

@@ -91,7 +91,8 @@ static inline int lc_mt_form(float x, int fmt, int shift, lc_mt_op *o) {
  *   mul    av float32 (M, K);  bv float32 (np, K, NB)   the rounded values, panels padded with 0
  *   table  av, ai, ae, as (M, K) each: A's forms field by field; bo lc_mt_bk (np, K): B's (its
  *          padding is the form of +0: v 0, i 0, e EZERO, s 0); fa uint8 (M,), fb uint8 (np,): 1
- *          where A's row / B's panel holds an inf or a NaN
+ *          where A's row / B's panel holds an inf or a NaN (fb the OR of fbk (nkb, np): each pre-pass
+ *          unit's rows of B, LC_MT_PREP_ROWS a unit)
  * The plan: units of rows_per rows x one panel (nrc row chunks per panel), ws_per bytes of scratch
  * per thread at ws. */
 typedef struct {
@@ -111,7 +112,7 @@ typedef struct lc_mt_job {
     int32_t *ai;
     uint32_t *as;
     lc_mt_bk *bo;
-    uint8_t *fa, *fb;
+    uint8_t *fa, *fb, *fbk;
     int64_t rows_per, nrc, units;
     char *ws;
     size_t ws_per;

@@ -40,7 +40,7 @@
 
 #define LC_MT_MIN_ROWS 16         /* a row chunk's least rows when rows are split to feed the threads */
 #define LC_MT_MAX_ROWS 256        /* and its most (the bodies' per-thread scratch grows with it) */
-#define LC_MT_PREP_ROWS 64        /* A's rows per pre-pass unit */
+#define LC_MT_PREP_ROWS 64        /* A's, or B's, rows per pre-pass unit */
 
 /* ------------------------------------------------------------------ the pre-pass (generic) */
 
@@ -71,12 +71,12 @@ static void lc_mt_prep_a_generic(const lc_mt_job *j, int64_t m0, int64_t m1) {
     }
 }
 
-/* B's panel p in the route's form (columns p NB .. p NB + NB; past N the form of +0) */
-static void lc_mt_prep_b_generic(const lc_mt_job *j, int64_t p) {
+/* rows k0..k1 of B's panel p in the route's form; 1 where they hold an inf or a NaN */
+static int lc_mt_prep_b_panel(const lc_mt_job *j, int64_t p, int64_t k0, int64_t k1) {
     const int64_t K = j->K, N = j->N, n0 = p * LC_MT_NB;
     const int nc = (int)(N - n0 < LC_MT_NB ? N - n0 : LC_MT_NB);
     int special = 0;
-    for (int64_t k = 0; k < K; k++) {
+    for (int64_t k = k0; k < k1; k++) {
         const float *x = j->B + k * N + n0;
         if (j->route == LC_MT_ROUTE_MUL) {
             float *v = j->bv + (p * K + k) * LC_MT_NB;
@@ -90,7 +90,16 @@ static void lc_mt_prep_b_generic(const lc_mt_job *j, int64_t p) {
             b->v[c] = o.v, b->i[c] = o.i, b->e[c] = o.e, b->s[c] = o.s;
         }
     }
-    if (j->route != LC_MT_ROUTE_MUL) j->fb[p] = (uint8_t)special;
+    return special;
+}
+
+/* B's rows k0..k1 in the route's form, into every panel (columns p NB .. p NB + NB; past N the form
+ * of +0); the table route: fl[p] = 1 where these rows of panel p hold an inf or a NaN, else 0 */
+static void lc_mt_prep_b_generic(const lc_mt_job *j, int64_t k0, int64_t k1, uint8_t *fl) {
+    for (int64_t p = 0; p < j->np; p++) {
+        const int special = lc_mt_prep_b_panel(j, p, k0, k1);
+        if (fl) fl[p] = (uint8_t)special;
+    }
 }
 
 /* ------------------------------------------------------------------ generic bodies */
@@ -127,7 +136,7 @@ typedef struct lc_mt_body {
     lc_body_head head;
     void (*round)(float *y, const float *x, int64_t n, int fmt);     /* y = x rounded to fmt, flushed */
     void (*prep_a)(const lc_mt_job *j, int64_t m0, int64_t m1);       /* A's rows in the route's form */
-    void (*prep_b)(const lc_mt_job *j, int64_t p);                    /* B's panel p in it */
+    void (*prep_b)(const lc_mt_job *j, int64_t k0, int64_t k1, uint8_t *fl);   /* B's rows, every panel */
     size_t (*ws)(const lc_mt_job *j);                                 /* per-thread scratch bytes of a unit */
     void (*mul_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);
     void (*table_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws);
@@ -155,7 +164,9 @@ static inline size_t lc_mt_al(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t lc_mt_forms_size(const lc_mt_job *j) {
     const size_t MK = (size_t)j->M * (size_t)j->K, KP = (size_t)j->K * (size_t)j->np;
     if (j->route == LC_MT_ROUTE_MUL) return lc_mt_al(MK * 4) + lc_mt_al(KP * LC_MT_NB * 4);
-    return 4 * lc_mt_al(MK * 4) + lc_mt_al(KP * sizeof(lc_mt_bk)) + lc_mt_al((size_t)j->M) + lc_mt_al((size_t)j->np);
+    const size_t nkb = (size_t)((j->K + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS);
+    return 4 * lc_mt_al(MK * 4) + lc_mt_al(KP * sizeof(lc_mt_bk)) + lc_mt_al((size_t)j->M) + lc_mt_al((size_t)j->np) +
+           lc_mt_al(nkb * (size_t)j->np);
 }
 
 /* The plan of a call on at most nthreads (j holds the sizes, fmt and route); returns the threads
@@ -192,7 +203,7 @@ static size_t lc_mt_work_size(lc_mt_job *j, int isa, int nthreads) {
 /* the forms' pointers into ws (lc_mt_forms_size bytes, then the threads' scratch) */
 static void lc_mt_place(lc_mt_job *j, char *ws) {
     const size_t MK = lc_mt_al((size_t)j->M * (size_t)j->K * 4), KP = (size_t)j->K * (size_t)j->np;
-    j->ae = j->bv = NULL, j->ai = NULL, j->as = NULL, j->bo = NULL, j->fa = j->fb = NULL;
+    j->ae = j->bv = NULL, j->ai = NULL, j->as = NULL, j->bo = NULL, j->fa = j->fb = j->fbk = NULL;
     j->av = (float *)ws;
     if (j->route == LC_MT_ROUTE_MUL) {
         j->bv = (float *)(ws + MK);
@@ -203,11 +214,12 @@ static void lc_mt_place(lc_mt_job *j, char *ws) {
         j->bo = (lc_mt_bk *)(ws + 4 * MK);
         j->fa = (uint8_t *)((char *)j->bo + lc_mt_al(KP * sizeof(lc_mt_bk)));
         j->fb = j->fa + lc_mt_al((size_t)j->M);
+        j->fbk = j->fb + lc_mt_al((size_t)j->np);
     }
     j->ws = ws + lc_mt_forms_size(j);
 }
 
-/* the pre-pass' units: A's rows by LC_MT_PREP_ROWS, then B's panels */
+/* the pre-pass' units: A's rows by LC_MT_PREP_ROWS, then B's (each unit's flags a row of fbk) */
 static void lc_mt_prep_unit(void *ctx, int64_t u, int tid) {
     const lc_mt_job *j = (const lc_mt_job *)ctx;
     const int64_t na = (j->M + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS;
@@ -216,7 +228,9 @@ static void lc_mt_prep_unit(void *ctx, int64_t u, int tid) {
         const int64_t m0 = u * LC_MT_PREP_ROWS, m1 = m0 + LC_MT_PREP_ROWS < j->M ? m0 + LC_MT_PREP_ROWS : j->M;
         j->body->prep_a(j, m0, m1);
     } else {
-        j->body->prep_b(j, u - na);
+        const int64_t kb = u - na, k0 = kb * LC_MT_PREP_ROWS;
+        const int64_t k1 = k0 + LC_MT_PREP_ROWS < j->K ? k0 + LC_MT_PREP_ROWS : j->K;
+        j->body->prep_b(j, k0, k1, j->fbk ? j->fbk + kb * j->np : NULL);
     }
 }
 
@@ -243,8 +257,14 @@ static void lc_mt_run(lc_mt_job *j, char *ws, int isa, int nthreads) {
         return;
     }
     lc_mt_place(j, ws);
-    const int64_t na = (j->M + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS;
-    lc_team_for(nthreads, na + j->np, lc_mt_prep_unit, j);
+    const int64_t na = (j->M + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS, nkb = (j->K + LC_MT_PREP_ROWS - 1) / LC_MT_PREP_ROWS;
+    lc_team_for(nthreads, na + nkb, lc_mt_prep_unit, j);
+    if (j->fb)
+        for (int64_t p = 0; p < j->np; p++) {
+            uint8_t any = 0;
+            for (int64_t kb = 0; kb < nkb; kb++) any |= j->fbk[kb * j->np + p];
+            j->fb[p] = any;
+        }
     lc_team_for(nt, j->units, lc_mt_run_unit, j);
 }
 

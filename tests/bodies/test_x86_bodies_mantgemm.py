@@ -64,11 +64,12 @@ def test_body_matches_generic(runner, shape, fmt, rng):
 @pytest.mark.parametrize("runner", RUNNERS, ids=IDS)
 @pytest.mark.parametrize("fmt", ["bf16", "fp16"])
 def test_body_row_chunks_and_special_rows(runner, fmt, rng):
-    """300 rows (units of at most 256, split for the threads), two panels; one row of A with a NaN
-    and one panel of B with an inf among finite ones."""
+    """300 rows (units of at most 256, split for the threads), two panels, 100 k (two pre-pass
+    units of B's rows); one row of A with a NaN and one panel of B with an inf (in B's second
+    64 rows) among finite ones."""
     _, mod, isa = runner
-    a, b = operand(rng, (300, 37), fmt, False), operand(rng, (37, 100), fmt, False)
-    a[150, 20], b[30, 70] = np.nan, np.inf
+    a, b = operand(rng, (300, 100), fmt, False), operand(rng, (100, 100), fmt, False)
+    a[150, 20], b[70, 70] = np.nan, np.inf
     for name, t in _tables(fmt, rng).items():
         for route in _routes(name):
             gen = _run(_mt, 0, a, b, t, fmt, route, 1)

@@ -5,7 +5,8 @@
  *
  * The mul route (the exact table): a tile of up to 6 rows x 4 zmm (64 columns: one panel) keeps 24
  * accumulators; per k the panel's 4 zmm of rounded B values, per row va broadcast, vmulps then
- * vaddps (never fused: the product is rounded once, then the sum).
+ * vaddps (never fused: the product is rounded once, then the sum).  k in chunks of LC_MT_KCM, the
+ * accumulators in the thread's scratch between chunks.
  *
  * The table route: per row m and k, 4 zmm of the panel's columns.  The table's words: bf16 — T's
  * row ma (128 floats, 8 zmm) loaded once per (m, k), each lane's word picked by two vpermt2ps over
@@ -17,7 +18,7 @@
  * L1) with y kept in the thread's scratch between chunks.  A row of A or a panel of B holding an
  * inf or a NaN takes job.h's scalar row instead.
  *
- *   yt   float32 (rows, NB)        the unit's y between chunks                    scratch
+ *   yt   float32 (rows, NB)        the unit's y between chunks (both routes)      scratch
  *
  * The pre-pass, 16 elements a step: job.h's rounding and form lane for lane in integer arithmetic
  * (bf16: the carry trick; fp16: the rebias with its carry, and the subnormal shift, by vpsrlvd),
@@ -31,6 +32,7 @@
 #if LC_X86
 
 #define LC_MT_KC 16        /* k per chunk of the table route */
+#define LC_MT_KCM 128      /* k per chunk of the mul route */
 
 /* T * 2^floor(e), exact then rounded once (vscalefps).  SIMDe 0.8.2's scalef flushes subnormals and
  * forms 2^e in float32 (inf past 2^127): the twin works lane by lane in float64, exactly, then
@@ -148,35 +150,46 @@ void LC_BODY(mt_prep_a)(const lc_mt_job *j, int64_t m0, int64_t m1) {
     }
 }
 
-void LC_BODY(mt_prep_b)(const lc_mt_job *j, int64_t p) {
-    const int64_t K = j->K, N = j->N, n0 = p * LC_MT_NB, nc = N - n0 < LC_MT_NB ? N - n0 : LC_MT_NB;
-    __mmask16 special = 0;
+/* B's rows k0..k1, row by row (reading B in its order), into every panel; fl[p]: inf/NaN in panel p */
+void LC_BODY(mt_prep_b)(const lc_mt_job *j, int64_t k0, int64_t k1, uint8_t *fl) {
+    const int64_t K = j->K, N = j->N;
     lc_mt_form16 f;
-    for (int64_t k = 0; k < K; k++) {
-        const float *x = j->B + k * N + n0;
-        for (int g = 0; g < LC_MT_NB / 16; g++) {
-            const __m512 xv = nc > 16 * g ? lc_mt_load16(x + 16 * g, nc - 16 * g) : _mm512_setzero_ps();
-            special |= lc_mt_forms16(xv, j->fmt, 0, &f);
-            if (j->route == LC_MT_ROUTE_MUL) {
-                _mm512_store_ps(j->bv + (p * K + k) * LC_MT_NB + 16 * g, f.v);
-                continue;
+    if (fl) memset(fl, 0, (size_t)j->np);
+    for (int64_t k = k0; k < k1; k++) {
+        for (int64_t p = 0; p < j->np; p++) {
+            const float *x = j->B + k * N + p * LC_MT_NB;
+            const int64_t nc = N - p * LC_MT_NB < LC_MT_NB ? N - p * LC_MT_NB : LC_MT_NB;
+            __mmask16 special = 0;
+            for (int g = 0; g < LC_MT_NB / 16; g++) {
+                const __m512 xv = nc > 16 * g ? lc_mt_load16(x + 16 * g, nc - 16 * g) : _mm512_setzero_ps();
+                special |= lc_mt_forms16(xv, j->fmt, 0, &f);
+                if (j->route == LC_MT_ROUTE_MUL) {
+                    _mm512_store_ps(j->bv + (p * K + k) * LC_MT_NB + 16 * g, f.v);
+                    continue;
+                }
+                lc_mt_bk *b = &j->bo[p * K + k];
+                _mm512_store_ps(b->v + 16 * g, f.v), _mm512_store_si512(b->i + 16 * g, f.i);
+                _mm512_store_ps(b->e + 16 * g, f.e), _mm512_store_si512(b->s + 16 * g, f.s);
             }
-            lc_mt_bk *b = &j->bo[p * K + k];
-            _mm512_store_ps(b->v + 16 * g, f.v), _mm512_store_si512(b->i + 16 * g, f.i);
-            _mm512_store_ps(b->e + 16 * g, f.e), _mm512_store_si512(b->s + 16 * g, f.s);
+            if (fl && special) fl[p] = 1;
         }
     }
-    if (j->route != LC_MT_ROUTE_MUL) j->fb[p] = special != 0;
 }
 
-size_t LC_BODY(mt_ws)(const lc_mt_job *j) {
-    return j->route == LC_MT_ROUTE_MUL ? 0 : (size_t)j->rows_per * LC_MT_NB * sizeof(float);
-}
+size_t LC_BODY(mt_ws)(const lc_mt_job *j) { return (size_t)j->rows_per * LC_MT_NB * sizeof(float); }
 
 /* ------------------------------------------------------------------ the mul route */
 #define LC_MT_REP6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define LC_MT_MDECL(r) __m512 c##r##0, c##r##1, c##r##2, c##r##3; const float *a##r = av + (r < R ? r : 0) * K;
-#define LC_MT_MINIT(r) if (r < R) c##r##0 = c##r##1 = c##r##2 = c##r##3 = _mm512_setzero_ps();
+#define LC_MT_MINIT(r)                                                                                  \
+    if (r < R) {                                                                                        \
+        if (first) {                                                                                    \
+            c##r##0 = c##r##1 = c##r##2 = c##r##3 = _mm512_setzero_ps();                                \
+        } else {                                                                                        \
+            c##r##0 = _mm512_load_ps(yt + r * LC_MT_NB); c##r##1 = _mm512_load_ps(yt + r * LC_MT_NB + 16); \
+            c##r##2 = _mm512_load_ps(yt + r * LC_MT_NB + 32); c##r##3 = _mm512_load_ps(yt + r * LC_MT_NB + 48); \
+        }                                                                                               \
+    }
 #define LC_MT_MROW(r)                                                                                   \
     if (r < R) {                                                                                        \
         __m512 x = _mm512_set1_ps(a##r[k]);                                                             \
@@ -185,42 +198,57 @@ size_t LC_BODY(mt_ws)(const lc_mt_job *j) {
         c##r##2 = _mm512_add_ps(c##r##2, _mm512_mul_ps(x, b2));                                         \
         c##r##3 = _mm512_add_ps(c##r##3, _mm512_mul_ps(x, b3));                                         \
     }
-#define LC_MT_MSTORE(r)                                                                                 \
+#define LC_MT_MDONE(r)                                                                                  \
     if (r < R) {                                                                                        \
-        float *o = out + r * N;                                                                         \
-        lc_mt_store16(o, c##r##0, 0, nc); lc_mt_store16(o, c##r##1, 1, nc);                             \
-        lc_mt_store16(o, c##r##2, 2, nc); lc_mt_store16(o, c##r##3, 3, nc);                             \
+        if (out) {                                                                                      \
+            float *o = out + r * N;                                                                     \
+            lc_mt_store16(o, c##r##0, 0, nc); lc_mt_store16(o, c##r##1, 1, nc);                         \
+            lc_mt_store16(o, c##r##2, 2, nc); lc_mt_store16(o, c##r##3, 3, nc);                         \
+        } else {                                                                                        \
+            _mm512_store_ps(yt + r * LC_MT_NB, c##r##0); _mm512_store_ps(yt + r * LC_MT_NB + 16, c##r##1); \
+            _mm512_store_ps(yt + r * LC_MT_NB + 32, c##r##2); _mm512_store_ps(yt + r * LC_MT_NB + 48, c##r##3); \
+        }                                                                                               \
     }
 
-/* R rows (av at their first, K apart) x the panel bp (K x NB) -> out (N apart), nc columns */
-LC_AI void lc_mt_mul_tile(const float *av, const float *bp, int64_t K, float *out, int64_t N, int nc, const int R) {
+/* R rows (av at their chunk's first k, K apart) x the panel's chunk bp (kc x NB): the sums from yt
+ * (unless first), then into out (N apart, nc columns; the last chunk) or back into yt */
+LC_AI void lc_mt_mul_tile(const float *av, int64_t K, const float *bp, int64_t kc, float *yt, int first, float *out,
+                          int64_t N, int nc, const int R) {
     LC_MT_REP6(LC_MT_MDECL)
     LC_MT_REP6(LC_MT_MINIT)
-    for (int64_t k = 0; k < K; k++) {
+    for (int64_t k = 0; k < kc; k++) {
         const float *b = bp + k * LC_MT_NB;
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32),
                b3 = _mm512_load_ps(b + 48);
         LC_MT_REP6(LC_MT_MROW)
     }
-    LC_MT_REP6(LC_MT_MSTORE)
+    LC_MT_REP6(LC_MT_MDONE)
 }
 
-typedef void (*lc_mt_mul_fn)(const float *, const float *, int64_t, float *, int64_t, int);
+typedef void (*lc_mt_mul_fn)(const float *, int64_t, const float *, int64_t, float *, int, float *, int64_t, int);
 #define LC_MT_MDEF(R)                                                                                   \
-    static void lc_mt_mul_##R(const float *av, const float *bp, int64_t K, float *out, int64_t N, int nc) { \
-        lc_mt_mul_tile(av, bp, K, out, N, nc, R);                                                       \
+    static void lc_mt_mul_##R(const float *av, int64_t K, const float *bp, int64_t kc, float *yt, int first, \
+                              float *out, int64_t N, int nc) {                                          \
+        lc_mt_mul_tile(av, K, bp, kc, yt, first, out, N, nc, R);                                        \
     }
 LC_MT_MDEF(1) LC_MT_MDEF(2) LC_MT_MDEF(3) LC_MT_MDEF(4) LC_MT_MDEF(5) LC_MT_MDEF(6)
 static const lc_mt_mul_fn lc_mt_mul_tiles[7] = {0, lc_mt_mul_1, lc_mt_mul_2, lc_mt_mul_3, lc_mt_mul_4, lc_mt_mul_5,
                                                 lc_mt_mul_6};
 
+/* k in chunks of LC_MT_KCM (the panel's chunk stays in L1/L2 for every tile of the unit), y in yt
+ * between chunks */
 void LC_BODY(mt_mul_unit)(const lc_mt_job *j, int64_t m0, int64_t m1, int64_t p, int nc, void *ws) {
     const int64_t K = j->K, N = j->N;
     const float *bp = j->bv + p * K * LC_MT_NB;
-    (void)ws;
-    for (int64_t m = m0; m < m1; m += 6) {
-        const int R = (int)(m1 - m < 6 ? m1 - m : 6);
-        lc_mt_mul_tiles[R](j->av + m * K, bp, K, j->Y + m * N + p * LC_MT_NB, N, nc);
+    float *yt = (float *)ws;
+    for (int64_t k0 = 0; k0 < K; k0 += LC_MT_KCM) {
+        const int64_t kc = K - k0 < LC_MT_KCM ? K - k0 : LC_MT_KCM;
+        for (int64_t m = m0; m < m1; m += 6) {
+            const int R = (int)(m1 - m < 6 ? m1 - m : 6);
+            float *out = k0 + kc == K ? j->Y + m * N + p * LC_MT_NB : NULL;
+            lc_mt_mul_tiles[R](j->av + m * K + k0, K, bp + k0 * LC_MT_NB, kc, yt + (m - m0) * LC_MT_NB, k0 == 0, out,
+                               N, nc);
+        }
     }
 }
 

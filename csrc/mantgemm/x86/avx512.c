@@ -67,7 +67,7 @@ LC_AI void lc_mt_store16(float *out, __m512 y, int v, int nc) {
 
 /* float32 bits u -> bf16 bits (job.h lc_mt_bf16), 16 lanes */
 LC_AI __m512i lc_mt_bf16x16(__m512i u) {
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, LC_MT_I(0x7fffffff)), LC_MT_I(0x7f800000));
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, LC_MT_I(0x7fffffff)), LC_MT_I(0x7f800000));
     __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, LC_MT_I(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), LC_MT_I(1)));
     __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u, 16), LC_MT_I(0x8000)), LC_MT_I(0x7fc0));
     return _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), nan, q);
@@ -87,7 +87,7 @@ LC_AI __m512i lc_mt_fp16x16(__m512i u) {
     __m512i hs = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(man, half), _mm512_sub_epi32(odd, LC_MT_I(1))), sh);
     __m512i h = _mm512_mask_mov_epi32(hs, _mm512_cmpge_epu32_mask(a, LC_MT_I(0x38800000)), hn);
     h = _mm512_mask_mov_epi32(h, _mm512_cmpge_epu32_mask(a, LC_MT_I(0x477ff000)), LC_MT_I(0x7c00));
-    h = _mm512_mask_mov_epi32(h, _mm512_cmpgt_epu32_mask(a, LC_MT_I(0x7f800000)), LC_MT_I(0x7e00));
+    h = _mm512_mask_mov_epi32(h, _mm512_cmpgt_epi32_mask(a, LC_MT_I(0x7f800000)), LC_MT_I(0x7e00));
     return _mm512_or_si512(h, s);
 }
 

@@ -13,7 +13,8 @@ N(0, 1) operands.
     torch matmul, float32 (peer)        torch.matmul(a, b) on the raw float32 operands
 
 Every output is checked before timing (bench/test_bench_mantgemm.py's checks).  Prints min and
-median ms and GOP/s (2 M N K / s, from the medians).
+median ms and GOP/s (2 M N K / s, from the medians), and the share of the CPUs other processes
+used meanwhile.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import numpy as np  # noqa: E402
 
 import lutcore  # noqa: E402
-from lutbench import alternate, cpu_name, torch, use_threads  # noqa: E402
+from lutbench import alternate, cpu_counters, cpu_name, other_cpu_share, torch, use_threads  # noqa: E402
 from test_bench_mantgemm import UNITS, check, operands, torch_peers  # noqa: E402
 from lutcore.ops.mantgemm import mant_gemm  # noqa: E402
 
@@ -50,10 +51,13 @@ def main(argv=None):
         cases.append((name, lambda u=u: mant_gemm(a, b, u, out=out)))
     for name, fn in torch_peers(a, b).items():
         cases.append((name, fn))
+    c0 = cpu_counters()
     res = alternate([f for _, f in cases], a_.rounds, a_.budget)
+    share = other_cpu_share(c0, cpu_counters())
     ops = 2 * M * N * K
+    busy = "" if share is None else f", other processes {100 * share:.0f}% of the CPUs"
     print(f"{cpu_name()}, {a_.threads} threads, SIMD {lutcore.get_simd()}, {M}x{K}x{N}, {a_.rounds} rounds, "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}{busy}")
     print("| case | min ms | median ms | GOP/s (median) |")
     print("|---|--:|--:|--:|")
     for (name, _), (mn, med) in zip(cases, res):

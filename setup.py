@@ -196,6 +196,11 @@ FAMILIES = [
         ("avx2", ["csrc/mxgemm/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/mxgemm/x86/avx512.c"], AVX512_FLAGS)],
         simde="LC_MXGEMM_SIMDE", simde_avx2=True, twin="_simde_mxgemm", calls=[]),
+    # the mantissa-product GEMM (bf16 / fp16 through a significand table): a float32 tile (the exact
+    # table), T's row by permutes (bf16) or gathers (fp16), vscalefps; AVX-512 F/BW/DQ
+    dict(name="mantgemm", module="mantgemm", sources=[], bodies=[
+        ("avx512", ["csrc/mantgemm/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_MANTGEMM_SIMDE", twin="_simde_mantgemm", calls=[]),
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),

@@ -1,6 +1,6 @@
 """The SIMDe test twins (lutcore._native._simde, _simde_ew, _simde_mathfn, _simde_scan, _simde_conv,
-_simde_optim, _simde_sgemm, _simde_norm, _simde_attn, _simde_gt, _simde_models, _simde_mxgemm), built on
-first use for the tests, never by pip.
+_simde_optim, _simde_sgemm, _simde_norm, _simde_attn, _simde_gt, _simde_models, _simde_mxgemm,
+_simde_mantgemm), built on first use for the tests, never by pip.
 
 The twins are the AVX-512 bodies compiled against SIMDe (AVX2+FMA flags), so the
 tests check every zmm body's bits on any x86-64 CPU with AVX2; a family that asks

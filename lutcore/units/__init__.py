@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "Format", "FloatFormat", "fp_format", "FPUnit", "fp_metrics", "fp_report", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
+__all__ = ["Units", "Format", "FloatFormat", "fp_format", "FPUnit", "fp_metrics", "fp_report", "MantissaUnit", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
@@ -1063,4 +1063,5 @@ from lutcore.units import approx  # noqa: E402  (submodule export)
 from lutcore.units.formats import SIGNED8, Format, format_arg  # noqa: E402,F401
 from lutcore.units.fp import FloatFormat, fp_format  # noqa: E402,F401  (floating-point element formats)
 from lutcore.units.fpmul import FPUnit, fp_metrics, fp_report  # noqa: E402,F401  (FP multipliers as tables)
+from lutcore.units.mantissa import MantissaUnit  # noqa: E402,F401  (bf16 / fp16 significand tables)
 from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

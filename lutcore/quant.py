@@ -468,7 +468,11 @@ class QLinear:
         are kept, so switching to another format and back restores them -- else from the Q8's
         values)."""
         from lutcore.units import resolve as _any
-        u = _any(units, mx=True) if isinstance(units, str) else units if _mx_units(units) else _resolve_units(units)
+        u = _any(units, mx=True) if isinstance(units, str) else units if _mx_units(units) else \
+            units if getattr(units, "kind", None) == "mantissa" else _resolve_units(units)
+        if getattr(u, "kind", None) == "mantissa":
+            raise ValueError(f"units: {u.name!r} (bf16/fp16 through a significand table) run in lutcore.torch and "
+                             f"lutcore's models; a quantized weight (QLinear, a pipeline stage) takes integer or MX units")
         if _mx_units(u) is not None:
             if self.mx is None or self.mx.fmt != u.b or self.mx.block != u.block:
                 f = self._mx_float.get((u.b.name, u.block))
@@ -577,6 +581,10 @@ def check_attention_units(units, where: str = "units") -> Units:
     a declared register's adder must leave it unchanged when 0 is added; otherwise a masked (or
     not yet decoded) position would count, and a token decoded with the cache would not have the
     bits of a full recompute.  A ValueError naming ``where`` otherwise."""
+    if getattr(units, "kind", None) == "mantissa" or (isinstance(units, str) and
+                                                      units.strip().lower().split(":")[0] in ("bf16", "fp16")):
+        raise ValueError(f"{where}: units {getattr(units, 'name', units)!r} (bf16/fp16 through a significand table) run "
+                         f"the weight matmuls; attention's products take integer or MX units")
     if type(units).__name__ == "MXUnits" or (isinstance(units, str) and units.strip().lower().startswith("mx")):
         from lutcore.units import resolve as _any
         u = _any(units, mx=True)

@@ -25,7 +25,7 @@ import numpy as np
 
 from lutcore.units import resolve
 
-__all__ = ["MXMatmul", "WeightMX"]
+__all__ = ["MXMatmul", "FloatMatmul", "WeightMX", "matmul_for"]
 
 
 def _f32(a):
@@ -92,3 +92,37 @@ class MXMatmul:
                              self.threads)
         dt = x2.dtype
         return dw.astype(dt, copy=False), (None if dx is None else dx.astype(dt, copy=False))
+
+
+class FloatMatmul:
+    """UnitMatmul's interface for bf16 / fp16 mantissa-product units (``lutcore.units.mantissa.
+    MantissaUnits``): y = units.matmul(x, w.T); backward False (the float STE) or True (dX = dY w,
+    dW = dY^T x through the unit, ApproxTrain's training); no gradient tables (a ValueError)."""
+
+    def __init__(self, units, unit_backward=False, threads: int | None = None):
+        from lutcore.models.unitmm import unit_backward_arg
+        self.units = resolve(units, mx=True)
+        self.unit_backward = unit_backward_arg(unit_backward)
+        if self.unit_backward == "table":
+            raise ValueError(f"unit_backward: units {self.units.name!r} (bf16/fp16 through a significand table) have "
+                             f"no gradient tables: use False (the float STE) or True (through the unit)")
+        self.threads = threads
+        self.label = None
+
+    def forward(self, x2, w, weight=None):
+        y = self.units.matmul(_f32(x2), np.ascontiguousarray(_f32(w).T), self.threads)
+        return y.astype(x2.dtype, copy=False)
+
+    def backward(self, dy2, x2, w, need_dx=True):
+        if not self.unit_backward:
+            from lutcore.ops.matmul import matmul
+            return matmul(dy2.T, x2), (matmul(dy2, w) if need_dx else None)
+        u, dt = self.units, x2.dtype
+        gw = u.matmul(np.ascontiguousarray(_f32(dy2).T), _f32(x2), self.threads).astype(dt, copy=False)
+        dx = u.matmul(_f32(dy2), _f32(w), self.threads).astype(dt, copy=False) if need_dx else None
+        return gw, dx
+
+
+def matmul_for(units, unit_backward=False, threads: int | None = None):
+    """The MXMatmul or FloatMatmul that runs ``units`` (MX or mantissa-product)."""
+    return (FloatMatmul if getattr(units, "kind", None) == "mantissa" else MXMatmul)(units, unit_backward, threads)

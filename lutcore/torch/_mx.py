@@ -1,5 +1,7 @@
 """lutcore.torch through MX units (``lutcore.units.mxunits.MXUnits``): block-scaled FP8 / FP6 /
-FP4 / INT8 products through a floating-point multiplier and a declared accumulator.
+FP4 / INT8 products through a floating-point multiplier and a declared accumulator -- and through
+bf16 / fp16 mantissa-product units (``lutcore.units.mantissa.MantissaUnits``: the same function,
+their product ``FloatMatmul``'s; "ste" and "units" backward, no gradient tables).
 
 Design: a linear layer's rows X (M, K) and weight W (O, K) -- a conv's patches (``F.unfold``, per
 group) -- go through ``MXMatmul`` (lutcore.models.mxmm), the models' MX product: X quantized per
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lutcore.models.mxmm import MXMatmul, WeightMX
+from lutcore.models.mxmm import WeightMX, matmul_for
 from lutcore.torch._formats import _fold, _operands, _output, _rows, float_grads
 from lutcore.torch._once import _once_differentiable
 
@@ -48,7 +50,7 @@ class MXFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, units, geo, backward, layer, nt):
         X, W = _operands(x, weight, geo)
         groups = 1 if geo is None else geo.groups
-        mm = MXMatmul(units, unit_backward={"ste": False, "units": True, "table": "table"}[backward], threads=nt)
+        mm = matmul_for(units, {"ste": False, "units": True, "table": "table"}[backward], nt)
         O, Kg = W.shape
         Og = O // groups
         y = np.empty((X.shape[0], O), np.float32)

@@ -44,7 +44,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["MantissaUnit", "FORMATS", "MBITS"]
+__all__ = ["MantissaUnit", "MantissaUnits", "is_spec", "FORMATS", "MBITS"]
 
 MBITS = {"bf16": 7, "fp16": 10}
 FORMATS = tuple(MBITS)
@@ -292,3 +292,103 @@ def _read_table(bf, fmt: str) -> np.ndarray:
         raise ValueError(f"{bf}: expected {nbytes} bytes ({shape[0]} x {shape[1]} float32, {fmt}), got "
                          f"{len(raw)}{'+' if len(raw) > nbytes else ''}")
     return np.frombuffer(raw, "<f4").astype(np.float32).reshape(shape)
+
+
+# ---------------------------------------------------------------------- the front ends' units
+_SPEC_FORMATS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16"}
+
+
+def is_spec(spec) -> bool:
+    """Whether ``spec`` names mantissa-product units (``bf16[:<multiplier>]`` / ``fp16[:...]``) and
+    is not an existing path."""
+    if not isinstance(spec, str) or os.path.exists(spec):
+        return False
+    return spec.strip().lower().split(":", 1)[0] in _SPEC_FORMATS
+
+
+class MantissaUnits:
+    """What a layer computes when its products are bf16 / fp16 operands through a ``MantissaUnit``
+    (``lutcore.ops.mantgemm``: both operands rounded to the format, one significand-table product
+    each, the float32 sum in k order) -- the front ends' counterpart of ``Units`` / ``MXUnits``
+    (lutcore.torch's layers, lutcore's models, ``lutcore eval``, the search).
+
+    Names: ``bf16`` / ``fp16`` (the exact multiplier), ``bf16:mitchell``, ``bf16:truncated:<k>``, or
+    ``bf16:<DIR>`` (a ``MantissaUnit.save`` directory).  Backward "ste" or "units" (dX = dY w, dW =
+    dY^T x through the unit, as ApproxTrain trains); gradient tables are not defined for them."""
+
+    kind = "mantissa"
+    accumulator = None          # the sum is float32 in k order (no integer register)
+    plain = False
+
+    def __init__(self, mul: MantissaUnit, name: str | None = None):
+        if not isinstance(mul, MantissaUnit):
+            raise TypeError(f"mul: expected a MantissaUnit, got {type(mul).__name__}")
+        self.mul = mul
+        self.name = name if name is not None else (mul.fmt if mul.name == "exact" else f"{mul.fmt}:{mul.name}")
+        self.digest = hashlib.sha256(f"lutcore-mantunits/1\n{mul.digest}".encode()).hexdigest()
+        self.loaded_from = None
+        self.cost, self.published = {}, {}
+
+    @classmethod
+    def parse(cls, spec: str) -> "MantissaUnits":
+        """The units a name stands for (the class docstring); ValueError naming the spec."""
+        s = spec.strip()
+        head, _, mul = s.partition(":")
+        fmt = _SPEC_FORMATS.get(head.lower())
+        if fmt is None:
+            raise ValueError(f"units: {spec!r}: expected bf16[:multiplier] or fp16[:multiplier]")
+        m = mul.strip()
+        if m in ("", "exact", "mitchell"):
+            u = getattr(MantissaUnit, m or "exact")(fmt)
+        elif m.startswith(("truncated:", "trunc")) and m.rsplit(":", 1)[-1].lstrip("trunc").isdigit():
+            u = MantissaUnit.truncated(fmt, int(m.rsplit(":", 1)[-1].lstrip("trunc")))
+        elif os.path.isdir(m):
+            u = MantissaUnit.load(m, fmt)
+        else:
+            raise ValueError(f"units: {spec!r}: unknown multiplier {m!r}; expected exact, mitchell, truncated:<k> or a "
+                             f"directory MantissaUnit.save wrote")
+        out = cls(u)
+        out.loaded_from = s
+        return out
+
+    @property
+    def format(self) -> str:
+        return f"{self.mul.fmt} x {self.mul.fmt} (significand table)"
+
+    def matmul(self, a, b, threads: int | None = None) -> np.ndarray:
+        return self.mul.matmul(a, b, threads)
+
+    def with_cost(self, *, power_mw=None, area_um2=None, delay_ns=None, source: str | None = None):
+        """A copy with hardware cost figures attached, as ``Units.with_cost``."""
+        import copy
+        from lutcore.units import stated_cost
+        out = copy.copy(self)
+        out.cost = stated_cost(self.cost, power_mw, area_um2, delay_ns, source)
+        return out
+
+    def error_metrics(self) -> dict:
+        """``MantissaUnit.metrics`` plus EvoApproxLib's value metrics on the significand products and
+        mae_pct / wce_pct in percent of the largest exact one (4)."""
+        from lutcore.units.metrics import value_metrics
+        sa, sb, m = _significands(self.mul.fmt)
+        e = np.ldexp((sa * sb).astype(np.float64), -2 * m).ravel()
+        out = self.mul.metrics()
+        out.update(value_metrics(self.mul.table.astype(np.float64).ravel(), e))
+        out["mae_pct"], out["wce_pct"] = 100.0 * out["mae"] / 4.0, 100.0 * out["wce"] / 4.0
+        return out
+
+    @property
+    def is_exact(self) -> bool:
+        return self.mul.is_exact
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.mul.fmt} operands, {self.mul.name} significand products, float32 sums in k order"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MantissaUnits) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"MantissaUnits({self.name!r}, digest={self.digest[:16]})"

@@ -14,7 +14,9 @@ and twin is built from it.  A .pyx the list does not name stops the build.
 The SIMDe twins: the same AVX-512 sources compiled once more against SIMDe (the headers of the
 ``simde-py`` package, in the test extra) with AVX2+FMA flags, through .c files this script
 generates into build/simde-src/ (each defines LC_SIMDE and #includes the real body), linked into
-test-only extensions (lutcore._native._simde*, the ``twin`` column) that run them on any x86-64.
+test-only extensions (lutcore._native._simde*, the ``twin`` column) that run them on any x86-64
+with AVX2; a family that asks (``simde_avx2``) also gets its AVX2 sources so, compiled with the
+baseline flags (SIMDe emulating AVX2 and FMA), which run on any x86-64 at all.
 A normal build (``pip install .``, a wheel, an editable install) never builds them and needs no
 SIMDe; ``LUTCORE_SIMDE_TWINS=1`` builds ONLY them (and the body libraries they link), which is
 what the test suite does on first use (tests/simde_twins.py, into a cache outside the package).
@@ -128,6 +130,10 @@ if _unlisted:
 #            The build generates, per avx512* body source, build/simde-src/<name>/<file>.c that
 #            defines LC_SIMDE and #includes the body; they compile with AVX2 flags into
 #            lutcore_simde_<name> (only with LUTCORE_SIMDE_TWINS=1)
+#   simde_avx2  optional, False: the family binds the SIMDe copies of its avx2 bodies too
+#            (LC_XBODY); the build generates them the same way and compiles them with the baseline
+#            flags (SIMDe emulates AVX2 and FMA) into lutcore_simde_<name>_avx2: the twin runs the
+#            AVX2 body on an x86-64 without AVX2
 #   twin     the test-only extension lutcore/_native/<twin>.pyx (it includes <module>.pyx) linked
 #            with those copies; families of one module share one twin
 #   calls    other families whose bodies this family's code calls (its twin binds their copies too)
@@ -184,10 +190,17 @@ FAMILIES = [
         ("avx512", ["csrc/netlist/x86/avx512.c"], AVX512_FLAGS),
         ("avx512vpopcnt", ["csrc/netlist/x86/avx512_vpopcnt.c"], AVX512_FLAGS + ["-mavx512vpopcntdq"])],
         simde="LC_NL_SIMDE", twin="_simde_netlist", calls=[]),
-    # the MX GEMM: the float64 FMA tile (exact tables) and row tables (any table), AVX-512 F/BW/DQ
+    # the MX GEMM: the float64 FMA tile (exact tables) and row tables (any table), AVX2 + FMA (ymm)
+    # and AVX-512 F/BW/DQ (zmm); the twin holds both
     dict(name="mxgemm", module="mxgemm", sources=[], bodies=[
+        ("avx2", ["csrc/mxgemm/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/mxgemm/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_MXGEMM_SIMDE", twin="_simde_mxgemm", calls=[]),
+        simde="LC_MXGEMM_SIMDE", simde_avx2=True, twin="_simde_mxgemm", calls=[]),
+    # the mantissa-product GEMM (bf16 / fp16 through a significand table): a float32 tile (the exact
+    # table), T's row by permutes (bf16) or gathers (fp16), vscalefps; AVX-512 F/BW/DQ
+    dict(name="mantgemm", module="mantgemm", sources=[], bodies=[
+        ("avx512", ["csrc/mantgemm/x86/avx512.c"], AVX512_FLAGS)],
+        simde="LC_MANTGEMM_SIMDE", twin="_simde_mantgemm", calls=[]),
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),
@@ -227,12 +240,13 @@ def _write_if_changed(path, text):
         f.write(text)
 
 
-def _simde_twin_sources(fam):
-    """Generate the family's SIMDe twin sources (one per avx512* body source) and return them."""
+def _simde_twin_sources(fam, avx2=False):
+    """Generate the family's SIMDe twin sources (one per avx512* body source, or with avx2 one per
+    avx2 body source) and return them."""
     out = []
     for isa, sources, _flags in fam["bodies"]:
-        if not isa.startswith("avx512"):
-            continue          # the AVX2 bodies run natively on every machine that runs the twins
+        if not (isa == "avx2" if avx2 else isa.startswith("avx512")):
+            continue          # (an AVX2 body without simde_avx2 runs natively wherever the twins run)
         for src in sources:
             gen = os.path.join(SIMDE_SRC, fam["name"], os.path.basename(src))
             rel = os.path.relpath(os.path.join(HERE, src), os.path.join(HERE, os.path.dirname(gen)))
@@ -264,6 +278,10 @@ if IS_X86:
             libraries.append((f"lutcore_simde_{fam['name']}", {
                 "sources": _simde_twin_sources(fam), "include_dirs": INCLUDE_DIRS + simde_include,
                 "cflags": body_cflags + AVX2_FLAGS, "obj_deps": {"": deps}}))
+            if fam.get("simde_avx2"):
+                libraries.append((f"lutcore_simde_{fam['name']}_avx2", {
+                    "sources": _simde_twin_sources(fam, avx2=True), "include_dirs": INCLUDE_DIRS + simde_include,
+                    "cflags": body_cflags, "obj_deps": {"": deps}}))
     macros.append(("LC_HAVE_X86_BODIES", "1"))
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from lutcore import _check
 from lutcore.units import fp as _fp
 
-__all__ = ["MX", "mx_quantize", "mx_quantize_numpy", "MX_ELEMENTS"]
+__all__ = ["MX", "mx_quantize", "mx_quantize_numpy", "scale_values", "MX_ELEMENTS"]
 
 MX_ELEMENTS = _fp.MX_ELEMENTS
 E8M0_NAN = 0xFF
@@ -59,6 +59,15 @@ def _shape_arg(shape) -> tuple:
             or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape)):
         raise ValueError(f"shape: expected the original shape as a non-empty tuple of non-negative ints, got {shape!r}")
     return tuple(int(d) for d in shape)
+
+
+def scale_values(scales: np.ndarray) -> np.ndarray:
+    """float32 2^(s - 127) of E8M0 scale codes (0xFF: NaN)."""
+    scales = np.asarray(scales)
+    with np.errstate(over="ignore"):
+        v = np.ldexp(np.float32(1), scales.astype(np.int32) - 127).astype(np.float32)
+    v[scales == E8M0_NAN] = np.nan
+    return v
 
 
 class MX:
@@ -112,10 +121,7 @@ class MX:
         NaN throughout a block whose scale is 0xff."""
         L, nb, B = self.shape[self.axis], self.nblocks, self.block
         v = np.moveaxis(self.fmt.decode(self.codes), self.axis, -1)          # (..., Lp) float32
-        s = np.moveaxis(self.scales, self.axis, -1)                          # (..., nb) uint8
-        with np.errstate(over="ignore"):
-            sf = np.ldexp(np.float32(1), s.astype(np.int32) - 127).astype(np.float32)   # (..., nb) 2^(s-127)
-        sf[s == E8M0_NAN] = np.nan
+        sf = scale_values(np.moveaxis(self.scales, self.axis, -1))          # (..., nb) 2^(s-127)
         y = (v.reshape(v.shape[:-1] + (nb, B)) * sf[..., None]).reshape(v.shape)  # (..., Lp) exact products
         return np.ascontiguousarray(np.moveaxis(y[..., :L], -1, self.axis))
 

@@ -420,11 +420,14 @@ class QLinear:
     than signed 8 x 8 read the weight as the Q8 holds it: ``qmatmul(x, w_q8.dequantize(),
     units, block)`` (a ``QF`` of it, made when the units are set) — so a QLinear built with
     such units and one switched to them later (``.units = ...``, a stage's ``set_units``) give
-    the same bits.  Activation buffers belong to the instance (not thread-safe across Python
-    threads).
+    the same bits.  MX units read the weight's MX blocks, made from the float weight when it is
+    given with MX units of that element format and block, or with such units in ``keep_mx`` (MX
+    units whose blocks to make as well, for a switch to them later), else from the Q8's values
+    when the units are set.  Activation buffers belong to the instance (not thread-safe across
+    Python threads).
     """
 
-    def __init__(self, w, units=None, block: int = 32, threads=None):
+    def __init__(self, w, units=None, block: int = 32, threads=None, *, keep_mx=()):
         self.block = _block(block)
         resolve_threads(threads)                 # checked now, not at the first call
         self.threads = threads
@@ -436,13 +439,18 @@ class QLinear:
         self.bkp = _even(self.block)
         self.qf = None                           # units of another format: the weight in their own codes
         self.mx = None                           # MX units: the weight as MX blocks along K (axis 0)
+        self._mx_float = {}                      # (element format, block) -> MX blocks of the float weight
         self.label = None                        # the layer's name, for the overflow log (lutcore.ops.accum)
         u = _mx_units(units) if not isinstance(units, (str, Units)) else None
         if u is None and isinstance(units, str) and units.strip().lower().startswith("mx"):
             from lutcore.units import resolve as _any
             u = _any(units, mx=True)
-        if u is not None and not isinstance(w, Q8):   # quantized from the float weight, not from its Q8
-            self.mx = u.quantize(np.ascontiguousarray(w, np.float32), 0, "b")
+        if not isinstance(w, Q8):                # quantized from the float weight, not from its Q8
+            for v in ([u] if u is not None else []) + list(_mx_list(keep_mx, "keep_mx")):
+                if (v.b.name, v.block) not in self._mx_float:
+                    self._mx_float[v.b.name, v.block] = v.quantize(np.ascontiguousarray(w, np.float32), 0, "b")
+            if u is not None:
+                self.mx = self._mx_float[u.b.name, u.block]
         self.units = units
         self._rows = 0
         self.rows_seen = None        # an int while counting (count_rows): rows of x over calls
@@ -456,12 +464,19 @@ class QLinear:
         """Switch the multiplier: the Q8 stays; a unit of another format gets the weight's codes
         in its format (made once per format), the exact table its packed panels; MX units the
         weight's MX blocks in their second format (from the float weight when the QLinear was built
-        with MX units of that format and block, else from the Q8's values)."""
+        with MX units of that format and block, or with such units in ``keep_mx`` -- those blocks
+        are kept, so switching to another format and back restores them -- else from the Q8's
+        values)."""
         from lutcore.units import resolve as _any
-        u = _any(units, mx=True) if isinstance(units, str) else units if _mx_units(units) else _resolve_units(units)
+        u = _any(units, mx=True) if isinstance(units, str) else units if _mx_units(units) else \
+            units if getattr(units, "kind", None) == "mantissa" else _resolve_units(units)
+        if getattr(u, "kind", None) == "mantissa":
+            raise ValueError(f"units: {u.name!r} (bf16/fp16 through a significand table) run in lutcore.torch and "
+                             f"lutcore's models; a quantized weight (QLinear, a pipeline stage) takes integer or MX units")
         if _mx_units(u) is not None:
             if self.mx is None or self.mx.fmt != u.b or self.mx.block != u.block:
-                self.mx = u.quantize(self.q8.dequantize(), 0, "b")
+                f = self._mx_float.get((u.b.name, u.block))
+                self.mx = f if f is not None else u.quantize(self.q8.dequantize(), 0, "b")
             self.qf = None
             self._units = u
             return
@@ -480,11 +495,15 @@ class QLinear:
         sub = Q8._made(np.ascontiguousarray(q8.q[:, lo:hi]), np.ascontiguousarray(q8.scale[:, lo:hi]),
                        q8.block, 0, (q8.shape[0], hi - lo))
         out = QLinear(sub, None, self.block, threads=self.threads)
-        if self.mx is not None:
+
+        def cut(m):
             from lutcore.mx import MX
-            m = self.mx
-            out.mx = MX._made(np.ascontiguousarray(m.codes[:, lo:hi]), np.ascontiguousarray(m.scales[:, lo:hi]),
-                              m.fmt, m.block, 0, (m.shape[0], hi - lo))
+            return MX._made(np.ascontiguousarray(m.codes[:, lo:hi]), np.ascontiguousarray(m.scales[:, lo:hi]),
+                            m.fmt, m.block, 0, (m.shape[0], hi - lo))
+        out._mx_float = {k: cut(m) for k, m in self._mx_float.items()}
+        if self.mx is not None:
+            same = [k for k, m in self._mx_float.items() if m is self.mx]
+            out.mx = out._mx_float[same[0]] if same else cut(self.mx)
         out.units = self.units
         return out
 
@@ -562,6 +581,10 @@ def check_attention_units(units, where: str = "units") -> Units:
     a declared register's adder must leave it unchanged when 0 is added; otherwise a masked (or
     not yet decoded) position would count, and a token decoded with the cache would not have the
     bits of a full recompute.  A ValueError naming ``where`` otherwise."""
+    if getattr(units, "kind", None) == "mantissa" or (isinstance(units, str) and
+                                                      units.strip().lower().split(":")[0] in ("bf16", "fp16")):
+        raise ValueError(f"{where}: units {getattr(units, 'name', units)!r} (bf16/fp16 through a significand table) run "
+                         f"the weight matmuls; attention's products take integer or MX units")
     if type(units).__name__ == "MXUnits" or (isinstance(units, str) and units.strip().lower().startswith("mx")):
         from lutcore.units import resolve as _any
         u = _any(units, mx=True)
@@ -595,8 +618,8 @@ def check_attention_units(units, where: str = "units") -> Units:
 
 
 def _mx_values(p, v, u, threads) -> np.ndarray:
-    """p (R, S) @ v (S, D) through MX units: p's rows in blocks of S, v's columns in blocks of S
-    aligned to position 0 (an MX operand's blocks run along the contraction axis)."""
+    """p (R, S) @ v (S, D) through MX units, causal (``MXUnits.values``: each position's values in
+    blocks along D, their scales folded into p, p's rows in blocks along S)."""
     v = _check.array(v, "v", np.float32, 2, kind="f")
     if v.shape[0] != p.shape[1]:
         raise ValueError(f"p, v: positions differ: p is {p.shape}, v is {v.shape}")
@@ -608,7 +631,7 @@ def _mx_values(p, v, u, threads) -> np.ndarray:
     D = v.shape[1]
     if R == 0 or D == 0 or S == 0:
         return np.zeros((R, D), np.float32)
-    return u.matmul(p, v, _team(threads, R * S * D))
+    return u.values(p, v, _team(threads, R * S * D))
 
 
 def _check_mx_attention(u, where: str):
@@ -626,6 +649,22 @@ def _check_mx_attention(u, where: str):
 def _mx_units(units):
     """The MXUnits ``units`` is, or None (integer units)."""
     return units if type(units).__name__ == "MXUnits" else None
+
+
+def _mx_list(specs, what: str) -> tuple:
+    """MX units from one spec or MXUnits, or an iterable of them (``_mx_arg`` each)."""
+    if isinstance(specs, (str, os.PathLike)) or _mx_units(specs) is not None:
+        specs = (specs,)
+    return tuple(_mx_arg(s, what) for s in specs)
+
+
+def _mx_arg(spec, what: str):
+    """MX units from an MXUnits or an MX spec; a TypeError naming ``what`` for other units."""
+    from lutcore.units import resolve as _any
+    u = _any(spec, mx=True)
+    if _mx_units(u) is None:
+        raise TypeError(f"{what}: expected MX units (an MXUnits or an mx... name), got {getattr(u, 'name', spec)!r}")
+    return u
 
 
 def attn_scores(q, k, units, block: int = 32, threads=None) -> np.ndarray:

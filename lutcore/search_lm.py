@@ -52,10 +52,12 @@ class _HFSpace:
     """A Hugging Face checkpoint: one stage holding every layer, built once through the exact
     unit; assignments switch units on its quantized weights."""
 
-    def __init__(self, hf, threads, batch_size):
+    def __init__(self, hf, threads, batch_size, cands=()):
         from lutcore.pipeline import Pipeline
         from lutcore.pipeline.stage import Stage
-        self.stage = Stage(hf.spec, hf.plan, hf.weights, units="exact", threads=threads)
+        mx = [u for u in cands if getattr(u, "kind", None) == "mx"]   # their blocks from the float weights, as
+        self.stage = Stage(hf.spec, hf.plan, hf.weights, units="exact", threads=threads,   # lutcore eval's
+                           keep_mx=mx)
         self.pipe = Pipeline.from_stages([self.stage])
         self.names = self.stage.layer_names(attention=True)
         self.step = 1
@@ -84,7 +86,8 @@ class _LMSpace:
         wrapped, tokenizer, _ = _open(model, tokenizer, threads)
         self.label = wrapped.label
         self.wins, self.targets, _, self.seq_len = _windows(wrapped, data, tokenizer, seq_len)
-        self.m = (_HFSpace if isinstance(wrapped, _HF) else _OwnSpace)(wrapped, threads, batch_size)
+        self.m = _HFSpace(wrapped, threads, batch_size, cands) if isinstance(wrapped, _HF) else \
+            _OwnSpace(wrapped, threads, batch_size)
         from lutcore.units.assign import is_attention
         names = self.m.names if attention or layers is not None else [n for n in self.m.names if not is_attention(n)]
         self.layers = _core.select_layers(names, layers)

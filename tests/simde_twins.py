@@ -1,9 +1,11 @@
 """The SIMDe test twins (lutcore._native._simde, _simde_ew, _simde_mathfn, _simde_scan, _simde_conv,
-_simde_optim, _simde_sgemm, _simde_norm, _simde_attn, _simde_gt, _simde_models, _simde_mxgemm, _simde_mxquant),
-built on first use for the tests, never by pip.
+_simde_optim, _simde_sgemm, _simde_norm, _simde_attn, _simde_gt, _simde_models, _simde_mxgemm,
+_simde_mantgemm, _simde_mxquant), built on first use for the tests, never by pip.
 
 The twins are the AVX-512 bodies compiled against SIMDe (AVX2+FMA flags), so the
-tests check every zmm body's bits on any x86-64 CPU.  A user's ``pip install .``
+tests check every zmm body's bits on any x86-64 CPU with AVX2; a family that asks
+(setup.py ``simde_avx2``: the MX GEMM) adds its AVX2 bodies compiled against SIMDe with
+the baseline flags, which run on any x86-64.  A user's ``pip install .``
 and a wheel do not build or ship them; the test suite does, here:
 
 * ``install()`` (called by tests/conftest.py) puts a finder first on sys.meta_path

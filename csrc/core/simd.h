@@ -40,6 +40,12 @@ static inline __m512i lc_x_maskz_loadu_epi8(__mmask64 k, const void *p) {
         if ((k >> i) & 1) t[i] = ((const uint8_t *)p)[i];
     return _mm512_loadu_si512((const void *)t);
 }
+static inline __m512 lc_x_maskz_loadu_ps(__mmask16 k, const void *p) {
+    float t[16] = {0};
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1) memcpy(&t[i], (const char *)p + 4 * i, 4);
+    return _mm512_loadu_ps(t);
+}
 static inline void lc_x_mask_storeu_epi32(void *p, __mmask16 k, __m512i v) {
     int32_t t[16];
     _mm512_storeu_si512((void *)t, v);
@@ -52,6 +58,7 @@ static inline void lc_x_mask_storeu_ps(void *p, __mmask16 k, __m512 v) {
 #else
 #define lc_x_maskz_loadu_epi64(k, p) _mm512_maskz_loadu_epi64(k, p)
 #define lc_x_maskz_loadu_epi8(k, p) _mm512_maskz_loadu_epi8(k, p)
+#define lc_x_maskz_loadu_ps(k, p) _mm512_maskz_loadu_ps(k, p)
 #define lc_x_mask_storeu_epi32(p, k, v) _mm512_mask_storeu_epi32(p, k, v)
 #define lc_x_mask_storeu_ps(p, k, v) _mm512_mask_storeu_ps(p, k, v)
 #endif

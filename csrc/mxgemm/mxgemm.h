@@ -34,7 +34,7 @@
  * Layout: job.h the shared structs and scalar steps; this header the generic bodies, the body
  * table and the drivers; x86/x86.h + x86/avx512.c the AVX-512 bodies (the FMA route's register
  * tile; any table through row tables; narrow mode on the same row tables, its register stepped
- * lane for lane as job.h's), compiled alone with their flags.
+ * lane for lane as job.h's) and x86/avx2.c the same routes on ymm, compiled alone with their flags.
  */
 #ifndef LUTCORE_MXGEMM_H
 #define LUTCORE_MXGEMM_H
@@ -140,6 +140,9 @@ static const lc_mx_body lc_mx_bodies[] = {
     {{"avx512 (float64 FMA tile; row tables)", LC_ISA_AVX512}, LC_MX_X86_NB_FMA, LC_MX_X86_NB_TABLE,
      LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_exact_unit),
      LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_narrow_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx512, mx_narrow_unit)},
+    {{"avx2 (float64 FMA tile; row tables)", LC_ISA_AVX2}, LC_MX_AVX2_NB, LC_MX_AVX2_NB,
+     LC_XBODY(LC_MXGEMM_SIMDE, avx2, mx_exact_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx2, mx_exact_unit),
+     LC_XBODY(LC_MXGEMM_SIMDE, avx2, mx_narrow_ws), LC_XBODY(LC_MXGEMM_SIMDE, avx2, mx_narrow_unit)},
 #endif
     {{"generic", LC_ISA_GENERIC}, LC_MX_GENERIC_NB, LC_MX_GENERIC_NB, lc_mx_ws_none, lc_mx_exact_unit_generic,
      lc_mx_ws_none, lc_mx_narrow_unit_generic},

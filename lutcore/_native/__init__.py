@@ -21,12 +21,13 @@ modules themselves (imported on first use), so ``record()`` sees every call.
     exactsum     the exact float32 summation (the data-parallel gradient reduction)
     netlist      GEMM and products through a multiplier's gate netlist, bit-sliced
     mxgemm       the MX GEMM: block-scaled FP8/FP6/FP4/INT8 codes through any product table
+    mantgemm     bf16 / fp16 operands through a table of significand products (ApproxTrain's form)
     mxquant      the MX quantizer: float32 to E8M0 scales + FP8/FP6/FP4/INT8 codes (nearest even)
 """
 import importlib
 
-MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mathfn",
-           "models", "mxgemm", "mxquant", "netlist", "norm", "optim", "scan", "sgemm", "softmax")
+MODULES = ("_cpu", "alloc", "attn", "conv", "elementwise", "exactsum", "gemm", "gradtables", "im2col", "mantgemm",
+           "mathfn", "models", "mxgemm", "mxquant", "netlist", "norm", "optim", "scan", "sgemm", "softmax")
 
 __all__ = list(MODULES)
 

@@ -118,22 +118,22 @@ class LanguageModel:
             per = assign.one_spec(u, list(self._mms) + list(self._attn))
         else:
             per = assign.assign(mapping, list(self._mms) + list(self._attn), what="units")
-        from lutcore.models.mxmm import MXMatmul
-        from lutcore.units.mxunits import MXUnits
+        from lutcore.models.mxmm import FloatMatmul, MXMatmul, matmul_for
         for n, u in per.items():
             if n in self._attn:                       # attention's q k^T / p v: checked, no weights
                 from lutcore.quant import check_attention_units
                 self._attn[n] = None if u is None else check_attention_units(u, n)
                 continue
             mm = self._mms[n]
-            kind = MXMatmul if isinstance(u, MXUnits) else UnitMatmul
-            if isinstance(u, MXUnits) and getattr(self, "two_pass", False):
+            float_units = getattr(u, "kind", None) in ("mx", "mantissa")
+            kind = (FloatMatmul if u.kind == "mantissa" else MXMatmul) if float_units else UnitMatmul
+            if float_units and getattr(self, "two_pass", False):
                 raise ValueError(f"units[{n!r}]: two_pass adds a second int8 pass for the quantization residual; "
-                                 f"MX units {u.name!r} quantize in blocks of their element format: use two_pass=False")
+                                 f"units {u.name!r} are floating point: use two_pass=False")
             if u is None:
                 self._mms[n] = None
             elif mm is None or type(mm) is not kind:
-                self._mms[n] = (MXMatmul(u, unit_backward=self.unit_backward) if kind is MXMatmul else
+                self._mms[n] = (matmul_for(u, self.unit_backward) if float_units else
                                 UnitMatmul(u, unit_backward=self.unit_backward,
                                            two_pass=getattr(self, "two_pass", False)))
             else:

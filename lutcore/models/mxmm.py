@@ -23,22 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from lutcore.ops.gradtables import table_pass
 from lutcore.units import resolve
 
-__all__ = ["MXMatmul", "WeightMX", "scales_f32"]
+__all__ = ["MXMatmul", "FloatMatmul", "WeightMX", "matmul_for"]
 
 
 def _f32(a):
     return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def scales_f32(scales: np.ndarray) -> np.ndarray:
-    """float32 2^(s - 127) of E8M0 codes (0xFF: NaN)."""
-    with np.errstate(over="ignore"):
-        v = np.ldexp(np.float32(1), scales.astype(np.int32) - 127).astype(np.float32)
-    v[scales == 0xFF] = np.nan
-    return v
 
 
 class WeightMX:
@@ -93,24 +84,45 @@ class MXMatmul:
 
     def table_backward(self, dy2, x2, w, need_dx=True):
         """(dW (N, K), dX (M, K) or None) through the gradient tables (module docstring)."""
-        u, nt, blk = self.units, self.threads, self.units.block
-        M, K = x2.shape
-        N = w.shape[0]
+        from lutcore.units.mxunits import table_grads
+        u = self.units
         qa = u.quantize(_f32(x2), 1, "a")                     # codes (M, Kp), scales (M, nb)
         qw = u.quantize(_f32(w), 1, "b")                      # w's rows: codes (N, Kp), scales (N, nb)
-        sa, sw = scales_f32(qa.scales), scales_f32(qw.scales)
-        ca, cw = qa.codes.view(np.int8), qw.codes.view(np.int8)
-        dy = _f32(dy2)
-        ga, gbt = u.gradients()
-        dw = np.empty((N, K), np.float32)
-        dx = np.empty((M, K), np.float32) if need_dx else None
-        with np.errstate(invalid="ignore"):
-            for bi, k0 in enumerate(range(0, K, blk)):
-                k1 = min(K, k0 + blk)
-                a = np.ascontiguousarray(ca[:, k0:k1])
-                b = np.ascontiguousarray(cw[:, k0:k1])
-                if need_dx:
-                    dx[:, k0:k1] = table_pass(0, a, b, np.ascontiguousarray(dy * sw[:, bi][None, :]), ga, nt)
-                dw[:, k0:k1] = table_pass(1, a, b, np.ascontiguousarray(dy * sa[:, bi][:, None]), gbt, nt)
+        dw, dx = table_grads(u, _f32(dy2), qa.codes, qa.scales, qw.codes, qw.scales, x2.shape[1], need_dx,
+                             self.threads)
         dt = x2.dtype
         return dw.astype(dt, copy=False), (None if dx is None else dx.astype(dt, copy=False))
+
+
+class FloatMatmul:
+    """UnitMatmul's interface for bf16 / fp16 mantissa-product units (``lutcore.units.mantissa.
+    MantissaUnits``): y = units.matmul(x, w.T); backward False (the float STE) or True (dX = dY w,
+    dW = dY^T x through the unit, ApproxTrain's training); no gradient tables (a ValueError)."""
+
+    def __init__(self, units, unit_backward=False, threads: int | None = None):
+        from lutcore.models.unitmm import unit_backward_arg
+        self.units = resolve(units, mx=True)
+        self.unit_backward = unit_backward_arg(unit_backward)
+        if self.unit_backward == "table":
+            raise ValueError(f"unit_backward: units {self.units.name!r} (bf16/fp16 through a significand table) have "
+                             f"no gradient tables: use False (the float STE) or True (through the unit)")
+        self.threads = threads
+        self.label = None
+
+    def forward(self, x2, w, weight=None):
+        y = self.units.matmul(_f32(x2), np.ascontiguousarray(_f32(w).T), self.threads)
+        return y.astype(x2.dtype, copy=False)
+
+    def backward(self, dy2, x2, w, need_dx=True):
+        if not self.unit_backward:
+            from lutcore.ops.matmul import matmul
+            return matmul(dy2.T, x2), (matmul(dy2, w) if need_dx else None)
+        u, dt = self.units, x2.dtype
+        gw = u.matmul(np.ascontiguousarray(_f32(dy2).T), _f32(x2), self.threads).astype(dt, copy=False)
+        dx = u.matmul(_f32(dy2), _f32(w), self.threads).astype(dt, copy=False) if need_dx else None
+        return gw, dx
+
+
+def matmul_for(units, unit_backward=False, threads: int | None = None):
+    """The MXMatmul or FloatMatmul that runs ``units`` (MX or mantissa-product)."""
+    return (FloatMatmul if getattr(units, "kind", None) == "mantissa" else MXMatmul)(units, unit_backward, threads)

@@ -22,6 +22,7 @@ and documented in that room (``quant``, ``optim``).
     gradtables   the gradient-table pass (backward="table")
     netlist      GEMM and products through a multiplier's gate netlist (bit-sliced)
     mxgemm       mx_gemm: MX (FP8/FP6/FP4/INT8 block-scaled) operands through any product table
+    mantgemm     mant_gemm, mant_round: bf16 / fp16 operands through a significand-product table
     mxquant      the MX quantizer (nearest even), which lutcore.mx.mx_quantize calls
     im2col       per-tensor NHWC quantization, patches, direct convs, dequant, same_bytes
     decode       the llama decode layer (one token through a stage), RoPE rows
@@ -30,12 +31,13 @@ from lutcore.ops.elementwise import fp16_decode, fp16_encode, fp16_round, relu8,
 from lutcore.ops.gemm import PackedB, lut_gemm, pack_b
 from lutcore.ops.mathfn import exp, exp2, gelu_tanh, gelu_tanh_backward, sigmoid, silu, silu_backward, softplus
 from lutcore.ops.matmul import matmul
+from lutcore.ops.mantgemm import mant_gemm, mant_round
 from lutcore.ops.mxgemm import MXProducts, Narrow, mx_gemm
 from lutcore.ops.scan import (ScanContext, causal_conv1d, causal_conv1d_backward, causal_conv1d_step,
                               selective_scan, selective_scan_backward, selective_scan_forward)
 
 __all__ = ["lut_gemm", "pack_b", "PackedB", "requant", "relu8", "fp16_round", "fp16_encode",
-           "fp16_decode", "matmul", "mx_gemm", "MXProducts", "Narrow",
+           "fp16_decode", "matmul", "mx_gemm", "MXProducts", "Narrow", "mant_gemm", "mant_round",
            "exp", "exp2", "softplus", "silu", "silu_backward", "sigmoid", "gelu_tanh", "gelu_tanh_backward",
            "selective_scan",
            "selective_scan_forward", "selective_scan_backward", "ScanContext", "causal_conv1d",

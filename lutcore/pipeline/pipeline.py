@@ -194,10 +194,11 @@ class Pipeline:
         return {n: out[n] for n in self.layer_names(attention)}
 
     def set_units(self, units) -> "Pipeline":
-        """Change layers' units on every stage (in place, nothing re-quantized; see
-        ``Stage.set_units``): one spec for every layer, or a mapping {name / prefix / glob:
-        spec} (or an assignment .json) for the layers its keys cover, the others keeping theirs.
-        Every key is checked against the whole model before any stage changes."""
+        """Change layers' units on every stage (in place, nothing re-quantized but MX blocks of
+        another element format, made from the Q8: see ``Stage.set_units``): one spec for every
+        layer, or a mapping {name / prefix / glob: spec} (or an assignment .json) for the layers
+        its keys cover, the others keeping theirs.  Every key is checked against the whole model
+        before any stage changes."""
         from lutcore.units import assign
         ring = self._ring_or_raise()
         mapping = assign.as_mapping(units)

@@ -126,6 +126,11 @@ def _is_attention(name: str) -> bool:
     return is_attention(name)
 
 
+def _is_mx(units) -> bool:
+    """Whether ``units`` are MX units (a QLinear keeps its MX blocks after a switch to other units)."""
+    return getattr(units, "kind", None) == "mx"
+
+
 def _attention_units(per: dict) -> dict:
     """{attention product: Units or None}, each unit checked for attention (check_attention_units)."""
     from lutcore.quant import check_attention_units
@@ -142,8 +147,8 @@ class _MambaLayer:
 class _QLinear:
     """Mamba1Block's matmul hook with the weight quantized once (x @ w.T through the units)."""
 
-    def __init__(self, w, units, threads):
-        self.lin = QLinear(to_kn(w, w.shape[0], w.shape[1], "out_in"), units, threads=threads)
+    def __init__(self, w, units, threads, keep_mx=()):
+        self.lin = QLinear(to_kn(w, w.shape[0], w.shape[1], "out_in"), units, threads=threads, keep_mx=keep_mx)
         self.q = self.lin.q8
 
     def forward(self, x2, w):
@@ -175,14 +180,19 @@ class Stage:
     (checked here too: missing or misshaped tensors raise ValueError).
     ``units``: None for float32 matmuls, or a ``Units``/name/directory to run every
     weight matmul as a block-scaled int8 ``qmatmul`` through those units.
+    ``keep_mx``: MX units whose blocks of every quantized weight are made from the float weight
+    at build as well, so that ``set_units`` to them later gives the bits of a stage built with
+    them (a search over a library holding MX units; otherwise their blocks come from the Q8).
     A stage is not thread-safe: one call at a time.
     """
 
-    def __init__(self, spec: ArchSpec, plan, weights: dict, units=None, threads=None):
+    def __init__(self, spec: ArchSpec, plan, weights: dict, units=None, threads=None, keep_mx=()):
         if not isinstance(spec, ArchSpec):
             raise TypeError(f"spec: expected an ArchSpec, got {type(spec).__name__}")
         self.spec, self.plan = spec, _as_plan(plan)
         self.threads = threads
+        from lutcore.quant import _mx_list
+        self._keep_mx = _mx_list(keep_mx, "keep_mx")
         per = self._per_layer(spec, self.plan, units)
         self._attn_of = _attention_units({n: per.pop(n) for n in list(per) if _is_attention(n)})
         self._attn_count = None                   # {name: products} while count_products runs
@@ -239,7 +249,7 @@ class Stage:
         """A (K, N) weight as the stage multiplies it: float32 packed once into the
         GEMM's panel layout (decode multiplies one row at a time), or Q8 quantized once."""
         if units is not None:
-            return QLinear(np.ascontiguousarray(w_kn, np.float32), units, threads=self.threads)
+            return QLinear(np.ascontiguousarray(w_kn, np.float32), units, threads=self.threads, keep_mx=self._keep_mx)
         return PackedMatrix(np.ascontiguousarray(w_kn, np.float32))
 
     def _group(self, parts):
@@ -265,7 +275,7 @@ class Stage:
             for name, mod in unit_layers(spec, i).items():
                 if self._unit_of[mod] is not None:
                     blk._mm[name] = _QLinear(params[prefix + f"mixer.{name}.weight"], self._unit_of[mod],
-                                             self.threads)
+                                             self.threads, self._keep_mx)
             return _MambaLayer(i, blk)
         C, I, Q, KVd = spec.hidden, spec.inter, spec.q_dim, spec.kv_dim
         L = _Layer()
@@ -306,7 +316,8 @@ class Stage:
         # float: x @ head.T, the transposed view read in place (no copy); units: Q8 (C, V) once
         hu = self._unit_of["lm_head"]
         self._head = head if hu is None else QLinear(
-            np.ascontiguousarray(to_kn(head, *head.shape, "out_in"), np.float32), hu, threads=self.threads)
+            np.ascontiguousarray(to_kn(head, *head.shape, "out_in"), np.float32), hu, threads=self.threads,
+            keep_mx=self._keep_mx)
         self._head_packed = PackedMatrix(head.T) if hu is None else None
 
     # ------------------------------------------------------------------ helpers
@@ -519,7 +530,11 @@ class Stage:
         for every layer, a mapping {name / prefix / glob: spec} for the layers its keys cover
         (the others keep theirs), or a resolved ``Assignment`` (its entries for this stage's
         layers).  A layer cannot switch between float and units (the stage keeps no float
-        weights): a ValueError naming it."""
+        weights): a ValueError naming it.  MX units read the weight's MX blocks of their second
+        element format: those the layer was built with (from the float weight) when the format
+        and block agree, else blocks made now from the Q8's values -- so a layer built with
+        integer units (or MX units of another element format) and switched to MX units does not
+        have the bits of one built with them (``QLinear.units``)."""
         from lutcore.units import assign
         names = list(self._unit_of)
         every = names + list(self._attn_of)
@@ -644,7 +659,7 @@ class Stage:
         return (spec.family != "mamba" and spec.rope and spec.gated and spec.act == "silu"
                 and not any(u is not None for u in self._attn_of.values())     # the native layer's attention is float
                 and all(L.n1b is None and L.n2b is None for L in self.layers)
-                and not any(getattr(m, "qf", None) is not None or getattr(m, "mx", None) is not None
+                and not any(getattr(m, "qf", None) is not None or _is_mx(getattr(m, "units", None))
                             for L in self.layers for m in (L.wqkv, L.wo, L.wup, L.wdown)))
 
     def _reunit(self, m, us):

@@ -287,24 +287,9 @@ class FormatFunction(torch.autograd.Function):
         geo, mode = ctx.geo, ctx.mode
         need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
         need_b = bias is not None and ctx.needs_input_grad[2]
-        if mode == "ste" or need_b:
-            # the float layer's gradients (twice differentiable, as the signed 8 x 8 STE): torch's own
-            # ops, so db is torch's sum too
-            create = torch.is_grad_enabled()
-            with torch.enable_grad():
-                xs = [x if (mode == "ste" and need[0]) else x.detach(),
-                      weight if (mode == "ste" and need[1]) else weight.detach(), bias]
-                y = F.linear(xs[0], xs[1], xs[2]) if geo is None else _float_conv(xs[0], xs[1], geo, xs[2])
-                want = [t for t, n in zip(xs, (mode == "ste" and need[0], mode == "ste" and need[1], need_b)) if n]
-                got = torch.autograd.grad(y, want, dy, create_graph=create, allow_unused=True) if want else ()
-            it = iter(got)
-            dx = next(it) if mode == "ste" and need[0] else None
-            dw = next(it) if mode == "ste" and need[1] else None
-            db = next(it) if need_b else None
-            if mode == "ste":
-                return dx, dw, db, None, None, None, None, None, None, None, None
-        else:
-            db = None
+        dx, dw, db = float_grads(x, weight, bias, geo, dy, mode == "ste", need, need_b)
+        if mode == "ste":
+            return dx, dw, db, None, None, None, None, None, None, None, None
         dY = _rows(dy, geo)
         if mode == "table":
             dX, dW = _table_grads(dY, ctx.z, ctx.units, ctx.grad_h, ctx.layer, ctx.nt, need)
@@ -318,6 +303,21 @@ class FormatFunction(torch.autograd.Function):
             dw = torch.from_numpy(dW).reshape(weight.shape)
         dx, dw = _once_differentiable(ctx.layer, (dx, dw), (dy, x, weight), mode)
         return dx, dw, db, None, None, None, None, None, None, None, None
+
+
+def float_grads(x, weight, bias, geo, dy, ste: bool, need, need_b: bool) -> tuple:
+    """(dx, dw, db): the float layer's gradients at x and the weight where ``ste`` and ``need`` ask
+    (twice differentiable, as the signed 8 x 8 STE), and db where ``need_b`` -- torch's own ops, so
+    db is torch's sum in every mode; None where not asked."""
+    flags = (ste and need[0], ste and need[1], need_b)
+    if not any(flags):
+        return None, None, None
+    with torch.enable_grad():
+        xs = [x if flags[0] else x.detach(), weight if flags[1] else weight.detach(), bias]
+        y = F.linear(xs[0], xs[1], xs[2]) if geo is None else _float_conv(xs[0], xs[1], geo, xs[2])
+        want = [t for t, n in zip(xs, flags) if n]
+        got = iter(torch.autograd.grad(y, want, dy, create_graph=torch.is_grad_enabled(), allow_unused=True))
+    return tuple(next(got) if n else None for n in flags)
 
 
 def _operands(x, weight, geo):

@@ -128,6 +128,9 @@ def tables_for(units: Units, grad_h, layer: str) -> tuple:
 def check_layer(layer) -> None:
     """An approximate layer's backward="table" settings are usable with its units now (a
     ValueError naming the layer otherwise, e.g. grad_h="supplied" on units without tables)."""
+    if getattr(layer, "backward", None) == "table" and getattr(layer.units, "kind", None) == "mantissa":
+        raise ValueError(f"{layer._lc_name}: units {layer.units.name!r} (bf16/fp16 through a significand table) have "
+                         f"no gradient tables: use backward='ste' or 'units'")
     if getattr(layer, "backward", None) == "table" and getattr(layer.units, "kind", None) == "mx":
         if layer.grad_h is not None:
             raise ValueError(f"{layer._lc_name}: MX units {layer.units.name!r} take their gradient tables from "

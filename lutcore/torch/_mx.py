@@ -1,5 +1,7 @@
 """lutcore.torch through MX units (``lutcore.units.mxunits.MXUnits``): block-scaled FP8 / FP6 /
-FP4 / INT8 products through a floating-point multiplier and a declared accumulator.
+FP4 / INT8 products through a floating-point multiplier and a declared accumulator -- and through
+bf16 / fp16 mantissa-product units (``lutcore.units.mantissa.MantissaUnits``: the same function,
+their product ``FloatMatmul``'s; "ste" and "units" backward, no gradient tables).
 
 Design: a linear layer's rows X (M, K) and weight W (O, K) -- a conv's patches (``F.unfold``, per
 group) -- go through ``MXMatmul`` (lutcore.models.mxmm), the models' MX product: X quantized per
@@ -19,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from lutcore.models.mxmm import MXMatmul, WeightMX
-from lutcore.torch._formats import _float_conv, _fold, _operands, _output, _rows
+from lutcore.models.mxmm import WeightMX, matmul_for
+from lutcore.torch._formats import _fold, _operands, _output, _rows, float_grads
 from lutcore.torch._once import _once_differentiable
 
 __all__ = ["MXFunction", "linear", "conv"]
@@ -49,7 +50,7 @@ class MXFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, units, geo, backward, layer, nt):
         X, W = _operands(x, weight, geo)
         groups = 1 if geo is None else geo.groups
-        mm = MXMatmul(units, unit_backward={"ste": False, "units": True, "table": "table"}[backward], threads=nt)
+        mm = matmul_for(units, {"ste": False, "units": True, "table": "table"}[backward], nt)
         O, Kg = W.shape
         Og = O // groups
         y = np.empty((X.shape[0], O), np.float32)
@@ -69,21 +70,9 @@ class MXFunction(torch.autograd.Function):
         geo, mode = ctx.geo, ctx.mode
         need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
         need_b = bias is not None and ctx.needs_input_grad[2]
-        db = None
-        if mode == "ste" or need_b:                     # torch's own ops: the float layer's gradients, and db
-            with torch.enable_grad():
-                xs = [x if (mode == "ste" and need[0]) else x.detach(),
-                      weight if (mode == "ste" and need[1]) else weight.detach(), bias]
-                y = F.linear(xs[0], xs[1], xs[2]) if geo is None else _float_conv(xs[0], xs[1], geo, xs[2])
-                flags = (mode == "ste" and need[0], mode == "ste" and need[1], need_b)
-                want = [t for t, n in zip(xs, flags) if n]
-                got = iter(torch.autograd.grad(y, want, dy, create_graph=torch.is_grad_enabled(), allow_unused=True)
-                           if want else ())
-            dx = next(got) if flags[0] else None
-            dw = next(got) if flags[1] else None
-            db = next(got) if need_b else None
-            if mode == "ste":
-                return dx, dw, db, None, None, None, None, None
+        dx, dw, db = float_grads(x, weight, bias, geo, dy, mode == "ste", need, need_b)
+        if mode == "ste":
+            return dx, dw, db, None, None, None, None, None
         dY = _rows(dy, geo)
         X, W = _operands(x, weight, geo)
         groups = 1 if geo is None else geo.groups

@@ -486,7 +486,7 @@ def _chain_backward(dout, q, k, v, drop, keep, cfg: _Cfg):
         for g in range(KV):
             go = dO[b, g]                                                          # (R, Dv)
             if "pv" in tabs and _is_mx(tabs["pv"]):
-                dP, dv[b, g] = _mx_grads(tabs["pv"], go, pur[b, g], vn[b, g], nt)
+                dP, dv[b, g] = tabs["pv"].values_table_grads(go, pur[b, g], vn[b, g], nt)
             elif "pv" in tabs:
                 dP, dv[b, g] = values_table_grads(go, pur[b, g], vn[b, g], cfg.block, tabs["pv"], nt)
             else:

@@ -396,7 +396,7 @@ def calibrate(model: nn.Module, batches) -> nn.Module:
     (``input_zero_point``).  Returns the model."""
     layers = _layers_or_error(model, "calibrate")
     for name, m in layers:                           # refused before anything changes
-        if getattr(m.units, "kind", None) == "mx":
+        if getattr(m.units, "kind", None) in ("mx", "mantissa"):
             raise ValueError(f"{name}: MX units {m.units.name!r} quantize the input in blocks with their own "
                              f"power-of-two scales each call: there is no static input scale to calibrate")
     for _, m in layers:

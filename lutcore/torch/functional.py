@@ -56,6 +56,7 @@ from lutcore.quant import quantize
 from lutcore.torch import _formats, _gradtables, _mx
 from lutcore.torch._once import _DelayedError, _double_backward_error, _once_differentiable  # noqa: F401
 from lutcore.units import Units, resolve as resolve_units
+from lutcore.units.mantissa import MantissaUnits
 from lutcore.units.mxunits import MXUnits
 
 __all__ = ["lut_linear", "lut_conv1d", "lut_conv2d", "LutLinearFunction", "LutConvFunction", "LutLinearTableFunction",
@@ -851,7 +852,7 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
     lead = x.shape[:-1]
     x2 = x.reshape(-1, K)
     if _is_mx(units):
-        _mx_args(units, input_scale, weights, grad_h, layer)
+        _mx_args(units, input_scale, weights, grad_h, layer, backward)
         return _mx.linear(x2, weight, bias, units, backward, layer, nt).reshape(*lead, weight.shape[0])
     if _formats_path(units, layer, weights):
         return _formats.linear(x2, weight, bias, units, backward, grad_h, layer, nt,
@@ -872,22 +873,25 @@ def linear(x, weight, bias, units, backward, input_scale, threads, layer, qw=Non
 
 
 def _is_mx(units) -> bool:
-    return isinstance(units, MXUnits)
+    """MX or bf16/fp16 mantissa-product units (lutcore/torch/_mx.py runs both)."""
+    return isinstance(units, (MXUnits, MantissaUnits))
 
 
-def _mx_args(units, input_scale, weights, grad_h, layer) -> None:
+def _mx_args(units, input_scale, weights, grad_h, layer, backward=None) -> None:
     """MX units quantize every call in blocks: no static input scale, no per-tensor weight scale;
     not traceable yet (ValueErrors naming the layer)."""
     if input_scale is not None:
-        raise ValueError(f"{layer}: MX units {units.name!r} quantize the input in blocks of {units.block} with "
-                         f"their own power-of-two scales each call: a static input_scale (activations='static') "
-                         f"does not apply; use activations='dynamic'")
+        raise ValueError(f"{layer}: units {units.name!r} quantize the input each call (floating point): a static "
+                         f"input_scale (activations='static') does not apply; use activations='dynamic'")
     if weights != "channel":
-        raise ValueError(f"{layer}: MX units {units.name!r} scale the weight per block of {units.block} along K: "
-                         f"weights={weights!r} does not apply")
+        raise ValueError(f"{layer}: units {units.name!r} are floating point (no per-channel or per-tensor weight "
+                         f"scale): weights={weights!r} does not apply")
+    if backward == "table" and units.kind == "mantissa":
+        raise ValueError(f"{layer}: units {units.name!r} (bf16/fp16 through a significand table) have no gradient "
+                         f"tables: use backward='ste' or 'units'")
     if grad_h is not None:
-        raise ValueError(f"{layer}: MX units {units.name!r} take their gradient tables from differences between "
-                         f"neighbouring values of the element format: grad_h={grad_h!r} does not apply")
+        raise ValueError(f"{layer}: units {units.name!r} are floating point (MX units take their gradient tables "
+                         f"from differences between neighbouring values): grad_h={grad_h!r} does not apply")
     if _tracing():
         raise ValueError(f"{layer}: MX units do not run under torch.compile, torch.export or torch.jit.trace yet")
 
@@ -962,7 +966,7 @@ def conv(x, weight, bias, units, stride, padding, dilation, groups, backward, in
         x, padding = _same_padding(x, weight, dilation, layer, n)
     geo = _conv_geo(x, weight, stride, padding, dilation, groups, layer)
     if _is_mx(units):
-        _mx_args(units, input_scale, weights, grad_h, layer)
+        _mx_args(units, input_scale, weights, grad_h, layer, backward)
         return _mx.conv(x, weight, bias, units, geo, backward, layer, nt)
     if _formats_path(units, layer, weights):
         return _formats.conv(x, weight, bias, units, geo, backward, grad_h, layer, nt,

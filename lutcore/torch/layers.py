@@ -175,9 +175,9 @@ class ApproxLayer:
     # ---------------------------------------------------------------- helpers
     def _lc_weight(self) -> fn.QWeight:
         fn.check_tensor(self.weight, "weight", self._lc_name)
-        if getattr(self.units, "kind", None) == "mx":
-            raise ValueError(f"{self._lc_name}: MX units {self.units.name!r} quantize the weight in blocks of "
-                             f"{self.units.block} along K (units.quantize(weight, 1, 'b')), not to int8 per channel")
+        if getattr(self.units, "kind", None) in ("mx", "mantissa"):
+            raise ValueError(f"{self._lc_name}: units {self.units.name!r} are floating point (MX units: "
+                             f"units.quantize(weight, 1, 'b')), the weight is not quantized to int8 per channel")
         w, groups = self._lc_weight_of()
         return self._lc_cache.get(w, groups, self._lc_name, self.threads)
 
@@ -185,7 +185,7 @@ class ApproxLayer:
         if self.activations == "dynamic":
             return None
         if self._lc_scale is None:
-            if getattr(self.units, "kind", None) == "mx":   # an MX block has no static scale to calibrate
+            if getattr(self.units, "kind", None) in ("mx", "mantissa"):   # an MX block has no static scale to calibrate
                 raise ValueError(f"{self._lc_name}: MX units {self.units.name!r} quantize the input in blocks with "
                                  f"their own power-of-two scales each call: activations='static' does not apply; "
                                  f"use activations='dynamic'")

@@ -439,7 +439,7 @@ class Trainer:
                              f"(digest {meta['units_digest'][:16]}); pass units= to resume it")
         if units is not None:
             from lutcore.units import resolve
-            units = resolve(units)
+            units = resolve(units, mx=True)
             if not meta.get("units_digest"):
                 raise ValueError(f"units: checkpoint {path!r} was trained in float32, so resuming it through "
                                  f"{units.name!r} would not continue the same run; resume it without units= (or "
@@ -483,7 +483,16 @@ TRAIN_CONFIG_KEYS = ("seq_len", "batch_size", "grad_accum", "max_grad_norm", "ws
 def units_tensors(units) -> dict:
     """What a checkpoint's units.safetensors holds of ``units``: the multiplier (its table, or
     its netlist's gates and outputs), the requantizer and ReLU tables, and — for another format
-    than signed 8 x 8 — the format's spelling as bytes (``format``)."""
+    than signed 8 x 8 — the format's spelling as bytes (``format``).  MX units: the FP
+    multiplier's table (``mx_products``) and, as JSON bytes (``mx``), its element formats, name,
+    source and the block and accumulation."""
+    if getattr(units, "kind", None) == "mx":
+        m = units.mul
+        d = {"a": m.a.name, "b": m.b.name, "mul_name": m.name, "mul_source": m.source,
+             "allow_nonfinite": bool(m.allow_nonfinite), "block": units.block, "accumulate": units._acc_text(),
+             "name": units.name}
+        return {"mx_products": np.ascontiguousarray(m.products, np.float32),
+                "mx": np.frombuffer(json.dumps(d, sort_keys=True).encode(), np.uint8).copy()}
     t = {"requant": np.ascontiguousarray(units.requant_lut), "relu": np.ascontiguousarray(units.relu_lut)}
     if units.mul is not None:
         t["mul"] = np.ascontiguousarray(units.mul)
@@ -528,6 +537,8 @@ def units_from_tensors(t: dict, name, where: str):
     """The Units ``units_tensors`` wrote (a ValueError naming ``where`` when something lacks)."""
     from lutcore.units import Format, Units
     from lutcore.units.netlist import Netlist
+    if "mx" in t:
+        return _mx_units_from_tensors(t, name, where)
     try:
         fmt = Format.parse(bytes(t["format"]).decode(), f"{where}: format") if "format" in t else None
         if "gates" in t:
@@ -540,6 +551,21 @@ def units_from_tensors(t: dict, name, where: str):
         return u if acc is None else u.with_accumulator(acc)
     except KeyError as e:
         raise ValueError(f"{where}: lacks the {e.args[0]} table") from None
+
+
+def _mx_units_from_tensors(t: dict, name, where: str):
+    """The MXUnits ``units_tensors`` wrote."""
+    from lutcore.units.fpmul import FPUnit
+    from lutcore.units.mxunits import MXUnits, _accumulator
+    try:
+        d = json.loads(bytes(t["mx"]).decode())
+        mul = FPUnit(d["a"], d["b"], t["mx_products"], d["mul_name"], d["mul_source"], bool(d["allow_nonfinite"]))
+        acc = _accumulator(d["accumulate"][1:], where) if d["accumulate"] else "exact"
+        return MXUnits(mul, block=d["block"], accumulate=acc, name=name if isinstance(name, str) else d["name"])
+    except KeyError as e:
+        raise ValueError(f"{where}: lacks the MX units' {e.args[0]}") from None
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: the MX units: {e}") from None
 
 
 def read_trainer_json(path) -> tuple:

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Units", "Format", "FloatFormat", "fp_format", "FPUnit", "fp_metrics", "fp_report", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
+__all__ = ["Units", "Format", "FloatFormat", "fp_format", "FPUnit", "fp_metrics", "fp_report", "MantissaUnit", "TableReport", "VerifyReport", "exact_mul_table", "default_requant_table", "library",
            "default_relu_table"]
 
 MUL_FILE, REQUANT_FILE, RELU_FILE = "mul_lut.bin", "requant_lut.bin", "relu_lut.bin"
@@ -946,9 +946,12 @@ _V_SPEC = re.compile(r"(?s)(.+\.s?v)(?::([A-Za-z_][\w$]*))?", re.I)
 def _mx(units):
     """The MXUnits ``units`` names (an MXUnits, an ``mx...`` name, a directory MXUnits.save wrote),
     or None."""
+    from lutcore.units.mantissa import MantissaUnits, is_spec as is_mant_spec
     from lutcore.units.mxunits import MXUnits, is_mx_dir, is_mx_spec
-    if isinstance(units, MXUnits):
+    if isinstance(units, (MXUnits, MantissaUnits)):
         return units
+    if is_mant_spec(units):
+        return MantissaUnits.parse(units)
     if is_mx_spec(units):
         return MXUnits.parse(units)
     if is_mx_dir(units):
@@ -974,13 +977,13 @@ def resolve(units, mx: bool = False):
     an MXUnits or a directory ``MXUnits.save`` wrote gives an MXUnits; without it they are a
     TypeError saying where MX units run."""
     global _EXACT
-    if mx or isinstance(units, (str, os.PathLike)) or type(units).__name__ == "MXUnits":
+    if mx or isinstance(units, (str, os.PathLike)) or type(units).__name__ in ("MXUnits", "MantissaUnits"):
         got = _mx(units) if units is not None and not isinstance(units, Units) else None
         if got is not None:
             if not mx:
-                raise TypeError(f"units: {got.name!r} are MX units (block-scaled floating point): they run through "
-                                f"lutcore.ops.mxgemm.mx_gemm, lutcore.torch's layers, lutcore's models, the pipeline "
-                                f"and lutcore eval, not this integer op (it takes lutcore.Units)")
+                raise TypeError(f"units: {got.name!r} are {'MX units (block-scaled floating point)' if got.kind == 'mx' else 'bf16/fp16 mantissa-product units'}: they run through "
+                                f"{'lutcore.ops.mxgemm.mx_gemm' if got.kind == 'mx' else 'lutcore.ops.mantgemm.mant_gemm'}, lutcore.torch's layers, lutcore's models"
+                                f"{', the pipeline' if got.kind == 'mx' else ''} and lutcore eval, not this integer op (it takes lutcore.Units)")
             return got
     if units is None:
         if _EXACT is None:
@@ -1063,4 +1066,5 @@ from lutcore.units import approx  # noqa: E402  (submodule export)
 from lutcore.units.formats import SIGNED8, Format, format_arg  # noqa: E402,F401
 from lutcore.units.fp import FloatFormat, fp_format  # noqa: E402,F401  (floating-point element formats)
 from lutcore.units.fpmul import FPUnit, fp_metrics, fp_report  # noqa: E402,F401  (FP multipliers as tables)
+from lutcore.units.mantissa import MantissaUnit  # noqa: E402,F401  (bf16 / fp16 significand tables)
 from lutcore.units.library import library  # noqa: E402  (lutcore.units.library(DIR): the function)

@@ -44,11 +44,12 @@ import re
 import numpy as np
 
 from lutcore import _check
+from lutcore.mx import MX, scale_values as scales_f32
 from lutcore.ops.mxgemm import MXProducts, Narrow, mx_gemm
 from lutcore.units import fp as _fp
 from lutcore.units.fpmul import FPUnit
 
-__all__ = ["MXUnits", "is_mx_spec", "is_mx_dir", "ELEMENT_NAMES"]
+__all__ = ["MXUnits", "is_mx_spec", "is_mx_dir", "table_grads", "ELEMENT_NAMES"]
 
 ELEMENT_NAMES = {"fp8": "e4m3", "fp8e4m3": "e4m3", "fp8e5m2": "e5m2", "fp6": "e2m3", "fp6e2m3": "e2m3",
                  "fp6e3m2": "e3m2", "fp4": "e2m1", "fp4e2m1": "e2m1", "int8": "int8",
@@ -316,6 +317,60 @@ class MXUnits:
         m["wce_pct"] = 100.0 * m["wce"] / top
         return m
 
+    # ------------------------------------------------------------------ attention's p v
+    def values(self, p, v, threads: int | None = None) -> np.ndarray:
+        """Attention's p (R, S) @ v (S, D) through the unit, causal: each position's values in
+        blocks of ``block`` along D in the second format (as an MX KV cache holds them), their
+        power-of-two scales folded into the probabilities, p'_j[r, s] = p[r, s] * sv[s, j]
+        (float32), each p'_j quantized per row in blocks along S (aligned to position 0) in the
+        first format; then per D-block j, y[:, j] = the MX product of p'_j and v's codes of block j
+        (block scale 1 along S).  A row's result reads its visible positions alone (a masked p is
+        0, code 0, and adds nothing): a token decoded with a KV cache has the bits of a full
+        recompute."""
+        out, _, _ = self._values(p, v, threads)
+        return out
+
+    def _values(self, p, v, threads):
+        """(y, [(qa_j, qb_j)] per D-block, sv) -- what the table backward re-reads."""
+        blk = self.block
+        (R, S), D = p.shape, v.shape[1]
+        qv = self.quantize(v, 1, "b")                               # codes (S, Dp), scales (S, nbD)
+        sv = scales_f32(qv.scales)
+        nbs = -(-S // blk)
+        ones = np.full((nbs, blk), 127, np.uint8)                   # 2^0 along S
+        y = np.empty((R, D), np.float32)
+        parts = []
+        for j in range(qv.scales.shape[1]):
+            c0, c1 = j * blk, min(D, (j + 1) * blk)
+            qa = self.quantize((p * sv[:, j][None, :]).astype(np.float32), 1, "a")
+            cb = np.zeros((nbs * blk, blk), np.uint8)
+            cb[:S] = qv.codes[:, c0:c0 + blk]
+            qb = MX._made(cb, ones, self.b, blk, 0, (S, blk))
+            y[:, c0:c1] = self.matmul_q(qa, qb, threads)[:, :c1 - c0]
+            parts.append((qa, qb))
+        return y, parts, sv
+
+    def values_table_grads(self, dy, p, v, threads: int | None = None) -> tuple:
+        """(dP (R, S), dV (S, D)) of ``values`` through the gradient tables, the quantization passed
+        straight through: per D-block j (ascending), with ca_j, sa_j p'_j's codes and scales and cv
+        v's codes, dP += sv[s, j] * sum_{c in j} dY[r, c] Ga[ca_j[r, s], cv[s, c]], and
+        dV[s, c] = (sum_r dY[r, c] sa_j[r, b(s)] Gb[ca_j[r, s], cv[s, c]]) / sv[s, j]; each sum in
+        index order (``table_grads``)."""
+        _, parts, sv = self._values(p, v, threads)
+        (R, S), D, blk = p.shape, v.shape[1], self.block
+        dP = np.zeros((R, S), np.float32)
+        dV = np.empty((S, D), np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for j, (qa, qb) in enumerate(parts):
+                c0, c1 = j * blk, min(D, (j + 1) * blk)
+                w = np.ascontiguousarray(qb.codes[:, :c1 - c0].T)    # (c, Sp): v's codes as weight rows
+                dy_j = np.zeros((R, c1 - c0), np.float32) + dy[:, c0:c1]
+                dwj, dxj = table_grads(self, dy_j, qa.codes, qa.scales, w, np.full((c1 - c0, qa.scales.shape[1]), 127,
+                                                                                  np.uint8), S, True, threads)
+                dP += (dxj * sv[:, j][None, :]).astype(np.float32)
+                dV[:, c0:c1] = (dwj.T / sv[:, j][:, None]).astype(np.float32)
+        return dP, dV
+
     # ------------------------------------------------------------------ identity
     @property
     def is_exact(self) -> bool:
@@ -335,6 +390,31 @@ class MXUnits:
                f"{self.accumulate.mbits + 1}-bit accumulator"
                + (f", promoted every {self.accumulate.promote}" if self.accumulate.promote else ""))
         return f"{self.name}: {self.a.name} x {self.b.name} blocks of {self.block}, {self.mul.name} products, {acc}"
+
+
+def table_grads(u: MXUnits, dy, ca, sa, cw, sw, K: int, need_dx: bool = True, threads=None) -> tuple:
+    """(dW (N, K), dX (M, K) or None) of y = x @ w.T through ``u``'s gradient tables, from the
+    operands' MX codes and E8M0 scales: x's rows ca (M, Kp) / sa (M, nb), w's rows cw (N, Kp) /
+    sw (N, nb), dy (M, N) float32: per block of K, dX[m, k] = sum_n dy[m, n] sw[n, b] Ga[ca, cw]
+    and dW[n, k] = sum_m dy[m, n] sa[m, b] Gb[ca, cw] (``lutcore.ops.gradtables.table_pass``: each
+    sum in index order)."""
+    from lutcore.ops.gradtables import table_pass
+    blk = u.block
+    M, N = dy.shape
+    fa, fw = scales_f32(sa), scales_f32(sw)
+    ca, cw = ca.view(np.int8), cw.view(np.int8)
+    ga, gbt = u.gradients()
+    dw = np.empty((N, K), np.float32)
+    dx = np.empty((M, K), np.float32) if need_dx else None
+    with np.errstate(invalid="ignore"):
+        for bi, k0 in enumerate(range(0, K, blk)):
+            k1 = min(K, k0 + blk)
+            a = np.ascontiguousarray(ca[:, k0:k1])
+            b = np.ascontiguousarray(cw[:, k0:k1])
+            if need_dx:
+                dx[:, k0:k1] = table_pass(0, a, b, np.ascontiguousarray(dy * fw[:, bi][None, :]), ga, threads)
+            dw[:, k0:k1] = table_pass(1, a, b, np.ascontiguousarray(dy * fa[:, bi][:, None]), gbt, threads)
+    return dw, dx
 
 
 def _fmt_pair(fmt) -> tuple:

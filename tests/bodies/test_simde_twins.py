@@ -25,12 +25,12 @@ def test_twins_come_from_the_keyed_cache_of_these_sources():
         return
     from lutcore._native import _simde, _simde_attn, _simde_conv, _simde_ew, _simde_mathfn, _simde_norm, _simde_optim
     from lutcore._native import _simde_scan, _simde_sgemm
-    from lutcore._native import _simde_gt, _simde_models, _simde_netlist, _simde_mxquant
+    from lutcore._native import _simde_gt, _simde_models, _simde_mxgemm, _simde_netlist, _simde_mxquant
     d = simde_twins.ensure_built()
     assert os.path.basename(d) == simde_twins.build_key()
     for m in (_simde, _simde_attn, _simde_conv, _simde_ew, _simde_mathfn, _simde_norm, _simde_optim, _simde_scan,
               _simde_sgemm, _simde_gt,
-              _simde_models, _simde_netlist, _simde_mxquant):
+              _simde_models, _simde_netlist, _simde_mxgemm, _simde_mxquant):
         assert os.path.dirname(m.__file__) == os.path.join(d, "lutcore", "_native"), m.__file__
 
 

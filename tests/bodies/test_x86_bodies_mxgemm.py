@@ -1,15 +1,18 @@
-"""The MX GEMM's AVX-512 body (csrc/mxgemm/x86/avx512.c) bit for bit against the generic body
-(csrc/mxgemm/mxgemm.h) and, on small cases, the integer oracle (tests/reference/mxgemm_ref.py):
+"""The MX GEMM's x86 bodies (csrc/mxgemm/x86/avx512.c, avx2.c) bit for bit against the generic
+body (csrc/mxgemm/mxgemm.h) and, on small cases, the integer oracle (tests/reference/mxgemm_ref.py):
 every route (the FMA tile; row tables with one part and two, HI32 and F32 words, rows reduced up to
 sign and exponent or by the sign bit or not at all — the used-group masks, vectorised for chunks
-of 32 and scalar below), shapes crossing the tiles (6 and 4/3 rows, 32 columns) and the chunks
-(blocks of 16, 32, 48, 300: the row tables' 32 and the FMA tile's 256), specials, at 1, 2 and 3
-threads; narrow mode (the register stepped lane for lane on the same row tables) with both
-roundings, promotions, overflow and subnormal registers.
+of 32 (avx512) or 8 (avx2) and scalar below), shapes crossing the tiles (avx512: 6 and 4/3 rows,
+32 columns; avx2: 3 rows, strips of 16 of a unit of 32, strips past N skipped) and the chunks
+(blocks of 16, 32, 48, 300: the row tables' chunks — avx2's sized by the table's rows — and the
+FMA tile's 256), specials, at 1, 2 and 3 threads; narrow mode (the register stepped lane for lane
+on the same row tables) with both roundings, promotions, overflow and subnormal registers.
 
-As the other body tests: the AVX-512 body runs through lutcore._native._simde_mxgemm (the same
-source compiled against SIMDe's exact emulation, AVX2+FMA flags -- any x86-64 CPU) and natively
-where this CPU has AVX-512.
+    runner          module           isa
+    avx512-simde    _simde_mxgemm    2  (avx512.c against SIMDe, AVX2+FMA flags: x86-64 with AVX2)
+    avx512-native   mxgemm           2  where this CPU has AVX-512
+    avx2-native     mxgemm           1  where this CPU has AVX2 + FMA
+    avx2-simde      _simde_mxgemm    1  (avx2.c against SIMDe, baseline flags: any x86-64)
 """
 import numpy as np
 import pytest
@@ -23,7 +26,7 @@ from reference.mxgemm_ref import mx_gemm_exact_ref
 from test_mxgemm import cleared, exact_table, factor, grid
 
 _simde_mx = twin("_simde_mxgemm")
-RUNNERS = runners(_mx, _simde_mx, avx2=False)
+RUNNERS = runners(_mx, _simde_mx, avx2=True, avx2_twin=True)
 IDS = [r[0] for r in RUNNERS]
 SHAPES = [(1, 1, 1), (7, 33, 31), (6, 65, 32), (13, 64, 33), (5, 100, 65), (33, 7, 97), (70, 40, 3)]
 
@@ -156,5 +159,7 @@ def test_body_names():
     if IS_X86:
         assert _simde_mx.body_names(2)["mx_gemm exact"].startswith("avx512")
         assert _simde_mx.body_names(2)["mx_gemm narrow"].startswith("avx512")
-        assert _mx.body_names(1)["mx_gemm exact"] == "generic"            # no AVX2 body: the generic one
+        for mod in (_mx, _simde_mx):
+            assert mod.body_names(1)["mx_gemm exact"].startswith("avx2")
+            assert mod.body_names(1)["mx_gemm narrow"].startswith("avx2")
     assert "mx_gemm exact" in _simd.bodies()

@@ -10,7 +10,7 @@ against the contract, with the numpy oracle of tests/reference/mxunits_ref.py:
 * GPT end to end: finite loss and gradients in every backward mode, the same bits at 1 and 2
   threads, per-layer mappings (the head alone through MX: the float model's final features times
   the tied embedding through the unit, bit for bit), attention's q k^T / p v through MX units (the
-  products units.matmul(q, k^T) and units.matmul(p, v)); MambaLM through MX units likewise.
+  products units.matmul(q, k^T) and the causal units.values(p, v)); MambaLM through MX units likewise.
 
 Error budgets (named):
     STE_REL         backward=False vs float64 dY w / dY^T x: float32 sums of a few dozen terms
@@ -30,6 +30,7 @@ from lutcore.mx import mx_quantize
 from lutcore.units.fpmul import FPUnit
 from lutcore.units.mxunits import MXUnits
 from reference import mxunits_ref as R
+from reference.mx_values import assert_bits, bits, data, mm_ref, table_of, values_ref  # noqa: F401
 
 STE_REL = 1e-5
 MX_ATTN_NMSE = 5e-3
@@ -46,38 +47,6 @@ def _one_thread(one_blas_thread):
     lutcore.set_num_threads(1)
     yield
     lutcore.set_num_threads(prev)
-
-
-def bits(y):
-    return np.ascontiguousarray(y, np.float32).view(np.uint32)
-
-
-def assert_bits(got, want, what=""):
-    got = np.asarray(got)
-    assert got.dtype == np.float32 and got.shape == want.shape, (what, got.dtype, got.shape, want.shape)
-    bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (what, len(bad), [(tuple(map(int, i)), got[tuple(i)], want[tuple(i)]) for i in bad[:4]])
-
-
-def data(rng, shape, spread=4):
-    v = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
-    v.reshape(-1)[::17] = 0
-    return v.astype(np.float32)
-
-
-def table_of(u):
-    """The multiplier's products from FPUnit's own builders (not the unit's copy)."""
-    n = u.mul.name
-    if n.startswith("truncated:"):
-        return FPUnit.truncated(u.a.name, u.b.name, int(n.split(":")[1])).products
-    return getattr(FPUnit, n)(u.a.name, u.b.name).products
-
-
-def mm_ref(u, a, b):
-    """The oracle's units.matmul(a (M, K), b (K, N)): a along K in u.a, b along K in u.b."""
-    qa = mx_quantize(a, u.a.name, u.block, axis=1)
-    qb = mx_quantize(b, u.b.name, u.block, axis=0)
-    return R.exact_matmul_ref(qa.codes, qa.scales, qb.codes, qb.scales, table_of(u), a.shape[1], u.block)
 
 
 def table_ref(u, dy, x, w):
@@ -308,7 +277,7 @@ def test_gpt_mlp_fc_alone_backward_through_the_units(ub):
 
 def test_gpt_attention_products_through_mx_units():
     """h.0.attn.qk / .pv through MX units: the block's attention is built from units.matmul(q, k^T)
-    (scaled after the product, causal softmax) and units.matmul(p, v); the logits stay near float
+    (scaled after the product, causal softmax) and units.values(p, v); the logits stay near float
     but are not float's."""
     import math
 
@@ -344,7 +313,7 @@ def test_gpt_attention_products_through_mx_units():
             p = np.exp(z - z.max(-1, keepdims=True))
             p /= p.sum(-1, keepdims=True)
             assert np.allclose(att[b, h], p, atol=2e-6) and not np.triu(att[b, h], 1).any()
-            assert_bits(got[b, h], mm_ref(u, att[b, h], v), f"pv b{b} h{h}")
+            assert_bits(got[b, h], values_ref(u, att[b, h], v), f"pv b{b} h{h}")
 
 
 def test_gpt_mx_fp8_logits_near_float():

@@ -75,3 +75,38 @@ def test_accumulators_example_runs(tmp_path, capsys):
     assert "12s wrap      exact" in out and "12s saturate  exact" in out
     assert "no overflow (either multiplier): 16s wrap, 16s saturate" in out
     assert os.path.getsize(png) > 1000
+
+
+def test_mx_formats_example_runs(tmp_path, capsys):
+    """examples/mx_formats.py, shortened: every format's row in both tables (digits CNN, GPT), the
+    long reduction's table where promoting the 14-bit register every 128 products loses less than
+    never promoting it, and the PNG."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "mx_formats.py")
+    spec = importlib.util.spec_from_file_location("mx_formats", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    png = str(tmp_path / "mx.png")
+    assert mod.main(["--epochs", "1", "--steps", "20", "--eval-tokens", "512", "--png", png, "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    digits_part = out[out.index("digits CNN:"):out.index("GPT:")]
+    gpt_part = out[out.index("GPT:"):out.index("one long reduction")]
+    for part in (digits_part, gpt_part):
+        for head in ("exact", "mitchell", "14-bit acc", "14-bit acc, promote 128"):
+            assert head in part
+        for name in ("MXFP8 (E4M3)", "MXFP6 (E2M3)", "MXFP4 (E2M1)", "MXINT8"):
+            row = [line for line in part.splitlines() if line.startswith(name)]
+            assert len(row) == 1, (name, part)
+            assert len(row[0][len(name):].split()) == 5                  # float and the four units
+    longk = out[out.index("one long reduction"):]
+    err = {}
+    for line in longk.splitlines()[3:]:
+        label, _, value = line.rpartition("  ")
+        if label.strip():
+            err[label.strip()] = float(value)
+    assert set(err) >= {"exact sums", "14-bit acc", "14-bit acc, promote 128"}
+    assert err["14-bit acc, promote 128"] < err["14-bit acc"]
+    assert err["exact sums"] <= err["14-bit acc, promote 128"]
+    assert os.path.getsize(png) > 1000

@@ -27,7 +27,8 @@ import lutcore.torch as lt  # noqa: E402
 from lutcore.mx import mx_quantize  # noqa: E402
 from lutcore.units.fpmul import FPUnit  # noqa: E402
 from lutcore.units.mxunits import MXUnits  # noqa: E402
-from reference import mxunits_ref as R  # noqa: E402
+from reference import mxunits_ref as R
+from reference.mx_values import assert_bits, bits, data, mm_ref, table_of  # noqa: F401, E402
 
 DB_RTOL = 1e-6
 
@@ -35,38 +36,7 @@ SPECS = ["mxfp8", "mxfp4:mitchell", "mxint8:lmul", "mxfp6xfp8:truncated:2"]
 T = torch.from_numpy
 
 
-def bits(y):
-    return np.ascontiguousarray(y, np.float32).view(np.uint32)
-
-
-def assert_bits(got, want, what=""):
-    got = np.asarray(got.detach().numpy() if isinstance(got, torch.Tensor) else got)
-    want = np.asarray(want)
-    assert got.dtype == np.float32 and got.shape == want.shape, (what, got.dtype, got.shape, want.shape)
-    bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (what, len(bad), [(tuple(map(int, i)), got[tuple(i)], want[tuple(i)]) for i in bad[:4]])
-
-
-def data(rng, shape, spread=4):
-    v = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
-    v.reshape(-1)[::17] = 0
-    return v.astype(np.float32)
-
-
 # ------------------------------------------------------------------ the oracle of the contract
-def table_of(u):
-    n = u.mul.name
-    if n.startswith("truncated:"):
-        return FPUnit.truncated(u.a.name, u.b.name, int(n.split(":")[1])).products
-    return getattr(FPUnit, n)(u.a.name, u.b.name).products
-
-
-def mm_ref(u, a, b):
-    """units.matmul(a (M, K), b (K, N)) by the oracle."""
-    a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
-    qa = mx_quantize(a, u.a.name, u.block, axis=1)
-    qb = mx_quantize(b, u.b.name, u.block, axis=0)
-    return R.exact_matmul_ref(qa.codes, qa.scales, qb.codes, qb.scales, table_of(u), a.shape[1], u.block)
 
 
 def grads_ref(u, mode, dy, X, W):

@@ -27,22 +27,12 @@ from lutcore.units.fp import fp_format
 from lutcore.units.fpmul import FPUnit
 from lutcore.units.mxunits import MXUnits, is_mx_dir, is_mx_spec
 from reference import mxunits_ref as R
+from reference.mx_values import assert_bits, bits  # noqa: F401
 
 ELEMS = {"fp8": "e4m3", "fp6": "e2m3", "fp4": "e2m1", "int8": "int8"}
 MULS = ["exact", "mitchell", "lmul", "truncated:2"]
 # (M, K, N): M, N in 1, 7, 33; K across the block boundaries (1, 31, 32, 33, 65, 100)
 SHAPES = [(1, 1, 1), (7, 31, 33), (33, 32, 7), (1, 33, 33), (7, 65, 1), (33, 100, 7), (7, 100, 33)]
-
-
-def bits(y):
-    return np.ascontiguousarray(y, np.float32).view(np.uint32)
-
-
-def assert_bits(got, want, what=""):
-    got = np.asarray(got)
-    assert got.dtype == np.float32 and got.shape == want.shape, (what, got.dtype, got.shape, want.shape)
-    bad = np.argwhere(bits(got) != bits(want))
-    assert not len(bad), (what, len(bad), [(tuple(map(int, i)), got[tuple(i)], want[tuple(i)]) for i in bad[:4]])
 
 
 def fpunit(mul, a, b):

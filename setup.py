@@ -204,11 +204,12 @@ FAMILIES = [
     # the llama decode layer (csrc/models/: a model, not a kernel): its twin runs every AVX-512 body it calls
     dict(name="models", module="models", sources=[], bodies=[], simde=None, twin="_simde_models",
          calls=["norm", "attn", "sgemm", "gemm", "mathfn"]),
-    # the MX quantizer (float32 -> E8M0 scales + element codes, nearest even): AVX2 and AVX-512 F/BW/VL
+    # the MX quantizer (float32 -> E8M0 scales + element codes, nearest even): AVX2 and AVX-512 F/BW/VL;
+    # the twin holds both
     dict(name="mxquant", module="mxquant", sources=[], bodies=[
         ("avx2", ["csrc/mxquant/x86/avx2.c"], AVX2_FLAGS),
         ("avx512", ["csrc/mxquant/x86/avx512.c"], AVX512_FLAGS)],
-        simde="LC_MXQUANT_SIMDE", twin="_simde_mxquant", calls=[]),
+        simde="LC_MXQUANT_SIMDE", simde_avx2=True, twin="_simde_mxquant", calls=[]),
 ]
 _BY_NAME = {f["name"]: f for f in FAMILIES}
 for _f in FAMILIES:

@@ -106,7 +106,7 @@ typedef struct {
 static const lc_mxq_body lc_mxq_bodies[] = {
 #if LC_X86_BODIES
     {{"avx512", LC_ISA_AVX512}, LC_MXQ_X(avx512, mxq_rows), LC_MXQ_X(avx512, mxq_cols)},
-    {{"avx2", LC_ISA_AVX2}, lc_avx2_mxq_rows, lc_avx2_mxq_cols},
+    {{"avx2", LC_ISA_AVX2}, LC_MXQ_X(avx2, mxq_rows), LC_MXQ_X(avx2, mxq_cols)},
 #endif
     {{"generic", LC_ISA_GENERIC}, lc_mxq_rows_generic, lc_mxq_cols_generic},
 };

@@ -9,7 +9,7 @@ exponent, at 1, 2 and 3 threads.
 
 As the other body tests: the AVX-512 body runs through lutcore._native._simde_mxquant (the same
 source compiled against SIMDe's exact emulation, AVX2+FMA flags -- any x86-64 CPU) and natively
-where this CPU has AVX-512; the AVX2 body natively.
+where this CPU has AVX-512; the AVX2 body natively and through the twin (SIMDe, baseline flags).
 """
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ from body_runners import runners, twin
 from test_mxquant import data
 
 _simde_mxq = twin("_simde_mxquant")
-RUNNERS = runners(_mxq, _simde_mxq, avx2=True)
+RUNNERS = runners(_mxq, _simde_mxq, avx2=True, avx2_twin=True)
 IDS = [r[0] for r in RUNNERS]
 ROWS = [(1, 1), (3, 15), (2, 16), (5, 17), (7, 31), (33, 33), (4, 100), (3, 565), (2, 1040), (2, 821), (40, 1040)]
 COLS = [(1, 1), (15, 3), (16, 9), (17, 16), (31, 17), (33, 65), (100, 130), (130, 300)]

@@ -493,18 +493,22 @@ class FPUnit:
         return f"FPUnit(name={self.name!r}, {self.a.name} x {self.b.name}, digest={self.digest[:16]})"
 
 
+def table_arg(table, name: str, shape: tuple, unit: str, cells: str) -> None:
+    """``table`` is a float32 ndarray of ``shape``, else a TypeError/ValueError naming ``name``, the
+    expected (``unit``: "an e4m3 x e4m3"; ``cells``: what its axes index) and the received."""
+    if not isinstance(table, np.ndarray):
+        raise TypeError(f"{name}: expected a float32 numpy array of shape {shape}, got {type(table).__name__}")
+    if table.dtype != np.float32:
+        raise TypeError(f"{name}: expected float32 products ({unit} table), got dtype {table.dtype} "
+                        f"(convert with .astype(np.float32) if that rounding is meant)")
+    if table.shape != shape:
+        raise ValueError(f"{name}: {unit} unit's table has shape {shape} ({cells}), got {table.shape}")
+
+
 def _checked_table(table, a: FloatFormat, b: FloatFormat, allow_nonfinite: bool) -> np.ndarray:
     """``table`` as a canonical float32 copy of shape (2^a.bits, 2^b.bits), or TypeError/ValueError
     naming it (``table``): wrong type, dtype or shape; a non-finite product of finite operands."""
-    shape = (1 << a.bits, 1 << b.bits)
-    if not isinstance(table, np.ndarray):
-        raise TypeError(f"table: expected a float32 numpy array of shape {shape}, got {type(table).__name__}")
-    if table.dtype != np.float32:
-        raise TypeError(f"table: expected float32 products (an {a.name} x {b.name} table), got dtype {table.dtype} "
-                        f"(convert with .astype(np.float32) if that rounding is meant)")
-    if table.shape != shape:
-        raise ValueError(f"table: an {a.name} x {b.name} unit's table has shape {shape} (2^{a.bits} x 2^{b.bits} "
-                         f"codes), got {table.shape}")
+    table_arg(table, "table", (1 << a.bits, 1 << b.bits), f"an {a.name} x {b.name}", f"2^{a.bits} x 2^{b.bits} codes")
     p = _canonical(table)
     if not allow_nonfinite:
         va, vb = a.values(), b.values()

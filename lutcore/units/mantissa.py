@@ -75,15 +75,8 @@ def _significands(fmt: str):
 def _checked_table(table, fmt: str, name: str = "table") -> np.ndarray:
     """``table`` as a read-only float32 copy (-0 as +0), or TypeError/ValueError naming ``name``:
     not a float32 ndarray, not (2^m, 2^m), an entry not finite or below 0."""
-    shape = _shape(fmt)
-    if not isinstance(table, np.ndarray):
-        raise TypeError(f"{name}: expected a float32 numpy array of shape {shape}, got {type(table).__name__}")
-    if table.dtype != np.float32:
-        raise TypeError(f"{name}: expected float32 significand products ({fmt}: shape {shape}), got dtype "
-                        f"{table.dtype} (convert with .astype(np.float32) if that rounding is meant)")
-    if table.shape != shape:
-        raise ValueError(f"{name}: a {fmt} unit's table has shape {shape} (2^{MBITS[fmt]} x 2^{MBITS[fmt]} "
-                         f"mantissas), got {table.shape}")
+    from lutcore.units.fpmul import table_arg
+    table_arg(table, name, _shape(fmt), f"a {fmt}", f"2^{MBITS[fmt]} x 2^{MBITS[fmt]} mantissas")
     bad = ~(np.isfinite(table) & (table >= 0))
     if bad.any():
         i, j = (int(t[0]) for t in np.nonzero(bad))

@@ -11,6 +11,7 @@ for bit, summed in k order) and a float64 sum (a named budget); errors naming th
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 import lutcore
 from lutcore._native import mantgemm as _mt
@@ -229,7 +230,6 @@ def test_rounding_is_ml_dtypes_and_numpy(fmt, rng):
 
 
 def test_torch_bfloat16_rounds_as_ml_dtypes(rng):
-    torch = pytest.importorskip("torch")
     x = _rounding_inputs(rng, "bf16")
     x = x[~np.isnan(x)]
     t = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
@@ -239,7 +239,6 @@ def test_torch_bfloat16_rounds_as_ml_dtypes(rng):
 
 # ------------------------------------------------------------------ the exact unit against its peers
 def test_exact_bf16_is_torchs_float32_products_summed_in_k_order(rng):
-    torch = pytest.importorskip("torch")
     M, K, N = 9, 70, 33
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = (rng.standard_normal((K, N)) * 1e3).astype(np.float32)
